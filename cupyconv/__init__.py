@@ -1,0 +1,19 @@
+"""cupyconv: N-dimensional convolution and correlation for NVIDIA GPUs and NumPy.
+
+Array in, array out: NumPy arrays run on the CPU, CuPy arrays on the GPU
+(raw CUDA C++ kernels loaded through ``cupy.RawModule``).  See README.md
+and docs/ for the tour.
+"""
+from . import config
+from ._backend import available_backends, get_backend, use_backend
+from ._conv import conv
+from ._signal import choose_conv_method, convolve, correlate
+from ._problem import ConvProblem, MAX_RANK
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "convolve", "correlate", "choose_conv_method", "conv", "ConvProblem",
+    "use_backend", "get_backend", "available_backends", "config", "MAX_RANK",
+    "__version__",
+]

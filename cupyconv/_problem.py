@@ -1,0 +1,325 @@
+"""The planning layer: one frozen description of a convolution problem.
+
+Every backend and every algorithm consumes a :class:`ConvProblem`; none of
+them re-derives geometry.  The description is channels-first and logical:
+``x`` is ``(N, C, *S)``, ``w`` is ``(K, C/G, *KS)`` and ``y`` is
+``(N, K, *O)``.  ``layout`` only records how the user's arrays are laid out
+(``channels_last`` puts the channel axis last), which changes strides, never
+the arithmetic.
+
+The mapping onto a GEMM follows CUTLASS's ``implicit_gemm_problem_size``
+for the forward pass, per group::
+
+    M = N * prod(O)          (output positions)
+    N_gemm = K / G           (output channels of one group)
+    K_gemm = (C / G) * prod(KS)   (reduction length)
+
+Output extent per spatial axis ``i``::
+
+    O_i = floor((S_i + pb_i + pa_i - dilation_i * (KS_i - 1) - 1) / stride_i) + 1
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Tuple
+
+import numpy as np
+
+__all__ = ["ConvProblem", "MAX_RANK", "PADDING_MODES", "LAYOUTS", "INT32_MAX"]
+
+#: Largest spatial rank the library supports (the SPEC asks for at least 8).
+MAX_RANK = 8
+#: ``numpy.pad`` names of the supported boundary modes.
+PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
+#: Supported memory layouts of ``x``/``w``/``y`` in :func:`cupyconv.conv`.
+LAYOUTS = ("channels_first", "channels_last")
+#: Largest offset the 32-bit index kernels can address.
+INT32_MAX = 2**31 - 1
+
+Pair = Tuple[int, int]
+
+
+def _prod(values) -> int:
+    return int(math.prod(int(v) for v in values))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvProblem:
+    """Frozen, validated description of one batched N-D convolution.
+
+    Build it with :meth:`create`; the constructor does no validation.
+
+    Attributes
+    ----------
+    ndim : int
+        Spatial rank ``R``.
+    batch, in_channels, out_channels, groups : int
+        ``N``, ``C``, ``K`` and ``G``.
+    in_shape, kernel_shape, out_shape : tuple of int
+        Spatial extents ``S``, ``KS`` and ``O``.
+    stride, dilation : tuple of int
+        Per spatial axis, all >= 1.
+    padding : tuple of (int, int)
+        ``(before, after)`` per spatial axis, all >= 0.
+    padding_mode : str
+        One of :data:`PADDING_MODES` (``numpy.pad`` semantics).
+    cval : scalar
+        Fill value of ``padding_mode="constant"``.
+    layout : str
+        ``"channels_first"`` or ``"channels_last"``.
+    dtype : numpy.dtype
+        Dtype of the result.
+    flip : bool
+        ``True`` for true convolution (kernel taps reversed), ``False`` for
+        cross-correlation (deep-learning convention).  Weights are never
+        conjugated here: callers conjugate for complex correlation.
+    """
+
+    ndim: int
+    batch: int
+    in_channels: int
+    out_channels: int
+    groups: int
+    in_shape: Tuple[int, ...]
+    kernel_shape: Tuple[int, ...]
+    out_shape: Tuple[int, ...]
+    stride: Tuple[int, ...]
+    dilation: Tuple[int, ...]
+    padding: Tuple[Pair, ...]
+    padding_mode: str = "constant"
+    cval: complex = 0
+    layout: str = "channels_first"
+    dtype: np.dtype = np.dtype(np.float64)
+    flip: bool = False
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def create(cls, *, x_shape, w_shape, stride=1, padding=0, dilation=1,
+               groups=1, padding_mode="constant", cval=0,
+               layout="channels_first", dtype=np.float64, flip=False):
+        """Validate a geometry and derive the output shape.
+
+        Parameters
+        ----------
+        x_shape, w_shape : tuple of int
+            Full array shapes in ``layout`` order.
+        stride, dilation : int or sequence of int
+        padding : int, sequence of int, sequence of (int, int), "valid" or "same"
+        groups : int
+        padding_mode, cval, layout, dtype, flip
+            See the class attributes.
+
+        Raises
+        ------
+        ValueError
+            Naming the argument and the axis for every inconsistency.
+        """
+        from ._args import (normalize_layout, normalize_padding,
+                            normalize_padding_mode, normalize_per_axis)
+
+        layout = normalize_layout(layout)
+        x_shape = tuple(int(s) for s in x_shape)
+        w_shape = tuple(int(s) for s in w_shape)
+        if len(x_shape) != len(w_shape):
+            raise ValueError(
+                f"x and w must have the same number of dimensions; got x.ndim="
+                f"{len(x_shape)} and w.ndim={len(w_shape)}")
+        ndim = len(x_shape) - 2
+        if ndim < 1:
+            raise ValueError(
+                "x must have shape (N, C, *spatial) with at least one spatial "
+                f"axis; got x.ndim={len(x_shape)}")
+        if ndim > MAX_RANK:
+            raise ValueError(
+                f"spatial rank {ndim} is not supported; the maximum is {MAX_RANK}")
+        if layout == "channels_first":
+            n, c, s = x_shape[0], x_shape[1], x_shape[2:]
+            k, cg, ks = w_shape[0], w_shape[1], w_shape[2:]
+        else:
+            n, c, s = x_shape[0], x_shape[-1], x_shape[1:-1]
+            k, cg, ks = w_shape[0], w_shape[-1], w_shape[1:-1]
+        groups = _check_groups(groups, c, k, cg)
+        for i, ki in enumerate(ks):
+            if ki < 1:
+                raise ValueError(
+                    f"w has an empty spatial axis {i} (size {ki}); kernel extents must be >= 1")
+        stride = normalize_per_axis(stride, ndim, "stride")
+        dilation = normalize_per_axis(dilation, ndim, "dilation")
+        padding = normalize_padding(padding, ndim, s, ks, stride, dilation)
+        padding_mode = normalize_padding_mode(padding_mode)
+        out = []
+        for i in range(ndim):
+            span = dilation[i] * (ks[i] - 1) + 1
+            padded = s[i] + padding[i][0] + padding[i][1]
+            if padded < span and s[i] == 0:
+                out.append(0)   # an empty input axis gives an empty output axis
+                continue
+            if padded < span:
+                raise ValueError(
+                    f"empty output on spatial axis {i}: padded input size {padded} "
+                    f"(size {s[i]} + padding {padding[i]}) is smaller than the "
+                    f"dilated kernel size {span} (kernel {ks[i]}, dilation {dilation[i]})")
+            out.append((padded - span) // stride[i] + 1)
+        if padding_mode in ("reflect", "symmetric", "wrap", "edge"):
+            for i in range(ndim):
+                if s[i] == 0 and (padding[i][0] or padding[i][1]):
+                    raise ValueError(
+                        f"padding_mode={padding_mode!r} cannot extend the empty "
+                        f"spatial axis {i}")
+        return cls(ndim=ndim, batch=n, in_channels=c, out_channels=k,
+                   groups=groups, in_shape=tuple(s), kernel_shape=tuple(ks),
+                   out_shape=tuple(out), stride=stride, dilation=dilation,
+                   padding=padding, padding_mode=padding_mode, cval=cval,
+                   layout=layout, dtype=np.dtype(dtype), flip=bool(flip))
+
+    # ----------------------------------------------------------------- shapes
+    def _full(self, lead, chan, spatial):
+        if self.layout == "channels_first":
+            return (lead, chan) + tuple(spatial)
+        return (lead,) + tuple(spatial) + (chan,)
+
+    @property
+    def x_shape(self):
+        """Full input shape in ``layout`` order."""
+        return self._full(self.batch, self.in_channels, self.in_shape)
+
+    @property
+    def w_shape(self):
+        """Full weight shape in ``layout`` order."""
+        return self._full(self.out_channels, self.in_channels // self.groups,
+                          self.kernel_shape)
+
+    @property
+    def y_shape(self):
+        """Full output shape in ``layout`` order."""
+        return self._full(self.batch, self.out_channels, self.out_shape)
+
+    @property
+    def is_empty(self):
+        """True when the output or the reduction is empty (no kernel launch)."""
+        return self.output_size == 0 or self.gemm_k == 0
+
+    @property
+    def output_size(self):
+        """Number of output elements."""
+        return self.batch * self.out_channels * _prod(self.out_shape)
+
+    # ------------------------------------------------------------------- gemm
+    @property
+    def gemm_m(self):
+        """GEMM M: output positions, ``N * prod(O)``."""
+        return self.batch * _prod(self.out_shape)
+
+    @property
+    def gemm_n(self):
+        """GEMM N: output channels per group, ``K / G``."""
+        return self.out_channels // self.groups
+
+    @property
+    def gemm_k(self):
+        """GEMM K: reduction length, ``(C / G) * prod(KS)``."""
+        return (self.in_channels // self.groups) * _prod(self.kernel_shape)
+
+    @property
+    def taps(self):
+        """Number of kernel taps, ``prod(KS)``."""
+        return _prod(self.kernel_shape)
+
+    @property
+    def is_complex(self):
+        return self.dtype.kind == "c"
+
+    @property
+    def flops(self):
+        """Counted floating-point operations (a multiply-add is 2, complex 8)."""
+        per_mac = 8 if self.is_complex else 2
+        return per_mac * self.groups * self.gemm_m * self.gemm_n * self.gemm_k
+
+    @property
+    def bytes_moved(self):
+        """Compulsory traffic: read x and w once, write y once."""
+        item = self.dtype.itemsize
+        x = self.batch * self.in_channels * _prod(self.in_shape)
+        w = self.out_channels * (self.in_channels // self.groups) * self.taps
+        return item * (x + w + self.output_size)
+
+    def column_bytes(self, batch_chunk=None):
+        """Bytes of the vol2col buffer for ``batch_chunk`` images (all groups)."""
+        nb = self.batch if batch_chunk is None else batch_chunk
+        return (self.dtype.itemsize * self.groups * self.gemm_k * nb
+                * _prod(self.out_shape))
+
+    def fft_shape(self):
+        """Per-axis linear-convolution length the FFT path must cover."""
+        return tuple(s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding))
+
+    def workspace_bytes(self, algorithm, batch_chunk=None):
+        """Extra device memory ``algorithm`` needs beyond x, w and y.
+
+        ``gemm`` needs the column buffer (for ``batch_chunk`` images),
+        ``fft`` the padded spectra of x, w and y, ``direct`` and
+        ``implicit_gemm`` nothing.
+        """
+        if algorithm in ("direct", "implicit_gemm"):
+            return 0
+        if algorithm == "gemm":
+            return self.column_bytes(1 if batch_chunk is None else batch_chunk)
+        if algorithm == "fft":
+            from scipy import fft as sfft
+            shape = [sfft.next_fast_len(n + d * (k - 1), real=not self.is_complex)
+                     for n, d, k in zip(self.fft_shape(), self.dilation, self.kernel_shape)]
+            spec = _prod(shape[:-1]) * (shape[-1] // 2 + 1 if not self.is_complex else shape[-1])
+            cplx = 2 * max(self.dtype.itemsize, 4) if not self.is_complex else self.dtype.itemsize
+            arrays = (self.batch * self.in_channels + self.out_channels
+                      * (self.in_channels // self.groups) + self.batch * self.out_channels)
+            return cplx * spec * arrays
+        raise ValueError(f"unknown algorithm {algorithm!r}")
+
+    @property
+    def needs_int64(self):
+        """True when any extent or element offset passes ``2**31 - 1``."""
+        padded = [s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding)]
+        sizes = (
+            self.batch * self.in_channels * _prod(padded),
+            self.batch * self.in_channels * _prod(self.in_shape),
+            self.out_channels * (self.in_channels // self.groups) * self.taps,
+            self.output_size,
+            self.groups * self.gemm_k * self.gemm_m,
+        )
+        return max(sizes) > INT32_MAX
+
+    def with_(self, **changes):
+        """A copy with some fields replaced (no re-validation)."""
+        return dataclasses.replace(self, **changes)
+
+    def __repr__(self):
+        geo = ", ".join(
+            f"{name}={getattr(self, name)}" for name in
+            ("stride", "dilation", "padding") if any(
+                v != (1 if name != "padding" else (0, 0)) for v in getattr(self, name)))
+        return (f"ConvProblem({self.ndim}-D, N={self.batch}, C={self.in_channels}, "
+                f"K={self.out_channels}, G={self.groups}, S={self.in_shape}, "
+                f"KS={self.kernel_shape}, O={self.out_shape}"
+                + (f", {geo}" if geo else "")
+                + (f", mode={self.padding_mode}" if self.padding_mode != "constant" else "")
+                + f", {self.dtype}, {'conv' if self.flip else 'xcorr'})")
+
+
+def _check_groups(groups, c, k, cg):
+    if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"groups must be an int, got {type(groups).__name__}")
+    groups = int(groups)
+    if groups < 1:
+        raise ValueError(f"groups must be >= 1, got groups={groups}")
+    if c % groups:
+        raise ValueError(
+            f"input channels C_in={c} are not divisible by groups={groups}")
+    if k % groups:
+        raise ValueError(
+            f"output channels C_out={k} are not divisible by groups={groups}")
+    if cg != c // groups:
+        raise ValueError(
+            f"weight channel axis has size {cg}, expected C_in/groups = {c}/{groups} "
+            f"= {c // groups}")
+    return groups

@@ -1,0 +1,367 @@
+"""Compilation of CUDA sources into host shared libraries for the emulator.
+
+The emulator compiles a kernel source (``.cu``) with the host C++ compiler
+against ``cuda_src/emu/cuda_emu.cuh`` and wraps every requested kernel in an
+``extern "C"`` launcher.  Results are cached on disk, keyed by a hash of
+everything that affects the build.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = [
+    "EmulationCompileError", "cuda_src_dir", "cache_dir", "find_compiler",
+    "emulation_available", "emulation_unavailable_reason", "boost_context_available",
+    "asan_runtime_path", "asan_preloaded", "build_library", "build_stats", "MODES",
+]
+
+#: Emulation modes: ``normal`` (forward schedule), ``reverse`` (reverse
+#: schedule, same library) and ``asan`` (AddressSanitizer + UBSan build).
+MODES = ("normal", "reverse", "asan")
+
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
+_PASSTHROUGH_PREFIXES = ("-D", "-U", "-I", "--define-macro=", "--undefine-macro=",
+                         "--include-path=")
+# NVRTC options with no meaning for the host build; accepted and dropped.
+_IGNORED_PREFIXES = (
+    "-std=", "--std=", "-arch", "--gpu-architecture", "-lineinfo", "--generate-line-info",
+    "--use_fast_math", "-use_fast_math", "-G", "--device-debug", "--fmad", "-fmad",
+    "--ftz", "-ftz", "--prec-div", "-prec-div", "--prec-sqrt", "-prec-sqrt",
+    "--extra-device-vectorization", "-restrict", "--restrict", "-default-device",
+    "--device-as-default-execution-space", "-dopt", "--dopt", "--maxrregcount",
+    "-maxrregcount", "-w", "--disable-warnings", "-rdc", "--relocatable-device-code",
+    "--dlink-time-opt", "-dlto", "--device-int128", "-builtin-move-forward",
+    "-builtin-initializer-list", "--minimal", "-minimal",
+)
+
+_stats = {"compiles": 0}
+_stats_lock = threading.Lock()
+_build_lock = threading.Lock()
+
+
+class EmulationCompileError(RuntimeError):
+    """The host compiler rejected an emulated kernel source.
+
+    Attributes
+    ----------
+    command : list of str
+        The compiler command line.
+    log : str
+        Compiler output (stdout and stderr).
+    """
+
+    def __init__(self, message: str, command: list[str], log: str):
+        super().__init__(f"{message}\ncommand: {' '.join(command)}\n{log}")
+        self.command = command
+        self.log = log
+
+
+def cuda_src_dir() -> Path:
+    """Directory holding the CUDA sources (``platform.cuh``, ``emu/``, ...).
+
+    ``$CUPYCONV_CUDA_SRC`` overrides the default, which is ``cuda_src/``
+    next to the ``cupyconv`` package directory.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    env = os.environ.get("CUPYCONV_CUDA_SRC")
+    if env:
+        return Path(env).resolve()
+    import cupyconv
+    return (Path(cupyconv.__file__).resolve().parent.parent / "cuda_src").resolve()
+
+
+def cache_dir() -> Path:
+    """Directory of compiled emulation libraries.
+
+    ``$CUPYCONV_CACHE_DIR/emu`` if set, else ``~/.cache/cupyconv/emu``.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    root = os.environ.get("CUPYCONV_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "cupyconv"
+    return base / "emu"
+
+
+def find_compiler() -> str | None:
+    """Path of the host C++ compiler (``$CXX``, else g++, c++, clang++), or None."""
+    env = os.environ.get("CXX")
+    candidates = [env] if env else ["g++", "c++", "clang++"]
+    for name in candidates:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _run(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a tool without inheriting a sanitizer LD_PRELOAD of this process."""
+    env = dict(os.environ)
+    if "LD_PRELOAD" in env:
+        kept = [p for p in env["LD_PRELOAD"].split() if "asan" not in p and "ubsan" not in p]
+        env["LD_PRELOAD"] = " ".join(kept)
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                          text=True, timeout=timeout, check=False)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_version(cxx: str) -> str:
+    return _run([cxx, "--version"]).stdout.strip()
+
+
+def _try_build(cxx: str, source: str, extra: list[str]) -> tuple[bool, str]:
+    """Compile `source` into a shared library in a scratch directory."""
+    with tempfile.TemporaryDirectory(prefix="cupyconv-probe-") as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text(source)
+        cmd = [cxx, "-std=c++17", "-fPIC", "-shared", str(src), "-o", str(Path(tmp) / "p.so")]
+        try:
+            proc = _run(cmd + extra, timeout=120)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return False, f"{' '.join(cmd + extra)}: {exc}"
+        return proc.returncode == 0, proc.stdout
+
+
+def _probe_passed_before(name: str, cxx: str, run) -> bool:
+    """Run a compiler probe once per compiler: successes are remembered on disk."""
+    key = hashlib.sha256(f"{name}\0{cxx}\0{_compiler_version(cxx)}".encode()).hexdigest()[:24]
+    marker = cache_dir() / f"probe-{name}-{key}.ok"
+    if marker.exists():
+        return True
+    if not run():
+        return False
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass  # an unwritable cache only costs a re-probe
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _probe() -> str | None:
+    """None if a C++17 compiler can build shared libraries, else the reason."""
+    if not sys.platform.startswith("linux"):
+        return f"the CUDA emulator supports Linux only (platform is {sys.platform})"
+    cxx = find_compiler()
+    if cxx is None:
+        return "no C++ compiler found (set CXX or install g++)"
+    log = []
+
+    def run() -> bool:
+        ok, out = _try_build(cxx, '#include <vector>\nextern "C" int probe() { return 1; }\n', [])
+        log.append(out)
+        return ok
+
+    if not _probe_passed_before("cxx", cxx, run):
+        return f"the C++ compiler {cxx} cannot build a trivial shared library:\n{log[0]}"
+    return None
+
+
+def emulation_available() -> bool:
+    """Whether CUDA kernels can be emulated on this machine."""
+    return _probe() is None
+
+
+def emulation_unavailable_reason() -> str | None:
+    """Why emulation is unavailable, or None when it is available."""
+    return _probe()
+
+
+@functools.lru_cache(maxsize=None)
+def boost_context_available() -> bool:
+    """Whether boost.context fibers compile and link (else ucontext is used)."""
+    cxx = find_compiler()
+    if cxx is None:
+        return False
+    source = ("#include <boost/context/fiber.hpp>\n"
+              'extern "C" int probe() { namespace ctx = boost::context;\n'
+              "  ctx::fiber f{[](ctx::fiber&& c) { return std::move(c); }};\n"
+              "  f = std::move(f).resume(); return f ? 1 : 0; }\n")
+    return _probe_passed_before(
+        "boost", cxx, lambda: _try_build(cxx, source, ["-lboost_context"])[0])
+
+
+@functools.lru_cache(maxsize=None)
+def asan_runtime_path() -> str | None:
+    """Path of the compiler's shared AddressSanitizer runtime, or None."""
+    cxx = find_compiler()
+    if cxx is None:
+        return None
+    try:
+        out = _run([cxx, "-print-file-name=libasan.so"], timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = Path(out)
+    return str(path.resolve()) if path.is_absolute() and path.exists() else None
+
+
+def asan_preloaded() -> bool:
+    """Whether the AddressSanitizer runtime is loaded into this process."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as fh:
+            maps = fh.read()
+    except OSError:
+        return False
+    return "libasan" in maps or "libclang_rt.asan" in maps
+
+
+def build_stats() -> dict:
+    """Counters of this process: ``{"compiles": number of compiler runs}``."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def _host_options(options) -> list[str]:
+    """Translate NVRTC-style options to host compiler flags."""
+    out = []
+    for opt in options:
+        if not isinstance(opt, str):
+            raise TypeError(f"compiler options must be strings, got {opt!r}")
+        if opt.startswith("--define-macro="):
+            out.append("-D" + opt.split("=", 1)[1])
+        elif opt.startswith("--undefine-macro="):
+            out.append("-U" + opt.split("=", 1)[1])
+        elif opt.startswith("--include-path="):
+            out.append("-I" + opt.split("=", 1)[1])
+        elif opt.startswith(_PASSTHROUGH_PREFIXES) and len(opt) > 2:
+            out.append(opt)
+        elif opt.startswith(_IGNORED_PREFIXES):
+            continue
+        else:
+            raise ValueError(f"compiler option {opt!r} is not supported by the CUDA emulator")
+    return out
+
+
+def _flags(mode: str, stack_size: int | None) -> list[str]:
+    flags = ["-std=c++17", "-fPIC", "-shared", "-fvisibility=hidden", "-w"]
+    if mode == "asan":
+        flags += ["-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                  "-fno-sanitize-recover=all"]
+    else:
+        flags += ["-O2"]
+        if boost_context_available():
+            flags += ["-lboost_context"]
+        else:
+            flags += ["-DCUPYCONV_EMU_FORCE_UCONTEXT"]
+    if stack_size is not None:
+        flags.append(f"-DCUPYCONV_EMU_STACK_SIZE={int(stack_size)}")
+    return flags
+
+
+def _dependency_digest(source_file: Path | None) -> str:
+    """Hash of every source that can be included: cuda_src and the kernel's folder."""
+    h = hashlib.sha256()
+    roots = [cuda_src_dir()]
+    if source_file is not None:
+        roots.append(source_file.parent)
+    seen = set()
+    for root in roots:
+        files = sorted(root.rglob("*")) if root == roots[0] else sorted(root.glob("*"))
+        for f in files:
+            if f.suffix in _SOURCE_SUFFIXES and f.is_file() and f not in seen:
+                seen.add(f)
+                h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _cached_ok(lib: Path) -> bool:
+    """A cached library is valid when its sidecar holds the library's hash."""
+    sidecar = lib.with_suffix(".sha256")
+    try:
+        return sidecar.read_text().strip() == _file_digest(lib)
+    except OSError:
+        return False
+
+
+def _atomic_write(path: Path, data: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def build_library(wrapper_source: str, source_file: Path | None, options=(),
+                  mode: str = "normal", stack_size: int | None = None) -> Path:
+    """Compile a wrapper translation unit into a cached shared library.
+
+    Parameters
+    ----------
+    wrapper_source : str
+        Complete C++ translation unit (includes the kernel source).
+    source_file : pathlib.Path or None
+        The kernel source it includes; its folder is searched for includes
+        and hashed.
+    options : sequence of str
+        NVRTC-style options (``-D``/``-U``/``-I`` are honoured).
+    mode : {"normal", "reverse", "asan"}
+        Build flavour; ``normal`` and ``reverse`` share one library.
+    stack_size : int, optional
+        Fiber stack size in bytes (default set by the header).
+
+    Returns
+    -------
+    pathlib.Path
+        Path of the shared library.
+
+    Raises
+    ------
+    RuntimeError
+        If emulation is unavailable.
+    EmulationCompileError
+        If compilation fails.
+    """
+    reason = _probe()
+    if reason is not None:
+        raise RuntimeError(f"CUDA emulation is unavailable: {reason}")
+    cxx = find_compiler()
+    flavour = "asan" if mode == "asan" else "normal"
+    includes = [f"-I{cuda_src_dir()}"]
+    if source_file is not None:
+        includes.append(f"-I{source_file.parent}")
+    flags = includes + _host_options(options) + _flags(flavour, stack_size)
+    key = hashlib.sha256("\0".join(
+        [wrapper_source, _dependency_digest(source_file), _compiler_version(cxx), cxx,
+         flavour] + flags).encode()).hexdigest()[:32]
+    out_dir = cache_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lib = out_dir / f"{key}-{flavour}.so"
+    with _build_lock:
+        if lib.exists() and _cached_ok(lib):
+            return lib
+        src = out_dir / f"{key}-{flavour}.cpp"
+        _atomic_write(src, wrapper_source)
+        fd, tmp_lib = tempfile.mkstemp(dir=out_dir, prefix=lib.name + ".", suffix=".tmp")
+        os.close(fd)
+        cmd = [cxx, str(src), "-o", tmp_lib] + flags
+        with _stats_lock:
+            _stats["compiles"] += 1
+        try:
+            proc = _run(cmd)
+        except (OSError, subprocess.SubprocessError) as exc:
+            os.unlink(tmp_lib)
+            raise EmulationCompileError("could not run the C++ compiler", cmd, str(exc)) from exc
+        if proc.returncode != 0:
+            os.unlink(tmp_lib)
+            raise EmulationCompileError("compilation of emulated CUDA source failed", cmd,
+                                        proc.stdout)
+        digest = _file_digest(Path(tmp_lib))
+        os.replace(tmp_lib, lib)
+        _atomic_write(lib.with_suffix(".sha256"), digest + "\n")
+    return lib

@@ -1,0 +1,85 @@
+"""Test helpers for code that runs CUDA kernels under the emulator.
+
+Importing this module does not import pytest; the skip helpers import it
+lazily, so they are only usable inside a pytest run.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import _build
+
+__all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess"]
+
+
+def require_emulation() -> None:
+    """Skip the calling pytest test when CUDA emulation is unavailable."""
+    reason = _build.emulation_unavailable_reason()
+    if reason is not None:
+        import pytest
+        pytest.skip(f"CUDA emulation unavailable: {reason}")
+
+
+def asan_available() -> bool:
+    """Whether ``mode="asan"`` modules can be built and run in a subprocess."""
+    return _build.emulation_available() and _build.asan_runtime_path() is not None
+
+
+def require_asan() -> None:
+    """Skip the calling pytest test when ASan emulation is unavailable."""
+    require_emulation()
+    if _build.asan_runtime_path() is None:
+        import pytest
+        pytest.skip("the C++ compiler provides no shared AddressSanitizer runtime (libasan.so)")
+
+
+def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = None,
+                           cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+    """Run a Python snippet with the AddressSanitizer runtime preloaded.
+
+    The child gets ``LD_PRELOAD`` of the compiler's ``libasan.so``,
+    ``ASAN_OPTIONS=detect_leaks=0`` (CPython's allocations are not leak-clean)
+    and a ``PYTHONPATH`` that finds this ``cupyconv`` package.
+
+    Parameters
+    ----------
+    code : str
+        Python source to execute (``python -c``).
+    timeout : float
+        Seconds before the child is killed.
+    env : dict, optional
+        Extra environment variables.
+    cwd : path-like, optional
+        Working directory of the child.
+
+    Returns
+    -------
+    subprocess.CompletedProcess
+        With text ``stdout`` and ``stderr``; a sanitizer report makes
+        ``returncode`` non-zero and ``stderr`` contain ``AddressSanitizer`` or
+        ``runtime error``.
+
+    Raises
+    ------
+    RuntimeError
+        If no shared ASan runtime is available.
+    """
+    runtime = _build.asan_runtime_path()
+    if runtime is None:
+        raise RuntimeError("no shared AddressSanitizer runtime (libasan.so) found")
+    import cupyconv
+    package_root = str(Path(cupyconv.__file__).resolve().parent.parent)
+    child_env = dict(os.environ)
+    child_env.update(env or {})
+    child_env["LD_PRELOAD"] = " ".join(filter(None, [runtime, child_env.get("LD_PRELOAD")]))
+    child_env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+    if "detect_leaks" not in child_env["ASAN_OPTIONS"]:
+        child_env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [package_root, child_env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", code], env=child_env, cwd=cwd, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                          check=False)

@@ -1,0 +1,109 @@
+"""Build pipeline: cache, rebuild of corrupt libraries, options, fallbacks."""
+import numpy as np
+import pytest
+
+from cupyconv._emulation import (EmulatedModule, EmulationCompileError, _build, build_module,
+                                 build_stats, cuda_src_dir, emulation_available,
+                                 require_emulation)
+
+SCALE_SOURCE = """
+#include "platform.cuh"
+__global__ void scale(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= FACTOR;
+}
+"""
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch, emulation):
+    """An empty cache directory for this test."""
+    monkeypatch.setenv("CUPYCONV_CACHE_DIR", str(tmp_path))
+    return tmp_path / "emu"
+
+
+def _run_scale(module, n=10):
+    x = np.arange(n, dtype=np.float32)
+    module.get_function("scale")(1, 32, (x, np.int32(n)))
+    return x
+
+
+def test_second_construction_uses_cache(private_cache):
+    before = build_stats()["compiles"]
+    first = EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=3",), name_expressions=["scale"])
+    assert build_stats()["compiles"] == before + 1
+    second = EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=3",),
+                            name_expressions=["scale"])
+    assert build_stats()["compiles"] == before + 1
+    assert first.library_path == second.library_path
+    assert first.library_path.parent == private_cache
+    np.testing.assert_array_equal(_run_scale(second), np.arange(10) * 3)
+
+
+def test_corrupt_library_is_rebuilt(private_cache):
+    # build_module compiles without loading: a loaded library must never be
+    # modified in place (the cache only ever replaces files atomically).
+    lib = build_module(code=SCALE_SOURCE, options=("-DFACTOR=5",), name_expressions=["scale"])
+    lib.write_bytes(lib.read_bytes()[: lib.stat().st_size // 2])  # truncated by a crash
+    before = build_stats()["compiles"]
+    again = EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=5",),
+                           name_expressions=["scale"])
+    assert build_stats()["compiles"] == before + 1
+    assert again.library_path == lib and _build._cached_ok(lib)
+    np.testing.assert_array_equal(_run_scale(again), np.arange(10) * 5)
+
+
+def test_options_are_translated(emulation):
+    mod = EmulatedModule(code=SCALE_SOURCE, name_expressions=["scale"],
+                         options=("--define-macro=FACTOR=2", "-std=c++17", "-lineinfo",
+                                  "--use_fast_math"))
+    np.testing.assert_array_equal(_run_scale(mod), np.arange(10) * 2)
+    with pytest.raises(ValueError, match="not supported"):
+        EmulatedModule(code=SCALE_SOURCE, name_expressions=["scale"], options=("--bogus",))
+
+
+def test_compile_error_carries_log_and_command(emulation):
+    with pytest.raises(EmulationCompileError) as info:
+        EmulatedModule(code=SCALE_SOURCE, name_expressions=["scale"])  # FACTOR undefined
+    assert "FACTOR" in info.value.log
+    assert info.value.command[0] == _build.find_compiler()
+
+
+def test_ucontext_fallback(emulation, kernel_path):
+    mod = EmulatedModule(path=kernel_path("warp.cu"), name_expressions=["block_sum"],
+                         options=("-DCUPYCONV_EMU_FORCE_UCONTEXT",))
+    assert mod.backend == "ucontext"
+    x = np.arange(3000, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    mod.get_function("block_sum")(3, 128, (x, out, np.int32(x.size)))
+    assert out[0] == x.sum(dtype=np.float64)
+
+
+def test_argument_validation(emulation):
+    with pytest.raises(ValueError, match="mode"):
+        EmulatedModule(code=SCALE_SOURCE, name_expressions=["scale"], mode="fast")
+    with pytest.raises(ValueError, match="name_expressions"):
+        EmulatedModule(code=SCALE_SOURCE, name_expressions=[])
+    with pytest.raises(TypeError, match="exactly one"):
+        EmulatedModule(name_expressions=["scale"])
+    with pytest.raises(FileNotFoundError):
+        EmulatedModule(path="no/such/file.cu", name_expressions=["scale"])
+    mod = EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=3",), name_expressions=["scale"])
+    with pytest.raises(ValueError, match="not one of"):
+        mod.get_function("other")
+
+
+def test_cuda_src_dir_override(monkeypatch, tmp_path):
+    assert (cuda_src_dir() / "platform.cuh").is_file()
+    monkeypatch.setenv("CUPYCONV_CUDA_SRC", str(tmp_path))
+    assert cuda_src_dir() == tmp_path.resolve()
+
+
+def test_unavailable_emulation_skips_and_raises(monkeypatch):
+    monkeypatch.setattr(_build, "_probe", lambda: "no C++ compiler found (test)")
+    assert not emulation_available()
+    assert _build.emulation_unavailable_reason() == "no C++ compiler found (test)"
+    with pytest.raises(RuntimeError, match="no C\\+\\+ compiler"):
+        EmulatedModule(code=SCALE_SOURCE, name_expressions=["scale"])
+    with pytest.raises(pytest.skip.Exception):
+        require_emulation()

@@ -14,6 +14,23 @@ def _channels_first(a, layout, xp):
     return a if layout == "channels_first" else xp.moveaxis(a, -1, 1)
 
 
+def _check_cval(cval, compute):
+    """``cval`` must be representable in the compute dtype: numpy.pad would
+    silently drop an imaginary part or truncate a fraction."""
+    try:
+        c = complex(cval)
+    except (TypeError, ValueError):
+        raise TypeError(f"cval must be a number, got {cval!r}") from None
+    if c.imag != 0 and compute.kind != "c":
+        raise TypeError(
+            f"cval={cval!r} is complex but the inputs are real ({compute}); "
+            "pass complex x or w, or a real cval")
+    if compute.kind in "biu" and not float(c.real).is_integer():
+        raise TypeError(
+            f"cval={cval!r} is not an integer but the inputs are integers ({compute}); "
+            "it would be truncated")
+
+
 def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
                  cval, layout, out_dtype=None):
     """Validate a ``conv`` call; return ``(problem, x_cf, w_cf, bias, xp)``.
@@ -35,6 +52,7 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
         raise ValueError(
             f"x and w must have the same number of dimensions; got x.ndim={x.ndim} "
             f"and w.ndim={w.ndim} (x is (N, C_in, *spatial), w is (C_out, C_in/groups, *kernel))")
+    _check_cval(cval, compute)
     problem = ConvProblem.create(
         x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
@@ -107,6 +125,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     problem, x_cf, w_cf, bias, xp, result = prepare_conv(
         x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
         padding_mode=padding_mode, cval=cval, layout=layout)
+    from ._signal import _check_out, _write_out
+    _check_out(out, problem.y_shape, result, x=x_cf)
     y, _ = _dispatch.execute(problem, x_cf, w_cf, method=method,
                              workspace_limit=workspace_limit, xp=xp)
     if bias is not None:
@@ -114,5 +134,4 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     if problem.layout == "channels_last":
         y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
     y = _args.cast_result(y, result)
-    from ._signal import _write_out
     return _write_out(y, out, xp)

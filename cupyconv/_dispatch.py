@@ -20,7 +20,9 @@ def candidates_for(problem, x, w, backend="numpy"):
     guard) and for non-finite data (it would spread NaN/Inf everywhere).
     """
     names = list(_numpy_backend.ALGORITHMS)
-    if not (_numpy_backend.fft_exact_enough(problem, x, w) and _finite(x) and _finite(w)):
+    cval_finite = bool(np.isfinite(problem.cval)) or problem.padding_mode != "constant"
+    if not (_numpy_backend.fft_exact_enough(problem, x, w) and _finite(x) and _finite(w)
+            and cval_finite):
         names.remove("fft")
     return names
 

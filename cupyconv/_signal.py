@@ -62,10 +62,11 @@ class _SignalCall:
             return
         if in1.ndim != in2.ndim:
             raise ValueError("in1 and in2 should have the same dimensionality")
-        if correlate:
-            in2 = xp.conj(xp.flip(in2)) if in2.dtype.kind == "c" else xp.flip(in2)
         nd = in1.ndim
         self.axes = axes = _normalize_axes(axes, nd)
+        if correlate:   # flip the convolved axes only: batch axes keep their order
+            in2 = xp.flip(in2, axis=axes)
+            in2 = xp.conj(in2) if in2.dtype.kind == "c" else in2
         for a in axes:
             if in1.shape[a] == 0 or in2.shape[a] == 0:
                 raise ValueError(
@@ -88,9 +89,12 @@ class _SignalCall:
                         "For 'valid' mode, one must be at least as large as the other "
                         f"in every dimension; got in1.shape={tuple(in1.shape)}, "
                         f"in2.shape={tuple(in2.shape)}")
-        self.batch_shape = tuple(max(in1.shape[a], in2.shape[a]) for a in batch_axes)
+        # broadcast: a 1 takes the other extent, including 0 (an empty batch)
+        self.batch_shape = tuple(in1.shape[a] if in2.shape[a] == 1 else in2.shape[a]
+                                 for a in batch_axes)
         nb = int(np.prod(self.batch_shape, dtype=np.int64))
-        per_kernel = any(in2.shape[a] != 1 for a in batch_axes)
+        # (an empty batch needs no kernels: run it as an empty shared-kernel batch)
+        per_kernel = nb > 0 and any(in2.shape[a] != 1 for a in batch_axes)
         order = batch_axes + list(axes)
         x = xp.broadcast_to(xp.transpose(in1, order), self.batch_shape + tuple(s1))
         w = xp.transpose(in2, order)
@@ -100,7 +104,8 @@ class _SignalCall:
             w = w.reshape((nb, 1) + tuple(s2))
         else:                     # one shared kernel: batch
             x = x.reshape((nb, 1) + tuple(s1))
-            w = w.reshape((1, 1) + tuple(s2))
+            w = (w.reshape((1, 1) + tuple(s2)) if w.size
+                 else xp.zeros((1, 1) + tuple(s2), dtype=w.dtype))
         if mode == "full":
             padding = tuple((k - 1, k - 1) for k in s2)
         elif mode == "same":
@@ -127,24 +132,40 @@ class _SignalCall:
         res = _args.cast_result(res, self.result_dtype)
         return _write_out(res, out, xp)
 
+    def result_shape(self):
+        if self.scalar is not None:
+            return tuple(self.scalar.shape)
+        full = tuple(self.batch_shape) + tuple(self.problem.out_shape)
+        return tuple(full[i] for i in np.argsort(self.order))
+
     def run(self, method, out=None):
+        _check_out(out, self.result_shape(), self.result_dtype,
+                   in1=self.x if self.scalar is None else self.scalar)
         if self.scalar is not None:
             return self.finish(None, out)
         y, _ = _dispatch.execute(self.problem, self.x, self.w, method=method, xp=self.xp)
         return self.finish(y, out)
 
 
+def _check_out(out, shape, dtype, **arrays):
+    """Validate ``out=`` against the result's shape and dtype (before any work)."""
+    if out is None:
+        return
+    dtype = np.dtype(dtype)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    if dtype.kind == "c" and out.dtype.kind != "c":
+        raise TypeError(
+            f"out has real dtype {out.dtype} but the result is complex ({dtype})")
+    if not np.can_cast(dtype, out.dtype, casting="same_kind"):
+        raise TypeError(f"cannot write a {dtype} result into out of dtype {out.dtype}")
+    _args.array_module_of(out=out, **arrays)
+
+
 def _write_out(res, out, xp):
     if out is None:
         return res
-    if tuple(out.shape) != tuple(res.shape):
-        raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(res.shape)}")
-    if res.dtype.kind == "c" and out.dtype.kind != "c":
-        raise TypeError(
-            f"out has real dtype {out.dtype} but the result is complex ({res.dtype})")
-    if not np.can_cast(res.dtype, out.dtype, casting="same_kind"):
-        raise TypeError(f"cannot write a {res.dtype} result into out of dtype {out.dtype}")
-    _args.array_module_of(out=out, result=res)
+    _check_out(out, res.shape, res.dtype, result=res)
     xp.copyto(out, res, casting="same_kind")
     return out
 

@@ -1,0 +1,203 @@
+"""Bad input: a table of cases pinned by exception type AND message
+(PyTorch OpInfo ``ErrorInput`` style), each raising before any work.
+
+"Before any work" is enforced by fault injection: the dispatcher and every
+algorithm are replaced by functions that fail the test if called.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyconv
+from cupyconv import _dispatch, _numpy_backend
+from helpers import FakeCupyArray
+
+V1 = np.ones(5)
+X = np.ones((2, 4, 6, 6))              # (N, C_in, H, W)
+W = np.ones((6, 2, 3, 3))              # groups=2 compatible
+conv, convolve, correlate = cupyconv.conv, cupyconv.convolve, cupyconv.correlate
+
+#: (id, thunk, exception type, message regex)
+SIGNAL_ERRORS = [
+    ("rank-mismatch", lambda: convolve(V1, np.ones((2, 2))), ValueError,
+     r"in1 and in2 should have the same dimensionality"),
+    ("rank-mismatch-0d", lambda: correlate(np.ones(1), np.array(2.0)), ValueError,
+     r"same dimensionality"),
+    ("unknown-mode", lambda: convolve(V1, V1, mode="circular"), ValueError,
+     r"Acceptable mode flags are 'valid', 'same', or 'full', not mode='circular'"),
+    ("unknown-method", lambda: correlate(V1, V1, method="winograd"), ValueError,
+     r"Acceptable method flags are 'auto', 'direct', 'fft', 'gemm', 'implicit_gemm'; "
+     r"got method='winograd'"),
+    ("valid-neither-covers", lambda: convolve(np.ones((2, 5)), np.ones((3, 2)), "valid"),
+     ValueError, r"For 'valid' mode, one must be at least as large as the other in every "
+                 r"dimension; got in1.shape=\(2, 5\), in2.shape=\(3, 2\)"),
+    ("object-dtype", lambda: convolve(np.array([1, 2], dtype=object), np.ones(2)), TypeError,
+     r"in1 has dtype object, which is not supported"),
+    ("str-dtype", lambda: convolve(np.ones(2), np.array(["a", "b"])), TypeError,
+     r"in2 has dtype <U1, which is not supported"),
+    ("longdouble", lambda: correlate(np.ones(3, np.longdouble), np.ones(2)), TypeError,
+     r"in1 has dtype (float128|float96|longdouble), which is not supported"),
+    ("datetime", lambda: convolve(np.ones(3), np.array(["2020-01-01"], "datetime64[D]")),
+     TypeError, r"in2 has dtype datetime64\[D\], which is not supported"),
+    ("numpy-and-cupy", lambda: convolve(V1, FakeCupyArray((3,))), TypeError,
+     r"in1 is a NumPy \(CPU\) array, in2 is a CuPy \(GPU\) array"),
+    ("cupy-and-numpy", lambda: correlate(FakeCupyArray((3,)), V1), TypeError,
+     r"in1 is a CuPy \(GPU\) array, in2 is a NumPy \(CPU\) array"),
+    ("axes-empty", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[]), ValueError,
+     r"when provided, axes cannot be empty"),
+    ("axes-out-of-range", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=2),
+     ValueError, r"axes entry 2 is out of range for arrays with 2 dimensions"),
+    ("axes-negative-out-of-range",
+     lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[-3]), ValueError,
+     r"axes entry -3 is out of range"),
+    ("axes-repeated", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[1, -1]),
+     ValueError, r"axes must be unique"),
+    ("axes-not-int", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[0.5]),
+     TypeError, r"axes must be integers, got 0.5"),
+    ("axes-bool", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[True]),
+     TypeError, r"axes must be integers"),
+    ("axes-batch-mismatch", lambda: convolve(np.ones((3, 4)), np.ones((2, 2)), axes=1),
+     ValueError, r"incompatible shapes for in1 and in2: \(3, 4\) and \(2, 2\) \(axis 0 is "
+                 r"not convolved and must match or be 1\)"),
+    ("out-wrong-shape", lambda: convolve(V1, V1, out=np.empty(8)), ValueError,
+     r"out has shape \(8,\), expected \(9,\)"),
+    ("out-complex-into-real", lambda: convolve(V1, V1 * 1j, out=np.empty(9)), TypeError,
+     r"out has real dtype float64 but the result is complex \(complex128\)"),
+    ("out-float-into-int", lambda: correlate(V1, V1, out=np.empty(9, np.int64)), TypeError,
+     r"cannot write a float64 result into out of dtype int64"),
+    ("out-on-other-device", lambda: convolve(V1, V1, out=FakeCupyArray((9,))), TypeError,
+     r"out is a CuPy \(GPU\) array"),
+    ("out-0d-wrong-shape", lambda: convolve(2.0, 3.0, out=np.empty(1)), ValueError,
+     r"out has shape \(1,\), expected \(\)"),
+    ("choose-unknown-mode", lambda: cupyconv.choose_conv_method(V1, V1, mode="x"), ValueError,
+     r"Acceptable mode flags"),
+    ("choose-rank-mismatch", lambda: cupyconv.choose_conv_method(V1, np.ones((1, 1))),
+     ValueError, r"same dimensionality"),
+]
+
+CONV_ERRORS = [
+    ("rank-mismatch", lambda: conv(X, W[0]), ValueError,
+     r"x and w must have the same number of dimensions; got x.ndim=4 and w.ndim=3"),
+    ("no-spatial-axis", lambda: conv(np.ones((2, 3)), np.ones((4, 3))), ValueError,
+     r"at least one spatial axis; got x.ndim=2"),
+    ("rank-9-beyond-max", lambda: conv(np.ones((1, 1) + (1,) * 9), np.ones((1, 1) + (1,) * 9)),
+     ValueError, r"spatial rank 9 is not supported; the maximum is 8"),
+    ("unknown-padding-mode", lambda: conv(X, W, groups=2, padding_mode="circular"), ValueError,
+     r"padding_mode must be one of 'constant', 'reflect', 'symmetric', 'wrap', 'edge'; "
+     r"got 'circular'"),
+    ("unknown-layout", lambda: conv(X, W, groups=2, layout="NHWC"), ValueError,
+     r"layout must be 'channels_first' or 'channels_last'; got 'NHWC'"),
+    ("unknown-method", lambda: conv(X, W, groups=2, method="winograd"), ValueError,
+     r"Acceptable method flags .*got method='winograd'"),
+    ("stride-zero", lambda: conv(X, W, groups=2, stride=0), ValueError,
+     r"stride must be >= 1 on every axis; got stride\[0\]=0 \(non-positive stride is not "
+     r"supported\)"),
+    ("stride-negative-axis1", lambda: conv(X, W, groups=2, stride=(1, -2)), ValueError,
+     r"got stride\[1\]=-2 \(non-positive stride"),
+    ("stride-wrong-length", lambda: conv(X, W, groups=2, stride=(1, 1, 1)), ValueError,
+     r"stride must have one entry per spatial axis \(2\), got 3"),
+    ("stride-float", lambda: conv(X, W, groups=2, stride=(1, 1.5)), TypeError,
+     r"stride\[1\] must be an int, got 1.5"),
+    ("dilation-zero", lambda: conv(X, W, groups=2, dilation=(0, 1)), ValueError,
+     r"dilation must be >= 1 on every axis; got dilation\[0\]=0 \(dilation should be "
+     r"greater than zero\)"),
+    ("padding-negative", lambda: conv(X, W, groups=2, padding=-1), ValueError,
+     r"negative padding is not supported; got padding\[0\]=\(-1, -1\)"),
+    ("padding-negative-after", lambda: conv(X, W, groups=2, padding=((0, 0), (1, -1))),
+     ValueError, r"negative padding is not supported; got padding\[1\]=\(1, -1\)"),
+    ("padding-bad-string", lambda: conv(X, W, groups=2, padding="full"), ValueError,
+     r"padding must be an int, a sequence, 'valid' or 'same'; got 'full'"),
+    ("padding-wrong-length", lambda: conv(X, W, groups=2, padding=(1, 1, 1)), ValueError,
+     r"padding must have one entry per spatial axis \(2\), got 3"),
+    ("padding-triple", lambda: conv(X, W, groups=2, padding=((1, 1, 1), (0, 0))), ValueError,
+     r"padding\[0\] must be an int or a \(before, after\) pair"),
+    ("groups-not-dividing-cin", lambda: conv(np.ones((1, 3, 5)), np.ones((4, 1, 2)), groups=2),
+     ValueError, r"input channels C_in=3 are not divisible by groups=2"),
+    ("groups-not-dividing-cout", lambda: conv(np.ones((1, 4, 5)), np.ones((3, 2, 2)), groups=2),
+     ValueError, r"output channels C_out=3 are not divisible by groups=2"),
+    ("groups-zero", lambda: conv(X, W, groups=0), ValueError, r"groups must be >= 1, got groups=0"),
+    ("groups-float", lambda: conv(X, W, groups=2.0), TypeError, r"groups must be an int, got float"),
+    ("cin-mismatch", lambda: conv(X, W, groups=1), ValueError,
+     r"weight channel axis has size 2, expected C_in/groups = 4/1 = 4"),
+    ("cin-mismatch-channels-last", lambda: conv(np.ones((1, 5, 5, 3)), np.ones((2, 2, 2, 4)),
+                                                layout="channels_last"),
+     ValueError, r"weight channel axis has size 4, expected C_in/groups = 3/1 = 3"),
+    ("empty-output-axis1", lambda: conv(np.ones((1, 1, 8, 2)), np.ones((1, 1, 3, 3))), ValueError,
+     r"empty output on spatial axis 1: padded input size 2 \(size 2 \+ padding \(0, 0\)\) is "
+     r"smaller than the dilated kernel size 3 \(kernel 3, dilation 1\)"),
+    ("empty-output-dilation", lambda: conv(np.ones((1, 1, 5)), np.ones((1, 1, 3)), dilation=3),
+     ValueError, r"empty output on spatial axis 0: .* dilated kernel size 7 \(kernel 3, "
+                 r"dilation 3\)"),
+    ("kernel-empty-axis", lambda: conv(np.ones((1, 1, 5)), np.ones((1, 1, 0))), ValueError,
+     r"w has an empty spatial axis 0 \(size 0\)"),
+    ("bias-wrong-shape", lambda: conv(X, W, np.ones(5), groups=2), ValueError,
+     r"bias must have shape \(C_out,\) = \(6,\); got \(5,\)"),
+    ("bias-2d", lambda: conv(X, W, np.ones((6, 1)), groups=2), ValueError,
+     r"bias must have shape \(C_out,\) = \(6,\); got \(6, 1\)"),
+    ("out-wrong-shape", lambda: conv(X, W, groups=2, out=np.empty((2, 6, 4, 5))), ValueError,
+     r"out has shape \(2, 6, 4, 5\), expected \(2, 6, 4, 4\)"),
+    ("out-layout-shape", lambda: conv(X, W, groups=2, out=np.empty((2, 4, 4, 6))), ValueError,
+     r"expected \(2, 6, 4, 4\)"),
+    ("out-complex-into-real", lambda: conv(X * 1j, W, groups=2, out=np.empty((2, 6, 4, 4))),
+     TypeError, r"out has real dtype float64 but the result is complex \(complex128\)"),
+    ("object-dtype", lambda: conv(X.astype(object), W, groups=2), TypeError,
+     r"x has dtype object, which is not supported"),
+    ("longdouble-bias", lambda: conv(X, W, np.ones(6, np.longdouble), groups=2), TypeError,
+     r"bias has dtype \w+, which is not supported"),
+    ("cval-complex-real-data", lambda: conv(X, W, groups=2, padding=1, cval=1j), TypeError,
+     r"cval=1j is complex but the inputs are real \(float64\)"),
+    ("cval-fraction-int-data", lambda: conv(X.astype(int), W.astype(int), groups=2, cval=0.5),
+     TypeError, r"cval=0.5 is not an integer but the inputs are integers \(int64\)"),
+    ("cval-not-a-number", lambda: conv(X, W, groups=2, cval="zero"), TypeError,
+     r"cval must be a number, got 'zero'"),
+    ("numpy-x-cupy-w", lambda: conv(X, FakeCupyArray(W.shape)), TypeError,
+     r"x is a NumPy \(CPU\) array, w is a CuPy \(GPU\) array; move them with cupy.asarray"),
+    ("cupy-bias", lambda: conv(X, W, FakeCupyArray((6,)), groups=2), TypeError,
+     r"bias is a CuPy \(GPU\) array"),
+]
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if any algorithm starts: errors must come first."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the input was rejected")
+    monkeypatch.setattr(_dispatch, "execute", forbidden)
+    monkeypatch.setattr(_numpy_backend, "run", forbidden)
+    for name in ("conv_direct", "conv_gemm", "conv_fft"):
+        monkeypatch.setitem(_numpy_backend._IMPLS, name.split("_")[1], forbidden)
+
+
+@pytest.mark.parametrize("thunk,exc,regex", [c[1:] for c in SIGNAL_ERRORS],
+                         ids=[c[0] for c in SIGNAL_ERRORS])
+def test_signal_errors(thunk, exc, regex, no_work):
+    with pytest.raises(exc, match=regex):
+        thunk()
+
+
+@pytest.mark.parametrize("thunk,exc,regex", [c[1:] for c in CONV_ERRORS],
+                         ids=[c[0] for c in CONV_ERRORS])
+def test_conv_errors(thunk, exc, regex, no_work):
+    with pytest.raises(exc, match=regex):
+        thunk()
+
+
+def test_checks_are_raises_not_asserts():
+    """``python -O`` strips asserts; validation code must not use them."""
+    import ast
+    import inspect
+
+    from cupyconv import _args, _conv, _problem, _signal
+    for mod in (_args, _conv, _problem, _signal):
+        tree = ast.parse(inspect.getsource(mod))
+        asserts = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+        assert not asserts, f"{mod.__name__} uses assert at lines {asserts}"
+
+
+def test_max_rank_8_is_accepted():
+    """The boundary itself works: 8 spatial axes (SPEC: at least 8-D)."""
+    shape = (1, 1) + (2,) * 8
+    y = cupyconv.conv(np.ones(shape), np.ones(shape), method="direct")
+    assert y.shape == (1, 1) + (1,) * 8 and y.ravel()[0] == 256
+    assert cupyconv.MAX_RANK == 8

@@ -7,13 +7,21 @@ and docs/ for the tour.
 from . import config
 from ._backend import available_backends, get_backend, use_backend
 from ._conv import conv
+from ._engine import OutOfMemoryError, clear_caches as _clear_engine_caches
+from ._plan import ConvPlan, plan_conv
 from ._signal import choose_conv_method, convolve, correlate
 from ._problem import ConvProblem, MAX_RANK
 
 __version__ = "0.1.0"
 
+
+def clear_caches():
+    """Drop every cached plan choice, loaded kernel module and runner."""
+    _clear_engine_caches()
+
 __all__ = [
     "convolve", "correlate", "choose_conv_method", "conv", "ConvProblem",
+    "plan_conv", "ConvPlan", "OutOfMemoryError", "clear_caches",
     "use_backend", "get_backend", "available_backends", "config", "MAX_RANK",
     "__version__",
 ]

@@ -6,7 +6,7 @@ import numpy as np
 from . import _args, _dispatch
 from ._problem import ConvProblem
 
-__all__ = ["conv", "prepare_conv"]
+__all__ = ["conv", "prepare_conv", "logical_views", "finish_conv"]
 
 
 def _channels_first(a, layout, xp):
@@ -57,14 +57,37 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
         x_shape=x.shape, w_shape=w.shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
         layout=layout, dtype=compute, flip=False)
-    if bias is not None and tuple(bias.shape) != (problem.out_channels,):
-        raise ValueError(
-            f"bias must have shape (C_out,) = ({problem.out_channels},); got {tuple(bias.shape)}")
-    x_cf = _channels_first(x, problem.layout, xp).astype(compute, copy=False)
-    w_cf = _channels_first(w, problem.layout, xp).astype(compute, copy=False)
+    x_cf, w_cf, bias, xp = logical_views(problem, x, w, bias)
+    return problem, x_cf, w_cf, bias, xp, result
+
+
+def logical_views(problem, x, w, bias=None):
+    """Channels-first views of ``x``/``w`` (and ``bias``) in the compute dtype.
+
+    Returns ``(x_cf, w_cf, bias, xp)``; no copy unless a dtype cast is needed.
+    """
+    xp = _args.array_module_of(x=x, w=w, bias=bias)
+    compute = problem.dtype
+    x_cf = _channels_first(xp.asarray(x), problem.layout, xp).astype(compute, copy=False)
+    w_cf = _channels_first(xp.asarray(w), problem.layout, xp).astype(compute, copy=False)
     if bias is not None:
+        bias = xp.asarray(bias)
+        if tuple(bias.shape) != (problem.out_channels,):
+            raise ValueError(f"bias must have shape (C_out,) = ({problem.out_channels},); "
+                             f"got {tuple(bias.shape)}")
         bias = bias.astype(compute, copy=False)
-    return problem.with_(dtype=compute), x_cf, w_cf, bias, xp, result
+    return x_cf, w_cf, bias, xp
+
+
+def finish_conv(y, problem, bias, xp, result, out):
+    """Add ``bias``, restore the layout, cast to ``result`` and honour ``out=``."""
+    from ._signal import _write_out
+    if bias is not None:
+        y += bias.reshape((1, -1) + (1,) * problem.ndim)
+    if problem.layout == "channels_last":
+        y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
+    y = _args.cast_result(y, result)
+    return _write_out(y, out, xp)
 
 
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
@@ -125,13 +148,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     problem, x_cf, w_cf, bias, xp, result = prepare_conv(
         x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
         padding_mode=padding_mode, cval=cval, layout=layout)
-    from ._signal import _check_out, _write_out
+    from ._signal import _check_out
     _check_out(out, problem.y_shape, result, x=x_cf)
     y, _ = _dispatch.execute(problem, x_cf, w_cf, method=method,
                              workspace_limit=workspace_limit, xp=xp)
-    if bias is not None:
-        y += bias.reshape((1, -1) + (1,) * problem.ndim)
-    if problem.layout == "channels_last":
-        y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
-    y = _args.cast_result(y, result)
-    return _write_out(y, out, xp)
+    return finish_conv(y, problem, bias, xp, result, out)

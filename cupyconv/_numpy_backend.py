@@ -9,11 +9,14 @@ their index math instead).
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 from scipy import fft as sfft
+
+from ._args import array_module_of
 
 __all__ = ["conv_direct", "conv_gemm", "conv_fft", "ALGORITHMS", "pad_input"]
 
@@ -36,8 +39,8 @@ def pad_input(problem, x):
         cval = problem.cval
         if x.dtype.kind != "c":
             cval = np.real(cval)
-        return np.pad(x, pads, mode="constant", constant_values=cval)
-    return np.pad(x, pads, mode=problem.padding_mode)
+        return array_module_of(x=x).pad(x, pads, mode="constant", constant_values=cval)
+    return array_module_of(x=x).pad(x, pads, mode=problem.padding_mode)
 
 
 def _windows(problem, xp):
@@ -67,8 +70,8 @@ def _grouped_weights(problem, w):
                      + tuple(problem.kernel_shape))
 
 
-def _empty_result(problem, dtype):
-    return np.zeros((problem.batch, problem.out_channels) + tuple(problem.out_shape),
+def _empty_result(problem, dtype, xp=np):
+    return xp.zeros((problem.batch, problem.out_channels) + tuple(problem.out_shape),
                     dtype=dtype)
 
 
@@ -175,12 +178,24 @@ def _fft_window(problem, src_shape, shift, span, real):
         need = max(n + kd - 2 - j0, j1) + 1
         length = sfft.next_fast_len(need, real=real)
         lengths.append(length)
-        index.append(np.arange(j0, j1 + 1, st) % length)
+        if j0 >= 0:
+            index.append(slice(j0, j1 + 1, st))          # a view, no gather
+        else:
+            index.append(np.arange(j0, j1 + 1, st) % length)
     return tuple(lengths), index
 
 
+def _fft_functions(xp, cplx):
+    """Forward/inverse n-D transforms for the array module (multithreaded on CPU)."""
+    if xp is np:
+        fwd, inv = (sfft.fftn, sfft.ifftn) if cplx else (sfft.rfftn, sfft.irfftn)
+        return (functools.partial(fwd, workers=-1), functools.partial(inv, workers=-1))
+    import cupyx.scipy.fft as cfft
+    return (cfft.fftn, cfft.ifftn) if cplx else (cfft.rfftn, cfft.irfftn)
+
+
 def conv_fft(problem, x, w, **_):
-    """Convolution theorem with ``scipy.fft`` over the spatial axes.
+    """Convolution theorem with ``scipy.fft`` (``cupyx.scipy.fft`` for CuPy arrays).
 
     Zero ``constant`` padding is never materialised: the source is shifted
     inside a circular transform just long enough that the wanted outputs do
@@ -188,10 +203,10 @@ def conv_fft(problem, x, w, **_):
     result.  Integer and bool inputs run in float64 and are rounded back, as
     ``scipy.signal.fftconvolve`` does.
     """
+    xp = array_module_of(x=x)
     y_dtype = x.dtype
-    y = _empty_result(problem, y_dtype)
     if problem.is_empty:
-        return y
+        return _empty_result(problem, y_dtype, xp)
     exact = y_dtype.kind in "biu"
     work = np.dtype(np.float64) if exact else y_dtype
     if problem.padding_mode == "constant" and problem.cval == 0:
@@ -199,7 +214,7 @@ def conv_fft(problem, x, w, **_):
     else:
         src, shift = pad_input(problem, x), (0,) * problem.ndim
     src = src.astype(work, copy=False)
-    if not exact and not (np.isfinite(src).all() and np.isfinite(w).all()):
+    if not exact and not bool(xp.isfinite(src).all() and xp.isfinite(w).all()):
         warnings.warn(
             "Use of fft convolution on input with NAN or inf results in NAN or inf "
             "output. Consider using method='direct' instead.", RuntimeWarning,
@@ -212,12 +227,12 @@ def conv_fft(problem, x, w, **_):
     # Dilate the kernel by inserting zeros, oriented as a convolution kernel.
     wk = _oriented_weights(problem.with_(flip=not problem.flip), w).astype(work, copy=False)
     if any(d > 1 for d in problem.dilation):
-        wd = np.zeros(wk.shape[:2] + span, dtype=work)
+        wd = xp.zeros(wk.shape[:2] + span, dtype=work)
         wd[(Ellipsis,) + tuple(slice(None, None, d) for d in problem.dilation)] = wk
         wk = wd
-    fwd, inv = (sfft.fftn, sfft.ifftn) if cplx else (sfft.rfftn, sfft.irfftn)
-    fx = fwd(src, s=lengths, axes=axes, workers=-1)
-    fw = fwd(wk, s=lengths, axes=axes, workers=-1)
+    fwd, inv = _fft_functions(xp, cplx)
+    fx = fwd(src, s=lengths, axes=axes)
+    fw = fwd(wk, s=lengths, axes=axes)
     g = problem.groups
     cg, kg = problem.in_channels // g, problem.out_channels // g
     fx = fx.reshape((problem.batch, g, cg) + fx.shape[2:])
@@ -226,14 +241,17 @@ def conv_fft(problem, x, w, **_):
         fx *= fw[:, :, 0][None]              # Cg == 1 slot becomes Kg == 1
         fy = fx
     else:
-        fy = np.einsum("ngc...,gkc...->ngk...", fx, fw)
+        fy = xp.einsum("ngc...,gkc...->ngk...", fx, fw)
     fy = fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
-    full = inv(fy, s=lengths, axes=axes, workers=-1)
-    res = full[(Ellipsis,) + np.ix_(*index)]
+    full = inv(fy, s=lengths, axes=axes)
+    if all(isinstance(i, slice) for i in index):
+        res = full[(Ellipsis,) + tuple(index)]
+    else:
+        res = full[(Ellipsis,) + xp.ix_(*[xp.arange(n)[i] if isinstance(i, slice)
+                                          else xp.asarray(i) for i, n in zip(index, lengths)])]
     if exact:
-        res = np.rint(res)
-    y[...] = res
-    return y
+        return xp.rint(res).astype(y_dtype)
+    return xp.ascontiguousarray(res)
 
 
 _IMPLS = {"direct": conv_direct, "gemm": conv_gemm, "fft": conv_fft}

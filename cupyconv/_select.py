@@ -22,12 +22,15 @@ __all__ = ["predict_times", "choose", "measure"]
 # VM, OpenBLAS); see docs/algorithms.md for how they were measured.
 _CPU = dict(
     tap_overhead=4e-6,      # Python + NumPy dispatch per kernel tap (direct)
-    elem=1.2e-9,            # one multiply-add streamed through NumPy (direct)
-    copy=0.8e-9,            # one element copied into the column buffer
+    elem=1.0e-9,            # one multiply-add streamed through NumPy (direct)
+    copy=3.0e-9,            # one element gathered into the column buffer
     blas=1.0 / 8e9,         # one GEMM multiply-add in BLAS (float64)
     nonblas=1.0e-9,         # one integer matmul multiply-add (no BLAS)
-    fft=2.5e-9,             # per L*log2(L) point of one real FFT
+    fft=0.3e-9,             # per point * log2(points) of one real FFT
+    fft_elem=1.0e-9,        # per point per array: products, padding, gathers
     call=3e-5,              # fixed per-call overhead
+    gemm_call=2.5e-5,       # extra fixed cost of gemm: buffer, transposes, matmul
+    fft_call=4e-5,          # extra fixed cost of fft: three transforms, windowing
 )
 
 _CACHE_SIZE = 256
@@ -53,17 +56,19 @@ def predict_times(problem, candidates=("direct", "gemm", "fft")):
         if problem.dtype == np.float32 or problem.dtype == np.complex64:
             mac *= 0.5
         cols = problem.groups * problem.gemm_k * problem.gemm_m
-        times["gemm"] = c["call"] + cols * c["copy"] + cplx * macs * mac
+        times["gemm"] = c["call"] + c["gemm_call"] + cols * c["copy"] + cplx * macs * mac
     if "fft" in candidates:
-        lengths = [s + pb + pa for s, (pb, pa) in zip(problem.in_shape, problem.padding)]
-        npts = math.prod(lengths)
+        from scipy.fft import next_fast_len
+        real = not problem.is_complex
+        npts = math.prod(next_fast_len(s + pb + pa, real=real)
+                         for s, (pb, pa) in zip(problem.in_shape, problem.padding))
         logn = math.log2(max(npts, 2))
         cg, kg = problem.in_channels // problem.groups, problem.gemm_n
         transforms = (problem.batch * problem.in_channels + problem.out_channels * cg
                       + problem.batch * problem.out_channels)
-        product = problem.batch * problem.groups * kg * cg * npts * c["elem"] * 2
-        times["fft"] = (c["call"] + cplx * 0.5 * transforms * npts * logn * c["fft"]
-                        + cplx * product)
+        products = problem.batch * problem.groups * kg * cg
+        times["fft"] = c["call"] + c["fft_call"] + cplx * npts * (
+            transforms * logn * c["fft"] + (transforms + products) * c["fft_elem"])
     return times
 
 

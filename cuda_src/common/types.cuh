@@ -1,0 +1,103 @@
+// cupyconv: element types, accumulator traits and scalar helpers.
+//
+// Every kernel is templated on a storage element `T`, an accumulator `Acc`
+// (`AccumType<T>::type` by default) and an index type `Index` (`int` or
+// `long long`).  Complex numbers are a plain two-member struct so that the
+// layout equals numpy's complex64/complex128 and NVRTC needs no std headers.
+// Half storage (`__half`) accumulates in float (see CUPYCONV_ENABLE_HALF).
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define CC_DEVICE __device__ __forceinline__
+#define CC_CONSTEXPR __host__ __device__ constexpr
+#else
+#define CC_DEVICE inline
+#define CC_CONSTEXPR constexpr
+#endif
+
+namespace cc {
+
+// ---------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------
+
+/// Complex number with numpy's memory layout (real part first).
+template <typename Real>
+struct alignas(2 * sizeof(Real)) complex {
+  Real re;  ///< real part
+  Real im;  ///< imaginary part
+};
+
+template <typename Real>
+CC_DEVICE complex<Real> operator+(complex<Real> a, complex<Real> b) {
+  return complex<Real>{a.re + b.re, a.im + b.im};
+}
+template <typename Real>
+CC_DEVICE complex<Real> operator-(complex<Real> a, complex<Real> b) {
+  return complex<Real>{a.re - b.re, a.im - b.im};
+}
+template <typename Real>
+CC_DEVICE complex<Real> operator*(complex<Real> a, complex<Real> b) {
+  return complex<Real>{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+template <typename Real>
+CC_DEVICE complex<Real>& operator+=(complex<Real>& a, complex<Real> b) {
+  a.re += b.re;
+  a.im += b.im;
+  return a;
+}
+
+/// `a * b + c`, fused where the type has a fused form.
+template <typename T>
+CC_DEVICE T fma(T a, T b, T c) { return a * b + c; }
+template <typename Real>
+CC_DEVICE complex<Real> fma(complex<Real> a, complex<Real> b, complex<Real> c) {
+  // Same rounding sequence in every kernel: re = ((a.re*b.re + c.re) - a.im*b.im).
+  complex<Real> r;
+  r.re = (a.re * b.re + c.re) - a.im * b.im;
+  r.im = (a.re * b.im + c.im) + a.im * b.re;
+  return r;
+}
+
+/// Accumulator type of a storage type: wider for half, identity otherwise.
+template <typename T> struct AccumType { using type = T; };
+#if defined(CUPYCONV_ENABLE_HALF)
+template <> struct AccumType<__half> { using type = float; };
+#endif
+
+/// Conversion between storage and accumulator types.
+template <typename Acc, typename T>
+CC_DEVICE Acc to_accum(T v) { return static_cast<Acc>(v); }
+template <typename T, typename Acc>
+CC_DEVICE T from_accum(Acc v) { return static_cast<T>(v); }
+#if defined(CUPYCONV_ENABLE_HALF)
+template <>
+CC_DEVICE float to_accum<float, __half>(__half v) { return __half2float(v); }
+template <>
+CC_DEVICE __half from_accum<__half, float>(float v) { return __float2half_rn(v); }
+#endif
+
+/// Builds a scalar of type `T` from the (re, im) double pair of the params.
+template <typename T>
+struct ScalarFrom {
+  static CC_DEVICE T make(double re, double /*im*/) { return static_cast<T>(re); }
+};
+template <typename Real>
+struct ScalarFrom<complex<Real>> {
+  static CC_DEVICE complex<Real> make(double re, double im) {
+    return complex<Real>{static_cast<Real>(re), static_cast<Real>(im)};
+  }
+};
+template <typename T>
+CC_DEVICE T make_scalar(double re, double im) { return ScalarFrom<T>::make(re, im); }
+
+/// Additive identity.
+template <typename T>
+CC_DEVICE T zero() { return make_scalar<T>(0.0, 0.0); }
+
+/// True for the two supported index types.
+template <typename Index> struct IsIndexType { static constexpr bool value = false; };
+template <> struct IsIndexType<int> { static constexpr bool value = true; };
+template <> struct IsIndexType<long long> { static constexpr bool value = true; };
+
+}  // namespace cc

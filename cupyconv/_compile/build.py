@@ -1,0 +1,291 @@
+"""Ahead-of-time NVRTC compilation of the kernel registry.
+
+``build()`` compiles every instantiation of :mod:`cupyconv._kernels.registry`
+for each requested arch (no GPU needed), one NVRTC program per group
+(source, dtype, rank), stores the cubins in the cache of
+:mod:`cupyconv._compile.cache` and returns one :class:`KernelReport` per
+kernel with the registers, shared memory, stack and spills reported by
+``ptxas -v``.  ``python -m cupyconv build`` calls :func:`main`.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .._kernels import registry
+from . import cache
+from ._nvrtc import KernelCompileError, compile_program, nvrtc_version
+
+__all__ = ["DEFAULT_ARCHS", "KernelReport", "compile_options", "compile_group", "build",
+           "parse_ptxas_log", "format_report", "main", "KernelCompileError"]
+
+#: Architectures built by default.
+DEFAULT_ARCHS = ("sm_80", "sm_90")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelReport:
+    """Resource usage of one compiled kernel (from ``ptxas -v``)."""
+
+    family: str
+    name: str
+    arch: str
+    registers: int
+    smem_bytes: int
+    stack_bytes: int
+    spill_stores: int
+    spill_loads: int
+    cached: bool
+    seconds: float
+
+    @property
+    def spills(self) -> int:
+        """Spill stores plus spill loads, in bytes."""
+        return self.spill_stores + self.spill_loads
+
+
+def compile_options(arch: str, *, fp16: bool = False) -> Tuple[str, ...]:
+    """NVRTC options of every cupyconv kernel.
+
+    ``-ftz`` is NOT passed (unlike ``cupy.RawModule(code=...)``): float32
+    denormals are kept.  ``cuda_fp16.h`` is only pulled in for half kernels
+    (``-DCUPYCONV_NO_FP16`` otherwise), so no CUDA toolkit headers are needed.
+    """
+    opts = ["-std=c++17", f"-arch={arch}", "--ptxas-options=-v"]
+    if not fp16:
+        opts.append("-DCUPYCONV_NO_FP16")
+    return tuple(opts)
+
+
+def _include_options() -> Tuple[str, ...]:
+    return (f"-I{cache.CUDA_SRC}",)
+
+
+def compile_group(source: str, name_expressions: Sequence[str], arch: str, *,
+                  root: Optional[Path] = None, force: bool = False):
+    """Compile (or fetch from the cache) one NVRTC program.
+
+    Parameters
+    ----------
+    source : str
+        File relative to ``cuda_src/``.
+    name_expressions : sequence of str
+    arch : str
+        ``"sm_80"``, ``"sm_90"``, ...
+    root : Path, optional
+        Cache root (default :func:`cache.cache_dir`).
+    force : bool
+        Recompile even on a cache hit.
+
+    Returns
+    -------
+    (cubin_path, meta, cached, seconds)
+        ``meta`` has ``lowered`` (name -> symbol) and ``log``.
+
+    Raises
+    ------
+    KernelCompileError
+    """
+    src_path = cache.CUDA_SRC / source
+    opts = compile_options(arch)
+    names = sorted(set(name_expressions))
+    key = cache.entry_key(nvrtc_version=nvrtc_version(), arch=arch, options=opts,
+                          source=src_path, name_expressions=names)
+    cubin_path, meta_path = cache.entry_paths(arch, src_path, key, root)
+    if not force:
+        meta = cache.read_entry(cubin_path, meta_path)
+        if meta is not None:
+            return cubin_path, meta, True, 0.0
+    t0 = time.perf_counter()
+    code = src_path.read_text()
+    cubin, log, lowered = compile_program(code, str(src_path), opts + _include_options(), names)
+    seconds = time.perf_counter() - t0
+    meta = cache.write_entry(cubin_path, meta_path, cubin, {
+        "lowered": lowered, "log": log, "options": list(opts), "arch": arch,
+        "source": source, "nvrtc": list(nvrtc_version()), "seconds": seconds})
+    return cubin_path, meta, False, seconds
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas_log(log: str) -> Dict[str, Dict[str, int]]:
+    """Mangled symbol -> {registers, smem_bytes, stack_bytes, spill_stores, spill_loads}."""
+    out: Dict[str, Dict[str, int]] = {}
+    current = None
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            current = out.setdefault(m.group(1), dict(registers=0, smem_bytes=0, stack_bytes=0,
+                                                      spill_stores=0, spill_loads=0))
+            continue
+        if current is None:
+            continue
+        m = _STACK.search(line)
+        if m:
+            current.update(stack_bytes=int(m.group(1)), spill_stores=int(m.group(2)),
+                           spill_loads=int(m.group(3)))
+            continue
+        m = _USED.search(line)
+        if m:
+            current["registers"] = int(m.group(1))
+            current["smem_bytes"] = int(m.group(2) or 0)
+    return out
+
+
+def _reports(group_insts, arch, meta, cached, seconds) -> List[KernelReport]:
+    usage = parse_ptxas_log(meta.get("log", ""))
+    out = []
+    for inst in group_insts:
+        u = usage.get(meta["lowered"].get(inst.name, ""), {})
+        out.append(KernelReport(inst.family, inst.name, arch, u.get("registers", -1),
+                                u.get("smem_bytes", -1), u.get("stack_bytes", -1),
+                                u.get("spill_stores", -1), u.get("spill_loads", -1), cached, seconds))
+    return out
+
+
+class _Progress:
+    """``\\r`` progress line on stderr (tqdm if installed)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled, self.bar = total, 0, enabled, None
+        if enabled:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="group", desc="cupyconv build")
+            except ImportError:
+                pass
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(1)
+            return
+        width = 30
+        fill = int(width * self.done / max(self.total, 1))
+        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} {label[:40]:<40}")
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, registry.MAX_RANK + 1),
+          families: Optional[Iterable[str]] = None, dtypes: Optional[Iterable] = None, *,
+          progress: bool = True, jobs: Optional[int] = None, root: Optional[Path] = None,
+          force: bool = False) -> List[KernelReport]:
+    """Compile every registry instantiation for every arch into the cache.
+
+    Parameters
+    ----------
+    archs : iterable of str
+    ranks : iterable of int
+    families : iterable of str, optional
+        Subset of :data:`registry.FAMILIES` (default: all).
+    dtypes : iterable, optional
+        Subset of :data:`registry.DTYPES` (default: all).
+    progress : bool
+        Show a progress line on stderr.
+    jobs : int, optional
+        Parallel NVRTC programs (default: CPU count).
+    root : Path, optional
+        Cache root.
+    force : bool
+        Recompile cached entries.
+
+    Returns
+    -------
+    list of KernelReport
+        Sorted by arch, family, name.
+    """
+    insts = registry.instantiations(families, ranks=list(ranks), dtypes=dtypes)
+    groups: Dict[Tuple[str, str, int], list] = {}
+    for inst in insts:
+        groups.setdefault(inst.group, []).append(inst)
+    work = [(arch, g, members) for arch in archs for g, members in groups.items()]
+    bar = _Progress(len(work), progress)
+    reports: List[KernelReport] = []
+
+    def one(item):
+        arch, (source, _, _), members = item
+        _, meta, cached, secs = compile_group(source, [m.name for m in members], arch,
+                                              root=root, force=force)
+        return _reports(members, arch, meta, cached, secs)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        futures = {pool.submit(one, item): item for item in work}
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                arch, (source, dt, r), _ = futures[fut]
+                reports.extend(fut.result())
+                bar.step(f"{arch} {Path(source).stem} {dt} {r}-D")
+        finally:
+            bar.close()
+    reports.sort(key=lambda k: (k.arch, k.family, k.name))
+    return reports
+
+
+def format_report(reports: Sequence[KernelReport]) -> str:
+    """Fixed-width table: arch, kernel, registers, smem, stack, spills, cached."""
+    head = f"{'arch':<6} {'kernel':<72} {'regs':>4} {'smem':>6} {'stack':>5} {'spill st/ld':>11} {'cached':>6}"
+    lines = [head, "-" * len(head)]
+    for r in reports:
+        lines.append(f"{r.arch:<6} {r.name:<72} {r.registers:>4} {r.smem_bytes:>6} {r.stack_bytes:>5} "
+                     f"{f'{r.spill_stores}/{r.spill_loads}':>11} {'yes' if r.cached else 'no':>6}")
+    return "\n".join(lines)
+
+
+def _parse_ranks(text: str) -> List[int]:
+    out: List[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            out.append(int(part))
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m cupyconv build [--arch sm_80,sm_90] [--ranks 1-8] [--families ...]``."""
+    ap = argparse.ArgumentParser(prog="cupyconv build", description="AOT-compile the CUDA kernels with NVRTC")
+    ap.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help="comma-separated, e.g. sm_80,sm_90")
+    ap.add_argument("--ranks", default=f"1-{registry.MAX_RANK}", help="e.g. 1-8 or 1,2,3")
+    ap.add_argument("--families", default=None, help=f"comma-separated subset of {sorted(registry.FAMILIES)}")
+    ap.add_argument("--dtypes", default=None, help=f"comma-separated subset of {sorted(registry.DTYPES)}")
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--force", action="store_true", help="recompile cached kernels")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    args = ap.parse_args(argv)
+    try:
+        ranks = _parse_ranks(args.ranks)
+    except ValueError:
+        ap.error(f"--ranks must look like 1-8 or 1,2,3; got {args.ranks!r}")
+    try:
+        reports = build(archs=[a.strip() for a in args.arch.split(",") if a.strip()], ranks=ranks,
+                        families=args.families.split(",") if args.families else None,
+                        dtypes=args.dtypes.split(",") if args.dtypes else None,
+                        progress=not args.quiet, jobs=args.jobs, force=args.force)
+    except (ValueError, TypeError) as exc:
+        ap.error(str(exc))
+    except KernelCompileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(format_report(reports))
+        print(f"\n{len(reports)} kernels in {cache.cache_dir()}")
+    return 0

@@ -1,0 +1,121 @@
+"""The four CUDA-path algorithms, written once against a runner.
+
+Each takes a channels-first :class:`~cupyconv._problem.ConvProblem`, the
+logical views ``x`` ``(N, C, *S)`` and ``w`` ``(K, C/G, *KS)`` (any
+strides: the kernels index them as they are), a runner and a workspace
+limit, and returns ``y`` ``(N, K, *O)``.  The same code drives CuPy arrays
+(``CupyRunner``) and NumPy arrays through the CPU emulation layer
+(``EmulatedRunner``).
+"""
+from __future__ import annotations
+
+import math
+
+from .._kernels import launch
+from .runners import OutOfMemoryError
+
+__all__ = ["ALGORITHMS", "can_implement", "workspace_bytes", "run"]
+
+#: Algorithms of the CUDA path, most workspace first.
+ALGORITHMS = ("fft", "gemm", "direct", "implicit_gemm")
+
+
+def _fft_ok(problem):
+    if problem.padding_mode != "constant" or problem.cval != 0:
+        return False, ("the FFT path supports zero constant padding only (other "
+                       "boundaries would need a padded copy of the input)")
+    return True, ""
+
+
+def can_implement(problem, algorithm, device=None):
+    """``(ok, reason)`` for ``algorithm`` on ``problem``."""
+    if algorithm == "direct":
+        limit = device.smem_per_block if device is not None else launch.SHARED_MEMORY_LIMIT
+        return launch.can_implement_direct(problem, limit)
+    if algorithm == "implicit_gemm":
+        return launch.can_implement_implicit_gemm(problem)
+    if algorithm == "gemm":
+        return launch.can_implement_vol2col(problem)
+    if algorithm == "fft":
+        return _fft_ok(problem)
+    raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+def gemm_batch_chunk(problem, workspace_limit):
+    """Images per vol2col chunk so the column buffer fits ``workspace_limit``.
+
+    Returns 0 when not even one image's columns fit.
+    """
+    per_image = problem.column_bytes(1)
+    if workspace_limit is None:
+        return problem.batch
+    return int(min(problem.batch, workspace_limit // max(per_image, 1)))
+
+
+def workspace_bytes(problem, algorithm, workspace_limit=None):
+    """Workspace ``algorithm`` allocates under ``workspace_limit``."""
+    if algorithm == "gemm":
+        nb = gemm_batch_chunk(problem, workspace_limit)
+        return problem.column_bytes(max(nb, 1))
+    return problem.workspace_bytes(algorithm)
+
+
+def _direct(problem, x, w, runner, workspace_limit):
+    y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
+                        dtype=problem.dtype)
+    launch.run_direct(runner.loader, problem, x, w, y,
+                      smem_limit=runner.device.smem_per_block)
+    return y
+
+
+def _implicit_gemm(problem, x, w, runner, workspace_limit):
+    y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
+                        dtype=problem.dtype)
+    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y)
+    return y
+
+
+def _gemm(problem, x, w, runner, workspace_limit):
+    """vol2col kernel into a column buffer, then ``xp.matmul`` (cuBLAS) per group."""
+    xp = runner.xp
+    nb = gemm_batch_chunk(problem, workspace_limit)
+    if nb < 1:
+        raise OutOfMemoryError(
+            f"gemm needs {problem.column_bytes(1)} bytes of columns per image; "
+            f"workspace_limit is {workspace_limit}")
+    g, kg, kdim = problem.groups, problem.gemm_n, problem.gemm_k
+    positions = math.prod(problem.out_shape)
+    y = xp.empty((problem.batch, problem.out_channels, positions), dtype=problem.dtype)
+    wmat = xp.ascontiguousarray(w).reshape(g, kg, kdim)
+    col = runner.workspace((g * kdim * nb * positions,), problem.dtype)
+    yg = y.reshape(problem.batch, g, kg, positions)
+    for n0 in range(0, problem.batch, nb):
+        count = min(nb, problem.batch - n0)
+        launch.run_vol2col(runner.loader, problem, x, col, n0=n0, n_count=count)
+        cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
+        res = xp.matmul(wmat, cols).reshape(g, kg, count, positions)
+        yg[n0:n0 + count] = res.transpose(2, 0, 1, 3)
+    return y.reshape((problem.batch, problem.out_channels) + problem.out_shape)
+
+
+def _fft(problem, x, w, runner, workspace_limit):
+    from .._numpy_backend import conv_fft
+    ok, why = _fft_ok(problem)
+    if not ok:
+        raise ValueError(why)
+    need = problem.workspace_bytes("fft")
+    if workspace_limit is not None and need > workspace_limit:
+        raise OutOfMemoryError(f"fft needs about {need} bytes of spectra; "
+                               f"workspace_limit is {workspace_limit}")
+    if need > runner.device.free_memory:
+        raise OutOfMemoryError(f"fft needs about {need} bytes of spectra; the device has "
+                               f"{runner.device.free_memory} bytes free")
+    return conv_fft(problem, x, w)
+
+
+_IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm, "fft": _fft}
+
+
+def run(problem, x, w, algorithm, runner, workspace_limit=None):
+    """Run one algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`."""
+    return _IMPLS[algorithm](problem, x, w, runner, workspace_limit)

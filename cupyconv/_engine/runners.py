@@ -1,0 +1,214 @@
+"""Runners: what the CUDA orchestration needs from a device.
+
+Two implementations of one small interface, so that :mod:`.algorithms` is
+written once:
+
+- :class:`CupyRunner` — CuPy arrays, kernels from cached NVRTC cubins
+  (:func:`cupyconv._compile.load_module`), launches on the current CuPy
+  stream, memory from CuPy's pool, properties queried from the device.
+- :class:`EmulatedRunner` — NumPy arrays as device memory, the same ``.cu``
+  kernels compiled with g++ against the CUDA emulation layer.
+
+A runner provides ``xp`` (the array module), ``loader(source, names)``
+(module-like objects for :mod:`cupyconv._kernels.launch`), ``workspace``
+(allocations that may fail and are counted), ``free_cached``,
+``synchronize`` and ``device`` (a :class:`DeviceInfo`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+__all__ = ["OutOfMemoryError", "DeviceInfo", "CupyRunner", "EmulatedRunner", "runner_for"]
+
+
+class OutOfMemoryError(MemoryError):
+    """No algorithm's workspace could be allocated; the message states the bytes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """The device properties the cost model uses (queried, never assumed)."""
+
+    #: device name as the driver reports it.
+    name: str
+    #: compute capability, e.g. 90.
+    arch: int
+    #: streaming multiprocessors.
+    sm_count: int
+    #: SM clock in Hz.
+    clock_hz: float
+    #: peak DRAM bandwidth in bytes/s (from memory clock and bus width).
+    bandwidth: float
+    #: FP32 lanes per SM (from the compute capability).
+    fp32_lanes: int
+    #: FP64 rate relative to FP32.
+    fp64_ratio: float
+    #: shared memory per block without opt-in, bytes.
+    smem_per_block: int
+    #: free device memory when queried, bytes.
+    free_memory: int
+
+    def peak_flops(self, dtype):
+        """Peak FLOP/s (an FMA counts 2) for ``dtype``'s real arithmetic."""
+        base = 2.0 * self.sm_count * self.clock_hz * self.fp32_lanes
+        return base * (self.fp64_ratio if np.dtype(dtype).char in "dDq" else 1.0)
+
+
+def _fp32_lanes(cc):
+    """FP32 lanes per SM by compute capability (CUDA programming guide table)."""
+    major, minor = divmod(cc, 10)
+    if major >= 9 or (major == 8 and minor >= 6):
+        return 128
+    return 64 if major in (6, 7, 8) else 128
+
+
+def _fp64_ratio(cc):
+    """FP64:FP32 throughput ratio (data-centre parts 1/2, others 1/32 or less)."""
+    return 0.5 if cc in (60, 70, 80, 90, 100) else 1.0 / 32
+
+
+class CupyRunner:
+    """CuPy arrays on the current device and stream."""
+
+    name = "cuda"
+
+    def __init__(self):
+        import cupy
+        self.xp = cupy
+        self._cupy = cupy
+        self.device_id = cupy.cuda.Device().id
+        self.peak_workspace = 0
+
+    def loader(self, source, names):
+        from .._compile import load_module
+        return load_module(source, names, device=self.device_id)
+
+    def workspace(self, shape, dtype):
+        """Allocate workspace; CuPy's OOM becomes :class:`OutOfMemoryError`."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        try:
+            arr = self._cupy.empty(shape, dtype=dtype)
+        except self._cupy.cuda.memory.OutOfMemoryError as exc:
+            raise OutOfMemoryError(f"workspace of {nbytes} bytes: {exc}") from exc
+        self.peak_workspace = max(self.peak_workspace, nbytes)
+        return arr
+
+    def free_cached(self):
+        self._cupy.get_default_memory_pool().free_all_blocks()
+
+    def synchronize(self):
+        self._cupy.cuda.get_current_stream().synchronize()
+
+    @property
+    def device(self):
+        return _cupy_device_info(self.device_id, self._cupy.cuda.runtime.memGetInfo()[0])
+
+
+@functools.lru_cache(maxsize=16)
+def _cupy_static_info(device_id):
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(device_id)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    cc = props["major"] * 10 + props["minor"]
+    mem_clock = props.get("memoryClockRate", 0) * 1e3
+    bus = props.get("memoryBusWidth", 0)
+    clock = props.get("clockRate", 0) * 1e3
+    return dict(name=name, arch=cc, sm_count=props["multiProcessorCount"],
+                clock_hz=clock or 1.5e9, bandwidth=(2 * mem_clock * bus / 8) or 1e12,
+                fp32_lanes=_fp32_lanes(cc), fp64_ratio=_fp64_ratio(cc),
+                smem_per_block=props["sharedMemPerBlock"])
+
+
+def _cupy_device_info(device_id, free):
+    return DeviceInfo(free_memory=int(free), **_cupy_static_info(device_id))
+
+
+class EmulatedRunner:
+    """NumPy arrays through the CPU emulation layer.
+
+    Parameters
+    ----------
+    memory_limit : int, optional
+        Workspace allocations beyond this many bytes raise
+        :class:`OutOfMemoryError` (tests inject out-of-memory this way).
+    """
+
+    name = "emulated"
+    #: The emulator has no device to query; the cost model sees this nominal
+    #: data-centre part so that ``auto`` decides as it would on such a GPU.
+    NOMINAL = DeviceInfo(name="emulated (nominal sm_80-class device)", arch=80,
+                         sm_count=108, clock_hz=1.41e9, bandwidth=1.55e12,
+                         fp32_lanes=64, fp64_ratio=0.5, smem_per_block=48 * 1024,
+                         free_memory=8 * 2**30)
+
+    def __init__(self, memory_limit=None):
+        self.xp = np
+        self.memory_limit = memory_limit
+        self.peak_workspace = 0
+
+    def loader(self, source, names):
+        return _emulated_group(source, tuple(sorted(_group_names(source, names))))
+
+    def workspace(self, shape, dtype):
+        nbytes = int(math.prod(shape)) * np.dtype(dtype).itemsize
+        if self.memory_limit is not None and nbytes > self.memory_limit:
+            raise OutOfMemoryError(
+                f"workspace of {nbytes} bytes exceeds the emulated memory limit "
+                f"({self.memory_limit} bytes)")
+        self.peak_workspace = max(self.peak_workspace, nbytes)
+        return np.empty(shape, dtype=dtype)
+
+    def free_cached(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    @property
+    def device(self):
+        if self.memory_limit is None:
+            return self.NOMINAL
+        return dataclasses.replace(self.NOMINAL, free_memory=self.memory_limit)
+
+
+def _group_names(source, names):
+    """Every instantiation compiled with ``names`` (the registry's groups)."""
+    from .._kernels import registry
+    out = set()
+    for name in names:
+        inst = registry.lookup(name)
+        if inst is None:
+            out.add(name)
+        else:
+            out.update(i.name for i in registry.group_instantiations(*inst.group))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _emulated_group(source, names):
+    from .._emulation import EmulatedModule
+    from .._kernels import registry
+    if source in registry.FAMILIES:
+        source = registry.FAMILIES[source].source
+    from .._emulation import cuda_src_dir
+    return EmulatedModule(path=str(cuda_src_dir() / source), name_expressions=list(names))
+
+
+def clear_module_caches():
+    """Drop loaded emulated modules (the CuPy loader has its own cache)."""
+    _emulated_group.cache_clear()
+    _cupy_static_info.cache_clear()
+
+
+def runner_for(backend):
+    """A runner for ``"cuda"`` or ``"emulated"``."""
+    if backend == "cuda":
+        return CupyRunner()
+    if backend == "emulated":
+        return EmulatedRunner()
+    raise ValueError(f"no CUDA runner for backend {backend!r}")

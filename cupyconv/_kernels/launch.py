@@ -1,0 +1,313 @@
+"""Launch configuration and array-module-agnostic kernel runners.
+
+Every runner takes a *module-like* object: anything with
+``get_function(name_expression)`` returning a callable
+``kernel(grid, block, args, shared_mem=0)`` -- a ``cupy.RawModule`` (or the
+cached-cubin wrapper of :func:`cupyconv._compile.load_module`) for CuPy
+arrays, an ``EmulatedModule`` for NumPy arrays.  Instead of a module you may
+pass a *loader* ``loader(source, name_expressions) -> module``; the runner
+then asks for exactly the kernel it launches.  Arrays are only inspected
+through ``.shape``, ``.strides``, ``.itemsize`` and ``.dtype``.
+
+Kernels index element ``[0, ..., 0]`` of each view with the view's element
+strides, so slices, transposes, negative and zero strides need no copy.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import registry
+from .params import logical_strides, pack_conv_params
+
+__all__ = [
+    "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "choose_index64",
+    "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
+    "direct_tap_chunk", "kernel_for", "run_vol2col", "run_col2vol",
+    "run_implicit_gemm_fprop", "run_direct",
+]
+
+#: CUDA grid limits.
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
+#: Static/default dynamic shared memory available without an opt-in.
+SHARED_MEMORY_LIMIT = 48 * 1024
+#: Cap on blocks of the grid-stride families (they loop over the rest).
+_GRID_STRIDE_BLOCKS = 65535 * 16
+#: Headroom below 2**31 for per-thread offsets added to 32-bit indices.
+_INT32_LIMIT = 2**31 - 1 - 2**20
+
+
+# ---------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------
+
+def _span(lead_chan_spatial, shape_lead_chan_spatial) -> int:
+    lead, chan, spatial = lead_chan_spatial
+    n, c, s = shape_lead_chan_spatial
+    return (abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
+            + sum(abs(st) * max(e - 1, 0) for st, e in zip(spatial, s)))
+
+
+def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
+    """True when any extent, offset or work count of a launch passes 32 bits.
+
+    Parameters
+    ----------
+    problem : ConvProblem
+    *arrays_strides : ((lead, chan, spatial) strides, (lead, chan, spatial) extents)
+        Every array the kernel addresses.
+    extra : int
+        Largest family-specific count (column-buffer size, thread count, ...).
+    """
+    if getattr(problem, "needs_int64", False):
+        return True
+    worst = int(extra)
+    # padded coordinates reach past the axis before the boundary remap; offsets
+    # are formed from them (and discarded for constant padding), so bound them too
+    reach = [max(o - 1, 0) * st + d * (k - 1) + pb + pa + 2 * s
+             for s, k, o, st, d, (pb, pa) in zip(problem.in_shape, problem.kernel_shape,
+                                                 problem.out_shape, problem.stride,
+                                                 problem.dilation, problem.padding)]
+    worst = max([worst] + reach)
+    for strides, extents in arrays_strides:
+        padded = sum(abs(st) * q for st, q in zip(strides[2], reach))
+        worst = max(worst, _span(strides, extents) + padded)
+    c, k, n = problem.in_channels, problem.out_channels, problem.batch
+    worst = max(worst, n * math.prod(problem.out_shape) * max(k, 1),
+                n * c * math.prod(problem.in_shape), problem.gemm_k)
+    return worst > _INT32_LIMIT
+
+
+def _dtype_ok(problem) -> Tuple[bool, str]:
+    try:
+        registry.dtype_spec(problem.dtype)
+    except TypeError as exc:
+        return False, str(exc)
+    if not 1 <= problem.ndim <= registry.MAX_RANK:
+        return False, f"spatial rank {problem.ndim} is outside [1, {registry.MAX_RANK}]"
+    return True, ""
+
+
+def can_implement_vol2col(problem) -> Tuple[bool, str]:
+    """Whether vol2col/col2vol support ``problem`` (dtype and rank only)."""
+    return _dtype_ok(problem)
+
+
+def can_implement_implicit_gemm(problem) -> Tuple[bool, str]:
+    """Whether :func:`run_implicit_gemm_fprop` supports ``problem``."""
+    ok, why = _dtype_ok(problem)
+    if not ok:
+        return ok, why
+    bn = min(t[1] for t in registry.gemm_tiles(problem.dtype))
+    if -(-(problem.out_channels // problem.groups) // bn) > MAX_GRID_YZ:
+        return False, f"out_channels/groups = {problem.out_channels // problem.groups} needs more than {MAX_GRID_YZ} column tiles"
+    return True, ""
+
+
+def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT) -> Optional[Tuple[int, int]]:
+    """Inner-tap chunk ``(kch, kcw)`` of the direct kernel that fits ``smem_limit``.
+
+    Returns ``None`` when even a single tap's input tile does not fit.
+    """
+    r = problem.ndim
+    th, tw = registry.direct_tile(r)
+    item = registry.dtype_spec(problem.dtype).accum_itemsize
+    kw, sw, dw = problem.kernel_shape[-1], problem.stride[-1], problem.dilation[-1]
+    if r >= 2:
+        kh, sh, dh = problem.kernel_shape[-2], problem.stride[-2], problem.dilation[-2]
+    else:
+        kh, sh, dh = 1, 1, 1
+
+    def nbytes(a, b):
+        rows = (th - 1) * sh + dh * (a - 1) + 1
+        cols = (tw - 1) * sw + dw * (b - 1) + 1
+        return (rows * cols + a * b) * item
+
+    kch, kcw = kh, kw
+    while nbytes(kch, kcw) > smem_limit and kch > 1:
+        kch = (kch + 1) // 2
+    while nbytes(kch, kcw) > smem_limit and kcw > 1:
+        kcw = (kcw + 1) // 2
+    return (kch, kcw) if nbytes(kch, kcw) <= smem_limit else None
+
+
+def can_implement_direct(problem, smem_limit: int = SHARED_MEMORY_LIMIT) -> Tuple[bool, str]:
+    """Whether :func:`run_direct` supports ``problem`` within ``smem_limit`` bytes."""
+    ok, why = _dtype_ok(problem)
+    if not ok:
+        return ok, why
+    if direct_tap_chunk(problem, smem_limit) is None:
+        return False, ("the direct kernel's input tile does not fit in shared memory "
+                       f"({smem_limit} bytes) for stride {problem.stride[-2:]} and dilation "
+                       f"{problem.dilation[-2:]}; use implicit_gemm")
+    return True, ""
+
+
+def _require(check) -> None:
+    ok, why = check
+    if not ok:
+        raise ValueError(why)
+
+
+# ---------------------------------------------------------------------------
+# Launch plumbing
+# ---------------------------------------------------------------------------
+
+def kernel_for(module, family: str, dtype, rank: int, index64: bool, tile=()):
+    """Fetch one kernel from a module-like object or a loader callable."""
+    name = registry.name_expression(family, dtype, rank, index64, tile)
+    if not hasattr(module, "get_function"):
+        module = module(registry.FAMILIES[family].source, [name])
+    return module.get_function(name)
+
+
+def _grid_stride_blocks(total: int) -> int:
+    return max(1, min(-(-total // registry.THREADS), _GRID_STRIDE_BLOCKS))
+
+
+def _shape_lcs(problem, which: str):
+    if which == "x":
+        return problem.batch, problem.in_channels, problem.in_shape
+    if which == "w":
+        return problem.out_channels, problem.in_channels // problem.groups, problem.kernel_shape
+    return problem.batch, problem.out_channels, problem.out_shape
+
+
+def _strides(problem, array, which: str):
+    st = logical_strides(array, problem.layout, problem.ndim)
+    return st, _shape_lcs(problem, which)
+
+
+def _check_dtype(problem, *arrays) -> None:
+    for a in arrays:
+        if a is not None and np.dtype(a.dtype) != np.dtype(problem.dtype):
+            raise TypeError(f"array dtype {np.dtype(a.dtype).name} does not match the problem dtype "
+                            f"{np.dtype(problem.dtype).name}")
+
+
+def _bias_args(bias, y):
+    if bias is None:
+        return y, 0, False
+    if len(bias.shape) != 1:
+        raise ValueError(f"bias must be 1-D; got shape {tuple(bias.shape)}")
+    return bias, int(bias.strides[0]) // int(bias.itemsize), True
+
+
+# ---------------------------------------------------------------------------
+# Runners
+# ---------------------------------------------------------------------------
+
+def run_vol2col(module, problem, x, col, n0: int = 0, n_count: Optional[int] = None,
+                index64: Optional[bool] = None) -> None:
+    """Fill ``col`` (contiguous, ``C * prod(KS) * n_count * prod(O)`` elements).
+
+    Layout ``[G][(C/G)*prod(KS)][n_count*prod(O)]``; see cuda_src/conv/vol2col.cu.
+    """
+    _require(can_implement_vol2col(problem))
+    _check_dtype(problem, x, col)
+    n_count = problem.batch - n0 if n_count is None else int(n_count)
+    m = n_count * math.prod(problem.out_shape)
+    total = problem.in_channels * m
+    col_size = total * problem.taps
+    if int(np.prod(col.shape)) < col_size:
+        raise ValueError(f"col has {int(np.prod(col.shape))} elements; vol2col needs {col_size}")
+    if total == 0:
+        return
+    xs = _strides(problem, x, "x")
+    if index64 is None:
+        index64 = choose_index64(problem, xs, extra=col_size + total)
+    p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, grid_divisors=(m, 1, 1))
+    k = kernel_for(module, "vol2col", problem.dtype, problem.ndim, index64)
+    k((_grid_stride_blocks(total),), (registry.THREADS,), (p, x, col))
+
+
+def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = None,
+                alpha=1, beta=0, index64: Optional[bool] = None) -> None:
+    """``dx[n0:n0+n_count] = alpha * col2vol(col) + beta * dx`` (exact adjoint of vol2col)."""
+    _require(can_implement_vol2col(problem))
+    _check_dtype(problem, col, dx)
+    n_count = problem.batch - n0 if n_count is None else int(n_count)
+    m = n_count * math.prod(problem.out_shape)
+    total = n_count * problem.in_channels * math.prod(problem.in_shape)
+    col_size = problem.in_channels * problem.taps * m
+    if int(np.prod(col.shape)) < col_size:
+        raise ValueError(f"col has {int(np.prod(col.shape))} elements; col2vol needs {col_size}")
+    if total == 0:
+        return
+    xs = _strides(problem, dx, "x")
+    if index64 is None:
+        index64 = choose_index64(problem, xs, extra=col_size + total)
+    p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, alpha=alpha, beta=beta)
+    k = kernel_for(module, "col2vol", problem.dtype, problem.ndim, index64)
+    k((_grid_stride_blocks(total),), (registry.THREADS,), (p, col, dx))
+
+
+def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
+                            tile: Optional[Tuple[int, int, int]] = None,
+                            index64: Optional[bool] = None) -> None:
+    """``y = alpha * conv(x, w) + beta * y + bias`` with the tiled implicit GEMM.
+
+    Zero workspace.  The batch is split into launches when ``gridDim.x``
+    would pass its limit, the groups into launches of at most 65535.
+    """
+    _require(can_implement_implicit_gemm(problem))
+    _check_dtype(problem, x, w, y, bias)
+    if 0 in problem.y_shape:
+        return
+    tiles = registry.gemm_tiles(problem.dtype)
+    if tile is None:
+        tile = tiles[0] if problem.gemm_m >= 64 * tiles[0][0] else tiles[-1]
+    if tuple(tile) not in tiles:
+        raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
+    bm, bn, _ = tile
+    xs, ws, ys = _strides(problem, x, "x"), _strides(problem, w, "w"), _strides(problem, y, "y")
+    if index64 is None:
+        index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
+    bias_arr, bias_stride, has_bias = _bias_args(bias, y)
+    kern = kernel_for(module, "implicit_gemm_fprop", problem.dtype, problem.ndim, index64, tile)
+    out_size = math.prod(problem.out_shape)
+    n_per = max(1, min(problem.batch, (MAX_GRID_X * bm) // max(out_size, 1)))
+    grid_y = -(-problem.gemm_n // bn)
+    for n0 in range(0, problem.batch, n_per):
+        n_count = min(n_per, problem.batch - n0)
+        for g0 in range(0, problem.groups, MAX_GRID_YZ):
+            gz = min(MAX_GRID_YZ, problem.groups - g0)
+            p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
+                                 n0=n0, n_count=n_count, g0=g0, alpha=alpha, beta=beta,
+                                 bias_stride=bias_stride, has_bias=has_bias)
+            grid = (-(-(n_count * out_size) // bm), grid_y, gz)
+            kern(grid, (registry.THREADS,), (p, x, w, y, bias_arr))
+
+
+def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
+               smem_limit: int = SHARED_MEMORY_LIMIT, index64: Optional[bool] = None) -> None:
+    """``y = alpha * conv(x, w) + beta * y + bias`` with the direct (stencil) kernel."""
+    _require(can_implement_direct(problem, smem_limit))
+    _check_dtype(problem, x, w, y, bias)
+    if 0 in problem.y_shape:
+        return
+    r = problem.ndim
+    th, tw = registry.direct_tile(r)
+    kch, kcw = direct_tap_chunk(problem, smem_limit)
+    sh, dh = (problem.stride[-2], problem.dilation[-2]) if r >= 2 else (1, 1)
+    sw, dw = problem.stride[-1], problem.dilation[-1]
+    smem = (((th - 1) * sh + dh * (kch - 1) + 1) * ((tw - 1) * sw + dw * (kcw - 1) + 1)
+            + kch * kcw) * registry.dtype_spec(problem.dtype).accum_itemsize
+    ow = problem.out_shape[-1]
+    oh = problem.out_shape[-2] if r >= 2 else 1
+    tiles_w, tiles_h = -(-ow // tw), -(-oh // th)
+    outer = math.prod(problem.out_shape[:-2]) if r >= 2 else 1
+    total_blocks = problem.batch * problem.out_channels * tiles_w * tiles_h * outer
+    xs, ws, ys = _strides(problem, x, "x"), _strides(problem, w, "w"), _strides(problem, y, "y")
+    if index64 is None:
+        index64 = choose_index64(problem, xs, ws, ys, extra=total_blocks)
+    bias_arr, bias_stride, has_bias = _bias_args(bias, y)
+    p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
+                         alpha=alpha, beta=beta, bias_stride=bias_stride, has_bias=has_bias,
+                         grid_divisors=(tiles_w, tiles_h, outer), aux=(kch, kcw, 0, 0))
+    kern = kernel_for(module, "direct_conv", problem.dtype, r, index64, (th, tw))
+    blocks = max(1, min(total_blocks, _GRID_STRIDE_BLOCKS))
+    kern((blocks,), (registry.THREADS,), (p, x, w, y, bias_arr), shared_mem=smem)

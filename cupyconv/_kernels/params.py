@@ -1,0 +1,192 @@
+"""Host mirror of ``cc::ConvParams<R>`` (cuda_src/common/conv_params.cuh).
+
+:func:`pack_conv_params` turns a :class:`~cupyconv._problem.ConvProblem`, the
+actual element strides of the arrays, an epilogue and a batch chunk into a
+numpy structured scalar whose bytes equal the C++ struct; CuPy's RawKernel
+(and the emulator) pass it by value.  Every field is 8 bytes wide, so
+``align=True`` reproduces the device layout without padding.
+
+The fast-divmod multipliers for every divisor are computed here, once per
+launch, never on the device (see cuda_src/common/fast_divmod.cuh).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence, Tuple
+
+import numpy as np
+
+__all__ = [
+    "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
+    "fast_divmod_params", "logical_strides", "pack_conv_params",
+]
+
+#: padding mode -> cc::PadMode value.
+PAD_MODES = {"constant": 0, "reflect": 1, "symmetric": 2, "wrap": 3, "edge": 4}
+
+_I8 = np.dtype(np.int64)
+_F8 = np.dtype(np.float64)
+
+#: Layout of ``cc::FastDivmodParams``.
+FAST_DIVMOD_DTYPE = np.dtype(
+    [("divisor", _I8), ("mul32", _I8), ("mul64", _I8), ("shift", _I8)], align=True)
+
+
+def conv_params_words(rank: int) -> int:
+    """8-byte words in ``ConvParams<rank>``; equals ``cc::conv_params_words``."""
+    r = rank
+    return 6 + 6 * r + 3 * (2 + r) + 2 + 2 + 8 + 4 * (3 * r + 8) + 4 + 6
+
+
+@functools.lru_cache(maxsize=None)
+def conv_params_dtype(rank: int) -> np.dtype:
+    """Structured dtype with the exact field order of ``ConvParams<rank>``."""
+    r = int(rank)
+    fd = FAST_DIVMOD_DTYPE
+    fields = [
+        ("N", _I8), ("C", _I8), ("K", _I8), ("G", _I8), ("cpg", _I8), ("kpg", _I8),
+        ("in_ext", _I8, (r,)), ("k_ext", _I8, (r,)), ("out_ext", _I8, (r,)),
+        ("stride", _I8, (r,)), ("dilation", _I8, (r,)), ("pad_before", _I8, (r,)),
+        ("x_stride_n", _I8), ("x_stride_c", _I8), ("x_stride", _I8, (r,)),
+        ("w_stride_k", _I8), ("w_stride_c", _I8), ("w_stride", _I8, (r,)),
+        ("y_stride_n", _I8), ("y_stride_k", _I8), ("y_stride", _I8, (r,)),
+        ("bias_stride", _I8), ("has_bias", _I8),
+        ("pad_mode", _I8), ("flip", _I8),
+        ("n0", _I8), ("n_count", _I8), ("g0", _I8),
+        ("in_size", _I8), ("taps", _I8), ("out_size", _I8), ("gemm_k", _I8), ("gemm_m", _I8),
+        ("div_in", fd, (r,)), ("div_k", fd, (r,)), ("div_out", fd, (r,)),
+        ("div_in_size", fd), ("div_taps", fd), ("div_out_size", fd), ("div_C", fd),
+        ("div_kpg", fd), ("div_grid", fd, (3,)), ("aux", _I8, (4,)),
+        ("cval_re", _F8), ("cval_im", _F8), ("alpha_re", _F8), ("alpha_im", _F8),
+        ("beta_re", _F8), ("beta_im", _F8),
+    ]
+    dt = np.dtype(fields, align=True)
+    if dt.itemsize != 8 * conv_params_words(r):
+        raise RuntimeError(  # a programming error in this file, not user input
+            f"ConvParams<{r}> host layout has {dt.itemsize} bytes, expected {8 * conv_params_words(r)}")
+    return dt
+
+
+def fast_divmod_params(divisor: int) -> Tuple[int, int, int, int]:
+    """``(divisor, mul32, mul64, shift)`` for ``cc::FastDivmod``.
+
+    For ``d > 1`` and ``l = ceil(log2 d)``: ``mul32 = ceil(2**(31+l) / d)``,
+    ``mul64 = ceil(2**(63+l) / d)`` (stored as a signed bit pattern) and
+    ``shift = l - 1``; ``d == 1`` is special-cased on the device.
+    """
+    d = int(divisor)
+    if d < 1:
+        raise ValueError(f"fast divmod divisor must be >= 1; got {d}")
+    if d == 1:
+        return (1, 0, 0, 0)
+    l = (d - 1).bit_length()
+    mul32 = -(-(1 << (31 + l)) // d) if d < 2**31 else 0
+    mul64 = -(-(1 << (63 + l)) // d)
+    if mul64 >= 2**63:
+        mul64 -= 2**64
+    return (d, mul32, mul64, l - 1)
+
+
+def logical_strides(array, layout: str, ndim: int) -> Tuple[int, int, Tuple[int, ...]]:
+    """Element strides ``(lead, channel, spatial)`` of an x/w/y array.
+
+    ``lead`` is the batch (x, y) or output-channel (w) axis.  Works for any
+    view (negative and zero strides); only ``.strides``, ``.itemsize`` and
+    ``.shape`` are read.
+
+    Raises
+    ------
+    ValueError
+        If the rank does not match or a stride is not a multiple of the itemsize.
+    """
+    if len(array.shape) != ndim + 2:
+        raise ValueError(f"expected an array with {ndim + 2} dimensions; got shape {tuple(array.shape)}")
+    item = int(array.itemsize)
+    strides = []
+    for ax, s in enumerate(array.strides):
+        if int(s) % item:
+            raise ValueError(
+                f"stride {s} of axis {ax} is not a multiple of the itemsize {item}; copy the array first")
+        strides.append(int(s) // item)
+    if layout == "channels_first":
+        return strides[0], strides[1], tuple(strides[2:])
+    return strides[0], strides[-1], tuple(strides[1:-1])
+
+
+def _complex_pair(value) -> Tuple[float, float]:
+    z = complex(value)
+    return z.real, z.imag
+
+
+def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
+                     n0: int = 0, n_count=None, g0: int = 0,
+                     alpha=1, beta=0, bias_stride: int = 0, has_bias: bool = False,
+                     grid_divisors: Sequence[int] = (1, 1, 1),
+                     aux: Sequence[int] = (0, 0, 0, 0)) -> np.void:
+    """Pack the kernel parameter struct of one launch.
+
+    Parameters
+    ----------
+    problem : ConvProblem
+        Geometry, padding mode, ``cval``, ``flip``.
+    x_strides, w_strides, y_strides : tuple
+        ``(lead, channel, spatial)`` element strides from :func:`logical_strides`;
+        ``None`` leaves the operand's strides zero (unused by the kernel).
+    n0, n_count : int
+        Batch chunk of this launch (default: the whole batch).
+    g0 : int
+        First group of this launch (kernels add ``blockIdx.z``).
+    alpha, beta : scalar
+        Epilogue ``y = alpha * conv + beta * y``; ``beta == 0`` never reads ``y``.
+    bias_stride, has_bias
+        Bias vector element stride and presence.
+    grid_divisors, aux
+        Family-specific launch data (see the kernels' headers).
+
+    Returns
+    -------
+    numpy.void
+        Scalar of :func:`conv_params_dtype` ``(problem.ndim)``.
+    """
+    r = problem.ndim
+    p = np.zeros((), dtype=conv_params_dtype(r))
+    n_count = problem.batch - n0 if n_count is None else int(n_count)
+    c, k, g = problem.in_channels, problem.out_channels, problem.groups
+    taps = math.prod(problem.kernel_shape)
+    in_size = math.prod(problem.in_shape)
+    out_size = math.prod(problem.out_shape)
+    p["N"], p["C"], p["K"], p["G"] = problem.batch, c, k, g
+    p["cpg"], p["kpg"] = c // g, k // g
+    p["in_ext"], p["k_ext"], p["out_ext"] = problem.in_shape, problem.kernel_shape, problem.out_shape
+    p["stride"], p["dilation"] = problem.stride, problem.dilation
+    p["pad_before"] = [pb for pb, _ in problem.padding]
+    for name, st in (("x", x_strides), ("w", w_strides), ("y", y_strides)):
+        if st is None:
+            continue
+        lead, chan, spatial = st
+        p[f"{name}_stride_{'k' if name == 'w' else 'n'}"] = lead
+        p[f"{name}_stride_{'c' if name != 'y' else 'k'}"] = chan
+        p[f"{name}_stride"] = spatial
+    p["bias_stride"], p["has_bias"] = int(bias_stride), int(bool(has_bias))
+    p["pad_mode"] = PAD_MODES[problem.padding_mode]
+    p["flip"] = int(bool(problem.flip))
+    p["n0"], p["n_count"], p["g0"] = int(n0), n_count, int(g0)
+    p["in_size"], p["taps"], p["out_size"] = in_size, taps, out_size
+    p["gemm_k"], p["gemm_m"] = (c // g) * taps, n_count * out_size
+    for i in range(r):
+        p["div_in"][i] = fast_divmod_params(problem.in_shape[i])
+        p["div_k"][i] = fast_divmod_params(problem.kernel_shape[i])
+        p["div_out"][i] = fast_divmod_params(max(problem.out_shape[i], 1))
+    p["div_in_size"] = fast_divmod_params(max(in_size, 1))
+    p["div_taps"] = fast_divmod_params(taps)
+    p["div_out_size"] = fast_divmod_params(max(out_size, 1))
+    p["div_C"] = fast_divmod_params(max(c, 1))
+    p["div_kpg"] = fast_divmod_params(max(k // max(g, 1), 1))
+    for i, d in enumerate(grid_divisors):
+        p["div_grid"][i] = fast_divmod_params(max(int(d), 1))
+    p["aux"] = [int(a) for a in aux]
+    p["cval_re"], p["cval_im"] = _complex_pair(problem.cval)
+    p["alpha_re"], p["alpha_im"] = _complex_pair(alpha)
+    p["beta_re"], p["beta_im"] = _complex_pair(beta)
+    return p[()]

@@ -1,0 +1,203 @@
+"""The one declared table of CUDA kernel families and their instantiations.
+
+Both the ahead-of-time builder (:mod:`cupyconv._compile`) and the runtime
+launchers (:mod:`cupyconv._kernels.launch`) derive NVRTC name expressions
+from this table, so a kernel that is built is exactly a kernel that is
+launched.  A name expression spells out the whole specialisation::
+
+    vol2col<float, 3, int>
+    col2vol<cc::complex<double>, 5, long long>
+    implicit_gemm_fprop<float, float, 3, int, 128, 64, 8>     # T, Acc, R, Index, BM, BN, BK
+    direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
+
+Instantiations are compiled in *groups* of one source file, one element
+type and one rank (both index types and every tile in one NVRTC program),
+which is also the unit of the on-disk cubin cache.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+
+__all__ = [
+    "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
+    "MAX_RANK", "THREADS", "dtype_spec", "name_expression", "gemm_tiles",
+    "direct_tile", "instantiations", "group_instantiations", "lookup",
+]
+
+#: Largest spatial rank compiled by default (matches CUPYCONV_MAX_RANK).
+MAX_RANK = 8
+#: Threads per block of every family (the tile static_asserts assume it).
+THREADS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class DtypeSpec:
+    """C++ spelling of one supported element type."""
+
+    #: numpy dtype of the arrays.
+    dtype: np.dtype
+    #: storage type ``T`` in the kernels.
+    cpp: str
+    #: accumulator type ``Acc`` (``cc::AccumType<T>::type``).
+    accum: str
+    #: bytes of one accumulator element (shared-memory sizing).
+    accum_itemsize: int
+
+
+DTYPES: Dict[str, DtypeSpec] = {
+    spec.dtype.name: spec for spec in (
+        DtypeSpec(np.dtype(np.float32), "float", "float", 4),
+        DtypeSpec(np.dtype(np.float64), "double", "double", 8),
+        DtypeSpec(np.dtype(np.complex64), "cc::complex<float>", "cc::complex<float>", 8),
+        DtypeSpec(np.dtype(np.complex128), "cc::complex<double>", "cc::complex<double>", 16),
+        DtypeSpec(np.dtype(np.int64), "long long", "long long", 8),
+    )
+}
+
+_INDEX_CPP = {False: "int", True: "long long"}
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelFamily:
+    """One templated ``__global__`` function and how to spell its instances."""
+
+    #: family name (also the C++ function name).
+    name: str
+    #: source file relative to ``cuda_src/``.
+    source: str
+    #: ``str.format`` pattern over T, Acc, R, I and the tile entries.
+    template: str
+    #: hot kernels must compile without register spills.
+    hot: bool
+    #: True when the family takes a tile (see :func:`tiles_for`).
+    tiled: bool
+
+
+FAMILIES: Dict[str, KernelFamily] = {
+    fam.name: fam for fam in (
+        KernelFamily("vol2col", "conv/vol2col.cu", "vol2col<{T}, {R}, {I}>", False, False),
+        KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False),
+        KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
+                     "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}>", True, True),
+        KernelFamily("direct_conv", "conv/direct_conv.cu",
+                     "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
+    )
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Instantiation:
+    """One compiled specialisation of a family."""
+
+    family: str
+    dtype: np.dtype
+    rank: int
+    index64: bool
+    tile: Tuple[int, ...]
+    name: str
+
+    @property
+    def source(self) -> str:
+        """Source file of the family, relative to ``cuda_src/``."""
+        return FAMILIES[self.family].source
+
+    @property
+    def group(self) -> Tuple[str, str, int]:
+        """Compilation/cache unit: (source, dtype name, rank)."""
+        return (self.source, self.dtype.name, self.rank)
+
+
+def dtype_spec(dtype) -> DtypeSpec:
+    """Return the :class:`DtypeSpec` of ``dtype``.
+
+    Raises
+    ------
+    TypeError
+        If the kernels have no instantiation for ``dtype``.
+    """
+    dt = np.dtype(dtype)
+    try:
+        return DTYPES[dt.name]
+    except KeyError:
+        raise TypeError(
+            f"the CUDA kernels support dtypes {sorted(DTYPES)}; got {dt.name}") from None
+
+
+def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int], ...]:
+    """CTA tiles (BM, BN, BK) compiled for the implicit GEMM, preferred first."""
+    if np.dtype(dtype) in (np.float32, np.float64):
+        return ((128, 64, 8), (64, 64, 8))
+    return ((64, 64, 8),)
+
+
+def direct_tile(rank: int) -> Tuple[int, int]:
+    """Output tile (TILE_H, TILE_W) of the direct kernel for a rank."""
+    return (1, 1024) if rank == 1 else (16, 64)
+
+
+def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
+    """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled."""
+    if family == "implicit_gemm_fprop":
+        return gemm_tiles(dtype)
+    if family == "direct_conv":
+        return (direct_tile(rank),)
+    return ((),)
+
+
+def name_expression(family: str, dtype, rank: int, index64: bool,
+                    tile: Tuple[int, ...] = ()) -> str:
+    """NVRTC name expression of one instantiation.
+
+    Examples
+    --------
+    >>> name_expression("implicit_gemm_fprop", "float32", 3, False, (64, 64, 8))
+    'implicit_gemm_fprop<float, float, 3, int, 64, 64, 8>'
+    """
+    fam = FAMILIES[family]
+    spec = dtype_spec(dtype)
+    if not 1 <= int(rank) <= MAX_RANK:
+        raise ValueError(f"rank must be in [1, {MAX_RANK}]; got {rank}")
+    fields = {"T": spec.cpp, "Acc": spec.accum, "R": int(rank), "I": _INDEX_CPP[bool(index64)]}
+    fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
+    return fam.template.format(**fields)
+
+
+def instantiations(families: Optional[Iterable[str]] = None,
+                   ranks: Iterable[int] = range(1, MAX_RANK + 1),
+                   dtypes: Optional[Iterable] = None,
+                   index64: Iterable[bool] = (False, True)) -> List[Instantiation]:
+    """Every declared instantiation, filtered by family, rank, dtype and index type."""
+    fams = list(FAMILIES) if families is None else list(families)
+    for f in fams:
+        if f not in FAMILIES:
+            raise ValueError(f"unknown kernel family {f!r}; known: {sorted(FAMILIES)}")
+    dts = [dtype_spec(d).dtype for d in (DTYPES if dtypes is None else dtypes)]
+    out = []
+    for f in fams:
+        for dt in dts:
+            for r in ranks:
+                for wide in index64:
+                    for tile in tiles_for(f, dt, r):
+                        out.append(Instantiation(f, dt, int(r), bool(wide), tuple(tile),
+                                                 name_expression(f, dt, r, wide, tile)))
+    return out
+
+
+def group_instantiations(source: str, dtype, rank: int) -> List[Instantiation]:
+    """All instantiations of one compilation group (see :attr:`Instantiation.group`)."""
+    fams = [f for f, fam in FAMILIES.items() if fam.source == source]
+    return instantiations(fams, ranks=(rank,), dtypes=(dtype,))
+
+
+@functools.lru_cache(maxsize=None)
+def _by_name() -> Dict[str, Instantiation]:
+    return {inst.name: inst for inst in instantiations()}
+
+
+def lookup(name: str) -> Optional[Instantiation]:
+    """The declared instantiation with this name expression, or ``None``."""
+    return _by_name().get(name)

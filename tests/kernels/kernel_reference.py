@@ -1,0 +1,168 @@
+"""Independent NumPy references and helpers for the kernel tests.
+
+The references never reuse the kernels' index math: the boundary is
+resolved by ``numpy.pad`` applied to an *index* array, which gives, for
+every column-buffer entry, the flat index of the input element it reads
+(or -1 for constant padding).  vol2col, col2vol (its adjoint, a scatter-add
+over the same map) and the convolution (per-group matmul) all derive from
+that one map.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import numpy as np
+
+from cupyconv._problem import ConvProblem
+
+MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
+SOURCES = {
+    "vol2col": "cuda_src/conv/vol2col.cu",
+    "col2vol": "cuda_src/conv/col2vol.cu",
+    "implicit_gemm_fprop": "cuda_src/conv/implicit_gemm_fprop.cu",
+    "direct_conv": "cuda_src/conv/direct_conv.cu",
+}
+
+
+def hypothesis_settings(max_examples: int):
+    """Bounded examples; deterministic unless CUPYCONV_HYPOTHESIS_PROFILE=dev."""
+    from hypothesis import HealthCheck, settings
+    det = os.environ.get("CUPYCONV_HYPOTHESIS_PROFILE", "ci") != "dev"
+    return settings(max_examples=max_examples, deadline=None, derandomize=det, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+# ---------------------------------------------------------------------------
+# Emulated modules (one build per (mode, source, name set), memoised)
+# ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _emu_module(mode: str, source: str, names: tuple):
+    from cupyconv._emulation import EmulatedModule
+    return EmulatedModule(path=source, name_expressions=list(names), mode=mode)
+
+
+def emu_loader(mode: str = "normal"):
+    """A loader ``(source, names) -> EmulatedModule`` for the launch helpers."""
+    def load(source, names):
+        path = source if source.startswith("cuda_src/") else f"cuda_src/{source}"
+        return _emu_module(mode, path, tuple(names))
+    return load
+
+
+# ---------------------------------------------------------------------------
+# Problems and arrays
+# ---------------------------------------------------------------------------
+
+def make_problem(*, n, c, k, g, s, ks, stride, dilation, padding, mode="constant", cval=0,
+                 layout="channels_first", dtype=np.float64, flip=False) -> ConvProblem:
+    r = len(s)
+    if layout == "channels_first":
+        x_shape, w_shape = (n, c, *s), (k, c // g, *ks)
+    else:
+        x_shape, w_shape = (n, *s, c), (k, *ks, c // g)
+    return ConvProblem.create(x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+                              dilation=dilation, groups=g, padding_mode=mode, cval=cval,
+                              layout=layout, dtype=dtype, flip=flip)
+
+
+def small_ints(rng, shape, dtype, scope=3):
+    """Small-integer data (exact sums in every dtype)."""
+    dt = np.dtype(dtype)
+    a = rng.integers(-scope, scope + 1, size=shape)
+    if dt.kind == "c":
+        a = a + 1j * rng.integers(-scope, scope + 1, size=shape)
+    return a.astype(dt)
+
+
+def to_physical(logical, layout):
+    """Channels-first logical array -> the array in ``layout`` order."""
+    return logical if layout == "channels_first" else np.moveaxis(logical, 1, -1)
+
+
+def to_logical(physical, layout):
+    return physical if layout == "channels_first" else np.moveaxis(physical, -1, 1)
+
+
+def make_view(arr, kind):
+    """Same values as ``arr`` through a non-trivial view.
+
+    ``contig``: C-contiguous copy; ``flipped``: negative stride on axis 0 and
+    the last axis; ``strided``: every other element of a larger buffer;
+    ``fortran``: Fortran order.
+    """
+    if kind == "contig":
+        return np.array(arr, order="C")  # always a copy: kernels write outputs in place
+    if kind == "flipped":
+        base = np.ascontiguousarray(arr[::-1, ..., ::-1])
+        return base[::-1, ..., ::-1]
+    if kind == "strided":
+        base = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1] + 1,), dtype=arr.dtype)
+        base[..., 1::2] = arr
+        return base[..., 1::2]
+    if kind == "fortran":
+        return np.array(arr, order="F")
+    raise ValueError(kind)
+
+
+# ---------------------------------------------------------------------------
+# References
+# ---------------------------------------------------------------------------
+
+def gather_index(problem):
+    """(C*taps, N*prod(O)) flat indices into the logical x (-1: constant padding)."""
+    n, c, s = problem.batch, problem.in_channels, problem.in_shape
+    idx = np.arange(n * c * math.prod(s), dtype=np.int64).reshape((n, c) + tuple(s))
+    pads = [(0, 0), (0, 0)] + [tuple(p) for p in problem.padding]
+    if problem.padding_mode == "constant":
+        idx_p = np.pad(idx, pads, mode="constant", constant_values=-1)
+    else:
+        idx_p = np.pad(idx, pads, mode=problem.padding_mode)
+    rows = []
+    for ci in range(c):
+        for tap in np.ndindex(*problem.kernel_shape):
+            sl = [slice(None), ci]
+            for i, kap in enumerate(tap):
+                keff = problem.kernel_shape[i] - 1 - kap if problem.flip else kap
+                start = problem.dilation[i] * keff
+                stop = start + (problem.out_shape[i] - 1) * problem.stride[i] + 1
+                sl.append(slice(start, stop, problem.stride[i]))
+            rows.append(idx_p[tuple(sl)].reshape(-1))
+    return np.stack(rows)
+
+
+def ref_vol2col(problem, x_logical):
+    idx = gather_index(problem)
+    flat = np.ascontiguousarray(x_logical).reshape(-1)
+    out = np.where(idx >= 0, flat[np.maximum(idx, 0)], np.asarray(problem.cval).astype(x_logical.dtype))
+    return out.astype(x_logical.dtype)
+
+
+def ref_col2vol(problem, col):
+    idx = gather_index(problem)
+    out = np.zeros(problem.batch * problem.in_channels * math.prod(problem.in_shape), dtype=col.dtype)
+    ok = idx >= 0
+    np.add.at(out, idx[ok], col.reshape(idx.shape)[ok])
+    return out.reshape((problem.batch, problem.in_channels) + tuple(problem.in_shape))
+
+
+def ref_conv(problem, x_logical, w_logical, bias=None, alpha=1, beta=0, y0=None):
+    """y (logical, channels-first) = alpha * conv + beta * y0 + bias."""
+    g = problem.groups
+    col = ref_vol2col(problem, x_logical)
+    kg, cg, taps = problem.out_channels // g, problem.in_channels // g, problem.taps
+    m = problem.batch * math.prod(problem.out_shape)
+    outs = []
+    for gi in range(g):
+        wg = w_logical[gi * kg:(gi + 1) * kg].reshape(kg, cg * taps)
+        outs.append(wg @ col[gi * cg * taps:(gi + 1) * cg * taps])
+    y = np.concatenate(outs).reshape((problem.out_channels, problem.batch) + tuple(problem.out_shape))
+    y = np.moveaxis(y, 0, 1) * np.asarray(alpha).astype(problem.dtype)
+    if beta != 0:
+        y = y + np.asarray(beta).astype(problem.dtype) * y0
+    if bias is not None:
+        y = y + bias.reshape((1, -1) + (1,) * problem.ndim)
+    return y.astype(problem.dtype)

@@ -1,0 +1,302 @@
+"""Kernel results under the CPU emulation vs independent NumPy references.
+
+Inputs are small integers, so every comparison except the float64
+adjointness check is exact.  Geometry is drawn by Hypothesis (deterministic
+profile unless CUPYCONV_HYPOTHESIS_PROFILE=nondeterministic) with bounded
+sizes; named problems cover tile non-multiples, 64-bit indexing and 6-D/7-D.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import assume, given, strategies as st  # noqa: E402
+
+from cupyconv._emulation import emulation_available  # noqa: E402
+from cupyconv._kernels import launch, registry  # noqa: E402
+
+from kernel_reference import (MODES, emu_loader, hypothesis_settings, make_problem, make_view,  # noqa: E402
+                         ref_col2vol, ref_conv, ref_vol2col, small_ints, to_logical, to_physical)
+
+pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
+
+F32, F64, C64, C128, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+                                                   np.complex128, np.int64))
+VIEWS = ("contig", "flipped", "strided", "fortran")
+
+
+# ---------------------------------------------------------------------------
+# Strategies
+# ---------------------------------------------------------------------------
+
+@st.composite
+def geometries(draw, rank, *, max_groups=2, max_cpg=3, max_kpg=3, max_batch=2, modes=MODES):
+    """Bounded random convolution geometry with O >= 1 on every axis."""
+    smax = {1: 7, 2: 5, 3: 4}.get(rank, 3)
+    mode = draw(st.sampled_from(modes))
+    s, ks, stride, dil, pads = [], [], [], [], []
+    for _ in range(rank):
+        si = draw(st.integers(1, smax))
+        ki = draw(st.integers(1, 3))
+        di = draw(st.integers(1, 2))
+        sti = draw(st.integers(1, 3))
+        pmax = 2 if mode == "constant" else 2 * si + 1  # pads past the axis: repeated reflection
+        pb, pa = draw(st.integers(0, pmax)), draw(st.integers(0, pmax))
+        short = di * (ki - 1) + 1 - (si + pb + pa)
+        if short > 0:
+            pa += short
+        s.append(si), ks.append(ki), stride.append(sti), dil.append(di), pads.append((pb, pa))
+    g = draw(st.integers(1, max_groups))
+    return dict(n=draw(st.integers(1, max_batch)), c=g * draw(st.integers(1, max_cpg)),
+                k=g * draw(st.integers(1, max_kpg)), g=g, s=tuple(s), ks=tuple(ks),
+                stride=tuple(stride), dilation=tuple(dil), padding=tuple(pads), mode=mode,
+                cval=draw(st.integers(-2, 2)),
+                layout=draw(st.sampled_from(("channels_first", "channels_last"))),
+                flip=draw(st.booleans()))
+
+
+def _inputs(problem, rng, x_view="contig", w_view="contig"):
+    x_log = small_ints(rng, (problem.batch, problem.in_channels) + problem.in_shape, problem.dtype)
+    w_log = small_ints(rng, (problem.out_channels, problem.in_channels // problem.groups)
+                       + problem.kernel_shape, problem.dtype, scope=2)
+    x = make_view(to_physical(x_log, problem.layout), x_view)
+    w = make_view(to_physical(w_log, problem.layout), w_view)
+    return x_log, w_log, x, w
+
+
+def _col_shape(problem, n_count):
+    return (problem.in_channels * problem.taps, n_count * math.prod(problem.out_shape))
+
+
+# ---------------------------------------------------------------------------
+# vol2col / col2vol
+# ---------------------------------------------------------------------------
+
+def check_vol2col(problem, loader, rng, x_view="contig", n0=0, n_count=None, index64=None):
+    n_count = problem.batch - n0 if n_count is None else n_count
+    x_log, _, x, _ = _inputs(problem, rng, x_view)
+    col = np.full(_col_shape(problem, n_count), 99, dtype=problem.dtype)
+    launch.run_vol2col(loader, problem, x, col, n0=n0, n_count=n_count, index64=index64)
+    ref = ref_vol2col(problem, x_log).reshape(col.shape[0], problem.batch, -1)
+    np.testing.assert_array_equal(col, ref[:, n0:n0 + n_count].reshape(col.shape))
+    return col
+
+
+@pytest.mark.parametrize("rank,dtype", [(1, F64), (2, F64), (3, F64), (4, F64), (5, F64),
+                                        (2, C128), (1, I64), (3, F32)])
+@hypothesis_settings(12)
+@given(data=st.data())
+def test_vol2col_matches_reference(rank, dtype, data):
+    geo = data.draw(geometries(rank))
+    problem = make_problem(dtype=dtype, **geo)
+    n0 = data.draw(st.integers(0, problem.batch - 1))
+    n_count = data.draw(st.integers(1, problem.batch - n0))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    check_vol2col(problem, emu_loader(), rng, data.draw(st.sampled_from(VIEWS)), n0, n_count)
+
+
+def check_col2vol(problem, loader, rng, dx_view="contig", n0=0, n_count=None, alpha=1, beta=0,
+                  index64=None):
+    n_count = problem.batch - n0 if n_count is None else n_count
+    col = small_ints(rng, _col_shape(problem, n_count), problem.dtype)
+    dx0_log = small_ints(rng, (problem.batch, problem.in_channels) + problem.in_shape, problem.dtype)
+    dx = make_view(to_physical(dx0_log, problem.layout), dx_view)
+    launch.run_col2vol(loader, problem, col, dx, n0=n0, n_count=n_count, alpha=alpha, beta=beta,
+                       index64=index64)
+    full = np.zeros(_col_shape(problem, problem.batch), dtype=problem.dtype).reshape(
+        col.shape[0], problem.batch, -1)
+    full[:, n0:n0 + n_count] = col.reshape(col.shape[0], n_count, -1)
+    ref = alpha * ref_col2vol(problem, full.reshape(col.shape[0], -1)) + beta * dx0_log
+    got = to_logical(dx, problem.layout)
+    sel = slice(n0, n0 + n_count)
+    np.testing.assert_array_equal(got[sel], ref[sel].astype(problem.dtype))
+    rest = np.ones(problem.batch, bool)
+    rest[sel] = False
+    np.testing.assert_array_equal(got[rest], dx0_log[rest])  # other batches untouched
+    return dx
+
+
+@pytest.mark.parametrize("rank,dtype", [(1, F64), (2, F64), (3, F64), (4, F64), (2, C64), (1, I64)])
+@hypothesis_settings(12)
+@given(data=st.data())
+def test_col2vol_matches_scatter_reference(rank, dtype, data):
+    geo = data.draw(geometries(rank))
+    problem = make_problem(dtype=dtype, **geo)
+    n0 = data.draw(st.integers(0, problem.batch - 1))
+    n_count = data.draw(st.integers(1, problem.batch - n0))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    check_col2vol(problem, emu_loader(), rng, data.draw(st.sampled_from(VIEWS)), n0, n_count,
+                  alpha=data.draw(st.sampled_from((1, 2))), beta=data.draw(st.sampled_from((0, 1))))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@hypothesis_settings(4)
+@given(data=st.data())
+def test_col2vol_is_adjoint_of_vol2col(rank, mode, data):
+    """<vol2col(x), c> == <x, col2vol(c)> in float64 to 1e-12 relative."""
+    geo = data.draw(geometries(rank, modes=(mode,)))
+    geo["cval"] = 0  # the adjoint is of the linear part
+    problem = make_problem(dtype=F64, **geo)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x_log = rng.standard_normal((problem.batch, problem.in_channels) + problem.in_shape)
+    x = np.ascontiguousarray(to_physical(x_log, problem.layout))
+    c = rng.standard_normal(_col_shape(problem, problem.batch))
+    col = np.zeros_like(c)
+    loader = emu_loader()
+    launch.run_vol2col(loader, problem, x, col)
+    dx = np.zeros_like(x)
+    launch.run_col2vol(loader, problem, c, dx)
+    lhs, rhs = np.vdot(col, c), np.vdot(to_logical(dx, problem.layout), x_log)
+    assert abs(lhs - rhs) <= 1e-12 * max(abs(lhs), np.abs(col).sum() * np.abs(c).max(), 1e-300)
+
+
+# ---------------------------------------------------------------------------
+# Implicit GEMM and direct
+# ---------------------------------------------------------------------------
+
+def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="contig", bias=False,
+                  alpha=1, beta=0, y_layout_view="contig", **kwargs):
+    x_log, w_log, x, w = _inputs(problem, rng, x_view, w_view)
+    b = small_ints(rng, (problem.out_channels,), problem.dtype) if bias else None
+    y0_log = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, problem.dtype)
+    y = make_view(to_physical(y0_log, problem.layout), y_layout_view)
+    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run(loader, problem, x, w, y, bias=b, alpha=alpha, beta=beta, **kwargs)
+    ref = ref_conv(problem, x_log, w_log, b, alpha, beta, y0_log)
+    np.testing.assert_array_equal(to_logical(y, problem.layout), ref)
+    return y
+
+
+GEMM_CASES = [(1, F64), (2, F64), (3, F64), (4, F64), (2, F32), (2, C128), (1, I64), (3, C64)]
+
+
+@pytest.mark.parametrize("rank,dtype", GEMM_CASES)
+@hypothesis_settings(10)
+@given(data=st.data())
+def test_implicit_gemm_matches_reference(rank, dtype, data):
+    geo = data.draw(geometries(rank))
+    problem = make_problem(dtype=dtype, **geo)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    check_forward("implicit_gemm_fprop", problem, emu_loader(), rng,
+                  x_view=data.draw(st.sampled_from(VIEWS)), w_view=data.draw(st.sampled_from(VIEWS)),
+                  bias=data.draw(st.booleans()), alpha=data.draw(st.sampled_from((1, 2))),
+                  beta=data.draw(st.sampled_from((0, 1))),
+                  tile=data.draw(st.sampled_from(registry.gemm_tiles(dtype))))
+
+
+@pytest.mark.parametrize("tile", registry.gemm_tiles(F32))
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
+def test_implicit_gemm_tile_non_multiples(tile, layout):
+    """M, K/G and gemm_k all off the tile grid (CUTLASS 'C < CTA::K and non-multiples')."""
+    problem = make_problem(n=1, c=5, k=67, g=1, s=(9, 18), ks=(3, 3), stride=(1, 1),
+                           dilation=(1, 1), padding=((1, 0), (0, 1)), layout=layout, dtype=F32)
+    assert problem.gemm_m % tile[0] and problem.gemm_n % tile[1] and problem.gemm_k % tile[2]
+    check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(0),
+                  x_view="strided", tile=tile)
+
+
+DIRECT_CASES = [(1, F64), (2, F64), (3, F64), (1, C64), (2, I64), (4, F32)]
+
+
+@pytest.mark.parametrize("rank,dtype", DIRECT_CASES)
+@hypothesis_settings(10)
+@given(data=st.data())
+def test_direct_matches_reference(rank, dtype, data):
+    geo = data.draw(geometries(rank, max_cpg=2, max_kpg=2))
+    problem = make_problem(dtype=dtype, **geo)
+    limits = [lim for lim in (48 * 1024, 12 * 1024, 4 * 1024)
+              if launch.can_implement_direct(problem, lim)[0]]
+    assume(limits)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    check_forward("direct_conv", problem, emu_loader(), rng,
+                  x_view=data.draw(st.sampled_from(VIEWS)), w_view=data.draw(st.sampled_from(VIEWS)),
+                  bias=data.draw(st.booleans()), alpha=data.draw(st.sampled_from((1, 2))),
+                  beta=data.draw(st.sampled_from((0, 1))), smem_limit=data.draw(st.sampled_from(limits)))
+
+
+def test_direct_chunks_long_kernels():
+    """A 1-D kernel longer than one shared-memory chunk (taps processed in pieces)."""
+    problem = make_problem(n=1, c=1, k=1, g=1, s=(1500,), ks=(301,), stride=(1,), dilation=(2,),
+                           padding=((5, 7),), mode="reflect", dtype=F64, flip=True)
+    kch, kcw = launch.direct_tap_chunk(problem, 12 * 1024)
+    assert kcw < 301
+    check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(1), smem_limit=12 * 1024)
+
+
+def test_direct_rejects_tiles_that_do_not_fit():
+    problem = make_problem(n=1, c=1, k=1, g=1, s=(40, 400), ks=(3, 3), stride=(3, 9),
+                           dilation=(1, 1), padding=0, dtype=F64)
+    ok, why = launch.can_implement_direct(problem)
+    assert not ok and "shared memory" in why
+    with pytest.raises(ValueError, match="shared memory"):
+        check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(0))
+
+
+# ---------------------------------------------------------------------------
+# High rank, 64-bit indexing, reverse schedule
+# ---------------------------------------------------------------------------
+
+def _high_rank_problem(rank, mode="reflect", layout="channels_last", dtype=F64):
+    s = (3, 2, 4, 2, 3, 2, 2)[:rank]
+    return make_problem(n=2, c=2, k=3, g=1, s=s, ks=(2,) * rank, stride=((1, 2) * 4)[:rank],
+                        dilation=(1,) * rank, padding=((1, 2),) * rank, mode=mode, layout=layout,
+                        dtype=dtype, flip=True)
+
+
+@pytest.mark.parametrize("family", ["vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv"])
+@pytest.mark.parametrize("rank", [6, 7])
+def test_high_rank(family, rank):
+    problem = _high_rank_problem(rank)
+    rng = np.random.default_rng(rank)
+    if family == "vol2col":
+        check_vol2col(problem, emu_loader(), rng, "flipped")
+    elif family == "col2vol":
+        check_col2vol(problem, emu_loader(), rng, "strided", beta=1)
+    else:
+        check_forward(family, problem, emu_loader(), rng, x_view="flipped", bias=True)
+
+
+@pytest.mark.parametrize("family", ["vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv"])
+def test_forced_int64_indexing(family):
+    problem = make_problem(n=2, c=4, k=4, g=2, s=(5, 6), ks=(3, 2), stride=(2, 1), dilation=(1, 2),
+                           padding=((4, 1), (2, 3)), mode="symmetric", layout="channels_last",
+                           dtype=C128, cval=0)
+    rng = np.random.default_rng(3)
+    if family == "vol2col":
+        check_vol2col(problem, emu_loader(), rng, "flipped", index64=True)
+    elif family == "col2vol":
+        check_col2vol(problem, emu_loader(), rng, "flipped", index64=True)
+    else:
+        check_forward(family, problem, emu_loader(), rng, x_view="flipped", w_view="strided",
+                      bias=True, beta=1, index64=True)
+
+
+@pytest.mark.parametrize("family", ["vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv"])
+def test_reverse_schedule_matches_normal(family):
+    """Threads/blocks scheduled in reverse order give bitwise-identical results."""
+    problem = make_problem(n=2, c=3, k=5, g=1, s=(7, 9), ks=(3, 2), stride=(2, 1), dilation=(1, 2),
+                           padding=((3, 1), (2, 2)), mode="wrap", dtype=F32, flip=True)
+    outs = []
+    for mode in ("normal", "reverse"):
+        rng = np.random.default_rng(11)
+        if family == "vol2col":
+            outs.append(check_vol2col(problem, emu_loader(mode), rng))
+        elif family == "col2vol":
+            outs.append(check_col2vol(problem, emu_loader(mode), rng, beta=1))
+        else:
+            outs.append(check_forward(family, problem, emu_loader(mode), rng, bias=True))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_empty_output_is_a_no_op():
+    problem = make_problem(n=0, c=1, k=1, g=1, s=(5,), ks=(3,), stride=(1,), dilation=(1,), padding=0)
+    x = np.zeros(problem.x_shape)
+    w = np.zeros(problem.w_shape)
+    y = np.zeros(problem.y_shape)
+    launch.run_implicit_gemm_fprop(emu_loader(), problem, x, w, y)
+    launch.run_direct(emu_loader(), problem, x, w, y)
+    launch.run_vol2col(emu_loader(), problem, x, np.zeros(0))

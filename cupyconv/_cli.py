@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import platform
 import sys
 import time
@@ -39,9 +38,8 @@ def info():
         print("  NVRTC %d.%d (ahead-of-time builds possible)" % nvrtc.getVersion())
     except Exception as exc:
         print(f"  NVRTC unavailable ({exc.__class__.__name__})")
-    cache = os.environ.get("CUPYCONV_CACHE_DIR",
-                           os.path.join(os.path.expanduser("~"), ".cache", "cupyconv"))
-    print(f"  kernel cache: {cache}")
+    from ._paths import cache_root
+    print(f"  kernel cache: {cache_root()}")
     return 0
 
 

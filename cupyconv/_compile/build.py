@@ -65,7 +65,7 @@ def compile_options(arch: str, *, fp16: bool = False) -> Tuple[str, ...]:
 
 
 def _include_options() -> Tuple[str, ...]:
-    return (f"-I{cache.CUDA_SRC}",)
+    return (f"-I{cache.cuda_src_dir()}",)
 
 
 def compile_group(source: str, name_expressions: Sequence[str], arch: str, *,
@@ -93,7 +93,7 @@ def compile_group(source: str, name_expressions: Sequence[str], arch: str, *,
     ------
     KernelCompileError
     """
-    src_path = cache.CUDA_SRC / source
+    src_path = cache.cuda_src_dir() / source
     opts = compile_options(arch)
     names = sorted(set(name_expressions))
     key = cache.entry_key(nvrtc_version=nvrtc_version(), arch=arch, options=opts,

@@ -22,11 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence
 
-__all__ = ["CUDA_SRC", "cache_dir", "package_version", "source_digest", "entry_key",
+from .._paths import cache_root, cuda_src_dir
+
+__all__ = ["cache_dir", "package_version", "source_digest", "entry_key",
            "entry_paths", "read_entry", "write_entry"]
 
-#: Root of the kernel sources (``-I`` for NVRTC).
-CUDA_SRC = Path(__file__).resolve().parents[2] / "cuda_src"
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
@@ -46,9 +46,7 @@ def package_version() -> str:
 
 def cache_dir() -> Path:
     """Cache root for this package version (not created)."""
-    root = os.environ.get("CUPYCONV_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "cupyconv")
-    return Path(root) / package_version()
+    return cache_root() / package_version()
 
 
 def _closure(path: Path, seen: Dict[Path, bytes]) -> None:
@@ -58,7 +56,7 @@ def _closure(path: Path, seen: Dict[Path, bytes]) -> None:
     data = path.read_bytes()
     seen[path] = data
     for inc in _INCLUDE.findall(data.decode(errors="replace")):
-        for base in (path.parent, CUDA_SRC):
+        for base in (path.parent, cuda_src_dir()):
             cand = base / inc
             if cand.is_file():
                 _closure(cand, seen)
@@ -71,7 +69,7 @@ def source_digest(source: Path) -> str:
     _closure(Path(source), seen)
     h = hashlib.sha256()
     for p in sorted(seen):
-        rel = os.path.relpath(p, CUDA_SRC)
+        rel = os.path.relpath(p, cuda_src_dir())
         h.update(rel.encode() + b"\0" + hashlib.sha256(seen[p]).digest())
     return h.hexdigest()
 
@@ -81,7 +79,7 @@ def entry_key(*, nvrtc_version: Sequence[int], arch: str, options: Iterable[str]
     """Cache key of one compiled group."""
     payload = json.dumps({
         "nvrtc": list(nvrtc_version), "arch": arch, "options": list(options),
-        "source": os.path.relpath(Path(source).resolve(), CUDA_SRC),
+        "source": os.path.relpath(Path(source).resolve(), cuda_src_dir()),
         "digest": source_digest(source), "names": sorted(name_expressions),
     }, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]

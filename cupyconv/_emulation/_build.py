@@ -17,6 +17,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .._paths import cache_root, cuda_src_dir  # noqa: F401 (re-exported)
+
 __all__ = [
     "EmulationCompileError", "cuda_src_dir", "cache_dir", "find_compiler",
     "emulation_available", "emulation_unavailable_reason", "boost_context_available",
@@ -64,23 +66,6 @@ class EmulationCompileError(RuntimeError):
         self.log = log
 
 
-def cuda_src_dir() -> Path:
-    """Directory holding the CUDA sources (``platform.cuh``, ``emu/``, ...).
-
-    ``$CUPYCONV_CUDA_SRC`` overrides the default, which is ``cuda_src/``
-    next to the ``cupyconv`` package directory.
-
-    Returns
-    -------
-    pathlib.Path
-    """
-    env = os.environ.get("CUPYCONV_CUDA_SRC")
-    if env:
-        return Path(env).resolve()
-    import cupyconv
-    return (Path(cupyconv.__file__).resolve().parent.parent / "cuda_src").resolve()
-
-
 def cache_dir() -> Path:
     """Directory of compiled emulation libraries.
 
@@ -90,9 +75,7 @@ def cache_dir() -> Path:
     -------
     pathlib.Path
     """
-    root = os.environ.get("CUPYCONV_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "cupyconv"
-    return base / "emu"
+    return cache_root() / "emu"
 
 
 def find_compiler() -> str | None:

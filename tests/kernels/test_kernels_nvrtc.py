@@ -92,7 +92,7 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path, damage):
 
 def test_source_change_changes_key(tmp_path):
     from cupyconv._compile import cache
-    source = cache.CUDA_SRC / "conv/vol2col.cu"
+    source = cache.cuda_src_dir() / "conv/vol2col.cu"
     k1 = cache.entry_key(nvrtc_version=(12, 9), arch="sm_90", options=("-a",), source=source,
                          name_expressions=["x"])
     k2 = cache.entry_key(nvrtc_version=(13, 0), arch="sm_90", options=("-a",), source=source,
@@ -112,9 +112,9 @@ def test_compile_error_carries_log_and_options():
     from cupyconv._compile import KernelCompileError
     bad = '#include "platform.cuh"\n__global__ void broken(float* p) { p[0] = undefined_name; }\n'
     opts = ("-std=c++17", "-arch=sm_90", "-DCUPYCONV_NO_FP16")
-    from cupyconv._compile.cache import CUDA_SRC
+    from cupyconv._paths import cuda_src_dir
     with pytest.raises(KernelCompileError) as info:
-        _nvrtc.compile_program(bad, "broken.cu", opts + (f"-I{CUDA_SRC}",), ["broken"])
+        _nvrtc.compile_program(bad, "broken.cu", opts + (f"-I{cuda_src_dir()}",), ["broken"])
     err = info.value
     assert "undefined_name" in err.log
     assert "-arch=sm_90" in err.options and "undefined_name" in str(err)

@@ -36,7 +36,7 @@ def _cmd_bench(args):
               file=sys.stderr)
         return 2
     argv = (["--suite", args.suite] if args.suite else []) + (["--quick"] if args.quick else [])
-    return bench_main(argv)
+    return bench_main(argv + (["--out", args.out] if args.out else []))
 
 
 def main(argv=None):
@@ -55,6 +55,7 @@ def main(argv=None):
     p = sub.add_parser("bench", help="benchmark suite against the peers")
     p.add_argument("--suite")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", help="output folder (default docs/benchmarks)")
     p.set_defaults(func=_cmd_bench)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

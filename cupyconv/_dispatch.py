@@ -6,7 +6,7 @@ import numpy as np
 from . import _numpy_backend, _select, config
 from ._backend import get_backend
 
-__all__ = ["select_algorithm", "execute", "candidates_for"]
+__all__ = ["select_algorithm", "execute", "candidates_for", "model_choice"]
 
 
 def _finite(a):
@@ -25,6 +25,18 @@ def candidates_for(problem, x, w, backend="numpy"):
             and cval_finite):
         names.remove("fft")
     return names
+
+
+def model_choice(problem, x, w, xp=np, workspace_limit=None):
+    """``(candidate names, cost-model choice)`` on the backend in force."""
+    backend = get_backend(xp)
+    if backend != "numpy" or xp is not np:
+        from . import _engine
+        return _engine.model_choice(problem, x, w, backend, xp, workspace_limit)
+    names = candidates_for(problem, x, w)
+    if workspace_limit is None:
+        workspace_limit = config.workspace_limit
+    return names, _select.choose(problem, names, workspace_limit)
 
 
 def select_algorithm(problem, x, w, method="auto", workspace_limit=None, run=None):

@@ -292,7 +292,9 @@ def choose_conv_method(in1, in2, mode="full", measure=False):
     call = _SignalCall(in1, in2, mode, None, correlate=False)
     if call.scalar is not None:
         return ("direct", {"direct": 0.0}) if measure else "direct"
-    names = _dispatch.candidates_for(call.problem, call.x, call.w)
+    names, chosen = _dispatch.model_choice(call.problem, call.x, call.w, call.xp)
     if not measure:
-        return _select.choose(call.problem, names)
-    return _select.measure(lambda name: call.run(name), names)
+        return chosen
+    sync = (call.xp.cuda.get_current_stream().synchronize if call.xp is not np
+            else (lambda: None))
+    return _select.measure(lambda name: (call.run(name), sync()), names)

@@ -17,7 +17,7 @@ from . import algorithms, cost
 from .runners import (CupyRunner, EmulatedRunner, OutOfMemoryError,
                       clear_module_caches, runner_for)
 
-__all__ = ["execute", "choose", "candidates", "OutOfMemoryError", "clear_caches",
+__all__ = ["execute", "choose", "candidates", "get_runner", "model_choice", "OutOfMemoryError", "clear_caches",
            "runner_for", "CupyRunner", "EmulatedRunner"]
 
 #: Fraction of free device memory ``auto`` lets one algorithm's workspace use
@@ -27,7 +27,8 @@ FREE_MEMORY_FRACTION = 0.5
 _runners: "collections.OrderedDict" = collections.OrderedDict()
 
 
-def _runner(backend, xp):
+def get_runner(backend, xp):
+    """The memoised runner of ``backend`` for arrays of module ``xp``."""
     if backend == "cuda":
         if xp.__name__ != "cupy":
             raise TypeError("the 'cuda' backend needs CuPy arrays; got NumPy arrays "
@@ -39,10 +40,10 @@ def _runner(backend, xp):
         key = ("emulated",)
     else:
         raise TypeError(f"backend {backend!r} cannot run {xp.__name__} arrays")
-    runner = _runners.get(key)
-    if runner is None:
-        runner = _runners[key] = runner_for(backend)
-    return runner
+    found = _runners.get(key)
+    if found is None:
+        found = _runners[key] = runner_for(backend)
+    return found
 
 
 def candidates(problem, x, w, runner):
@@ -81,6 +82,14 @@ def choose(problem, names, runner, workspace_limit=None):
     return min(fitting, key=times.get)
 
 
+def model_choice(problem, x, w, backend, xp, workspace_limit=None):
+    """``(candidates, cost-model choice)`` for ``problem`` on ``backend``."""
+    runner = get_runner(backend, xp)
+    cf = problem.with_(layout="channels_first")
+    names = candidates(cf, x, w, runner)
+    return names, choose(cf, names, runner, workspace_limit)
+
+
 def _fallbacks(problem, first, names):
     """``first``, then the rest by decreasing workspace, zero-workspace last."""
     rest = [n for n in names if n != first]
@@ -98,7 +107,7 @@ def _as_kernel_dtype(problem, x, w):
 def execute(problem, x, w, *, method="auto", workspace_limit=None, xp=np, stats=None,
             backend="cuda"):
     """Compute ``y`` ``(N, K, *O)``; returns ``(y, algorithm)``."""
-    runner = _runner(backend, xp)
+    runner = get_runner(backend, xp)
     problem = problem.with_(layout="channels_first")    # x, w are channels-first views
     if problem.is_empty:
         return xp.zeros((problem.batch, problem.out_channels) + problem.out_shape,

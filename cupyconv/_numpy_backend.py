@@ -75,6 +75,17 @@ def _empty_result(problem, dtype, xp=np):
                     dtype=dtype)
 
 
+def _operands(problem, x, w, y):
+    """Window view of the padded input, grouped oriented weights, grouped ``y``.
+
+    Shapes ``(N, G, C/G, *O, *KS)``, ``(G, K/G, C/G, *KS)``, ``(N, G, K/G, *O)``.
+    """
+    view = _windows(problem, pad_input(problem, x))
+    wg = _grouped_weights(problem, _oriented_weights(problem, w))
+    yg = y.reshape((problem.batch, problem.groups, problem.gemm_n) + tuple(problem.out_shape))
+    return view, wg, yg
+
+
 def conv_direct(problem, x, w, **_):
     """Tap loop: ``y += w[:, :, t] . x[window t]`` for every kernel tap ``t``.
 
@@ -84,10 +95,8 @@ def conv_direct(problem, x, w, **_):
     y = _empty_result(problem, x.dtype)
     if problem.is_empty:
         return y
-    view = _windows(problem, pad_input(problem, x))
-    wg = _grouped_weights(problem, _oriented_weights(problem, w))
+    view, wg, yg = _operands(problem, x, w, y)
     g, kg, cg = wg.shape[:3]
-    yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
     r = problem.ndim
     single = kg == 1 and cg == 1
     for tap in np.ndindex(*problem.kernel_shape):
@@ -136,13 +145,11 @@ def conv_gemm(problem, x, w, *, workspace_limit=None, stats=None, **_):
     y = _empty_result(problem, x.dtype)
     if problem.is_empty:
         return y
-    view = _windows(problem, pad_input(problem, x))
-    wg = _grouped_weights(problem, _oriented_weights(problem, w))
+    view, wg, yg = _operands(problem, x, w, y)
     g, kg, cg = wg.shape[:3]
     kdim = problem.gemm_k
     wmat = np.ascontiguousarray(wg.reshape(g, kg, kdim).transpose(0, 2, 1))  # (G, Kdim, Kg)
     r = problem.ndim
-    yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
     peak = 0
     # (N, G, Cg, *O, *KS) -> (G, N, *O, Cg, *KS): columns are (M, Kdim) per group
     order = (1, 0) + tuple(range(3, 3 + r)) + (2,) + tuple(range(3 + r, 3 + 2 * r))

@@ -200,20 +200,26 @@ def _bias_args(bias, y):
 # Runners
 # ---------------------------------------------------------------------------
 
+def _column_launch(problem, col, vol, n0, n_count, family):
+    """Shared checks of vol2col/col2vol; returns ``(n_count, M, col_size)``."""
+    _require(can_implement_vol2col(problem))
+    _check_dtype(problem, vol, col)
+    n_count = problem.batch - n0 if n_count is None else int(n_count)
+    m = n_count * math.prod(problem.out_shape)
+    col_size = problem.in_channels * problem.taps * m
+    if int(np.prod(col.shape)) < col_size:
+        raise ValueError(f"col has {int(np.prod(col.shape))} elements; {family} needs {col_size}")
+    return n_count, m, col_size
+
+
 def run_vol2col(module, problem, x, col, n0: int = 0, n_count: Optional[int] = None,
                 index64: Optional[bool] = None) -> None:
     """Fill ``col`` (contiguous, ``C * prod(KS) * n_count * prod(O)`` elements).
 
     Layout ``[G][(C/G)*prod(KS)][n_count*prod(O)]``; see cuda_src/conv/vol2col.cu.
     """
-    _require(can_implement_vol2col(problem))
-    _check_dtype(problem, x, col)
-    n_count = problem.batch - n0 if n_count is None else int(n_count)
-    m = n_count * math.prod(problem.out_shape)
+    n_count, m, col_size = _column_launch(problem, col, x, n0, n_count, "vol2col")
     total = problem.in_channels * m
-    col_size = total * problem.taps
-    if int(np.prod(col.shape)) < col_size:
-        raise ValueError(f"col has {int(np.prod(col.shape))} elements; vol2col needs {col_size}")
     if total == 0:
         return
     xs = _strides(problem, x, "x")
@@ -227,14 +233,8 @@ def run_vol2col(module, problem, x, col, n0: int = 0, n_count: Optional[int] = N
 def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = None,
                 alpha=1, beta=0, index64: Optional[bool] = None) -> None:
     """``dx[n0:n0+n_count] = alpha * col2vol(col) + beta * dx`` (exact adjoint of vol2col)."""
-    _require(can_implement_vol2col(problem))
-    _check_dtype(problem, col, dx)
-    n_count = problem.batch - n0 if n_count is None else int(n_count)
-    m = n_count * math.prod(problem.out_shape)
+    n_count, m, col_size = _column_launch(problem, col, dx, n0, n_count, "col2vol")
     total = n_count * problem.in_channels * math.prod(problem.in_shape)
-    col_size = problem.in_channels * problem.taps * m
-    if int(np.prod(col.shape)) < col_size:
-        raise ValueError(f"col has {int(np.prod(col.shape))} elements; col2vol needs {col_size}")
     if total == 0:
         return
     xs = _strides(problem, dx, "x")

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, then run it (the README's test command).
+#
+#   bash scripts/test.sh [pytest args...]
+#
+# - g++ and Boost.Context (fast fibers for the CUDA emulation layer) come from
+#   apt when this runs as root on Debian/Ubuntu; without them the emulated
+#   kernel tests fall back to glibc ucontext (slower) or are skipped.
+# - The Python side is `pip install -e ".[test]"` (NumPy, SciPy, pytest,
+#   hypothesis, CuPy + NVRTC for the ahead-of-time kernel compile tests;
+#   no GPU is needed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    if ! command -v g++ >/dev/null 2>&1 || [ ! -e /usr/include/boost/context/fiber.hpp ]; then
+        echo "== installing g++ and libboost-context-dev (apt)"
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ libboost-context-dev >/dev/null
+    fi
+fi
+
+PY=${PYTHON:-python3}
+echo "== pip install -e .[test]"
+"$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
+
+echo "== pytest"
+export CUPYCONV_HYPOTHESIS_PROFILE=${CUPYCONV_HYPOTHESIS_PROFILE:-ci}
+exec "$PY" -m pytest -n "${PYTEST_WORKERS:-auto}" -q -p no:cacheprovider "$@"

@@ -75,4 +75,6 @@ def execute(problem, x, w, *, method="auto", workspace_limit=None, xp=np, stats=
                                   stats=stats)
 
     algorithm = select_algorithm(problem, x, w, method, workspace_limit, run)
+    if method == "auto" and algorithm == "fft":     # auto only picks fft for finite data
+        return _numpy_backend.conv_fft(problem, x, w, known_finite=True), algorithm
     return run(algorithm), algorithm

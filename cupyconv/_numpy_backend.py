@@ -201,14 +201,15 @@ def _fft_functions(xp, cplx):
     return (cfft.fftn, cfft.ifftn) if cplx else (cfft.rfftn, cfft.irfftn)
 
 
-def conv_fft(problem, x, w, **_):
+def conv_fft(problem, x, w, *, known_finite=False, **_):
     """Convolution theorem with ``scipy.fft`` (``cupyx.scipy.fft`` for CuPy arrays).
 
     Zero ``constant`` padding is never materialised: the source is shifted
     inside a circular transform just long enough that the wanted outputs do
     not alias (see :func:`_fft_window`).  Stride subsamples the stride-1
     result.  Integer and bool inputs run in float64 and are rounded back, as
-    ``scipy.signal.fftconvolve`` does.
+    ``scipy.signal.fftconvolve`` does.  Non-finite data warn (they spread to
+    every output) unless ``known_finite`` says the caller checked already.
     """
     xp = array_module_of(x=x)
     y_dtype = x.dtype
@@ -221,7 +222,7 @@ def conv_fft(problem, x, w, **_):
     else:
         src, shift = pad_input(problem, x), (0,) * problem.ndim
     src = src.astype(work, copy=False)
-    if not exact and not bool(xp.isfinite(src).all() and xp.isfinite(w).all()):
+    if not (exact or known_finite) and not bool(xp.isfinite(src).all() and xp.isfinite(w).all()):
         warnings.warn(
             "Use of fft convolution on input with NAN or inf results in NAN or inf "
             "output. Consider using method='direct' instead.", RuntimeWarning,
@@ -250,7 +251,7 @@ def conv_fft(problem, x, w, **_):
     else:
         fy = xp.einsum("ngc...,gkc...->ngk...", fx, fw)
     fy = fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
-    full = inv(fy, s=lengths, axes=axes)
+    full = inv(fy, s=lengths, axes=axes, overwrite_x=True)
     if all(isinstance(i, slice) for i in index):
         res = full[(Ellipsis,) + tuple(index)]
     else:

@@ -19,12 +19,7 @@ def _cmd_demo(args):
 
 def _cmd_build(args):
     from ._compile import main as build_main
-    argv = []
-    if args.arch:
-        argv += ["--arch", args.arch]
-    if args.ranks:
-        argv += ["--ranks", args.ranks]
-    return build_main(argv)
+    return build_main(args.extra)
 
 
 def _cmd_bench(args):
@@ -36,7 +31,10 @@ def _cmd_bench(args):
               file=sys.stderr)
         return 2
     argv = (["--suite", args.suite] if args.suite else []) + (["--quick"] if args.quick else [])
-    return bench_main(argv + (["--out", args.out] if args.out else []))
+    argv += ["--out", args.out] if args.out else []
+    argv += ["--backend", args.backend] if args.backend else []
+    argv += ["--no-plots"] if args.no_plots else []
+    return bench_main(argv)
 
 
 def main(argv=None):
@@ -48,16 +46,22 @@ def main(argv=None):
     p.add_argument("--size", type=int, default=40, help="edge of the 4-D demo volume (>= 8)")
     p.add_argument("--backend", choices=("auto", "numpy", "cuda", "emulated"), default="auto")
     p.set_defaults(func=_cmd_demo)
-    p = sub.add_parser("build", help="ahead-of-time NVRTC compile of every kernel")
-    p.add_argument("--arch", help="comma-separated, e.g. sm_80,sm_90")
-    p.add_argument("--ranks", help="e.g. 1-8 or 1,2,3")
+    p = sub.add_parser("build", add_help=False,
+                       help="ahead-of-time NVRTC compile of every kernel "
+                            "(--arch sm_80,sm_90 --ranks 1-8; --help for all flags)")
     p.set_defaults(func=_cmd_build)
     p = sub.add_parser("bench", help="benchmark suite against the peers")
     p.add_argument("--suite")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", help="output folder (default docs/benchmarks)")
+    p.add_argument("--backend", choices=("auto", "numpy", "cuda"),
+                   help="default: cuda when a GPU is usable, else numpy")
+    p.add_argument("--no-plots", action="store_true", help="JSON and markdown only")
     p.set_defaults(func=_cmd_bench)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "build":      # build forwards its own flags
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     return int(args.func(args) or 0)
 
 

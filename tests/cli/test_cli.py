@@ -1,0 +1,57 @@
+"""``python -m cupyconv`` subcommands, run as a user would."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cupyconv import _cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "cupyconv", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_info_lists_backends():
+    res = _run("info")
+    assert res.returncode == 0, res.stderr
+    assert "backend numpy     available" in res.stdout
+
+
+def test_demo_passes_small():
+    res = _run("demo", "--size", "12", "--backend", "numpy")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "demo passed" in res.stdout and res.stdout.count(" OK") == 2
+
+
+def test_demo_exit_code_on_failed_check(monkeypatch, capsys):
+    monkeypatch.setattr(_cli, "DEMO_TOLERANCE", -1.0)      # no error can pass
+    assert _cli.demo(size=8, backend="numpy") == 1
+    assert "FAILED (2 checks)" in capsys.readouterr().out
+
+
+def test_unknown_flag_is_an_error():
+    res = _run("info", "--bogus")
+    assert res.returncode == 2 and "unrecognized arguments: --bogus" in res.stderr
+
+
+def test_build_one_group(tmp_path, monkeypatch):
+    pytest.importorskip("cupy")
+    from cupyconv._compile import _nvrtc
+    try:
+        _nvrtc.nvrtc_version()
+    except Exception as exc:        # no NVRTC library here
+        pytest.skip(f"NVRTC unavailable: {exc}")
+    env_dir = str(tmp_path)
+    monkeypatch.setenv("CUPYCONV_CACHE_DIR", env_dir)
+    res = _run("build", "--arch", "sm_90", "--ranks", "1", "--families", "vol2col",
+               "--dtypes", "float64")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "vol2col<double, 1, int>" in res.stdout
+    assert any(f.endswith(".cubin") for _, _, fs in os.walk(env_dir) for f in fs)

@@ -7,10 +7,13 @@ and docs/ for the tour.
 from . import config
 from ._backend import available_backends, get_backend, use_backend
 from ._conv import conv
+from ._gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
+from ._operator import ConvOperator
 from ._engine import OutOfMemoryError, clear_caches as _clear_engine_caches
 from ._plan import ConvPlan, plan_conv
 from ._signal import choose_conv_method, convolve, correlate
 from ._problem import ConvProblem, MAX_RANK
+from . import grad
 
 __version__ = "0.1.0"
 
@@ -23,5 +26,6 @@ __all__ = [
     "convolve", "correlate", "choose_conv_method", "conv", "ConvProblem",
     "plan_conv", "ConvPlan", "OutOfMemoryError", "clear_caches",
     "use_backend", "get_backend", "available_backends", "config", "MAX_RANK",
-    "__version__",
+    "conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose",
+    "ConvOperator", "grad", "__version__",
 ]

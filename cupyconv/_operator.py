@@ -1,0 +1,194 @@
+"""Convolution as a linear operator with an exact adjoint.
+
+``ConvOperator(kernel, input_shape, mode)`` is ``x -> convolve(x, kernel,
+mode)`` on flattened vectors; ``rmatvec`` is its adjoint ``A^H`` (a
+``valid`` correlation of the cotangent embedded in the full result, see
+:func:`convolution_adjoint`).  ``ConvOperator.from_conv(w, input_shape,
+**geometry)`` wraps :func:`cupyconv.conv` and :func:`cupyconv.conv_grad_input`
+instead.  ``aslinearoperator()`` hands either to SciPy's or CuPy's
+iterative solvers (CG on the normal equations, LSQR, ...).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _args
+from ._signal import _SignalCall, convolve, correlate
+
+__all__ = ["ConvOperator", "convolution_adjoint", "work_dtype"]
+
+
+def work_dtype(*dtypes):
+    """Promoted dtype of a gradient computation (float64 for integers/bool)."""
+    dtype = np.result_type(*dtypes)
+    return np.dtype(np.float64) if dtype.kind in "biu" else dtype
+
+
+def _window(n1, n2, mode):
+    """Start and length, in the full result, of the ``mode`` result on one axis."""
+    if mode == "full":
+        return 0, n1 + n2 - 1
+    if mode == "same":
+        return (n2 - 1) // 2, n1
+    return min(n1, n2) - 1, abs(n1 - n2) + 1          # valid (either operand larger)
+
+
+def convolution_adjoint(shape1, in2, g, mode, axes, method="auto", swapped=False):
+    """``A^H g`` for ``A: in1 -> convolve(in1, in2, mode, axes=axes)``, shape ``shape1``.
+
+    ``swapped``: the forward call was ``convolve(in2, in1, mode)`` (the
+    gradient with respect to its second operand); ``full`` and ``valid``
+    are symmetric, ``same`` keeps the window of the first operand.
+    ``axes`` are the convolved axes (``None``: all).  ``g`` has the result's
+    shape; the computation runs in the promoted dtype of ``in2`` and ``g``
+    (no real projection: callers with a real ``in1`` take the real part).
+    Broadcast batch axes are summed back to ``shape1``.
+    """
+    xp = _args.array_module_of(in2=in2, g=g)
+    nd = len(shape1)
+    work = work_dtype(in2.dtype, g.dtype)
+    if nd == 0:
+        return (g * xp.conj(in2)).astype(work, copy=False)
+    conv_axes = list(range(nd)) if axes is None else sorted(a % nd for a in np.atleast_1d(axes))
+    full_shape, window = list(g.shape), [slice(None)] * nd
+    for a in conv_axes:
+        sizes = (in2.shape[a], shape1[a]) if swapped else (shape1[a], in2.shape[a])
+        start, length = _window(*sizes, mode)
+        full_shape[a] = shape1[a] + in2.shape[a] - 1
+        window[a] = slice(start, start + length)
+    if tuple(full_shape) == tuple(g.shape):
+        embedded = g.astype(work, copy=False)
+    else:
+        embedded = xp.zeros(full_shape, dtype=work)
+        embedded[tuple(window)] = g
+    res = correlate(embedded, in2.astype(work, copy=False), mode="valid", method=method,
+                    axes=conv_axes)
+    summed = tuple(a for a in range(nd) if a not in conv_axes and shape1[a] != res.shape[a])
+    if summed:
+        res = res.sum(axis=summed, keepdims=True)
+    return res
+
+
+class ConvOperator:
+    """``x -> convolve(x, kernel, mode, axes=axes)`` as a linear operator.
+
+    Parameters
+    ----------
+    kernel : ndarray
+        The convolution kernel (NumPy or CuPy: the operator runs there).
+    input_shape : tuple of int
+        Shape of ``x`` (same rank as `kernel`).
+    mode : {'same', 'full', 'valid'}, optional
+    axes : int or sequence of int, optional
+        Convolved axes (others broadcast, as in :func:`cupyconv.convolve`).
+    method : str, optional
+        Algorithm of the forward and adjoint convolutions.
+    dtype : dtype, optional
+        Operator dtype; default the kernel's (float64 for integer kernels).
+
+    Attributes
+    ----------
+    shape : (int, int)
+        ``(prod(output_shape), prod(input_shape))``.
+    dtype : numpy.dtype
+    input_shape, output_shape : tuple of int
+
+    Notes
+    -----
+    ``rmatvec`` is the exact adjoint: ``vdot(A x, y) == vdot(x, A^H y)`` to
+    rounding, for every mode and complex kernels (``A^H`` conjugates).
+    """
+
+    def __init__(self, kernel, input_shape, mode="same", *, axes=None, method="auto",
+                 dtype=None):
+        xp = _args.array_module_of(kernel=kernel)
+        kernel = xp.asarray(kernel)
+        _args.check_dtype(kernel, "kernel")
+        input_shape = tuple(int(s) for s in input_shape)
+        if len(input_shape) != kernel.ndim:
+            raise ValueError(f"input_shape must have kernel.ndim={kernel.ndim} entries; "
+                             f"got input_shape={input_shape}")
+        dtype = work_dtype(kernel.dtype) if dtype is None else np.dtype(dtype)
+        # validates mode/axes/shapes without touching data (a broadcast zero)
+        probe = xp.broadcast_to(xp.zeros((), dtype=kernel.dtype), input_shape)
+        call = _SignalCall(probe, kernel, mode, axes, correlate=False)
+        conv_axes = None if kernel.ndim == 0 else call.axes
+
+        def forward(x):
+            return convolve(x, kernel, mode, method, axes=axes)
+
+        def adjoint(y):
+            return convolution_adjoint(input_shape, kernel, y, mode, conv_axes, method)
+
+        self._setup(xp, input_shape, tuple(call.result_shape()), dtype, forward, adjoint)
+
+    @classmethod
+    def from_conv(cls, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
+                  padding_mode="constant", layout="channels_first", method="auto",
+                  dtype=None):
+        """``x -> conv(x, w, ...)`` (deep-learning geometry) with the adjoint
+        :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
+        here (a nonzero fill would make the map affine)."""
+        from ._conv import conv
+        from ._gradients import conv_grad_input
+        from ._problem import ConvProblem
+        xp = _args.array_module_of(w=w)
+        w = xp.asarray(w)
+        geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
+                        padding_mode=padding_mode, layout=layout, method=method)
+        input_shape = tuple(int(s) for s in input_shape)
+        problem = ConvProblem.create(
+            x_shape=input_shape, w_shape=w.shape,
+            **{k: v for k, v in geometry.items() if k != "method"})
+        self = cls.__new__(cls)
+
+        def forward(x):
+            return conv(x, w, **geometry)
+
+        def adjoint(y):
+            return conv_grad_input(y, w, input_shape, **geometry)
+
+        dtype = work_dtype(w.dtype) if dtype is None else np.dtype(dtype)
+        self._setup(xp, input_shape, tuple(problem.y_shape), dtype, forward, adjoint)
+        return self
+
+    def _setup(self, xp, input_shape, output_shape, dtype, forward, adjoint):
+        self.xp = xp
+        self.input_shape, self.output_shape = input_shape, output_shape
+        self.shape = (int(math.prod(output_shape)), int(math.prod(input_shape)))
+        self.dtype = np.dtype(dtype)
+        self._forward, self._adjoint = forward, adjoint
+
+    @staticmethod
+    def _reshaped(v, shape, size, name):
+        if int(math.prod(v.shape)) != size:
+            raise ValueError(f"{name} expects a vector of {size} elements; got shape {v.shape}")
+        return v.reshape(shape)
+
+    def matvec(self, v):
+        """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
+        v = self.xp.asarray(v)
+        return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
+                                            "matvec")).ravel()
+
+    def rmatvec(self, u):
+        """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
+        u = self.xp.asarray(u)
+        return self._adjoint(self._reshaped(u, self.output_shape, self.shape[0],
+                                            "rmatvec")).ravel()
+
+    def aslinearoperator(self):
+        """A ``scipy.sparse.linalg.LinearOperator`` (NumPy) or
+        ``cupyx.scipy.sparse.linalg.LinearOperator`` (CuPy)."""
+        if self.xp is np:
+            from scipy.sparse.linalg import LinearOperator
+        else:
+            from cupyx.scipy.sparse.linalg import LinearOperator
+        return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
+                              dtype=self.dtype)
+
+    def __repr__(self):
+        return (f"ConvOperator(input_shape={self.input_shape}, "
+                f"output_shape={self.output_shape}, dtype={self.dtype})")

@@ -1,0 +1,107 @@
+"""Gradients: vector-Jacobian products of the SciPy-style functions, the
+``conv`` gradient helpers and the convolution linear operator.
+
+Convention (PyTorch's; JAX's ``vjp`` of the conjugated cotangent)
+-----------------------------------------------------------------
+For a real-valued loss ``L`` and the cotangent ``g = dL/dRe(z) + i dL/dIm(z)``
+of the result ``z``, the gradients returned are ::
+
+    g1 = dL/dRe(in1) + i dL/dIm(in1)        (real inputs: the real part only)
+
+i.e. the adjoint (conjugate transpose) of the linear map applied to ``g``:
+``g1 = A_{in2}^H g``.  With ``L = Re(sum(conj(g) * z))`` that is exactly
+the gradient of ``L`` with respect to the real and imaginary parts of
+``in1``, which the tests check against finite differences.  For
+``z = convolve(in1, in2, 'full')`` this gives
+``g1 = correlate(g, in2, 'valid')`` and ``g2 = correlate(g, in1, 'valid')``;
+``same``/``valid`` results are windows of the full one, so ``g`` is first
+embedded (zeros elsewhere) in the full result.  ``correlate(in1, in2)`` is
+``convolve(in1, conj(flip(in2)))``, so its ``g2`` is ``conj(flip(.))`` of
+the convolution's.  Broadcast batch axes (``axes=``) are summed back to
+size 1 where an input had size 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _args
+from ._gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
+from ._operator import ConvOperator, convolution_adjoint, work_dtype
+from ._signal import _SignalCall
+
+__all__ = ["convolve_vjp", "correlate_vjp", "conv_grad_input", "conv_grad_weight",
+           "conv_grad_bias", "conv_transpose", "ConvOperator"]
+
+
+def _as_gradient(res, like):
+    """Real part for real inputs; the input's float dtype (float64 for integers)."""
+    dtype = work_dtype(like.dtype, res.dtype)
+    if like.dtype.kind != "c":
+        res = res.real if res.dtype.kind == "c" else res
+        dtype = np.finfo(dtype).dtype
+    return res.astype(dtype, copy=False).reshape(like.shape)
+
+
+def _flip(xp, a, axes):
+    if a.ndim == 0:
+        return a
+    return xp.flip(a, axis=tuple(range(a.ndim)) if axes is None else axes)
+
+
+def _vjp(in1, in2, g, mode, axes, correlate_, method):
+    xp = _args.array_module_of(in1=in1, in2=in2, g=g)
+    in1, in2, g = xp.asarray(in1), xp.asarray(in2), xp.asarray(g)
+    _args.check_dtype(g, "g")
+    call = _SignalCall(in1, in2, mode, axes, correlate=correlate_)   # validates in1, in2
+    if tuple(g.shape) != tuple(call.result_shape()):
+        raise ValueError(f"g must have the shape of the result, {tuple(call.result_shape())}; "
+                         f"got g.shape={tuple(g.shape)}")
+    axes = None if in1.ndim == 0 else call.axes
+    b = in2
+    if correlate_:      # correlate(in1, in2) == convolve(in1, conj(flip(in2)))
+        b = xp.conj(_flip(xp, in2, axes)) if in2.dtype.kind == "c" else _flip(xp, in2, axes)
+    g1 = convolution_adjoint(tuple(in1.shape), b, g, mode, axes, method)
+    gb = convolution_adjoint(tuple(b.shape), in1, g, mode, axes, method, swapped=True)
+    if correlate_:
+        gb = _flip(xp, xp.conj(gb) if gb.dtype.kind == "c" else gb, axes)
+    return _as_gradient(g1, in1), _as_gradient(gb, in2)
+
+
+def convolve_vjp(in1, in2, g, mode="full", axes=None, *, method="auto"):
+    """Vector-Jacobian product of :func:`cupyconv.convolve`.
+
+    Parameters
+    ----------
+    in1, in2 : ndarray
+        The forward call's operands.
+    g : ndarray
+        Cotangent of the result ``z = convolve(in1, in2, mode, axes=axes)``
+        (``dL/dRe(z) + i dL/dIm(z)``), of ``z``'s shape.
+    mode : {'full', 'same', 'valid'}, optional
+    axes : int or sequence of int, optional
+    method : str, optional
+        Algorithm of the correlations that compute the products.
+
+    Returns
+    -------
+    g1, g2 : ndarray
+        ``dL/dRe(in_k) + i dL/dIm(in_k)`` (the module docstring states the
+        convention); real for real inputs, of the input's shape and float
+        dtype (float64 for integer inputs).
+
+    Raises
+    ------
+    ValueError
+        Whatever ``convolve`` raises for these operands, or ``g`` of the
+        wrong shape.
+    """
+    return _vjp(in1, in2, g, mode, axes, False, method)
+
+
+def correlate_vjp(in1, in2, g, mode="full", axes=None, *, method="auto"):
+    """Vector-Jacobian product of :func:`cupyconv.correlate`; see :func:`convolve_vjp`.
+
+    ``correlate`` conjugates ``in2``, so its gradient is anti-linear there:
+    ``g2 = conj(flip(A_{in1}^H g))``, still ``dL/dRe(in2) + i dL/dIm(in2)``.
+    """
+    return _vjp(in1, in2, g, mode, axes, True, method)

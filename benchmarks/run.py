@@ -1,134 +1,370 @@
 """Benchmark runner: ``python -m cupyconv bench [--suite NAME] [--quick]``.
 
-Every figure is a ratio against a peer measured in the same run, plus the
-achieved FLOP/s from counted work.  Writes ``<out>/<suite>.json`` and
-``<out>/<suite>.md``.
+For every case of a suite (see :mod:`benchmarks.problems`) it times
+cupyconv's ``auto`` and every forced algorithm that can run, every peer
+that is importable and applies (see :mod:`benchmarks.peers`), measures the
+peak extra memory of one call, and turns the counted work of the case's
+:class:`~cupyconv.ConvProblem` into FLOP/s, bytes/s and a fraction of the
+roofline whose ceilings are measured at the start of the same run.
+
+Every figure is either a ratio against a peer measured in the same run or
+a roofline fraction from counted work.  Writes ``<out>/<stem>.json`` and
+``<out>/<stem>.md`` (after every case, so an interrupted run keeps what it
+measured) and, when matplotlib is importable, two plots.
+
+On a machine without a usable GPU it benchmarks the NumPy backend against
+the CPU peers (SciPy) and says so.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
+import inspect
 import os
 import platform
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 
-from .problems import SUITES, cases
-from .timing import time_cpu
+from . import peers as peers_mod
+from . import report
+from .problems import cases, suite_names
+from .timing import measure_ceilings, peak_memory, roofline, time_cpu, timer_for
 
-__all__ = ["main", "run_signal_case"]
+__all__ = ["main", "run_case", "Context"]
 
-#: Forced methods predicted to take longer than this are not timed.
-SKIP_PREDICTED_S = 5.0
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except Exception:
-        return "unknown"
+#: Forced methods predicted to take longer than this (seconds) are not timed.
+SKIP_PREDICTED_S = {"cpu": 5.0, "gpu": 2.0}
+#: Seconds after which one timing loop stops repeating.
+BUDGET_S = {"cpu": 2.0, "gpu": 1.0}
 
 
-def _operands(case, rng):
-    dt = np.dtype(case["dtype"])
+class Context:
+    """What every case of one run shares.
+
+    Parameters
+    ----------
+    backend : {"numpy", "cuda"}
+    repeat : int
+        Timed repetitions per measurement (median reported).
+    quick : bool
+        CPU-scale ceilings.
+    peer_names : sequence of str, optional
+        Restrict the peers to these names.
+    ceilings : dict, optional
+        Reuse measured ceilings instead of measuring them.
+    """
+
+    def __init__(self, backend, repeat=5, quick=False, peer_names=None, ceilings=None):
+        self.backend = backend
+        self.gpu = backend == "cuda"
+        self.device = "gpu" if self.gpu else "cpu"
+        if self.gpu:
+            import cupy
+            self.xp = cupy
+        else:
+            self.xp = np
+        self.timer = timer_for(self.xp)
+        self.repeat = repeat
+        self.budget = BUDGET_S[self.device]
+        self.skip_predicted = SKIP_PREDICTED_S[self.device]
+        self.ceilings = ceilings if ceilings is not None else measure_ceilings(self.xp, quick)
+        listed = peers_mod.peers_for(self.device, peer_names)
+        self.peers = [p for p, why in listed if why is None]
+        self.peer_status = {p.name: why or "available" for p, why in listed}
+
+    def time(self, fn, stream_ordered=True, repeat=None):
+        """Median seconds of ``fn`` with this run's timer (wall clock when the
+        callable synchronises itself)."""
+        timer = self.timer if stream_ordered else time_cpu
+        return timer(fn, repeat=repeat or self.repeat, budget=self.budget)
+
+    def release(self):
+        """Return cached device memory between cases."""
+        if self.gpu:
+            self.xp.get_default_memory_pool().free_all_blocks()
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------ operands
+def operands(case, xp=np):
+    """Seeded operands of ``case`` (a dict of ``xp`` arrays in its layout)."""
+    rng = np.random.default_rng(zlib.crc32(case.name.encode()))
+    dt = np.dtype(case.dtype)
+
     def draw(shape):
         a = rng.standard_normal(shape)
         if dt.kind == "c":
             a = a + 1j * rng.standard_normal(shape)
-        return a.astype(dt)
-    return draw(case["shape"]), draw(case["kernel"])
+        return xp.asarray(a.astype(dt))
+    if case.kind == "signal":
+        return {"in1": draw(case.shape), "in2": draw(case.kernel)}
+    names = {"conv": ("x", "w"), "grad_input": ("dy", "w"), "grad_weight": ("x", "dy")}
+    shapes = {"x": case.x_shape, "w": case.w_shape, "dy": case.y_shape()}
+    return {n: draw(shapes[n]) for n in names[case.kind]}
 
 
-def run_signal_case(case, rng, repeat=5):
-    """Time cupyconv (auto and each method) and scipy (auto) on one case."""
-    import scipy.signal as ss
+# --------------------------------------------------------------------- ours
+def _grad_function(case):
     import cupyconv
-    from cupyconv import _dispatch, _select
-    from cupyconv._signal import _SignalCall
-    a, b = _operands(case, rng)
-    ours = getattr(cupyconv, case["func"])
-    theirs = getattr(ss, case["func"])
-    mode = case["mode"]
-    call = _SignalCall(a, b, mode, None, correlate=case["func"] == "correlate")
-    problem = call.problem
-    predicted = _select.predict_times(problem)
-    chosen = _dispatch.select_algorithm(problem, call.x, call.w)
-    row = dict(case=case["name"], flops=problem.flops, auto_choice=chosen,
-               predicted_s=predicted)
-    row["scipy_auto_s"] = time_cpu(lambda: theirs(a, b, mode), repeat=repeat, budget=10)
-    row["scipy_choice"] = ss.choose_conv_method(a, b, mode)
-    row["auto_s"] = time_cpu(lambda: ours(a, b, mode), repeat=repeat, budget=10)
-    methods = {}
-    for name in ("direct", "gemm", "fft"):
-        if predicted.get(name, 0) > SKIP_PREDICTED_S and name != chosen:
+    return getattr(cupyconv, "conv_" + case.kind, None)
+
+
+def ours(case, arrays):
+    """``(call, takes_method)``: ``call(method)`` returns a zero-argument
+    callable running cupyconv's public function on ``arrays``."""
+    import cupyconv
+    geo = case.geometry() if case.kind != "signal" else {}
+    if case.kind == "signal":
+        fn = getattr(cupyconv, case.func)
+        a, b = arrays["in1"], arrays["in2"]
+        return (lambda m: lambda: fn(a, b, case.mode, method=m)), True
+    if case.kind == "conv":
+        x, w = arrays["x"], arrays["w"]
+        return (lambda m: lambda: cupyconv.conv(x, w, method=m, **geo)), True
+    fn = _grad_function(case)
+    takes = "method" in inspect.signature(fn).parameters
+    if case.kind == "grad_input":
+        args = (arrays["dy"], arrays["w"], case.x_shape)
+    else:
+        args = (arrays["x"], arrays["dy"], case.w_shape)
+    if takes:
+        return (lambda m: lambda: fn(*args, method=m, **geo)), True
+    return (lambda m: lambda: fn(*args, **geo)), False
+
+
+def _logical(case, arrays):
+    """``(problem, x_cf, w_cf, xp)`` exactly as the public function plans it."""
+    if case.kind == "signal":
+        from cupyconv._signal import _SignalCall
+        call = _SignalCall(arrays["in1"], arrays["in2"], case.mode, None,
+                           case.func == "correlate")
+        return call.problem, call.x, call.w, call.xp
+    from cupyconv._conv import prepare_conv
+    problem, x_cf, w_cf, _, xp, _ = prepare_conv(
+        arrays["x"], arrays["w"], None, groups=1, padding_mode="constant", cval=0,
+        **case.geometry())
+    return problem, x_cf, w_cf, xp
+
+
+def auto_choice(case, arrays):
+    """``(algorithm, workspace_bytes)`` that ``auto`` uses, from the dispatcher's
+    ``stats`` (``None`` for the gradients, which do not report it)."""
+    if case.kind not in ("signal", "conv"):
+        return None, None
+    from cupyconv import _dispatch
+    problem, x_cf, w_cf, xp = _logical(case, arrays)
+    stats = {}
+    _, name = _dispatch.execute(problem, x_cf, w_cf, method="auto", xp=xp, stats=stats)
+    return name, int(stats.get("peak_workspace", 0))
+
+
+def candidate_methods(case, ctx):
+    """``{method: predicted seconds}`` for every algorithm that can run the case."""
+    problem = case.problem().with_(layout="channels_first")
+    if not ctx.gpu:
+        from cupyconv import _numpy_backend, _select
+        return _select.predict_times(problem, _numpy_backend.ALGORITHMS)
+    from cupyconv._engine import algorithms, cost, runner_for
+    device = runner_for("cuda").device
+    names = [n for n in algorithms.ALGORITHMS
+             if algorithms.can_implement(problem, n, device)[0]]
+    return cost.predict_times(problem, device, names)
+
+
+def _rel_diff(got, ref):
+    got = np.asarray(got, dtype=np.complex128 if np.iscomplexobj(got) else np.float64)
+    ref = np.asarray(ref, dtype=got.dtype if np.iscomplexobj(ref) else np.float64)
+    if got.shape != ref.shape:
+        return f"shape {got.shape} != {ref.shape}"
+    den = float(np.linalg.norm(ref)) or 1.0
+    return float(np.linalg.norm(got - ref)) / den
+
+
+def _error(exc):
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
+
+# --------------------------------------------------------------------- a case
+def _time_methods(case, ctx, call, chosen):
+    timed, skipped = {}, {}
+    for name, predicted in sorted(candidate_methods(case, ctx).items()):
+        if predicted > ctx.skip_predicted and name != chosen:
+            skipped[name] = f"predicted {predicted:.3g} s > {ctx.skip_predicted:g} s"
             continue
-        methods[name] = time_cpu(lambda: ours(a, b, mode, method=name), repeat=3,
-                                 budget=5)
-    row["method_s"] = methods
-    row["fastest"] = min(methods, key=methods.get)
-    row["speedup_vs_scipy"] = row["scipy_auto_s"] / row["auto_s"]
-    row["gflops"] = problem.flops / row["auto_s"] / 1e9
-    ref = theirs(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
-                 b.astype(np.complex128 if b.dtype.kind == "c" else np.float64), mode)
-    got = ours(a, b, mode)
-    row["rel_err"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        try:
+            timed[name] = ctx.time(call(name), repeat=max(3, ctx.repeat // 2))
+        except Exception as exc:                 # a forced method may refuse a case
+            skipped[name] = _error(exc)
+    return timed, skipped
+
+
+def _run_peer(peer, case, arrays, ours_cf, ctx, seconds):
+    why = peer.applies(case)
+    if why is not None:
+        return {"status": "n/a", "note": why}
+    try:
+        fn = peer.prepare(case, arrays)
+        result, peak, _ = peak_memory(fn, ctx.gpu)       # also the first (compiling) call
+        t = ctx.time(fn, peer.stream_ordered)
+    except Exception as exc:                     # record the failure, keep going
+        return {"status": "fails", "error": type(exc).__name__, "note": _error(exc)}
+    out = {"status": "ok", "time_s": t, "speedup": t / seconds, "peak_bytes": peak,
+           "timer": ("cuda events" if ctx.gpu and peer.stream_ordered else "wall clock")}
+    diff = _rel_diff(ours_cf, peers_mod.as_numpy(result))
+    out["rel_diff"] = diff
+    return out
+
+
+def run_case(case, ctx):
+    """Benchmark one case; returns its JSON row."""
+    problem = case.problem()
+    row = dict(name=case.name, suite=case.suite, kind=case.kind, ndim=case.ndim,
+               dtype=case.dtype, layout=case.layout if case.kind != "signal" else None,
+               flops=int(problem.flops), bytes=int(problem.bytes_moved))
+    if case.kind in ("grad_input", "grad_weight") and _grad_function(case) is None:
+        row["skipped"] = (f"cupyconv.conv_{case.kind} is not in this version of the "
+                          "library (being written); case skipped")
+        return row
+    arrays = operands(case, ctx.xp)
+    call, takes_method = ours(case, arrays)
+    try:
+        chosen, workspace = auto_choice(case, arrays)
+        result, peak, source = peak_memory(call("auto"), ctx.gpu)
+        seconds = ctx.time(call("auto"))
+    except Exception as exc:
+        row["skipped"] = "cupyconv failed: " + _error(exc)
+        return row
+    row.update(auto_s=seconds, auto_choice=chosen, peak_bytes=peak, peak_source=source,
+               workspace_bytes=workspace)
+    if takes_method:
+        timed, skipped = _time_methods(case, ctx, call, chosen)
+        row.update(method_s=timed, method_skipped=skipped)
+        if timed:
+            fastest = min(timed, key=timed.get)
+            row.update(fastest=fastest, fastest_s=timed[fastest])
+            if chosen in timed:
+                row["auto_vs_fastest"] = timed[chosen] / timed[fastest]
+    row.update(roofline(problem.flops, problem.bytes_moved, seconds, case.dtype,
+                        ctx.ceilings))
+    ours_cf = peers_mod.as_numpy(
+        peers_mod.channels_first(result, case.layout if case.kind != "signal" else None))
+    row["peers"] = {p.name: _run_peer(p, case, arrays, ours_cf, ctx, seconds)
+                    for p in ctx.peers}
+    ctx.release()
     return row
 
 
-def _markdown(suite, rows, meta):
-    lines = [f"# Benchmark `{suite}` ({meta['backend']})", "",
-             f"{meta['date']}, commit `{meta['commit']}`, {meta['machine']}. "
-             f"Command: `{meta['command']}`.", "",
-             "| case | scipy auto (ms) | cupyconv auto (ms) | speed-up vs scipy | "
-             "auto chose / fastest | scipy chose | GFLOP/s | rel. err |",
-             "|---|---:|---:|---:|---|---|---:|---:|"]
-    for r in rows:
-        lines.append(
-            f"| {r['case']} | {r['scipy_auto_s'] * 1e3:.1f} | {r['auto_s'] * 1e3:.1f} | "
-            f"{r['speedup_vs_scipy']:.2f}x | {r['auto_choice']} / {r['fastest']} | "
-            f"{r['scipy_choice']} | {r['gflops']:.1f} | {r['rel_err']:.1e} |")
-    ratios = [r["speedup_vs_scipy"] for r in rows]
-    lines += ["", f"Geometric-mean speed-up vs scipy: "
-              f"{float(np.exp(np.mean(np.log(ratios)))):.2f}x; worst case {min(ratios):.2f}x; "
-              f"auto picked the fastest measured method in "
-              f"{sum(r['auto_choice'] == r['fastest'] for r in rows)}/{len(rows)} cases.", ""]
-    return "\n".join(lines)
+# ---------------------------------------------------------------------- meta
+def _git(*args):
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+    except Exception:                            # not a checkout, or git absent
+        return ""
+
+
+def _versions():
+    out = {"python": platform.python_version(), "numpy": np.__version__}
+    for mod in ("scipy", "cupy", "torch", "jax", "matplotlib"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "?")
+    return out
+
+
+def _machine(ctx):
+    cpu = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} logical cores"
+    if not ctx.gpu:
+        return cpu.replace("  ", " ")
+    from cupyconv._engine import runner_for
+    d = runner_for("cuda").device
+    return f"{d.name} (sm_{d.arch}, {d.sm_count} SMs); host {cpu}"
+
+
+def metadata(args, ctx, command):
+    """The run's description: machine, date, commit, command, ceilings, peers."""
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    notes = [
+        "Times are medians after one warm-up call; CUDA events on the GPU (peers that "
+        "synchronise themselves, such as JAX, by wall clock), time.perf_counter on the CPU.",
+        "speed-up = peer time / cupyconv auto time (above 1: cupyconv is faster).",
+    ]
+    if not ctx.gpu:
+        notes.insert(0, "No usable GPU: this run benchmarks cupyconv's NumPy backend "
+                        "against the CPU peers (SciPy).")
+        notes.append("Shared machine: other processes were running, so timings are "
+                     "noisy; only medians are reported.")
+    return dict(suite=args.suite, quick=args.quick, backend=ctx.backend,
+                machine=_machine(ctx), date=datetime.datetime.now(
+                    datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                commit=commit + ("+dirty" if dirty else ""), command=command,
+                versions=_versions(), ceilings=ctx.ceilings, peers=ctx.peer_status,
+                repeat=ctx.repeat, notes=notes)
+
+
+def _resolve_backend(name):
+    import cupyconv
+    available = cupyconv.available_backends()
+    if name == "auto":
+        return "cuda" if "cuda" in available else "numpy"
+    if name not in available:
+        raise SystemExit(f"backend {name!r} is not available here ({available})")
+    return name
+
+
+def build_parser():
+    """The ``bench`` argument parser."""
+    p = argparse.ArgumentParser(prog="python -m cupyconv bench", description=__doc__.split(
+        "\n\n")[0])
+    p.add_argument("--suite", default="all", choices=suite_names())
+    p.add_argument("--quick", action="store_true", help="CPU-scale subset (1-2 min on a CPU)")
+    p.add_argument("--out", default=os.path.join("docs", "benchmarks"))
+    p.add_argument("--backend", default="auto", choices=("auto", "numpy", "cuda"))
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement")
+    p.add_argument("--peers", help="comma-separated peer names (default: all available)")
+    p.add_argument("--cases", help="only cases whose name contains this text")
+    p.add_argument("--no-plots", action="store_true")
+    return p
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m cupyconv bench")
-    parser.add_argument("--suite", default="cpu_scientific", choices=sorted(SUITES))
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=os.path.join("docs", "benchmarks"))
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args(argv)
-    rng = np.random.default_rng(0)
+    """Run a suite; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    backend = _resolve_backend(args.backend)
+    selected = [c for c in cases(args.suite, args.quick)
+                if not args.cases or args.cases in c.name]
+    if backend == "numpy":
+        print("No GPU in use: benchmarking cupyconv's NumPy backend against the CPU "
+              "peers (scipy.signal / scipy.ndimage).")
+    print(f"measuring the {'GPU' if backend == 'cuda' else 'CPU'} ceilings ...", flush=True)
+    ctx = Context(backend, repeat=args.repeat, quick=args.quick,
+                  peer_names=args.peers.split(",") if args.peers else None)
+    print(report.ceilings_line(ctx.ceilings))
+    for name, status in ctx.peer_status.items():
+        print(f"  peer {name}: {status}")
+    command = "python -m cupyconv bench --suite " + args.suite + (
+        " --quick" if args.quick else "") + (" --backend cuda" if backend == "cuda" else "")
+    meta = metadata(args, ctx, command)
+    stem = f"{args.suite}{'_quick' if args.quick else ''}_{backend}"
     rows = []
-    print("the CPU suite: cupyconv's NumPy backend against scipy.signal (no GPU here)"
-          if args.suite.startswith("cpu") else f"suite {args.suite}")
-    for case in cases(args.suite, args.quick):
-        row = run_signal_case(case, rng, repeat=args.repeat)
+    for case in selected:
+        row = run_case(case, ctx)
         rows.append(row)
-        print(f"  {row['case']:50s} scipy {row['scipy_auto_s'] * 1e3:8.1f} ms  "
-              f"ours {row['auto_s'] * 1e3:8.1f} ms  x{row['speedup_vs_scipy']:.2f}  "
-              f"({row['auto_choice']}; fastest {row['fastest']})", flush=True)
-    meta = dict(suite=args.suite, quick=args.quick, backend="numpy",
-                date=datetime.date.today().isoformat(), commit=_git_commit(),
-                machine=f"{platform.machine()} {os.cpu_count()} cores, "
-                        f"Python {platform.python_version()}, NumPy {np.__version__}",
-                command="python -m cupyconv bench --suite " + args.suite
-                        + (" --quick" if args.quick else ""))
-    os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, args.suite + ("_quick" if args.quick else ""))
-    with open(stem + ".json", "w") as fh:
-        json.dump(dict(meta=meta, rows=rows), fh, indent=1)
-    with open(stem + ".md", "w") as fh:
-        fh.write(_markdown(args.suite, rows, meta))
-    print(f"wrote {stem}.json and {stem}.md")
+        print(report.progress_line(row), flush=True)
+        meta["versions"] = _versions()
+        paths = report.write(args.out, stem, meta, rows)
+    if not selected:
+        print("no case selected")
+        return 1
+    if not args.no_plots:
+        paths += report.plots(args.out, stem, meta, rows)
+    print("wrote " + ", ".join(paths))
     return 0
 
 

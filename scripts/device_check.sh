@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One prepared check for a lent GPU machine (H200: Python 3.12, CuPy 14 for CUDA 13,
+# NumPy, SciPy, pytest, hypothesis, PyTorch, JAX; no internet, no pip installs).
+#
+#   PYTHONPATH=. OUT=/some/dir bash scripts/device_check.sh
+#
+# Run from the repository root.  Every step is time-boxed with `timeout` (the sum
+# stays under 8 minutes); a failing or hanging step is recorded and the script goes
+# on.  Writes under $OUT (at most 6 files, 2 folders deep):
+#   device_check.log          full output of every step
+#   steps.tsv                 step, status, exit code, seconds
+#   bench/all_quick_cuda.{json,md,_speedup.png,_roofline.png}
+# and prints a short summary table LAST.
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false      # JAX must not grab the GPU's memory
+OUT=${OUT:-/tmp/cupyconv_device_check}
+PY=${PYTHON:-python}
+mkdir -p "$OUT/bench"
+LOG="$OUT/device_check.log"
+STEPS="$OUT/steps.tsv"
+: >"$LOG"
+: >"$STEPS"
+TMP=$(mktemp)
+
+step() {   # step NAME LIMIT_SECONDS COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    local t0 rc status
+    t0=$(date +%s)
+    echo "===== $name (limit ${limit}s): $*" | tee -a "$LOG"
+    timeout -k 10 "$limit" "$@" >"$TMP" 2>&1
+    rc=$?
+    cat "$TMP" >>"$LOG"
+    tail -n 20 "$TMP"
+    case $rc in
+        0) status=ok ;;
+        124|137) status=TIMEOUT ;;
+        *) status=FAILED ;;
+    esac
+    printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$rc" "$(( $(date +%s) - t0 ))" >>"$STEPS"
+    echo "----- $name: $status (rc $rc)" | tee -a "$LOG"
+}
+
+TESTS=(tests/engine)
+[ -d tests/grad ] && TESTS+=(tests/grad)
+
+step info 20 "$PY" -m cupyconv info
+step build 90 "$PY" -m cupyconv build --arch sm_90 --ranks 1-5
+step gpu-tests 120 "$PY" -m pytest -m gpu -q -x -p no:cacheprovider "${TESTS[@]}"
+step demo 45 "$PY" -m cupyconv demo
+step bench 180 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+rm -f "$TMP"
+
+echo
+echo "===== summary"
+timeout 30 "$PY" -c "from benchmarks.report import print_summary as p; \
+p('$OUT/bench/all_quick_cuda.json', '$STEPS')" || cat "$STEPS"

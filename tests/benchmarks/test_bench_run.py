@@ -1,0 +1,152 @@
+"""The benchmark runner, peers and report on the CPU (benchmarks/run.py)."""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import peers, report, run  # noqa: E402
+from benchmarks.problems import Case  # noqa: E402
+
+import cupyconv  # noqa: E402
+
+#: Fixed ceilings: the tests never measure the machine.
+CEILINGS = dict(bandwidth=1e10, flops={"float32": 1e11, "float64": 5e10}, how="test")
+
+
+def _ctx(**kw):
+    return run.Context("numpy", repeat=1, ceilings=CEILINGS, **kw)
+
+
+def test_runner_end_to_end_writes_json_and_markdown(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    rc = run.main(["--suite", "scientific", "--quick", "--cases", "2-D 256x256",
+                   "--repeat", "1", "--out", str(tmp_path), "--backend", "numpy",
+                   "--no-plots"])
+    assert rc == 0
+    data = json.loads((tmp_path / "scientific_quick_numpy.json").read_text())
+    assert data["meta"]["backend"] == "numpy" and data["meta"]["quick"] is True
+    assert "No usable GPU" in data["meta"]["notes"][0]
+    (row,) = data["rows"]
+    assert row["auto_s"] > 0 and row["auto_choice"] in row["method_s"]
+    assert row["fastest"] in row["method_s"] and row["fraction"] > 0
+    assert row["peers"]["scipy.signal"]["status"] == "ok"
+    assert row["peers"]["scipy.signal"]["rel_diff"] < 1e-5
+    md = (tmp_path / "scientific_quick_numpy.md").read_text()
+    assert "| case | cupyconv auto (ms) |" in md and row["name"] in md
+    assert "No GPU in use" in capsys.readouterr().out
+
+
+def test_cli_bench_subcommand_passes_flags(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(run, "main", lambda argv: seen.setdefault("argv", argv) and 0)
+    from cupyconv import __main__ as cli
+    monkeypatch.chdir(ROOT)
+    cli.main(["bench", "--suite", "gradients", "--quick", "--out", str(tmp_path),
+              "--backend", "numpy", "--no-plots"])
+    assert seen["argv"] == ["--suite", "gradients", "--quick", "--out", str(tmp_path),
+                            "--backend", "numpy", "--no-plots"]
+
+
+@pytest.mark.parametrize("case", [
+    Case("t", "conv", (7, 6), (3, 3), batch=2, cin=3, cout=4, padding=1,
+         layout="channels_last"),
+    Case("t", "conv", (9,), (3,), batch=1, cin=2, cout=2, stride=2, dilation=2),
+    Case("t", "signal", (20, 20), (5, 5), dtype="complex64", mode="same", func="correlate"),
+])
+def test_tiny_cases_agree_with_their_peers(case):
+    row = run.run_case(case, _ctx())
+    assert "skipped" not in row
+    ok = [p for p in row["peers"].values() if p["status"] == "ok"]
+    assert ok, row["peers"]
+    for p in ok:
+        assert p["rel_diff"] < 1e-5 and p["speedup"] > 0 and p["peak_bytes"] >= 0
+
+
+def test_absent_peer_is_reported_not_used(monkeypatch):
+    real = peers.importlib.import_module
+
+    def fake(name, *a):
+        if name == "scipy.ndimage":
+            raise ModuleNotFoundError(name)
+        return real(name, *a)
+    monkeypatch.setattr(peers.importlib, "import_module", fake)
+    ctx = _ctx()
+    assert ctx.peer_status["scipy.ndimage"] == "not importable (ModuleNotFoundError)"
+    assert ctx.peer_status["jax-cpu"] != "available" or "jax" in sys.modules
+    row = run.run_case(Case("t", "signal", (16, 16), (3, 3)), ctx)
+    assert "scipy.ndimage" not in row["peers"]
+    assert row["peers"]["scipy.signal"]["status"] == "ok"
+
+
+def test_failing_peer_is_recorded_with_its_error_class():
+    def prepare(case, arrays):
+        def fn():
+            raise RuntimeError("no kernel image for this rank")
+        return fn
+    broken = peers.Peer("broken", "cpu", "numpy", lambda case: None, prepare, False)
+    ctx = _ctx(peer_names=[])
+    ctx.peers = [broken]
+    row = run.run_case(Case("t", "signal", (16,), (3,)), ctx)
+    assert row["peers"]["broken"]["status"] == "fails"
+    assert row["peers"]["broken"]["error"] == "RuntimeError"
+    assert "fails (RuntimeError)" in report.markdown(
+        run.metadata(_Args(), ctx, "cmd"), [row])
+
+
+class _Args:
+    suite, quick = "t", True
+
+
+def test_absent_gradient_function_skips_with_a_note(monkeypatch):
+    monkeypatch.delattr(cupyconv, "conv_grad_input", raising=False)
+    row = run.run_case(Case("t", "grad_input", (6, 6, 6), (3, 3, 3), cin=2, cout=2,
+                            padding=1), _ctx(peer_names=[]))
+    assert "conv_grad_input is not in this version" in row["skipped"]
+
+
+def test_scipy_gradient_peers_are_adjoint_to_conv():
+    x_case = Case("t", "grad_input", (7, 6), (3, 3), batch=2, cin=3, cout=2, padding=1)
+    w_case = Case("t", "grad_weight", (7, 6), (3, 3), batch=2, cin=3, cout=2, padding=1)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(x_case.x_shape), rng.standard_normal(x_case.w_shape)
+    dy = rng.standard_normal(x_case.y_shape())
+    y = cupyconv.conv(x, w, padding=1)
+    peer = peers.PEERS[[p.name for p in peers.PEERS].index("scipy.fftconvolve")]
+    dx = peer.prepare(x_case, {"dy": dy, "w": w})()
+    dw = peer.prepare(w_case, {"x": x, "dy": dy})()
+    assert np.vdot(y, dy) == pytest.approx(np.vdot(x, dx), rel=1e-10)
+    assert np.vdot(y, dy) == pytest.approx(np.vdot(w, dw), rel=1e-10)
+
+
+def test_recursive_conv_matches_native_4d():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 7, 6, 5, 6))
+    w = rng.standard_normal((4, 3, 3, 2, 3, 3))
+    geo = dict(stride=(2, 1, 1, 2), padding=(1, 0, 2, 1), dilation=(2, 1, 1, 1))
+
+    def base(x, w, stride, padding, dilation):
+        return cupyconv.conv(x, w, stride=stride, padding=padding, dilation=dilation)
+    got = peers.conv_recursive(x, w, geo["stride"], geo["padding"], geo["dilation"], base,
+                               base_rank=2)
+    np.testing.assert_allclose(got, cupyconv.conv(x, w, **geo), rtol=1e-12, atol=1e-12)
+
+
+def test_plots_are_skipped_with_a_note_without_matplotlib(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert report.plots(str(tmp_path), "x", {}, [{"name": "a"}]) == []
+    assert "matplotlib is not installed" in capsys.readouterr().out
+
+
+def test_plots_are_written_with_matplotlib(tmp_path):
+    pytest.importorskip("matplotlib")
+    ctx = _ctx()
+    rows = [run.run_case(Case("t", "signal", (32, 32), (3, 3)), ctx)]
+    paths = report.plots(str(tmp_path), "t", run.metadata(_Args(), ctx, "cmd"), rows)
+    assert [pathlib.Path(p).stat().st_size > 0 for p in paths] == [True, True]

@@ -47,7 +47,7 @@ TESTS=(tests/engine)
 [ -d tests/grad ] && TESTS+=(tests/grad)
 
 step info 20 "$PY" -m cupyconv info
-step build 90 "$PY" -m cupyconv build --arch sm_90 --ranks 1-5
+step build 90 "$PY" -m cupyconv build --arch sm_90 --ranks 3 --dtypes float32,float64
 step gpu-tests 120 "$PY" -m pytest -m gpu -q -x -p no:cacheprovider "${TESTS[@]}"
 step demo 45 "$PY" -m cupyconv demo
 step bench 180 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"

@@ -9,13 +9,11 @@ their index math instead).
 """
 from __future__ import annotations
 
-import functools
 import warnings
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
-from scipy import fft as sfft
-
+from . import _fft
 from ._args import array_module_of
 
 __all__ = ["conv_direct", "conv_gemm", "conv_fft", "ALGORITHMS", "pad_input"]
@@ -167,46 +165,13 @@ def conv_gemm(problem, x, w, *, workspace_limit=None, stats=None, **_):
     return y
 
 
-def _fft_window(problem, src_shape, shift, span, real):
-    """Transform lengths and output indices of the circular FFT convolution.
-
-    The linear convolution ``c`` of the source (length ``S'``) with the
-    dilated kernel (span ``KD``) is supported on ``[0, S'+KD-2]``; output
-    ``o`` reads ``c[KD-1-shift + stride*o]`` (``shift`` = implicit leading
-    zero padding).  A circular transform of length ``L`` returns those
-    entries unaliased when ``L > max(S'+KD-2 - j_min, j_max)``, which for
-    ``same``/``valid`` modes is shorter than the full ``S'+KD-1``.
-    Returns ``(lengths, index_arrays)`` (indices taken modulo ``L``).
-    """
-    lengths, index = [], []
-    for n, kd, sh, st, o in zip(src_shape, span, shift, problem.stride, problem.out_shape):
-        j0 = kd - 1 - sh
-        j1 = j0 + st * (o - 1)
-        need = max(n + kd - 2 - j0, j1) + 1
-        length = sfft.next_fast_len(need, real=real)
-        lengths.append(length)
-        if j0 >= 0:
-            index.append(slice(j0, j1 + 1, st))          # a view, no gather
-        else:
-            index.append(np.arange(j0, j1 + 1, st) % length)
-    return tuple(lengths), index
-
-
-def _fft_functions(xp, cplx):
-    """Forward/inverse n-D transforms for the array module (multithreaded on CPU)."""
-    if xp is np:
-        fwd, inv = (sfft.fftn, sfft.ifftn) if cplx else (sfft.rfftn, sfft.irfftn)
-        return (functools.partial(fwd, workers=-1), functools.partial(inv, workers=-1))
-    import cupyx.scipy.fft as cfft
-    return (cfft.fftn, cfft.ifftn) if cplx else (cfft.rfftn, cfft.irfftn)
-
-
 def conv_fft(problem, x, w, *, known_finite=False, **_):
     """Convolution theorem with ``scipy.fft`` (``cupyx.scipy.fft`` for CuPy arrays).
 
     Zero ``constant`` padding is never materialised: the source is shifted
     inside a circular transform just long enough that the wanted outputs do
-    not alias (see :func:`_fft_window`).  Stride subsamples the stride-1
+    not alias, and the transforms are pruned to the lines that hold data or
+    are wanted (see :mod:`cupyconv._fft`).  Stride subsamples the stride-1
     result.  Integer and bool inputs run in float64 and are rounded back, as
     ``scipy.signal.fftconvolve`` does.  Non-finite data warn (they spread to
     every output) unless ``known_finite`` says the caller checked already.
@@ -227,20 +192,17 @@ def conv_fft(problem, x, w, *, known_finite=False, **_):
             "Use of fft convolution on input with NAN or inf results in NAN or inf "
             "output. Consider using method='direct' instead.", RuntimeWarning,
             stacklevel=4)
-    r = problem.ndim
-    axes = tuple(range(-r, 0))
     span = tuple(d * (k - 1) + 1 for d, k in zip(problem.dilation, problem.kernel_shape))
     cplx = work.kind == "c"
-    lengths, index = _fft_window(problem, src.shape[2:], shift, span, real=not cplx)
+    lengths, index = _fft.fft_window(problem, src.shape[2:], shift, span)
     # Dilate the kernel by inserting zeros, oriented as a convolution kernel.
     wk = _oriented_weights(problem.with_(flip=not problem.flip), w).astype(work, copy=False)
     if any(d > 1 for d in problem.dilation):
         wd = xp.zeros(wk.shape[:2] + span, dtype=work)
         wd[(Ellipsis,) + tuple(slice(None, None, d) for d in problem.dilation)] = wk
         wk = wd
-    fwd, inv = _fft_functions(xp, cplx)
-    fx = fwd(src, s=lengths, axes=axes)
-    fw = fwd(wk, s=lengths, axes=axes)
+    fx = _fft.pruned_forward(src, lengths, cplx, xp)
+    fw = _fft.pruned_forward(wk, lengths, cplx, xp)
     g = problem.groups
     cg, kg = problem.in_channels // g, problem.out_channels // g
     fx = fx.reshape((problem.batch, g, cg) + fx.shape[2:])
@@ -251,15 +213,10 @@ def conv_fft(problem, x, w, *, known_finite=False, **_):
     else:
         fy = xp.einsum("ngc...,gkc...->ngk...", fx, fw)
     fy = fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
-    full = inv(fy, s=lengths, axes=axes, overwrite_x=True)
-    if all(isinstance(i, slice) for i in index):
-        res = full[(Ellipsis,) + tuple(index)]
-    else:
-        res = full[(Ellipsis,) + xp.ix_(*[xp.arange(n)[i] if isinstance(i, slice)
-                                          else xp.asarray(i) for i, n in zip(index, lengths)])]
+    res = _fft.pruned_inverse(fy, lengths, index, cplx, xp)
     if exact:
         return xp.rint(res).astype(y_dtype)
-    return xp.ascontiguousarray(res)
+    return res
 
 
 _IMPLS = {"direct": conv_direct, "gemm": conv_gemm, "fft": conv_fft}

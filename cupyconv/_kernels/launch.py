@@ -25,7 +25,7 @@ from .params import logical_strides, pack_conv_params
 __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "choose_index64",
     "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
-    "direct_tap_chunk", "kernel_for", "run_vol2col", "run_col2vol",
+    "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "run_implicit_gemm_fprop", "run_direct",
 ]
 
@@ -107,13 +107,14 @@ def can_implement_implicit_gemm(problem) -> Tuple[bool, str]:
     return True, ""
 
 
-def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT) -> Optional[Tuple[int, int]]:
+def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) -> Optional[Tuple[int, int]]:
     """Inner-tap chunk ``(kch, kcw)`` of the direct kernel that fits ``smem_limit``.
 
-    Returns ``None`` when even a single tap's input tile does not fit.
+    ``tile`` defaults to the preferred tile of the rank.  Returns ``None`` when
+    even a single tap's input tile does not fit.
     """
     r = problem.ndim
-    th, tw = registry.direct_tile(r)
+    th, tw = registry.direct_tiles(r)[0] if tile is None else tile
     item = registry.dtype_spec(problem.dtype).accum_itemsize
     kw, sw, dw = problem.kernel_shape[-1], problem.stride[-1], problem.dilation[-1]
     if r >= 2:
@@ -134,12 +135,21 @@ def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT) -> Optional
     return (kch, kcw) if nbytes(kch, kcw) <= smem_limit else None
 
 
+def direct_tile(problem, smem_limit: int = SHARED_MEMORY_LIMIT):
+    """``(tile, (kch, kcw))``: the first compiled tile whose input tile fits, or None."""
+    for tile in registry.direct_tiles(problem.ndim):
+        chunk = direct_tap_chunk(problem, smem_limit, tile)
+        if chunk is not None:
+            return tile, chunk
+    return None
+
+
 def can_implement_direct(problem, smem_limit: int = SHARED_MEMORY_LIMIT) -> Tuple[bool, str]:
     """Whether :func:`run_direct` supports ``problem`` within ``smem_limit`` bytes."""
     ok, why = _dtype_ok(problem)
     if not ok:
         return ok, why
-    if direct_tap_chunk(problem, smem_limit) is None:
+    if direct_tile(problem, smem_limit) is None:
         return False, ("the direct kernel's input tile does not fit in shared memory "
                        f"({smem_limit} bytes) for stride {problem.stride[-2:]} and dilation "
                        f"{problem.dilation[-2:]}; use implicit_gemm")
@@ -290,8 +300,7 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     if 0 in problem.y_shape:
         return
     r = problem.ndim
-    th, tw = registry.direct_tile(r)
-    kch, kcw = direct_tap_chunk(problem, smem_limit)
+    (th, tw), (kch, kcw) = direct_tile(problem, smem_limit)
     sh, dh = (problem.stride[-2], problem.dilation[-2]) if r >= 2 else (1, 1)
     sw, dw = problem.stride[-1], problem.dilation[-1]
     smem = (((th - 1) * sh + dh * (kch - 1) + 1) * ((tw - 1) * sw + dw * (kcw - 1) + 1)

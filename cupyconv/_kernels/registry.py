@@ -25,7 +25,7 @@ import numpy as np
 __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "dtype_spec", "name_expression", "gemm_tiles",
-    "direct_tile", "instantiations", "group_instantiations", "lookup",
+    "direct_tiles", "instantiations", "group_instantiations", "lookup",
 ]
 
 #: Largest spatial rank compiled by default (matches CUPYCONV_MAX_RANK).
@@ -134,9 +134,14 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int], ...]:
     return ((64, 64, 8),)
 
 
-def direct_tile(rank: int) -> Tuple[int, int]:
-    """Output tile (TILE_H, TILE_W) of the direct kernel for a rank."""
-    return (1, 1024) if rank == 1 else (16, 64)
+def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
+    """Output tiles (TILE_H, TILE_W) of the direct kernel for a rank, preferred first.
+
+    The smaller tiles exist for large strides/dilations, whose input tile
+    (``(TILE_H-1)*stride + span`` rows by ``(TILE_W-1)*stride + span`` columns)
+    would not fit shared memory with the default one.
+    """
+    return ((1, 1024), (1, 256)) if rank == 1 else ((16, 64), (8, 32), (1, 256))
 
 
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
@@ -144,7 +149,7 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     if family == "implicit_gemm_fprop":
         return gemm_tiles(dtype)
     if family == "direct_conv":
-        return (direct_tile(rank),)
+        return direct_tiles(rank)
     return ((),)
 
 

@@ -105,12 +105,10 @@ def _conv_operands(rng, g):
     return x, w, b
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])  # `backend` holds no state
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])  # `dev` holds no state
 @given(g=conv_geometry(), method=st.sampled_from(EXACT_METHODS + ("fft", "auto")),
        seed=st.integers(0, 2**16))
-def test_conv_geometry(backend, g, method, seed):
-    from conftest import Device
-    dev = Device(backend)
+def test_conv_geometry(dev, g, method, seed):
     rng = np.random.default_rng(seed)
     x, w, b = _conv_operands(rng, g)
     geo = {k: g[k] for k in ("stride", "dilation", "padding", "groups", "padding_mode",

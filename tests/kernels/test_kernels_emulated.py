@@ -227,8 +227,18 @@ def test_direct_chunks_long_kernels():
     check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(1), smem_limit=12 * 1024)
 
 
-def test_direct_rejects_tiles_that_do_not_fit():
+def test_direct_falls_back_to_smaller_tiles():
+    """A large stride overflows the 16x64 tile's input halo; a smaller tile runs it."""
     problem = make_problem(n=1, c=1, k=1, g=1, s=(40, 400), ks=(3, 3), stride=(3, 9),
+                           dilation=(1, 1), padding=0, dtype=F64)
+    assert launch.direct_tap_chunk(problem) is None             # preferred tile: too big
+    tile, _ = launch.direct_tile(problem)
+    assert tile != registry.direct_tiles(2)[0]
+    check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(0))
+
+
+def test_direct_rejects_tiles_that_do_not_fit():
+    problem = make_problem(n=1, c=1, k=1, g=1, s=(4, 11000), ks=(3, 3), stride=(3, 40),
                            dilation=(1, 1), padding=0, dtype=F64)
     ok, why = launch.can_implement_direct(problem)
     assert not ok and "shared memory" in why

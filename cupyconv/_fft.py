@@ -1,0 +1,104 @@
+"""Pruned multi-dimensional FFTs for convolution (NumPy and CuPy).
+
+A convolution transforms operands that fill only part of the transform box
+(a 7^3 kernel inside a 70^3 box) and needs only part of the inverse (the
+``same``/``valid`` window).  Doing the n-D transform one axis at a time
+lets each 1-D pass skip the all-zero lines of axes not yet transformed, and
+lets the inverse drop unwanted lines before the next axis:
+
+- forward: real FFT along the last axis on the operand's own extent, then a
+  complex FFT along each other axis, zero-extended to its length only when
+  that axis is transformed (the kernel's forward transform shrinks to about
+  one full-size pass instead of ``ndim``);
+- inverse: complex inverse FFTs along the leading axes, each followed by
+  keeping only the output indices wanted there, then the real inverse along
+  the last axis on the surviving lines.
+
+The results equal ``rfftn(a, s=L)`` and ``irfftn(F, s=L)[window]``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import fft as sfft
+
+__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse"]
+
+#: Transforms of at least this many points (all lines together) use every
+#: core; below it, thread start-up costs more than it saves (measured on the
+#: 2-core development VM: a 256x256 rfft takes 0.2 ms on one thread, 0.5 ms on two).
+THREADED_FFT_POINTS = 1 << 20
+
+
+def fast_len(n):
+    """Smallest 2,3,5-smooth length >= ``n``.
+
+    ``scipy.fft.next_fast_len`` also admits factors 7 and 11, which pocketfft
+    runs 20-50% slower per point than 5-smooth lengths (measured: a 264x264
+    rfft takes 0.43 ms, 270x270 0.32 ms); ``scipy.fftpack.next_fast_len`` is
+    the 5-smooth one.
+    """
+    from scipy.fftpack import next_fast_len
+    return next_fast_len(int(n))
+
+
+def fft_window(problem, src_shape, shift, span):
+    """Transform lengths and wanted output indices of a circular convolution.
+
+    The linear convolution ``c`` of the source (length ``S'``) with the
+    dilated kernel (span ``KD``) is supported on ``[0, S'+KD-2]``; output
+    ``o`` reads ``c[KD-1-shift + stride*o]`` (``shift`` = implicit leading
+    zero padding).  A circular transform of length ``L`` returns those
+    entries unaliased when ``L > max(S'+KD-2 - j_min, j_max)``, which for
+    ``same``/``valid`` modes is shorter than the full ``S'+KD-1``.
+
+    Returns ``(lengths, index)``: per axis a slice, or an index array taken
+    modulo ``L`` when the window starts before 0.
+    """
+    lengths, index = [], []
+    for n, kd, sh, st, o in zip(src_shape, span, shift, problem.stride, problem.out_shape):
+        j0 = kd - 1 - sh
+        j1 = j0 + st * (o - 1)
+        length = fast_len(max(n + kd - 2 - j0, j1) + 1)
+        lengths.append(length)
+        index.append(slice(j0, j1 + 1, st) if j0 >= 0
+                     else np.arange(j0, j1 + 1, st) % length)
+    return tuple(lengths), index
+
+
+def _module(xp, points):
+    """``(fft module, extra kwargs)`` for the array module."""
+    if xp is np:
+        return sfft, {"workers": -1 if points >= THREADED_FFT_POINTS else 1}
+    import cupyx.scipy.fft as cfft
+    return cfft, {}
+
+
+def pruned_forward(a, lengths, complex_input, xp):
+    """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes."""
+    r = len(lengths)
+    mod, kw = _module(xp, int(np.prod(lengths)) * int(np.prod(a.shape[:-r])))
+    last = mod.fft if complex_input else mod.rfft
+    out = last(a, n=lengths[-1], axis=-1, **kw)
+    for axis in range(-2, -r - 1, -1):
+        out = mod.fft(out, n=lengths[axis], axis=axis, overwrite_x=True, **kw)
+    return out
+
+
+def pruned_inverse(f, lengths, index, complex_output, xp):
+    """``irfftn(f, s=lengths)[..., *index]`` (``ifftn`` if complex)."""
+    r = len(lengths)
+    mod, kw = _module(xp, int(np.prod(f.shape)))
+    out = f
+    for axis in range(-r, -1):
+        out = mod.ifft(out, n=lengths[axis], axis=axis, overwrite_x=out is not f, **kw)
+        out = _take(out, index[axis], axis, xp)
+    last = mod.ifft if complex_output else mod.irfft
+    out = last(out, n=lengths[-1], axis=-1, overwrite_x=out is not f, **kw)
+    return xp.ascontiguousarray(_take(out, index[-1], -1, xp))
+
+
+def _take(a, idx, axis, xp):
+    if isinstance(idx, slice):
+        return a[(Ellipsis, idx) + (slice(None),) * (-axis - 1)]
+    return xp.take(a, xp.asarray(idx), axis=axis)
+

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import fft as sfft
 
-__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse"]
+__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse",
+           "overlap_add_applies", "overlap_add"]
 
 #: Transforms of at least this many points (all lines together) use every
 #: core; below it, thread start-up costs more than it saves (measured on the
@@ -123,3 +124,33 @@ def _take(a, idx, axis, xp):
         return a[(Ellipsis, idx) + (slice(None),) * (-axis - 1)]
     return xp.take(a, xp.asarray(idx), axis=axis)
 
+
+
+#: Overlap-add replaces one long transform by many short ones when the
+#: signal is this many times longer than the kernel (1-D only: measured on
+#: the development VM, ``oaconvolve`` beats ``fftconvolve`` 3-5x for 1-D
+#: signals of 64k-1M points with kernels of 31-4096 taps, and loses for
+#: 2-D/3-D volumes of a few hundred points per axis).
+OVERLAP_ADD_RATIO = 16
+OVERLAP_ADD_MIN_LENGTH = 4096
+
+
+def overlap_add_applies(problem, src_shape, span, index):
+    """Whether :func:`overlap_add` can and should run this problem."""
+    return (problem.ndim == 1 and problem.in_channels == problem.groups
+            and problem.out_channels == problem.groups
+            and src_shape[0] >= max(OVERLAP_ADD_MIN_LENGTH, OVERLAP_ADD_RATIO * span[0])
+            and isinstance(index[0], slice)
+            and index[0].stop - 1 <= src_shape[0] + span[0] - 2)
+
+
+def overlap_add(src, kernel, index, xp):
+    """Windowed linear convolution of ``src`` ``(N, G, S)`` with ``kernel`` ``(G, K)``.
+
+    One kernel per group, broadcast over the batch, through
+    ``scipy.signal.oaconvolve``; ``index`` selects the wanted outputs of the
+    full convolution.
+    """
+    from scipy.signal import oaconvolve
+    full = oaconvolve(src, kernel[None], mode="full", axes=-1)
+    return xp.ascontiguousarray(full[..., index[0]])

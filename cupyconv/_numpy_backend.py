@@ -201,6 +201,9 @@ def conv_fft(problem, x, w, *, known_finite=False, **_):
         wd = xp.zeros(wk.shape[:2] + span, dtype=work)
         wd[(Ellipsis,) + tuple(slice(None, None, d) for d in problem.dilation)] = wk
         wk = wd
+    if xp is np and _fft.overlap_add_applies(problem, src.shape[2:], span, index):
+        res = _fft.overlap_add(src, wk[:, 0], index, xp)
+        return xp.rint(res).astype(y_dtype) if exact else res
     fx = _fft.pruned_forward(src, lengths, cplx, xp)
     fw = _fft.pruned_forward(wk, lengths, cplx, xp)
     g = problem.groups

@@ -22,12 +22,14 @@ __all__ = ["predict_times", "choose", "measure"]
 # VM, OpenBLAS); see docs/algorithms.md for how they were measured.
 _CPU = dict(
     tap_overhead=4e-6,      # Python + NumPy dispatch per kernel tap (direct)
-    elem=1.0e-9,            # one multiply-add streamed through NumPy (direct)
+    elem=0.6e-9,            # one multiply-add streamed through NumPy (direct)
     copy=3.0e-9,            # one element gathered into the column buffer
     blas=1.0 / 8e9,         # one GEMM multiply-add in BLAS (float64)
     nonblas=1.0e-9,         # one integer matmul multiply-add (no BLAS)
-    fft=0.3e-9,             # per point * log2(points) of one real FFT
+    fft=0.2e-9,             # per point * log2(line length) of one real FFT pass
+    fft_line=14000,         # line length at which a pass costs twice per point
     fft_elem=1.0e-9,        # per point per array: products, padding, gathers
+    fft_einsum=4.0e-9,      # per complex multiply-add of the channel contraction
     call=3e-5,              # fixed per-call overhead
     gemm_call=2.5e-5,       # extra fixed cost of gemm: buffer, transposes, matmul
     fft_call=4e-5,          # extra fixed cost of fft: three transforms, windowing
@@ -58,17 +60,20 @@ def predict_times(problem, candidates=("direct", "gemm", "fft")):
         cols = problem.groups * problem.gemm_k * problem.gemm_m
         times["gemm"] = c["call"] + c["gemm_call"] + cols * c["copy"] + cplx * macs * mac
     if "fft" in candidates:
-        from scipy.fft import next_fast_len
-        real = not problem.is_complex
-        npts = math.prod(next_fast_len(s + pb + pa, real=real)
-                         for s, (pb, pa) in zip(problem.in_shape, problem.padding))
-        logn = math.log2(max(npts, 2))
+        from ._fft import fast_len
+        lengths = [fast_len(s + pb + pa)
+                   for s, (pb, pa) in zip(problem.in_shape, problem.padding)]
+        npts = math.prod(lengths)
+        # one pass per axis; long lines fall out of cache (fitted: a 65536-point
+        # 1-D rfft costs ~5x more per point*log2 than the lines of a 60^3 one)
+        per_point = sum(math.log2(max(n, 2)) * (1 + n / c["fft_line"]) for n in lengths)
         cg, kg = problem.in_channels // problem.groups, problem.gemm_n
         transforms = (problem.batch * problem.in_channels + problem.out_channels * cg
                       + problem.batch * problem.out_channels)
         products = problem.batch * problem.groups * kg * cg
+        product = c["fft_elem"] if single else c["fft_einsum"]
         times["fft"] = c["call"] + c["fft_call"] + cplx * npts * (
-            transforms * logn * c["fft"] + (transforms + products) * c["fft_elem"])
+            transforms * per_point * c["fft"] + transforms * c["fft_elem"] + products * product)
     return times
 
 

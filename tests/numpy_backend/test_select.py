@@ -106,8 +106,8 @@ def test_gemm_limit_below_one_position_is_a_memory_error(rng):
 
 
 def test_auto_never_picks_gemm_when_one_position_does_not_fit(rng, restore_config):
-    x = random_array(rng, (4, 16, 16, 16), "float64")
-    w = random_array(rng, (16, 16, 3, 3), "float64")
+    x = random_array(rng, (4, 32, 16, 16), "float64")
+    w = random_array(rng, (32, 32, 3, 3), "float64")
     problem, xc, wc = _plan(x, w, padding=1)
     assert _dispatch.select_algorithm(problem, xc, wc) == "gemm"      # the limit matters
     tiny = problem.dtype.itemsize * problem.gemm_k - 1

@@ -135,13 +135,18 @@ OVERLAP_ADD_RATIO = 16
 OVERLAP_ADD_MIN_LENGTH = 4096
 
 
-def overlap_add_applies(problem, src_shape, span, index):
-    """Whether :func:`overlap_add` can and should run this problem."""
-    return (problem.ndim == 1 and problem.in_channels == problem.groups
-            and problem.out_channels == problem.groups
-            and src_shape[0] >= max(OVERLAP_ADD_MIN_LENGTH, OVERLAP_ADD_RATIO * span[0])
-            and isinstance(index[0], slice)
-            and index[0].stop - 1 <= src_shape[0] + span[0] - 2)
+def overlap_add_applies(problem, src_shape, span, index=None):
+    """Whether :func:`overlap_add` should run this problem.
+
+    ``index`` (from :func:`fft_window`), when given, must also select outputs
+    inside the full linear convolution (true for full/same/valid modes).
+    """
+    long_1d = (problem.ndim == 1 and problem.in_channels == problem.groups
+               and problem.out_channels == problem.groups
+               and src_shape[0] >= max(OVERLAP_ADD_MIN_LENGTH, OVERLAP_ADD_RATIO * span[0]))
+    if not long_1d or index is None:
+        return long_1d
+    return isinstance(index[0], slice) and index[0].stop - 1 <= src_shape[0] + span[0] - 2
 
 
 def overlap_add(src, kernel, index, xp):

@@ -60,10 +60,14 @@ def predict_times(problem, candidates=("direct", "gemm", "fft")):
         cols = problem.groups * problem.gemm_k * problem.gemm_m
         times["gemm"] = c["call"] + c["gemm_call"] + cols * c["copy"] + cplx * macs * mac
     if "fft" in candidates:
-        from ._fft import fast_len
+        from ._fft import fast_len, overlap_add_applies
         lengths = [fast_len(s + pb + pa)
                    for s, (pb, pa) in zip(problem.in_shape, problem.padding)]
         npts = math.prod(lengths)
+        span = [d * (k - 1) + 1 for d, k in zip(problem.dilation, problem.kernel_shape)]
+        if overlap_add_applies(problem, problem.in_shape, span):
+            lengths = [fast_len(2 * span[0])]      # overlap-add: blocks of ~2 kernels
+            npts = 2 * lengths[0] * -(-problem.in_shape[0] // lengths[0])
         # one pass per axis; long lines fall out of cache (fitted: a 65536-point
         # 1-D rfft costs ~5x more per point*log2 than the lines of a 60^3 one)
         per_point = sum(math.log2(max(n, 2)) * (1 + n / c["fft_line"]) for n in lengths)

@@ -97,20 +97,17 @@ class Case:
         return (f"{label} {self.ndim}-D N{self.batch} {self.cin}->{self.cout} {dims} "
                 f"k{ks}{geo}{lay} {self.dtype}")
 
-    def _full(self, lead, chan, spatial):
-        if self.layout == "channels_first":
-            return (lead, chan) + tuple(spatial)
-        return (lead,) + tuple(spatial) + (chan,)
-
     @property
     def x_shape(self):
         """Input shape in ``layout`` order (batched kinds)."""
-        return self._full(self.batch, self.cin, self.shape)
+        from cupyconv._problem import layout_shape
+        return layout_shape(self.layout, self.batch, self.cin, self.shape)
 
     @property
     def w_shape(self):
         """Weight shape in ``layout`` order (batched kinds)."""
-        return self._full(self.cout, self.cin, self.kernel)
+        from cupyconv._problem import layout_shape
+        return layout_shape(self.layout, self.cout, self.cin, self.kernel)
 
     def geometry(self):
         """Keyword arguments shared by ``conv`` and its gradients."""

@@ -26,7 +26,7 @@ from typing import Tuple
 
 import numpy as np
 
-__all__ = ["ConvProblem", "MAX_RANK", "PADDING_MODES", "LAYOUTS", "INT32_MAX"]
+__all__ = ["ConvProblem", "layout_shape", "MAX_RANK", "PADDING_MODES", "LAYOUTS", "INT32_MAX"]
 
 #: Largest spatial rank the library supports (the SPEC asks for at least 8).
 MAX_RANK = 8
@@ -38,6 +38,13 @@ LAYOUTS = ("channels_first", "channels_last")
 INT32_MAX = 2**31 - 1
 
 Pair = Tuple[int, int]
+
+
+def layout_shape(layout, lead, chan, spatial):
+    """Full array shape ``(lead, chan, *spatial)`` in ``layout`` order."""
+    if layout == "channels_first":
+        return (lead, chan) + tuple(spatial)
+    return (lead,) + tuple(spatial) + (chan,)
 
 
 def _prod(values) -> int:
@@ -175,9 +182,7 @@ class ConvProblem:
 
     # ----------------------------------------------------------------- shapes
     def _full(self, lead, chan, spatial):
-        if self.layout == "channels_first":
-            return (lead, chan) + tuple(spatial)
-        return (lead,) + tuple(spatial) + (chan,)
+        return layout_shape(self.layout, lead, chan, spatial)
 
     @property
     def x_shape(self):

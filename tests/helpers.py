@@ -23,7 +23,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
+
+PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
 
 # --------------------------------------------------------------------------
 # Tolerances
@@ -435,3 +436,34 @@ INT32_PROBLEMS = [
     ((1, 1, 2**16, 2**15 - 1), (1, 1, 1, 1)),      # 2**31 - 2**16 elements: fits
     ((4, 16, 64, 64), (16, 16, 3, 3)),
 ]
+
+
+# --------------------------------------------------------------------------
+# Hypothesis: per-axis convolution geometry (shared by kernel and gradient tests)
+# --------------------------------------------------------------------------
+
+def spatial_geometry(rank, smax, modes=PADDING_MODES):
+    """Strategy: one padding mode and per-axis ``s, ks, stride, dilation, padding``.
+
+    Every axis yields at least one output (the after-pad grows when the
+    dilated kernel would not fit).  Pads of the non-constant modes reach past
+    the axis (``2*s+1``) so repeated reflections / wraps are exercised.
+    """
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_geometry(draw):
+        mode = draw(st.sampled_from(modes))
+        geo = dict(mode=mode, s=[], ks=[], stride=[], dilation=[], padding=[])
+        for _ in range(rank):
+            si = draw(st.integers(1, smax))
+            ki = draw(st.integers(1, 3))
+            di = draw(st.integers(1, 2))
+            pmax = 2 if mode == "constant" else 2 * si + 1
+            pb, pa = draw(st.integers(0, pmax)), draw(st.integers(0, pmax))
+            pa += max(di * (ki - 1) + 1 - (si + pb + pa), 0)
+            for key, v in zip(("s", "ks", "stride", "dilation", "padding"),
+                              (si, ki, draw(st.integers(1, 3)), di, (pb, pa))):
+                geo[key].append(v)
+        return geo
+    return draw_geometry()

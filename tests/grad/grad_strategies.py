@@ -6,27 +6,16 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
+from helpers import PADDING_MODES as MODES, spatial_geometry
 
 
 @st.composite
 def geometries(draw, max_rank=5, max_elems=600):
     """A conv geometry with O >= 1 on every axis and at most ``max_elems`` input elements."""
     rank = draw(st.integers(1, max_rank))
-    smax = {1: 9, 2: 6, 3: 4}.get(rank, 3)
-    mode = draw(st.sampled_from(MODES))
-    s, ks, stride, dil, pads = [], [], [], [], []
-    for _ in range(rank):
-        si = draw(st.integers(1, smax))
-        ki = draw(st.integers(1, 3))
-        di = draw(st.integers(1, 2))
-        pmax = 2 if mode == "constant" else 2 * si + 1   # wider than the axis: repeated folds
-        pb, pa = draw(st.integers(0, pmax)), draw(st.integers(0, pmax))
-        short = di * (ki - 1) + 1 - (si + pb + pa)
-        if short > 0:
-            pa += short
-        s.append(si), ks.append(ki), stride.append(draw(st.integers(1, 3)))
-        dil.append(di), pads.append((pb, pa))
+    geo = draw(spatial_geometry(rank, {1: 9, 2: 6, 3: 4}.get(rank, 3), MODES))
+    mode, s, ks, stride = geo["mode"], geo["s"], geo["ks"], geo["stride"]
+    dil, pads = geo["dilation"], geo["padding"]
     g = draw(st.integers(1, 2))
     n = draw(st.integers(1, 2))
     c = g * draw(st.integers(1, 2))

@@ -18,6 +18,7 @@ from hypothesis import assume, given, strategies as st  # noqa: E402
 from cupyconv._emulation import emulation_available  # noqa: E402
 from cupyconv._kernels import launch, registry  # noqa: E402
 
+from helpers import spatial_geometry  # noqa: E402
 from kernel_reference import (MODES, emu_loader, hypothesis_settings, make_problem, make_view,  # noqa: E402
                          ref_col2vol, ref_conv, ref_vol2col, small_ints, to_logical, to_physical)
 
@@ -35,20 +36,9 @@ VIEWS = ("contig", "flipped", "strided", "fortran")
 @st.composite
 def geometries(draw, rank, *, max_groups=2, max_cpg=3, max_kpg=3, max_batch=2, modes=MODES):
     """Bounded random convolution geometry with O >= 1 on every axis."""
-    smax = {1: 7, 2: 5, 3: 4}.get(rank, 3)
-    mode = draw(st.sampled_from(modes))
-    s, ks, stride, dil, pads = [], [], [], [], []
-    for _ in range(rank):
-        si = draw(st.integers(1, smax))
-        ki = draw(st.integers(1, 3))
-        di = draw(st.integers(1, 2))
-        sti = draw(st.integers(1, 3))
-        pmax = 2 if mode == "constant" else 2 * si + 1  # pads past the axis: repeated reflection
-        pb, pa = draw(st.integers(0, pmax)), draw(st.integers(0, pmax))
-        short = di * (ki - 1) + 1 - (si + pb + pa)
-        if short > 0:
-            pa += short
-        s.append(si), ks.append(ki), stride.append(sti), dil.append(di), pads.append((pb, pa))
+    geo = draw(spatial_geometry(rank, {1: 7, 2: 5, 3: 4}.get(rank, 3), modes))
+    mode, s, ks, stride = geo["mode"], geo["s"], geo["ks"], geo["stride"]
+    dil, pads = geo["dilation"], geo["padding"]
     g = draw(st.integers(1, max_groups))
     return dict(n=draw(st.integers(1, max_batch)), c=g * draw(st.integers(1, max_cpg)),
                 k=g * draw(st.integers(1, max_kpg)), g=g, s=tuple(s), ks=tuple(ks),

@@ -271,8 +271,8 @@ class ConvProblem:
         if algorithm == "gemm":
             return self.column_bytes(1 if batch_chunk is None else batch_chunk)
         if algorithm == "fft":
-            from scipy import fft as sfft
-            shape = [sfft.next_fast_len(n + d * (k - 1), real=not self.is_complex)
+            from ._fft import fast_len
+            shape = [fast_len(n + d * (k - 1))
                      for n, d, k in zip(self.fft_shape(), self.dilation, self.kernel_shape)]
             spec = _prod(shape[:-1]) * (shape[-1] // 2 + 1 if not self.is_complex else shape[-1])
             cplx = 2 * max(self.dtype.itemsize, 4) if not self.is_complex else self.dtype.itemsize

@@ -4,7 +4,8 @@
 // (`AccumType<T>::type` by default) and an index type `Index` (`int` or
 // `long long`).  Complex numbers are a plain two-member struct so that the
 // layout equals numpy's complex64/complex128 and NVRTC needs no std headers.
-// Half storage (`__half`) accumulates in float (see CUPYCONV_ENABLE_HALF).
+// Half storage (`cc::half`, IEEE binary16 bits) accumulates in float; its
+// conversions are single PTX instructions, so no cuda_fp16.h is needed.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -59,28 +60,57 @@ CC_DEVICE complex<Real> fma(complex<Real> a, complex<Real> b, complex<Real> c) {
   return r;
 }
 
-/// Accumulator type of a storage type: wider for half, identity otherwise.
-template <typename T> struct AccumType { using type = T; };
-#if defined(CUPYCONV_ENABLE_HALF)
-template <> struct AccumType<__half> { using type = float; };
+/// IEEE binary16 storage with numpy float16's layout; arithmetic happens in float.
+struct alignas(2) half {
+  unsigned short bits;  ///< the binary16 bit pattern
+};
+
+/// binary16 -> float (exact).
+CC_DEVICE float half_to_float(half h) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+#else
+  return __half2float(__ushort_as_half(h.bits));
 #endif
+}
+
+/// float -> binary16, round to nearest even (overflow gives +-inf).
+CC_DEVICE half float_to_half(float f) {
+  half h;
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+#else
+  h.bits = __half_as_ushort(__float2half_rn(f));
+#endif
+  return h;
+}
+
+/// Accumulator type of a storage type: float for half, identity otherwise.
+template <typename T> struct AccumType { using type = T; };
+template <> struct AccumType<half> { using type = float; };
 
 /// Conversion between storage and accumulator types.
 template <typename Acc, typename T>
 CC_DEVICE Acc to_accum(T v) { return static_cast<Acc>(v); }
 template <typename T, typename Acc>
 CC_DEVICE T from_accum(Acc v) { return static_cast<T>(v); }
-#if defined(CUPYCONV_ENABLE_HALF)
 template <>
-CC_DEVICE float to_accum<float, __half>(__half v) { return __half2float(v); }
+CC_DEVICE float to_accum<float, half>(half v) { return half_to_float(v); }
 template <>
-CC_DEVICE __half from_accum<__half, float>(float v) { return __float2half_rn(v); }
-#endif
+CC_DEVICE half from_accum<half, float>(float v) { return float_to_half(v); }
 
 /// Builds a scalar of type `T` from the (re, im) double pair of the params.
 template <typename T>
 struct ScalarFrom {
   static CC_DEVICE T make(double re, double /*im*/) { return static_cast<T>(re); }
+};
+template <>
+struct ScalarFrom<half> {
+  static CC_DEVICE half make(double re, double /*im*/) {
+    return float_to_half(static_cast<float>(re));
+  }
 };
 template <typename Real>
 struct ScalarFrom<complex<Real>> {

@@ -55,6 +55,7 @@ DTYPES: Dict[str, DtypeSpec] = {
         DtypeSpec(np.dtype(np.complex64), "cc::complex<float>", "cc::complex<float>", 8),
         DtypeSpec(np.dtype(np.complex128), "cc::complex<double>", "cc::complex<double>", 16),
         DtypeSpec(np.dtype(np.int64), "long long", "long long", 8),
+        DtypeSpec(np.dtype(np.float16), "cc::half", "float", 4),
     )
 }
 

@@ -24,8 +24,8 @@ from kernel_reference import (MODES, emu_loader, hypothesis_settings, make_probl
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
-F32, F64, C64, C128, I64 = (np.dtype(t) for t in (np.float32, np.float64, np.complex64,
-                                                   np.complex128, np.int64))
+F16, F32, F64, C64, C128, I64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64,
+                                                        np.complex64, np.complex128, np.int64))
 VIEWS = ("contig", "flipped", "strided", "fortran")
 
 
@@ -76,7 +76,7 @@ def check_vol2col(problem, loader, rng, x_view="contig", n0=0, n_count=None, ind
 
 
 @pytest.mark.parametrize("rank,dtype", [(1, F64), (2, F64), (3, F64), (4, F64), (5, F64),
-                                        (2, C128), (1, I64), (3, F32)])
+                                        (2, C128), (1, I64), (3, F32), (2, F16)])
 @hypothesis_settings(12)
 @given(data=st.data())
 def test_vol2col_matches_reference(rank, dtype, data):
@@ -109,7 +109,8 @@ def check_col2vol(problem, loader, rng, dx_view="contig", n0=0, n_count=None, al
     return dx
 
 
-@pytest.mark.parametrize("rank,dtype", [(1, F64), (2, F64), (3, F64), (4, F64), (2, C64), (1, I64)])
+@pytest.mark.parametrize("rank,dtype", [(1, F64), (2, F64), (3, F64), (4, F64), (2, C64), (1, I64),
+                                        (2, F16)])
 @hypothesis_settings(12)
 @given(data=st.data())
 def test_col2vol_matches_scatter_reference(rank, dtype, data):
@@ -161,7 +162,10 @@ def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="cont
     return y
 
 
-GEMM_CASES = [(1, F64), (2, F64), (3, F64), (4, F64), (2, F32), (2, C128), (1, I64), (3, C64)]
+# (2, F16): half storage with float accumulation; small-integer results stay
+# below 2**11, so the half outputs are exact too.
+GEMM_CASES = [(1, F64), (2, F64), (3, F64), (4, F64), (2, F32), (2, C128), (1, I64), (3, C64),
+              (2, F16)]
 
 
 @pytest.mark.parametrize("rank,dtype", GEMM_CASES)
@@ -189,7 +193,7 @@ def test_implicit_gemm_tile_non_multiples(tile, layout):
                   x_view="strided", tile=tile)
 
 
-DIRECT_CASES = [(1, F64), (2, F64), (3, F64), (1, C64), (2, I64), (4, F32)]
+DIRECT_CASES = [(1, F64), (2, F64), (3, F64), (1, C64), (2, I64), (4, F32), (3, F16)]
 
 
 @pytest.mark.parametrize("rank,dtype", DIRECT_CASES)
@@ -300,3 +304,20 @@ def test_empty_output_is_a_no_op():
     launch.run_implicit_gemm_fprop(emu_loader(), problem, x, w, y)
     launch.run_direct(emu_loader(), problem, x, w, y)
     launch.run_vol2col(emu_loader(), problem, x, np.zeros(0))
+
+
+@pytest.mark.parametrize("family", ["implicit_gemm_fprop", "direct_conv"])
+def test_half_accumulates_in_float(family):
+    """4096 products of 1*1: a half accumulator would stall at 2048 (2048 + 1
+    rounds back to 2048); float accumulation gives 4096, exact in half.  Sums
+    above 65504 overflow to +inf when stored as half (TF PR#12832)."""
+    c, taps = (64, 64) if family == "implicit_gemm_fprop" else (1, 4096)
+    problem = make_problem(n=1, c=c, k=2, g=1, s=(taps,), ks=(taps,), stride=(1,),
+                           dilation=(1,), padding=0, dtype=F16)
+    x = np.ones((1, c, taps), F16)
+    w = np.stack([np.ones((c, taps), F16), np.full((c, taps), 16, F16)])   # sums 4096, 65536
+    y = np.zeros((1, 2, 1), F16)
+    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run(emu_loader(), problem, x, w, y)
+    assert y[0, 0, 0] == 4096
+    assert np.isposinf(y[0, 1, 0])

@@ -52,6 +52,15 @@ def test_rank8_complex_compiles(tmp_path):
                if r.family == "implicit_gemm_fprop")
 
 
+def test_half_kernels_compile_without_spills(tmp_path):
+    """float16 storage / float accumulation: PTX cvt conversions, no cuda_fp16.h."""
+    from cupyconv._compile import build
+    reports = build(archs=("sm_80", "sm_90"), ranks=(2,), dtypes=("float16",), root=tmp_path,
+                    progress=False)
+    assert {r.family for r in reports} == set(registry.FAMILIES)
+    assert all(r.spills == 0 for r in reports if registry.FAMILIES[r.family].hot)
+
+
 def _group(rank=1):
     insts = registry.group_instantiations("conv/vol2col.cu", np.float32, rank)
     return "conv/vol2col.cu", [i.name for i in insts]

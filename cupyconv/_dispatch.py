@@ -70,11 +70,10 @@ def execute(problem, x, w, *, method="auto", workspace_limit=None, xp=np, stats=
     if workspace_limit is None:
         workspace_limit = config.workspace_limit
 
-    def run(name):
+    def run(name, **extra):
         return _numpy_backend.run(problem, x, w, name, workspace_limit=workspace_limit,
-                                  stats=stats)
+                                  stats=stats, **extra)
 
     algorithm = select_algorithm(problem, x, w, method, workspace_limit, run)
-    if method == "auto" and algorithm == "fft":     # auto only picks fft for finite data
-        return _numpy_backend.conv_fft(problem, x, w, known_finite=True), algorithm
-    return run(algorithm), algorithm
+    # auto only picks fft for finite data: the FFT path need not check again
+    return run(algorithm, known_finite=method == "auto"), algorithm

@@ -58,12 +58,14 @@ class ConvPlan:
     def __call__(self, x, w, bias=None, out=None):
         """Run the planned convolution on arrays of the planned shapes."""
         from ._conv import finish_conv, logical_views
+        from ._signal import _check_out
         p = self.problem
         for name, a, shape in (("x", x, p.x_shape), ("w", w, p.w_shape)):
             if tuple(a.shape) != tuple(shape):
                 raise ValueError(f"{name} has shape {tuple(a.shape)}; the plan was made "
                                  f"for {tuple(shape)}")
         x_cf, w_cf, bias, xp = logical_views(p, x, w, bias)
+        _check_out(out, p.y_shape, self.result_dtype, x=x_cf)
         with _backend_scope(self.backend, xp):
             y, _ = _dispatch.execute(p, x_cf, w_cf, method=self.algorithm,
                                      workspace_limit=self.workspace_limit, xp=xp)
@@ -140,7 +142,7 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     else:
         from . import _engine
         from ._engine import algorithms
-        runner = _engine.runner_for(backend)
+        runner = _engine.get_runner(backend, _engine.array_module(backend))
         cf = problem.with_(layout="channels_first")
         if method == "auto":
             names = [n for n in algorithms.ALGORITHMS

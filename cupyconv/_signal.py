@@ -163,9 +163,9 @@ def _check_out(out, shape, dtype, **arrays):
 
 
 def _write_out(res, out, xp):
+    """Copy ``res`` into ``out`` (already validated by :func:`_check_out`)."""
     if out is None:
         return res
-    _check_out(out, res.shape, res.dtype, result=res)
     xp.copyto(out, res, casting="same_kind")
     return out
 

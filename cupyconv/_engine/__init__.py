@@ -17,14 +17,22 @@ from . import algorithms, cost
 from .runners import (CupyRunner, EmulatedRunner, OutOfMemoryError,
                       clear_module_caches, runner_for)
 
-__all__ = ["execute", "choose", "candidates", "get_runner", "model_choice", "OutOfMemoryError", "clear_caches",
-           "runner_for", "CupyRunner", "EmulatedRunner"]
+__all__ = ["execute", "choose", "candidates", "get_runner", "array_module", "model_choice",
+           "OutOfMemoryError", "clear_caches", "runner_for", "CupyRunner", "EmulatedRunner"]
 
 #: Fraction of free device memory ``auto`` lets one algorithm's workspace use
 #: when no ``workspace_limit`` is given.
 FREE_MEMORY_FRACTION = 0.5
 
 _runners: "collections.OrderedDict" = collections.OrderedDict()
+
+
+def array_module(backend):
+    """The array module a CUDA-path backend runs on: CuPy, or NumPy (emulated)."""
+    if backend == "cuda":
+        import cupy
+        return cupy
+    return np
 
 
 def get_runner(backend, xp):
@@ -152,8 +160,5 @@ def clear_caches():
     _runners.clear()
     clear_module_caches()
     _select.clear_cache()
-    try:
-        from .._compile.loader import clear_module_cache
-        clear_module_cache()
-    except ImportError:
-        pass
+    from .._compile.loader import clear_module_cache
+    clear_module_cache()

@@ -14,8 +14,7 @@ from ._plan import ConvPlan, plan_conv
 from ._signal import choose_conv_method, convolve, correlate
 from ._problem import ConvProblem, MAX_RANK
 from . import grad
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def clear_caches():

@@ -2,24 +2,21 @@
 
 Array in, array out: NumPy arrays run on the CPU, CuPy arrays on the GPU
 (raw CUDA C++ kernels loaded through ``cupy.RawModule``).  See README.md
-and docs/ for the tour.
+and docs/ (docs/architecture.md for the layers) for the tour.
 """
 from . import config
-from ._backend import available_backends, get_backend, use_backend
-from ._conv import conv
-from ._gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
-from ._operator import ConvOperator
-from ._engine import OutOfMemoryError, clear_caches as _clear_engine_caches
-from ._plan import ConvPlan, plan_conv
-from ._signal import choose_conv_method, convolve, correlate
-from ._problem import ConvProblem, MAX_RANK
-from . import grad
 from ._version import __version__
-
-
-def clear_caches():
-    """Drop every cached plan choice, loaded kernel module and runner."""
-    _clear_engine_caches()
+from ._vocabulary import MAX_RANK
+from .api.conv import conv
+from .api.gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
+from .api.operator import ConvOperator
+from .api.plan import ConvPlan, plan_conv
+from .api.signal import choose_conv_method, convolve, correlate
+from .backends.base import OutOfMemoryError
+from .clear import clear_caches
+from .core.problem import ConvProblem
+from .dispatch import available_backends, get_backend, use_backend
+from . import grad
 
 __all__ = [
     "convolve", "correlate", "choose_conv_method", "conv", "ConvProblem",

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from . import _backend
+from .dispatch import backends
 
 __all__ = ["info", "demo", "conv_reference"]
 
@@ -22,7 +22,7 @@ def info():
     import cupyconv
     print(f"cupyconv {cupyconv.__version__} (Python {platform.python_version()}, "
           f"NumPy {np.__version__})")
-    reasons = _backend._availability()
+    reasons = backends.backend_reasons()
     for name, why in reasons.items():
         print(f"  backend {name:9s} {'available' if why is None else 'unavailable: ' + why}")
     if reasons["cuda"] is None:
@@ -74,7 +74,7 @@ def _rel_err(y, ref):
 def _pick_backend(requested):
     if requested != "auto":
         return requested
-    return "cuda" if "cuda" in _backend.available_backends() else "numpy"
+    return "cuda" if "cuda" in backends.available_backends() else "numpy"
 
 
 def _timed(fn, sync):
@@ -97,6 +97,10 @@ def demo(size=40, backend="auto"):
         print("demo: --size must be >= 8", file=sys.stderr)
         return 2
     backend = _pick_backend(backend)
+    why = backends.backend_reasons().get(backend)
+    if why is not None:
+        print(f"demo: backend {backend!r} is not available here: {why}", file=sys.stderr)
+        return 2
     xp, sync = np, (lambda: None)
     ctx = contextlib.nullcontext()
     if backend == "cuda":

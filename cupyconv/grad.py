@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _args
-from ._gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
-from ._operator import ConvOperator, convolution_adjoint, work_dtype
-from ._signal import _SignalCall
+from .api.gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
+from .api.operator import ConvOperator, convolution_adjoint
+from .api.signal import signal_problem
+from .core import args
 
 __all__ = ["convolve_vjp", "correlate_vjp", "conv_grad_input", "conv_grad_weight",
            "conv_grad_bias", "conv_transpose", "ConvOperator"]
@@ -35,7 +35,7 @@ __all__ = ["convolve_vjp", "correlate_vjp", "conv_grad_input", "conv_grad_weight
 
 def _as_gradient(res, like):
     """Real part for real inputs; the input's float dtype (float64 for integers)."""
-    dtype = work_dtype(like.dtype, res.dtype)
+    dtype = args.gradient_dtype(like.dtype, res.dtype)
     if like.dtype.kind != "c":
         res = res.real if res.dtype.kind == "c" else res
         dtype = np.finfo(dtype).dtype
@@ -49,12 +49,12 @@ def _flip(xp, a, axes):
 
 
 def _vjp(in1, in2, g, mode, axes, correlate_, method):
-    xp = _args.array_module_of(in1=in1, in2=in2, g=g)
-    in1, in2, g = xp.asarray(in1), xp.asarray(in2), xp.asarray(g)
-    _args.check_dtype(g, "g")
-    call = _SignalCall(in1, in2, mode, axes, correlate=correlate_)   # validates in1, in2
-    if tuple(g.shape) != tuple(call.result_shape()):
-        raise ValueError(f"g must have the shape of the result, {tuple(call.result_shape())}; "
+    xp = args.array_module_of(in1=in1, in2=in2, g=g)
+    g = xp.asarray(g)
+    args.check_dtype(g, "g")
+    call, xp, in1, in2 = signal_problem(in1, in2, mode, axes, correlate_)   # validates
+    if tuple(g.shape) != tuple(call.result_shape):
+        raise ValueError(f"g must have the shape of the result, {tuple(call.result_shape)}; "
                          f"got g.shape={tuple(g.shape)}")
     axes = None if in1.ndim == 0 else call.axes
     b = in2

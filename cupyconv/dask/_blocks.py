@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 from dask.array.overlap import overlap
 
-from .. import _args
+from ..core import args as arguments
 
 __all__ = ["AxisPlan", "plan_axis", "single_block_plan", "pad", "map_halo_blocks",
            "as_dask_array", "check_kernel", "meta_like", "empty_result", "stand_in"]
@@ -129,7 +129,7 @@ _DASK_PAD_LIMIT = {
 
 
 def _pad_block(block, pad_width, mode):
-    xp = _args.array_module_of(block=block)
+    xp = arguments.array_module_of(block=block)
     return xp.pad(block, pad_width, mode=mode)
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from .. import _args
-from .._conv import conv as _conv, prepare_conv
+from ..core import args as arguments
+from ..api.conv import conv as conv_in_memory, prepare_conv
 from . import _blocks
 
 __all__ = ["conv"]
@@ -13,9 +13,9 @@ __all__ = ["conv"]
 def _conv_block(block, *, w, bias, stride, dilation, groups, layout, method,
                 workspace_limit, result):
     """``cupyconv.conv`` of one padded, extended block (``padding=0``)."""
-    y = _conv(block, w, bias, stride=stride, dilation=dilation, groups=groups,
+    y = conv_in_memory(block, w, bias, stride=stride, dilation=dilation, groups=groups,
               layout=layout, method=method, workspace_limit=workspace_limit)
-    return _args.cast_result(y, result)
+    return arguments.cast_result(y, result)
 
 
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
@@ -77,19 +77,19 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     >>> y.shape, y.chunks[2]
     ((4, 8, 16, 16), (8, 8))
     """
-    _args.normalize_method(method)
+    arguments.normalize_method(method)
     _blocks.check_kernel(w, "w")
     if bias is not None:
         _blocks.check_kernel(bias, "bias")
     x = _blocks.as_dask_array(x, "x")
-    xp = _args.array_module_of(x=x._meta, w=w, bias=bias)
+    xp = arguments.array_module_of(x=x._meta, w=w, bias=bias)
     w = xp.asarray(w)
     bias = None if bias is None else xp.asarray(bias)
     operands = {"x": x, "w": w} if bias is None else {"x": x, "w": w, "bias": bias}
     for name, a in operands.items():
-        _args.check_dtype(a, name)
-    result = _args.result_dtype(*(a.dtype for a in operands.values()))
-    compute = _args.compute_dtype(result)
+        arguments.check_dtype(a, name)
+    result = arguments.result_dtype(*(a.dtype for a in operands.values()))
+    compute = arguments.compute_dtype(result)
     # The in-memory code validates the geometry on zero-stride stand-ins.
     stand = {name: _blocks.stand_in(a.shape, compute) for name, a in operands.items()}
     problem = prepare_conv(

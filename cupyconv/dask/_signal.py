@@ -4,8 +4,9 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 
-from .. import _args
-from .. import _signal as _core
+from ..core import args as arguments
+from ..api.signal import convolve as convolve_in_memory, correlate as correlate_in_memory
+from ..core.signal_map import check_mode, signal_call
 from . import _blocks
 
 __all__ = ["convolve", "correlate"]
@@ -28,22 +29,24 @@ def _signal_block(block, kernel, *, operation, mode, method, axes, kernel_bounds
 
 
 def _dask_signal(in1, in2, mode, method, axes, correlate):
-    _args.normalize_method(method, _core._SIGNAL_METHODS)
+    arguments.normalize_method(method)
     _blocks.check_kernel(in2, "in2")
     x = _blocks.as_dask_array(in1, "in1")
-    xp = _args.array_module_of(in1=x._meta, in2=in2)
+    xp = arguments.array_module_of(in1=x._meta, in2=in2)
     in2 = xp.asarray(in2)
-    _args.check_dtype(x, "in1")
-    _args.check_dtype(in2, "in2")
-    result = _args.result_dtype(x.dtype, in2.dtype)
-    # The in-memory code validates mode/axes/shapes (and decides scipy's
-    # valid-mode swap) on zero-stride stand-ins of the compute dtype.
-    compute = _args.compute_dtype(result)
-    call = _core._SignalCall(_blocks.stand_in(x.shape, compute),
-                             _blocks.stand_in(in2.shape, compute), mode, axes, correlate)
-    operation = _core.correlate if correlate else _core.convolve
+    arguments.check_dtype(x, "in1")
+    arguments.check_dtype(in2, "in2")
+    result = arguments.result_dtype(x.dtype, in2.dtype)
+    # The in-memory planner validates mode/axes/shapes (and decides scipy's
+    # valid-mode swap) from the shapes alone.
+    compute = arguments.compute_dtype(result)
+    check_mode(mode)
+    norm_axes = None if x.ndim == 0 else arguments.normalize_axes(axes, x.ndim)
+    call = signal_call(tuple(x.shape), np.dtype(compute), tuple(in2.shape), np.dtype(compute),
+                       mode, norm_axes, correlate)
+    operation = correlate_in_memory if correlate else convolve_in_memory
     meta = _blocks.meta_like(xp, x.ndim, result)
-    if call.scalar is not None:          # 0-d operands
+    if call.problem is None:          # 0-d operands
         return x.map_blocks(_signal_block, kernel=in2, operation=operation, mode=mode,
                             method=method, axes=None, kernel_bounds=None, dtype=result,
                             meta=meta)

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import math
 
-from .._kernels import launch
-from . import algorithms, get_runner, workspace_limit_for
-from .runners import OutOfMemoryError
+from ..._kernels import launch
+from ..base import OutOfMemoryError
+from .algorithms import gemm_batch_chunk
 
-__all__ = ["execute"]
+__all__ = ["grad_input", "grad_weight"]
 
 
 def _column_buffer(problem, runner, workspace_limit):
     """``(col, images_per_chunk)``, halving the chunk on out-of-memory."""
-    nb = algorithms.gemm_batch_chunk(problem, workspace_limit)
+    nb = gemm_batch_chunk(problem, workspace_limit)
     if nb < 1:
         raise OutOfMemoryError(
             f"the gradient needs {problem.column_bytes(1)} bytes of columns per image; "
@@ -59,13 +59,13 @@ def _dy_matrix(xp, problem, dy, n0, count):
         problem.groups, problem.gemm_n, count * positions)
 
 
-def grad_input(problem, dy, w, runner, workspace_limit, conjugate=True):
+def grad_input(problem, dy, w, runner, workspace_limit):
     """``dx`` ``(N, C, *S)`` = ``col2vol(W^H dy)``."""
     xp = runner.xp
     g, kdim = problem.groups, problem.gemm_k
     positions = math.prod(problem.out_shape)
     wmat = xp.ascontiguousarray(w).reshape(g, problem.gemm_n, kdim)
-    if conjugate and wmat.dtype.kind == "c":
+    if problem.conjugate and wmat.dtype.kind == "c":
         wmat = xp.conj(wmat)
     wt = wmat.transpose(0, 2, 1)                                     # (G, Kdim, Kg)
     dx = xp.empty((problem.batch, problem.in_channels) + problem.in_shape, dtype=problem.dtype)
@@ -77,7 +77,7 @@ def grad_input(problem, dy, w, runner, workspace_limit, conjugate=True):
     return dx
 
 
-def grad_weight(problem, x, dy, runner, workspace_limit, conjugate=True):
+def grad_weight(problem, x, dy, runner, workspace_limit):
     """``dw`` ``(K, C/G, *KS)`` = sum over batch chunks of ``dy . vol2col(x)^H``."""
     xp = runner.xp
     g, kdim = problem.groups, problem.gemm_k
@@ -87,7 +87,7 @@ def grad_weight(problem, x, dy, runner, workspace_limit, conjugate=True):
     for n0, count in _chunks(problem, nb):
         launch.run_vol2col(runner.loader, problem, x, col, n0=n0, n_count=count)
         cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
-        if conjugate and cols.dtype.kind == "c":
+        if problem.conjugate and cols.dtype.kind == "c":
             cols = xp.conj(cols)
         part = xp.matmul(_dy_matrix(xp, problem, dy, n0, count), cols.transpose(0, 2, 1))
         if dw is None:
@@ -95,22 +95,3 @@ def grad_weight(problem, x, dy, runner, workspace_limit, conjugate=True):
         else:
             dw += part
     return dw.reshape((problem.out_channels, problem.in_channels // g) + problem.kernel_shape)
-
-
-_IMPLS = {"input": grad_input, "weight": grad_weight}
-
-
-def execute(kind, problem, a, b, *, conjugate=True, workspace_limit=None, xp=None,
-            backend="cuda"):
-    """Run the ``kind`` (``"input"``: a=dy, b=w; ``"weight"``: a=x, b=dy) gradient.
-
-    ``problem`` must not be empty (the caller returns zeros for that).
-    """
-    runner = get_runner(backend, xp)
-    problem = problem.with_(layout="channels_first")    # the arrays are channels-first views
-    ok, why = algorithms.can_implement(problem, "gemm", runner.device)
-    if not ok:
-        raise ValueError(f"the CUDA gradient kernels cannot run this problem: {why}")
-    limit = workspace_limit_for(runner, workspace_limit)
-    runner.peak_workspace = 0
-    return _IMPLS[kind](problem, a, b, runner, limit, conjugate=conjugate)

@@ -14,16 +14,14 @@ import math
 
 import numpy as np
 
-from . import _args
-from ._signal import _SignalCall, convolve, correlate
+from ..core import args
+from ..core.problem import ConvProblem
+from ..core.signal_map import check_mode, signal_call
+from .conv import conv
+from .gradients import conv_grad_input
+from .signal import convolve, correlate
 
-__all__ = ["ConvOperator", "convolution_adjoint", "work_dtype"]
-
-
-def work_dtype(*dtypes):
-    """Promoted dtype of a gradient computation (float64 for integers/bool)."""
-    dtype = np.result_type(*dtypes)
-    return np.dtype(np.float64) if dtype.kind in "biu" else dtype
+__all__ = ["ConvOperator", "convolution_adjoint"]
 
 
 def _window(n1, n2, mode):
@@ -46,9 +44,9 @@ def convolution_adjoint(shape1, in2, g, mode, axes, method="auto", swapped=False
     (no real projection: callers with a real ``in1`` take the real part).
     Broadcast batch axes are summed back to ``shape1``.
     """
-    xp = _args.array_module_of(in2=in2, g=g)
+    xp = args.array_module_of(in2=in2, g=g)
     nd = len(shape1)
-    work = work_dtype(in2.dtype, g.dtype)
+    work = args.gradient_dtype(in2.dtype, g.dtype)
     if nd == 0:
         return (g * xp.conj(in2)).astype(work, copy=False)
     conv_axes = list(range(nd)) if axes is None else sorted(a % nd for a in np.atleast_1d(axes))
@@ -103,18 +101,18 @@ class ConvOperator:
 
     def __init__(self, kernel, input_shape, mode="same", *, axes=None, method="auto",
                  dtype=None):
-        xp = _args.array_module_of(kernel=kernel)
+        xp = args.array_module_of(kernel=kernel)
         kernel = xp.asarray(kernel)
-        _args.check_dtype(kernel, "kernel")
-        input_shape = tuple(int(s) for s in input_shape)
+        args.check_dtype(kernel, "kernel")
+        input_shape = args.normalize_shape(input_shape, "input_shape")
         if len(input_shape) != kernel.ndim:
             raise ValueError(f"input_shape must have kernel.ndim={kernel.ndim} entries; "
                              f"got input_shape={input_shape}")
-        dtype = work_dtype(kernel.dtype) if dtype is None else np.dtype(dtype)
-        # validates mode/axes/shapes without touching data (a broadcast zero)
-        probe = xp.broadcast_to(xp.zeros((), dtype=kernel.dtype), input_shape)
-        call = _SignalCall(probe, kernel, mode, axes, correlate=False)
-        conv_axes = None if kernel.ndim == 0 else call.axes
+        dtype = args.gradient_dtype(kernel.dtype) if dtype is None else np.dtype(dtype)
+        check_mode(mode)
+        conv_axes = None if kernel.ndim == 0 else args.normalize_axes(axes, kernel.ndim)
+        call = signal_call(input_shape, kernel.dtype, kernel.shape, kernel.dtype, mode,
+                           conv_axes, False)
 
         def forward(x):
             return convolve(x, kernel, mode, method, axes=axes)
@@ -122,7 +120,7 @@ class ConvOperator:
         def adjoint(y):
             return convolution_adjoint(input_shape, kernel, y, mode, conv_axes, method)
 
-        self._setup(xp, input_shape, tuple(call.result_shape()), dtype, forward, adjoint)
+        self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
 
     @classmethod
     def from_conv(cls, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
@@ -131,14 +129,11 @@ class ConvOperator:
         """``x -> conv(x, w, ...)`` (deep-learning geometry) with the adjoint
         :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
         here (a nonzero fill would make the map affine)."""
-        from ._conv import conv
-        from ._gradients import conv_grad_input
-        from ._problem import ConvProblem
-        xp = _args.array_module_of(w=w)
+        xp = args.array_module_of(w=w)
         w = xp.asarray(w)
         geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                         padding_mode=padding_mode, layout=layout, method=method)
-        input_shape = tuple(int(s) for s in input_shape)
+        input_shape = args.normalize_shape(input_shape, "input_shape")
         problem = ConvProblem.create(
             x_shape=input_shape, w_shape=w.shape,
             **{k: v for k, v in geometry.items() if k != "method"})
@@ -150,7 +145,7 @@ class ConvOperator:
         def adjoint(y):
             return conv_grad_input(y, w, input_shape, **geometry)
 
-        dtype = work_dtype(w.dtype) if dtype is None else np.dtype(dtype)
+        dtype = args.gradient_dtype(w.dtype) if dtype is None else np.dtype(dtype)
         self._setup(xp, input_shape, tuple(problem.y_shape), dtype, forward, adjoint)
         return self
 
@@ -184,7 +179,7 @@ class ConvOperator:
         ``cupyx.scipy.sparse.linalg.LinearOperator`` (CuPy)."""
         if self.xp is np:
             from scipy.sparse.linalg import LinearOperator
-        else:
+        else:  # optional dependency: only reached for CuPy operators
             from cupyx.scipy.sparse.linalg import LinearOperator
         return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
                               dtype=self.dtype)

@@ -22,11 +22,12 @@ import math
 
 import numpy as np
 
-__all__ = ["OutOfMemoryError", "DeviceInfo", "CupyRunner", "EmulatedRunner", "runner_for"]
+from ..._compile import load_module
+from ..._emulation import EmulatedModule, cuda_src_dir
+from ..._kernels import registry
+from ..base import OutOfMemoryError
 
-
-class OutOfMemoryError(MemoryError):
-    """No algorithm's workspace could be allocated; the message states the bytes."""
+__all__ = ["DeviceInfo", "CupyRunner", "EmulatedRunner", "runner_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +85,6 @@ class CupyRunner:
         self.peak_workspace = 0
 
     def loader(self, source, names):
-        from .._compile import load_module
         return load_module(source, names, device=self.device_id)
 
     def workspace(self, shape, dtype):
@@ -108,20 +108,44 @@ class CupyRunner:
         return _cupy_device_info(self.device_id, self._cupy.cuda.runtime.memGetInfo()[0])
 
 
-@functools.lru_cache(maxsize=16)
-def _cupy_static_info(device_id):
-    import cupy
-    props = cupy.cuda.runtime.getDeviceProperties(device_id)
+#: ``cudaDeviceAttr`` numbers (CUDA runtime API, ``driver_types.h``); CUDA 13
+#: removed ``clockRate`` and ``memoryClockRate`` from ``cudaDeviceProp``, the
+#: attributes remain.
+ATTR_CLOCK_RATE_KHZ = 13
+ATTR_MEMORY_CLOCK_RATE_KHZ = 36
+ATTR_GLOBAL_MEMORY_BUS_WIDTH = 37
+
+
+def device_static_info(device_id, attribute, props):
+    """The :class:`DeviceInfo` fields that do not change, from queried attributes.
+
+    ``attribute(attr, device_id)`` is ``cupy.cuda.runtime.deviceGetAttribute``;
+    ``props`` the ``getDeviceProperties`` dict (name, compute capability, SMs,
+    shared memory).  Raises ``RuntimeError`` when a clock cannot be queried:
+    the cost model never runs on made-up numbers.
+    """
     name = props["name"]
     name = name.decode() if isinstance(name, bytes) else str(name)
     cc = props["major"] * 10 + props["minor"]
-    mem_clock = props.get("memoryClockRate", 0) * 1e3
-    bus = props.get("memoryBusWidth", 0)
-    clock = props.get("clockRate", 0) * 1e3
+    clock = attribute(ATTR_CLOCK_RATE_KHZ, device_id) * 1e3
+    mem_clock = attribute(ATTR_MEMORY_CLOCK_RATE_KHZ, device_id) * 1e3
+    bus = attribute(ATTR_GLOBAL_MEMORY_BUS_WIDTH, device_id)
+    if not (clock > 0 and mem_clock > 0 and bus > 0):
+        raise RuntimeError(
+            f"device {device_id} ({name}) reports clock {clock} Hz, memory clock "
+            f"{mem_clock} Hz, bus width {bus} bits: cannot build the cost model")
     return dict(name=name, arch=cc, sm_count=props["multiProcessorCount"],
-                clock_hz=clock or 1.5e9, bandwidth=(2 * mem_clock * bus / 8) or 1e12,
+                clock_hz=clock, bandwidth=2 * mem_clock * bus / 8,
                 fp32_lanes=_fp32_lanes(cc), fp64_ratio=_fp64_ratio(cc),
                 smem_per_block=props["sharedMemPerBlock"])
+
+
+@functools.lru_cache(maxsize=16)
+def _cupy_static_info(device_id):
+    import cupy  # optional dependency: only reached by a CupyRunner
+    runtime = cupy.cuda.runtime
+    return device_static_info(device_id, runtime.deviceGetAttribute,
+                              runtime.getDeviceProperties(device_id))
 
 
 def _cupy_device_info(device_id, free):
@@ -178,7 +202,6 @@ class EmulatedRunner:
 
 def _group_names(source, names):
     """Every instantiation compiled with ``names`` (the registry's groups)."""
-    from .._kernels import registry
     out = set()
     for name in names:
         inst = registry.lookup(name)
@@ -191,11 +214,8 @@ def _group_names(source, names):
 
 @functools.lru_cache(maxsize=64)
 def _emulated_group(source, names):
-    from .._emulation import EmulatedModule
-    from .._kernels import registry
     if source in registry.FAMILIES:
         source = registry.FAMILIES[source].source
-    from .._emulation import cuda_src_dir
     return EmulatedModule(path=str(cuda_src_dir() / source), name_expressions=list(names))
 
 

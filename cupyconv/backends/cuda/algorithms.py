@@ -1,9 +1,10 @@
-"""The four CUDA-path algorithms, written once against a runner.
+"""The forward algorithms of the CUDA path, written once against a runner.
 
-Each takes a channels-first :class:`~cupyconv._problem.ConvProblem`, the
-logical views ``x`` ``(N, C, *S)`` and ``w`` ``(K, C/G, *KS)`` (any
+Each takes a channels-first forward :class:`~cupyconv.core.ConvProblem`,
+the logical views ``x`` ``(N, C, *S)`` and ``w`` ``(K, C/G, *KS)`` (any
 strides: the kernels index them as they are), a runner and a workspace
-limit, and returns ``y`` ``(N, K, *O)``.  The same code drives CuPy arrays
+limit, and returns ``y`` ``(N, K, *O)``.  (``fft`` is the shared
+:mod:`cupyconv.backends.fft_conv`; the gradients are in :mod:`.gradients`.)  The same code drives CuPy arrays
 (``CupyRunner``) and NumPy arrays through the CPU emulation layer
 (``EmulatedRunner``).
 """
@@ -11,27 +12,24 @@ from __future__ import annotations
 
 import math
 
-from .._kernels import launch
-from .runners import OutOfMemoryError
+from ..._kernels import launch
+from ..base import OutOfMemoryError
 
-__all__ = ["ALGORITHMS", "can_implement", "workspace_bytes", "run"]
-
-#: Algorithms of the CUDA path, most workspace first.
-ALGORITHMS = ("fft", "gemm", "direct", "implicit_gemm")
+__all__ = ["can_implement", "gemm_batch_chunk", "run"]
 
 
 def _fft_ok(problem):
-    if problem.padding_mode != "constant" or problem.cval != 0:
+    grad_input = problem.op == "grad_input"
+    if problem.padding_mode != "constant" or (problem.cval != 0 and not grad_input):
         return False, ("the FFT path supports zero constant padding only (other "
                        "boundaries would need a padded copy of the input)")
     return True, ""
 
 
-def can_implement(problem, algorithm, device=None):
-    """``(ok, reason)`` for ``algorithm`` on ``problem``."""
+def can_implement(problem, algorithm, device):
+    """``(ok, reason)`` for ``algorithm`` on ``problem`` (any op) on ``device``."""
     if algorithm == "direct":
-        limit = device.smem_per_block if device is not None else launch.SHARED_MEMORY_LIMIT
-        return launch.can_implement_direct(problem, limit)
+        return launch.can_implement_direct(problem, device.smem_per_block)
     if algorithm == "implicit_gemm":
         return launch.can_implement_implicit_gemm(problem)
     if algorithm == "gemm":
@@ -50,14 +48,6 @@ def gemm_batch_chunk(problem, workspace_limit):
     if workspace_limit is None:
         return problem.batch
     return int(min(problem.batch, workspace_limit // max(per_image, 1)))
-
-
-def workspace_bytes(problem, algorithm, workspace_limit=None):
-    """Workspace ``algorithm`` allocates under ``workspace_limit``."""
-    if algorithm == "gemm":
-        nb = gemm_batch_chunk(problem, workspace_limit)
-        return problem.column_bytes(max(nb, 1))
-    return problem.workspace_bytes(algorithm)
 
 
 def _direct(problem, x, w, runner, workspace_limit):
@@ -98,24 +88,9 @@ def _gemm(problem, x, w, runner, workspace_limit):
     return y.reshape((problem.batch, problem.out_channels) + problem.out_shape)
 
 
-def _fft(problem, x, w, runner, workspace_limit):
-    from .._numpy_backend import conv_fft
-    ok, why = _fft_ok(problem)
-    if not ok:
-        raise ValueError(why)
-    need = problem.workspace_bytes("fft")
-    if workspace_limit is not None and need > workspace_limit:
-        raise OutOfMemoryError(f"fft needs about {need} bytes of spectra; "
-                               f"workspace_limit is {workspace_limit}")
-    if need > runner.device.free_memory:
-        raise OutOfMemoryError(f"fft needs about {need} bytes of spectra; the device has "
-                               f"{runner.device.free_memory} bytes free")
-    return conv_fft(problem, x, w)
-
-
-_IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm, "fft": _fft}
+_IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm}
 
 
 def run(problem, x, w, algorithm, runner, workspace_limit=None):
-    """Run one algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`."""
+    """Run one forward algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`."""
     return _IMPLS[algorithm](problem, x, w, runner, workspace_limit)

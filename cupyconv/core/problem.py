@@ -1,18 +1,28 @@
-"""The planning layer: one frozen description of a convolution problem.
+"""The planning core: one frozen description of a convolution problem and its operation.
 
 Every backend and every algorithm consumes a :class:`ConvProblem`; none of
-them re-derives geometry.  The description is channels-first and logical:
+them re-derives geometry.  A problem carries an ``op`` (see
+:mod:`cupyconv._vocabulary`): the forward pass, the input gradient or the
+weight gradient of the same geometry; the gradients are problems of this
+type, not separate code paths.  The description is channels-first and logical:
 ``x`` is ``(N, C, *S)``, ``w`` is ``(K, C/G, *KS)`` and ``y`` is
 ``(N, K, *O)``.  ``layout`` only records how the user's arrays are laid out
 (``channels_last`` puts the channel axis last), which changes strides, never
 the arithmetic.
 
-The mapping onto a GEMM follows CUTLASS's ``implicit_gemm_problem_size``
-for the forward pass, per group::
+The three arrays keep their convolution names whatever the operation:
+*activation* ``x``, *filter* ``w`` and *output* ``y`` (or its gradient
+``dy``).  Each operation maps them onto the implicit GEMM's ``A``, ``B`` and
+``C`` as CUTLASS 3.x ``convolution.h`` does (:data:`ROLES`; never mix the
+two vocabularies)::
 
-    M = N * prod(O)          (output positions)
-    N_gemm = K / G           (output channels of one group)
-    K_gemm = (C / G) * prod(KS)   (reduction length)
+    op           A (M x K)     B (K x N)     C (M x N)       M            N             K
+    forward      activation    filter        output          N*prod(O)    K/G           (C/G)*prod(KS)
+    grad_input   output (dy)   filter        activation (dx) N*prod(S)    C/G           (K/G)*prod(KS)
+    grad_weight  output (dy)   activation    filter (dw)     K/G          (C/G)*prod(KS) N*prod(O)
+
+(per group; CUTLASS's ``implicit_gemm_problem_size``).  Operands travel by
+role name (:class:`Operands`), never by position.
 
 Output extent per spatial axis ``i``::
 
@@ -22,22 +32,62 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Tuple
+from typing import Any, Tuple
 
 import numpy as np
 
-__all__ = ["ConvProblem", "layout_shape", "MAX_RANK", "PADDING_MODES", "LAYOUTS", "INT32_MAX"]
+from .._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT, MAX_RANK, OPS
+from . import args
 
-#: Largest spatial rank the library supports (the SPEC asks for at least 8).
-MAX_RANK = 8
-#: ``numpy.pad`` names of the supported boundary modes.
-PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
-#: Supported memory layouts of ``x``/``w``/``y`` in :func:`cupyconv.conv`.
-LAYOUTS = ("channels_first", "channels_last")
+__all__ = ["ConvProblem", "Operands", "Roles", "ROLES", "layout_shape", "INT32_MAX"]
+
 #: Largest offset the 32-bit index kernels can address.
 INT32_MAX = 2**31 - 1
 
 Pair = Tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Roles:
+    """Which array plays the implicit GEMM's A, B and C for one operation."""
+
+    #: the M x K operand.
+    a: str
+    #: the K x N operand.
+    b: str
+    #: the M x N result.
+    c: str
+
+
+#: op -> GEMM roles, as CUTLASS 3.x ``convolution.h`` (Fprop, Dgrad, Wgrad).
+ROLES = {
+    FORWARD: Roles(a="activation", b="filter", c="output"),
+    GRAD_INPUT: Roles(a="output", b="filter", c="activation"),
+    GRAD_WEIGHT: Roles(a="output", b="activation", c="filter"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Operands:
+    """The arrays of one call, by convolution role (logical channels-first views).
+
+    ``activation`` is ``x`` ``(N, C, *S)``, ``filter`` is ``w``
+    ``(K, C/G, *KS)`` and ``output`` is ``y`` or ``dy`` ``(N, K, *O)``.  An
+    operation reads two of them (:data:`ROLES` ``a`` and ``b``) and computes
+    the third (``c``), which is ``None`` here.
+    """
+
+    activation: Any = None
+    filter: Any = None
+    output: Any = None
+
+    def get(self, role):
+        """The array of a role name."""
+        return getattr(self, role)
+
+    def replace(self, **arrays):
+        """A copy with some roles replaced."""
+        return dataclasses.replace(self, **arrays)
 
 
 def layout_shape(layout, lead, chan, spatial):
@@ -81,6 +131,12 @@ class ConvProblem:
         ``True`` for true convolution (kernel taps reversed), ``False`` for
         cross-correlation (deep-learning convention).  Weights are never
         conjugated here: callers conjugate for complex correlation.
+    op : str
+        ``"forward"``, ``"grad_input"`` or ``"grad_weight"`` (:data:`ROLES`).
+    conjugate : bool
+        Gradients only: use the adjoint (conjugate transpose) for complex
+        data, PyTorch's convention; ``False`` gives the plain transpose that
+        ``conv_transpose`` needs.
     """
 
     ndim: int
@@ -99,12 +155,15 @@ class ConvProblem:
     layout: str = "channels_first"
     dtype: np.dtype = np.dtype(np.float64)
     flip: bool = False
+    op: str = FORWARD
+    conjugate: bool = True
 
     # ------------------------------------------------------------------ build
     @classmethod
     def create(cls, *, x_shape, w_shape, stride=1, padding=0, dilation=1,
                groups=1, padding_mode="constant", cval=0,
-               layout="channels_first", dtype=np.float64, flip=False):
+               layout="channels_first", dtype=np.float64, flip=False, op=FORWARD,
+               conjugate=True):
         """Validate a geometry and derive the output shape.
 
         Parameters
@@ -114,7 +173,7 @@ class ConvProblem:
         stride, dilation : int or sequence of int
         padding : int, sequence of int, sequence of (int, int), "valid" or "same"
         groups : int
-        padding_mode, cval, layout, dtype, flip
+        padding_mode, cval, layout, dtype, flip, op, conjugate
             See the class attributes.
 
         Raises
@@ -122,12 +181,11 @@ class ConvProblem:
         ValueError
             Naming the argument and the axis for every inconsistency.
         """
-        from ._args import (normalize_layout, normalize_padding,
-                            normalize_padding_mode, normalize_per_axis)
-
-        layout = normalize_layout(layout)
-        x_shape = tuple(int(s) for s in x_shape)
-        w_shape = tuple(int(s) for s in w_shape)
+        if op not in OPS:
+            raise ValueError(f"op must be one of {OPS}; got {op!r}")
+        layout = args.normalize_layout(layout)
+        x_shape = args.normalize_shape(x_shape, "x_shape")
+        w_shape = args.normalize_shape(w_shape, "w_shape")
         if len(x_shape) != len(w_shape):
             raise ValueError(
                 f"x and w must have the same number of dimensions; got x.ndim="
@@ -151,10 +209,12 @@ class ConvProblem:
             if ki < 1:
                 raise ValueError(
                     f"w has an empty spatial axis {i} (size {ki}); kernel extents must be >= 1")
-        stride = normalize_per_axis(stride, ndim, "stride")
-        dilation = normalize_per_axis(dilation, ndim, "dilation")
-        padding = normalize_padding(padding, ndim, s, ks, stride, dilation)
-        padding_mode = normalize_padding_mode(padding_mode)
+        stride = args.normalize_per_axis(stride, ndim, "stride")
+        dilation = args.normalize_per_axis(dilation, ndim, "dilation")
+        padding = args.normalize_padding(padding, ndim, s, ks, stride, dilation)
+        padding_mode = args.normalize_padding_mode(padding_mode)
+        dtype = np.dtype(dtype)
+        cval = args.check_cval(cval, dtype, padding_mode)
         out = []
         for i in range(ndim):
             span = dilation[i] * (ks[i] - 1) + 1
@@ -178,7 +238,8 @@ class ConvProblem:
                    groups=groups, in_shape=tuple(s), kernel_shape=tuple(ks),
                    out_shape=tuple(out), stride=stride, dilation=dilation,
                    padding=padding, padding_mode=padding_mode, cval=cval,
-                   layout=layout, dtype=np.dtype(dtype), flip=bool(flip))
+                   layout=layout, dtype=dtype, flip=bool(flip), op=op,
+                   conjugate=bool(conjugate))
 
     # ----------------------------------------------------------------- shapes
     def _full(self, lead, chan, spatial):
@@ -201,30 +262,55 @@ class ConvProblem:
         return self._full(self.batch, self.out_channels, self.out_shape)
 
     @property
+    def result_shape(self):
+        """Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c)."""
+        return {"output": self.y_shape, "activation": self.x_shape,
+                "filter": self.w_shape}[ROLES[self.op].c]
+
+    @property
+    def logical_result_shape(self):
+        """Channels-first shape of the array ``op`` computes."""
+        return {"output": (self.batch, self.out_channels) + self.out_shape,
+                "activation": (self.batch, self.in_channels) + self.in_shape,
+                "filter": (self.out_channels, self.in_channels // self.groups)
+                + self.kernel_shape}[ROLES[self.op].c]
+
+    @property
     def is_empty(self):
-        """True when the output or the reduction is empty (no kernel launch)."""
+        """True when the forward output or its reduction is empty: every op is then
+        a zero (or empty) result and no kernel runs."""
         return self.output_size == 0 or self.gemm_k == 0
 
     @property
     def output_size(self):
-        """Number of output elements."""
+        """Number of forward output elements."""
         return self.batch * self.out_channels * _prod(self.out_shape)
 
     # ------------------------------------------------------------------- gemm
     @property
     def gemm_m(self):
-        """GEMM M: output positions, ``N * prod(O)``."""
+        """Forward GEMM M (the kernels' geometry): output positions, ``N * prod(O)``."""
         return self.batch * _prod(self.out_shape)
 
     @property
     def gemm_n(self):
-        """GEMM N: output channels per group, ``K / G``."""
+        """Forward GEMM N: output channels per group, ``K / G``."""
         return self.out_channels // self.groups
 
     @property
     def gemm_k(self):
-        """GEMM K: reduction length, ``(C / G) * prod(KS)``."""
+        """Forward GEMM K: reduction length, ``(C / G) * prod(KS)`` (vol2col rows)."""
         return (self.in_channels // self.groups) * _prod(self.kernel_shape)
+
+    @property
+    def gemm_mnk(self):
+        """``(M, N, K)`` of ``op``'s implicit GEMM per group (module docstring table)."""
+        cg, kg, taps = self.in_channels // self.groups, self.gemm_n, self.taps
+        if self.op == GRAD_INPUT:
+            return self.batch * _prod(self.in_shape), cg, kg * taps
+        if self.op == GRAD_WEIGHT:
+            return kg, cg * taps, self.gemm_m
+        return self.gemm_m, kg, cg * taps
 
     @property
     def taps(self):
@@ -237,13 +323,14 @@ class ConvProblem:
 
     @property
     def flops(self):
-        """Counted floating-point operations (a multiply-add is 2, complex 8)."""
+        """Counted floating-point operations of ``op`` (a multiply-add is 2, complex 8)."""
         per_mac = 8 if self.is_complex else 2
-        return per_mac * self.groups * self.gemm_m * self.gemm_n * self.gemm_k
+        m, n, k = self.gemm_mnk
+        return per_mac * self.groups * m * n * k
 
     @property
     def bytes_moved(self):
-        """Compulsory traffic: read x and w once, write y once."""
+        """Compulsory traffic: read the two operands once, write the result once."""
         item = self.dtype.itemsize
         x = self.batch * self.in_channels * _prod(self.in_shape)
         w = self.out_channels * (self.in_channels // self.groups) * self.taps
@@ -255,31 +342,9 @@ class ConvProblem:
         return (self.dtype.itemsize * self.groups * self.gemm_k * nb
                 * _prod(self.out_shape))
 
-    def fft_shape(self):
-        """Per-axis linear-convolution length the FFT path must cover."""
+    def padded_shape(self):
+        """Per-axis extent of the padded input, ``S + pb + pa``."""
         return tuple(s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding))
-
-    def workspace_bytes(self, algorithm, batch_chunk=None):
-        """Extra device memory ``algorithm`` needs beyond x, w and y.
-
-        ``gemm`` needs the column buffer (for ``batch_chunk`` images),
-        ``fft`` the padded spectra of x, w and y, ``direct`` and
-        ``implicit_gemm`` nothing.
-        """
-        if algorithm in ("direct", "implicit_gemm"):
-            return 0
-        if algorithm == "gemm":
-            return self.column_bytes(1 if batch_chunk is None else batch_chunk)
-        if algorithm == "fft":
-            from ._fft import fast_len
-            shape = [fast_len(n + d * (k - 1))
-                     for n, d, k in zip(self.fft_shape(), self.dilation, self.kernel_shape)]
-            spec = _prod(shape[:-1]) * (shape[-1] // 2 + 1 if not self.is_complex else shape[-1])
-            cplx = 2 * max(self.dtype.itemsize, 4) if not self.is_complex else self.dtype.itemsize
-            arrays = (self.batch * self.in_channels + self.out_channels
-                      * (self.in_channels // self.groups) + self.batch * self.out_channels)
-            return cplx * spec * arrays
-        raise ValueError(f"unknown algorithm {algorithm!r}")
 
     @property
     def needs_int64(self):
@@ -308,13 +373,12 @@ class ConvProblem:
                 f"KS={self.kernel_shape}, O={self.out_shape}"
                 + (f", {geo}" if geo else "")
                 + (f", mode={self.padding_mode}" if self.padding_mode != "constant" else "")
-                + f", {self.dtype}, {'conv' if self.flip else 'xcorr'})")
+                + f", {self.dtype}, {'conv' if self.flip else 'xcorr'}"
+                + (f", op={self.op}" if self.op != FORWARD else "") + ")")
 
 
 def _check_groups(groups, c, k, cg):
-    if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)):
-        raise TypeError(f"groups must be an int, got {type(groups).__name__}")
-    groups = int(groups)
+    groups = args.as_int(groups, "groups")
     if groups < 1:
         raise ValueError(f"groups must be >= 1, got groups={groups}")
     if c % groups:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from .. import fft_conv
+
 __all__ = ["predict_times", "EFFICIENCY"]
 
 #: Fraction of peak each algorithm reaches on large problems (CUDA cores;
@@ -40,10 +42,11 @@ def predict_times(problem, device, candidates):
             t = (2 * cols / bw + flops / (peak * EFFICIENCY["gemm"] * max(tiny, 0.05))
                  + base_bytes / bw + 2 * LAUNCH_S)
         elif name == "fft":
-            npts = math.prod(s + pb + pa for s, (pb, pa) in zip(problem.in_shape, problem.padding))
-            cg = problem.in_channels // problem.groups
-            transforms = (problem.batch * problem.in_channels + problem.out_channels * cg
-                          + problem.batch * problem.out_channels)
+            fwd = fft_conv.transposed_forward(problem)
+            npts = math.prod(fwd.padded_shape())
+            cg = fwd.in_channels // fwd.groups
+            transforms = (fwd.batch * fwd.in_channels + fwd.out_channels * cg
+                          + fwd.batch * fwd.out_channels)
             fft_flops = 2.5 * transforms * npts * math.log2(max(npts, 2))
             spectra = 2 * max(item, 4) * npts * transforms
             t = (max(fft_flops / (peak * EFFICIENCY["fft"]), 3 * spectra / bw)

@@ -1,0 +1,88 @@
+"""The one vocabulary table: operations, algorithms, boundary modes, layouts, rank.
+
+Every layer reads its names from here, and every error message that lists
+valid choices builds the list from here, so a new algorithm is declared once
+and is then known to ``method=`` checking, the dispatcher and the backends.
+
+Operations follow CUTLASS's ``conv::Operator`` (``kFprop``, ``kDgrad``,
+``kWgrad``): the forward pass, the gradient with respect to the input
+(activation) and the gradient with respect to the weights (filter).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import FrozenSet, Tuple
+
+__all__ = [
+    "OPS", "FORWARD", "GRAD_INPUT", "GRAD_WEIGHT", "BACKENDS", "Algorithm", "ALGORITHMS",
+    "METHODS", "MAX_RANK", "PADDING_MODES", "LAYOUTS", "SIGNAL_MODES", "methods_for",
+    "describe_choices",
+]
+
+#: Forward pass: y = conv(x, w).
+FORWARD = "forward"
+#: Input gradient: dx = A^H dy (also ``conv_transpose``).
+GRAD_INPUT = "grad_input"
+#: Weight gradient: dw = dy . cols^H.
+GRAD_WEIGHT = "grad_weight"
+#: Every operation a problem can carry.
+OPS = (FORWARD, GRAD_INPUT, GRAD_WEIGHT)
+
+#: Backend names: NumPy (CPU), CuPy (GPU) and the CUDA path on the CPU emulator.
+BACKENDS = ("numpy", "cuda", "emulated")
+
+#: Largest spatial rank (the kernels are compiled up to this rank, too).
+MAX_RANK = 8
+#: ``numpy.pad`` names of the boundary modes, in the order of the kernels' ``cc::PadMode``.
+PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
+#: Memory layouts of ``conv``'s arrays.
+LAYOUTS = ("channels_first", "channels_last")
+#: ``scipy.signal`` modes of ``convolve``/``correlate``.
+SIGNAL_MODES = ("full", "same", "valid")
+
+_ALL = frozenset(BACKENDS)
+_CUDA_PATH = frozenset(("cuda", "emulated"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """One algorithm: where it exists and which operations it serves."""
+
+    #: ``method=`` name.
+    name: str
+    #: Backends that implement it.
+    backends: FrozenSet[str]
+    #: Operations it serves.
+    ops: FrozenSet[str]
+    #: One line for docs and error messages.
+    summary: str
+
+
+#: name -> Algorithm.  A backend may still decline one problem with a reason
+#: (``can_implement``); this table says what exists at all.
+ALGORITHMS = {a.name: a for a in (
+    Algorithm("direct", _ALL, frozenset((FORWARD,)),
+              "tap loop / stencil kernel, no workspace"),
+    Algorithm("implicit_gemm", _ALL, frozenset((FORWARD,)),
+              "tiled implicit GEMM kernel, no workspace (NumPy: the direct tap loop)"),
+    Algorithm("gemm", _ALL, frozenset(OPS),
+              "vol2col column buffer + BLAS/cuBLAS GEMM, chunked to the workspace limit"),
+    Algorithm("fft", _ALL, frozenset(OPS),
+              "convolution theorem (pocketfft / cuFFT), zero constant padding on the GPU"),
+)}
+
+#: Every ``method=`` value.
+METHODS = ("auto",) + tuple(ALGORITHMS)
+
+
+def methods_for(op: str = FORWARD, backend: str = None) -> Tuple[str, ...]:
+    """``method=`` values valid for an operation (and a backend, if given)."""
+    return ("auto",) + tuple(
+        name for name, a in ALGORITHMS.items()
+        if op in a.ops and (backend is None or backend in a.backends))
+
+
+def describe_choices(values) -> str:
+    """``'a', 'b' or 'c'`` for error messages."""
+    quoted = [repr(v) for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

@@ -1,0 +1,71 @@
+"""What every public function does around the dispatcher: operand views in, result out.
+
+``conv``-style calls keep the user's layout: :func:`logical_views` gives the
+channels-first views the problem describes (no copy unless a dtype cast is
+needed), :func:`finish` adds the bias, restores the layout, casts to the
+result dtype and honours ``out=`` (checked first by :func:`check_out`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import args
+
+__all__ = ["check_out", "write_out", "channels_first", "logical_views", "finish"]
+
+
+def check_out(out, shape, dtype, **arrays):
+    """Validate ``out=`` against the result's shape and dtype, before any work."""
+    if out is None:
+        return
+    if not (hasattr(out, "shape") and hasattr(out, "dtype") and hasattr(out, "flags")):
+        raise TypeError(f"out must be a NumPy or CuPy array, got {type(out).__name__}")
+    dtype = np.dtype(dtype)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    if dtype.kind == "c" and out.dtype.kind != "c":
+        raise TypeError(f"out has real dtype {out.dtype} but the result is complex ({dtype})")
+    if not np.can_cast(dtype, out.dtype, casting="same_kind"):
+        raise TypeError(f"cannot write a {dtype} result into out of dtype {out.dtype}")
+    args.array_module_of(out=out, **arrays)
+
+
+def write_out(res, out, xp):
+    """Copy ``res`` into ``out`` (already validated by :func:`check_out`)."""
+    if out is None:
+        return res
+    xp.copyto(out, res, casting="same_kind")
+    return out
+
+
+def channels_first(a, layout, xp):
+    """Logical ``(lead, C, *S)`` view of an array in ``layout`` (no copy)."""
+    return a if layout == "channels_first" else xp.moveaxis(a, -1, 1)
+
+
+def logical_views(problem, xp, **arrays):
+    """Channels-first views in the compute dtype of the named role arrays."""
+    return {role: channels_first(xp.asarray(a), problem.layout, xp).astype(
+        problem.dtype, copy=False) for role, a in arrays.items()}
+
+
+def check_bias(bias, channels, xp):
+    """``bias`` as an array of shape ``(channels,)`` (or ``None``)."""
+    if bias is None:
+        return None
+    bias = xp.asarray(bias)
+    args.check_dtype(bias, "bias")
+    if tuple(bias.shape) != (channels,):
+        raise ValueError(f"bias must have shape (C_out,) = ({channels},); got {tuple(bias.shape)}")
+    return bias
+
+
+def finish(y, problem, xp, result_dtype, out=None, bias=None):
+    """Add ``bias``, restore the layout, cast to ``result_dtype`` and honour ``out=``."""
+    if bias is not None:
+        y = y + bias.astype(y.dtype, copy=False).reshape((1, -1) + (1,) * problem.ndim)
+    if problem.layout == "channels_last":
+        y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
+    return write_out(args.cast_result(y, result_dtype), out, xp)

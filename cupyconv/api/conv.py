@@ -1,0 +1,134 @@
+"""``conv``: batched multi-channel N-D convolution, deep-learning style (no flip)."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..core import args
+from ..core.problem import ConvProblem, Operands
+from ..dispatch import backend_for, run
+from .calls import check_bias, check_out, finish, logical_views
+
+__all__ = ["conv", "prepare_conv", "conv_problem"]
+
+
+def memoized(fn):
+    """``functools.lru_cache`` that computes without caching for unhashable arguments
+    (geometry given as lists)."""
+    cached = functools.lru_cache(maxsize=1024)(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        try:
+            return cached(*a, **kw)
+        except TypeError as exc:
+            if "unhashable" not in str(exc):
+                raise
+            return fn(*a, **kw)
+    wrapper.cache_clear = cached.cache_clear
+    return wrapper
+
+
+@memoized
+def conv_problem(x_shape, x_dtype, w_shape, w_dtype, bias_dtype, stride, padding, dilation,
+                 groups, padding_mode, cval, layout, out_dtype=None):
+    """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised)."""
+    dtypes = [x_dtype, w_dtype] + ([bias_dtype] if bias_dtype is not None else [])
+    result = np.dtype(out_dtype) if out_dtype is not None else args.result_dtype(*dtypes)
+    if len(x_shape) != len(w_shape):
+        raise ValueError(
+            f"x and w must have the same number of dimensions; got x.ndim={len(x_shape)} "
+            f"and w.ndim={len(w_shape)} (x is (N, C_in, *spatial), w is "
+            "(C_out, C_in/groups, *kernel))")
+    problem = ConvProblem.create(
+        x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+        dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
+        layout=layout, dtype=args.compute_dtype(result), flip=False)
+    return problem, result
+
+
+def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode, cval,
+                 layout, out_dtype=None):
+    """Validate a ``conv`` call; returns ``(problem, result dtype, xp, x, w, bias)``."""
+    xp = args.array_module_of(x=x, w=w, bias=bias)
+    x, w = xp.asarray(x), xp.asarray(w)
+    args.check_dtype(x, "x")
+    args.check_dtype(w, "w")
+    bias = None if bias is None else xp.asarray(bias)
+    if bias is not None:
+        args.check_dtype(bias, "bias")
+    problem, result = conv_problem(
+        x.shape, x.dtype, w.shape, w.dtype, None if bias is None else bias.dtype, stride,
+        padding, dilation, groups, padding_mode, cval, layout, out_dtype)
+    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp)
+
+
+def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+         padding_mode="constant", cval=0, layout="channels_first", method="auto",
+         out=None, workspace_limit=None):
+    """Batched multi-channel N-D convolution (cross-correlation, no flip).
+
+    Parameters
+    ----------
+    x : ndarray
+        Input, ``(N, C_in, *S)`` for ``channels_first`` or ``(N, *S, C_in)``
+        for ``channels_last``.  Any strides (views, transposes, negative or
+        zero strides) are accepted.
+    w : ndarray
+        Weights, ``(C_out, C_in/groups, *K)`` or ``(C_out, *K, C_in/groups)``.
+    bias : ndarray, optional
+        ``(C_out,)``, added to every output position.
+    stride, dilation : int or sequence of int, optional
+        Per spatial axis, >= 1.
+    padding : int, sequence, sequence of (before, after), 'valid' or 'same', optional
+        ``same`` gives ``ceil(S / stride)`` outputs, extra padding after.
+    groups : int, optional
+        ``C_in`` and ``C_out`` must both be divisible by it.
+    padding_mode : {'constant', 'reflect', 'symmetric', 'wrap', 'edge'}, optional
+        :func:`numpy.pad` boundary names; ``constant`` fills with `cval`.
+    cval : scalar, optional
+        Fill value of ``padding_mode='constant'`` (a nonzero `cval` with
+        another mode is a ``ValueError``: it would be ignored).
+    layout : {'channels_first', 'channels_last'}, optional
+    method : {'auto', 'direct', 'gemm', 'implicit_gemm', 'fft'}, optional
+    out : ndarray, optional
+        Array of the output's shape to write into.
+    workspace_limit : int, optional
+        Bytes the algorithm may allocate beyond x, w and y (``gemm`` chunks
+        its column buffer to fit; ``auto`` honours it).
+
+    Returns
+    -------
+    y : ndarray
+        ``(N, C_out, *O)`` or ``(N, *O, C_out)``, with
+        ``O_i = floor((S_i + pb_i + pa_i - dilation_i*(K_i-1) - 1) / stride_i) + 1``.
+
+    Raises
+    ------
+    ValueError
+        Bad geometry (names the argument and axis), a channel mismatch, an
+        empty output, a spatial rank above ``cupyconv.MAX_RANK``.
+    TypeError
+        Unsupported dtypes, or NumPy and CuPy arrays mixed.
+    MemoryError
+        When no algorithm fits the memory available (the message names the
+        bytes and what to do).
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> x = np.ones((2, 4, 9, 9, 9))            # N, C_in, D, H, W
+    >>> w = np.ones((8, 4, 3, 3, 3))            # C_out, C_in, kD, kH, kW
+    >>> cupyconv.conv(x, w, stride=2, padding=1).shape
+    (2, 8, 5, 5, 5)
+    """
+    args.normalize_method(method)
+    problem, result, xp, x, w, bias = prepare_conv(
+        x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
+        padding_mode=padding_mode, cval=cval, layout=layout)
+    check_out(out, problem.y_shape, result, x=x)
+    views = logical_views(problem, xp, activation=x, filter=w)
+    y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
+               workspace_limit=workspace_limit)
+    return finish(y, problem, xp, result, out, bias)

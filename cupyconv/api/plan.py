@@ -1,0 +1,171 @@
+"""``plan_conv``: choose the algorithm once, run it many times.
+
+A plan is not a second code path: it holds the problem and the dispatcher's
+data-free :class:`~cupyconv.dispatch.Choice`, and calling it runs
+:func:`cupyconv.dispatch.run` exactly as :func:`cupyconv.conv` does, with
+every safety rule (exact integers, non-finite data, memory) applied to the
+arrays of each call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._vocabulary import BACKENDS, describe_choices
+from ..core import args
+from ..core.problem import ConvProblem, Operands
+from ..dispatch import available_backends, backend_for, choose, get_backend, run
+from .calls import check_bias, check_out, finish, logical_views
+
+__all__ = ["plan_conv", "ConvPlan"]
+
+
+def _fmt_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+class ConvPlan:
+    """A planned :func:`cupyconv.conv`: one problem, one backend, one chosen algorithm.
+
+    Attributes
+    ----------
+    problem : ConvProblem
+    algorithm : str
+        What the chooser chose (``method`` if one was given).  With
+        ``method="auto"`` a call whose data fails a safety rule of that
+        algorithm (``fft`` and non-finite or too-large integer data) runs
+        the next candidate instead; ``repr`` says so.
+    backend : str
+    workspace_bytes : int
+        Extra memory the algorithm allocates (under the workspace limit).
+    flops, bytes_moved : int
+        Counted work (see :class:`ConvProblem`).
+    """
+
+    def __init__(self, problem, backend, choice, method, result_dtype, workspace_limit):
+        self.problem = problem
+        self.backend = backend.name
+        self._backend = backend
+        self.choice = choice
+        self.method = method
+        self.algorithm = choice.algorithm if method == "auto" else method
+        self.result_dtype = np.dtype(result_dtype)
+        self.workspace_limit = workspace_limit
+        kernel_problem, _ = backend.prepare(problem, Operands())
+        self.workspace_bytes = int(backend.workspace_bytes(kernel_problem, self.algorithm,
+                                                           choice.limit))
+
+    @property
+    def flops(self):
+        return self.problem.flops
+
+    @property
+    def bytes_moved(self):
+        return self.problem.bytes_moved
+
+    def __repr__(self):
+        p = self.problem
+        note = ""
+        if self.method == "auto" and self.algorithm == "fft" and len(self.choice.ranked) > 1:
+            note = f" (falls back to {self.choice.ranked[1]!r} for data fft cannot take exactly)"
+        return (f"ConvPlan({p.ndim}-D conv, x{p.x_shape} * w{p.w_shape} -> y{p.y_shape}, "
+                f"{self.result_dtype}, backend={self.backend!r}, "
+                f"algorithm={self.algorithm!r}{note}, "
+                f"workspace={_fmt_bytes(self.workspace_bytes)}, "
+                f"flops={self.flops:.3g}, bytes={_fmt_bytes(self.bytes_moved)})")
+
+    def __call__(self, x, w, bias=None, out=None):
+        """Run the planned convolution on arrays of the planned shapes and dtypes."""
+        p = self.problem
+        xp = args.array_module_of(x=x, w=w, bias=bias)
+        arrays = {"x": xp.asarray(x), "w": xp.asarray(w)}
+        if bias is not None:
+            arrays["bias"] = xp.asarray(bias)
+        for name, a in arrays.items():
+            shape = {"x": p.x_shape, "w": p.w_shape, "bias": (p.out_channels,)}[name]
+            if tuple(a.shape) != tuple(shape):
+                raise ValueError(f"{name} has shape {tuple(a.shape)}; the plan was made "
+                                 f"for {tuple(shape)}")
+            if not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
+                raise TypeError(f"{name} has dtype {a.dtype}, which a plan for "
+                                f"{self.result_dtype} cannot hold exactly; make a plan for "
+                                f"{np.result_type(a.dtype, self.result_dtype)}")
+        backend = backend_for(xp, self.backend)
+        check_out(out, p.y_shape, self.result_dtype, x=arrays["x"])
+        views = logical_views(p, xp, activation=arrays["x"], filter=arrays["w"])
+        y, _ = run(p, Operands(**views), backend, method=self.method,
+                   workspace_limit=self.workspace_limit,
+                   choice=self.choice if backend is self._backend else None)
+        return finish(y, p, xp, self.result_dtype, out,
+                      check_bias(arrays.get("bias"), p.out_channels, xp))
+
+
+def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, groups=1,
+              padding_mode="constant", cval=0, layout="channels_first", method="auto",
+              workspace_limit=None, backend=None):
+    """Plan a :func:`cupyconv.conv` once; call the plan on arrays many times.
+
+    Parameters
+    ----------
+    x_shape, w_shape : tuple of int
+        Shapes as :func:`cupyconv.conv` takes them (in `layout` order).
+    dtype : dtype
+        Result dtype (``result_type`` of x, w and bias); inputs of other
+        dtypes must cast to it safely.
+    stride, padding, dilation, groups, padding_mode, cval, layout
+        Geometry, as :func:`cupyconv.conv`.
+    method : str, optional
+        ``auto`` chooses here from the cost model; the data are not seen, so
+        each call applies the data safety rules (``repr`` says what a call
+        falls back to).
+    workspace_limit : int, optional
+        Bytes the algorithm may allocate.
+    backend : {"numpy", "cuda", "emulated"}, optional
+        Default: the backend in force, else ``cuda`` when a GPU is usable,
+        else ``numpy``.
+
+    Returns
+    -------
+    ConvPlan
+        ``plan(x, w, bias=None, out=None)``; ``plan.algorithm``,
+        ``plan.workspace_bytes``, ``plan.flops``, ``plan.bytes_moved``.
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> plan = cupyconv.plan_conv((2, 3, 16, 16, 16, 16), (4, 3, 3, 3, 3, 3), np.float32,
+    ...                           padding=1, backend="numpy")
+    >>> y = plan(np.ones((2, 3, 16, 16, 16, 16), np.float32),
+    ...          np.ones((4, 3, 3, 3, 3, 3), np.float32))
+    >>> y.shape
+    (2, 4, 16, 16, 16, 16)
+    """
+    try:
+        result = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a NumPy dtype, got {dtype!r}") from None
+    args.check_dtype(np.empty(0, result), "dtype")
+    args.normalize_method(method)
+    workspace_limit = args.normalize_workspace_limit(workspace_limit)
+    problem = ConvProblem.create(
+        x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
+        dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
+        layout=layout, dtype=args.compute_dtype(result), flip=False)
+    if backend is None:
+        forced = get_backend()
+        backend = forced if forced != "numpy" else (
+            "cuda" if "cuda" in available_backends() else "numpy")
+    if backend not in BACKENDS or backend not in available_backends():
+        raise ValueError(f"backend {backend!r} is not available here; choose "
+                         f"{describe_choices(available_backends())}")
+    xp = np
+    if backend == "cuda":
+        import cupy as xp  # optional dependency: only reached when a GPU is usable
+    engine = backend_for(xp, backend)
+    kernel_problem, _ = engine.prepare(problem, Operands())
+    choice = choose(kernel_problem, engine, workspace_limit)
+    if method == "auto" and choice.refusal is not None:
+        raise type(choice.refusal)(*choice.refusal.args)
+    return ConvPlan(problem, engine, choice, method, result, workspace_limit)

@@ -1,0 +1,77 @@
+"""Array-module-generic helpers shared by the algorithms of every backend.
+
+All take a :class:`~cupyconv.core.ConvProblem` and logical channels-first
+arrays (``x`` ``(N, C, *S)``, ``w`` ``(K, C/G, *KS)``, ``y`` ``(N, K, *O)``)
+of NumPy or CuPy (the module is taken from the array).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.args import array_module_of
+
+__all__ = ["pad_input", "fold_padding", "oriented_weights", "grouped_weights",
+           "zeros_result", "axis_index"]
+
+
+def pad_input(problem, x):
+    """``x`` extended by the problem's padding and boundary mode (no copy without padding)."""
+    if not any(b or a for b, a in problem.padding):
+        return x
+    xp = array_module_of(x=x)
+    pads = ((0, 0), (0, 0)) + tuple(problem.padding)
+    if problem.padding_mode == "constant":
+        cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
+        return xp.pad(x, pads, mode="constant", constant_values=cval)
+    return xp.pad(x, pads, mode=problem.padding_mode)
+
+
+def axis_index(axis, index):
+    """Index tuple selecting ``index`` on ``axis`` (all of the leading axes)."""
+    return (slice(None),) * axis + (index,)
+
+
+def fold_padding(problem, xpad):
+    """Adjoint of :func:`pad_input`'s linear part: ``(N, C, *padded)`` -> ``(N, C, *S)``.
+
+    Each padded position adds onto the source element :func:`numpy.pad` read
+    it from (per axis: ``numpy.pad(arange(S), pads, mode)`` is that map, so
+    repeated reflections of pads wider than the axis fold back exactly);
+    constant padding contributes nothing.  Axes fold one after another, in a
+    fixed order, so the result is bitwise reproducible.
+    """
+    xp = array_module_of(x=xpad)
+    out = xpad
+    for i, (pb, pa) in enumerate(problem.padding):
+        if not (pb or pa):
+            continue
+        axis, s = 2 + i, problem.in_shape[i]
+        center = out[axis_index(axis, slice(pb, pb + s))]
+        if problem.padding_mode == "constant":
+            out = center
+            continue
+        source = np.pad(np.arange(s), (pb, pa), mode=problem.padding_mode)
+        res = center.copy()
+        for j in list(range(pb)) + list(range(pb + s, pb + s + pa)):
+            res[axis_index(axis, int(source[j]))] += out[axis_index(axis, j)]
+        out = res
+    return xp.ascontiguousarray(out)
+
+
+def oriented_weights(problem, w, flip=None):
+    """``w`` with the taps reversed for true convolution (a view)."""
+    if problem.flip if flip is None else flip:
+        return w[(slice(None), slice(None)) + (slice(None, None, -1),) * problem.ndim]
+    return w
+
+
+def grouped_weights(problem, w):
+    """``(G, K/G, C/G, *KS)`` view of ``w``."""
+    g = problem.groups
+    return w.reshape((g, problem.out_channels // g, problem.in_channels // g)
+                     + tuple(problem.kernel_shape))
+
+
+def zeros_result(problem, xp, dtype=None):
+    """Zeros of the shape ``problem.op`` computes (logical channels-first)."""
+    return xp.zeros(problem.logical_result_shape, dtype=problem.dtype if dtype is None else dtype)

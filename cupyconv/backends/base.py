@@ -1,0 +1,86 @@
+"""The interface every backend implements, and the error of running out of memory.
+
+A backend is one object (:class:`Backend`) that says what it can run for a
+problem and why not (``can_implement``), how much workspace an algorithm
+needs, how long it predicts it to take, and runs it.  The dispatcher
+(:mod:`cupyconv.dispatch`) is the only caller; it owns the choice.
+"""
+from __future__ import annotations
+
+import abc
+import os
+from typing import Dict, Iterable, Tuple
+
+__all__ = ["Backend", "OutOfMemoryError", "host_available_memory"]
+
+
+class OutOfMemoryError(MemoryError):
+    """An algorithm's workspace could not be allocated; the message states the bytes."""
+
+
+def host_available_memory() -> int:
+    """Bytes of host memory available now (``MemAvailable``; free pages elsewhere)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 2**63 - 1
+
+
+class Backend(abc.ABC):
+    """What the dispatcher needs from a backend.
+
+    Attributes
+    ----------
+    name : str
+        ``"numpy"``, ``"cuda"`` or ``"emulated"``.
+    xp : module
+        Array module of its arrays (NumPy or CuPy).
+    """
+
+    name: str
+    xp: object
+
+    @abc.abstractmethod
+    def can_implement(self, problem, algorithm) -> Tuple[bool, str]:
+        """``(True, "")`` or ``(False, reason)`` for one problem (any op)."""
+
+    @abc.abstractmethod
+    def workspace_bytes(self, problem, algorithm, workspace_limit=None) -> int:
+        """Extra memory ``algorithm`` allocates for ``problem`` under the limit."""
+
+    @abc.abstractmethod
+    def min_workspace_bytes(self, problem, algorithm) -> int:
+        """The least workspace ``algorithm`` can run in (chunking as far as it can)."""
+
+    @abc.abstractmethod
+    def predict_times(self, problem, names: Iterable[str]) -> Dict[str, float]:
+        """Predicted seconds per algorithm (the cost model)."""
+
+    @abc.abstractmethod
+    def default_workspace_limit(self) -> int:
+        """The workspace limit when neither the call nor ``config`` gives one."""
+
+    @abc.abstractmethod
+    def available_memory(self) -> int:
+        """Bytes the backend can still allocate (host or device)."""
+
+    @abc.abstractmethod
+    def run(self, problem, algorithm, operands, workspace_limit, stats=None):
+        """Compute ``problem``'s result array (logical channels-first)."""
+
+    def prepare(self, problem, operands):
+        """``(problem, operands)`` as the backend's kernels take them (default: as is)."""
+        return problem, operands
+
+    def free_cached(self) -> None:
+        """Release cached memory (before falling back after an out-of-memory)."""
+
+    def synchronize(self) -> None:
+        """Wait for queued work (timing)."""

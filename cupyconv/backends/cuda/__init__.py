@@ -1,0 +1,119 @@
+"""The CUDA path: one orchestration for CuPy arrays (``cuda``) and the CPU
+emulator (``emulated``), behind the :class:`~cupyconv.backends.base.Backend`
+interface.
+
+The runner (:mod:`.runners`) is what differs: CuPy arrays and NVRTC cubins,
+or NumPy arrays and the same ``.cu`` kernels built with g++.  Forward
+algorithms are in :mod:`.algorithms`, the gradients' column-buffer GEMMs in
+:mod:`.gradients`, FFT is the array-module-generic
+:mod:`cupyconv.backends.fft_conv` (cuFFT through ``cupyx.scipy.fft``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._kernels import launch
+from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT
+from .. import fft_conv
+from ..base import Backend, OutOfMemoryError
+from . import algorithms, cost, gradients
+from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
+
+__all__ = ["CudaBackend", "FREE_MEMORY_FRACTION", "CupyRunner", "EmulatedRunner",
+           "DeviceInfo", "runner_for"]
+
+#: Fraction of free device memory one algorithm's workspace may use when
+#: neither the call nor ``config.workspace_limit`` sets a limit.
+FREE_MEMORY_FRACTION = 0.5
+
+
+class CudaBackend(Backend):
+    """The CUDA path on one runner (a CuPy device, or the emulator)."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.name = runner.name
+        self.xp = runner.xp
+
+    @property
+    def device(self):
+        return self.runner.device
+
+    def can_implement(self, problem, algorithm):
+        spec = ALGORITHMS[algorithm]
+        if problem.op not in spec.ops:
+            return False, f"{algorithm} serves {sorted(spec.ops)}, not {problem.op}"
+        return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
+
+    def min_workspace_bytes(self, problem, algorithm):
+        if algorithm == "gemm":
+            return problem.column_bytes(1)
+        return self.workspace_bytes(problem, algorithm)
+
+    def workspace_bytes(self, problem, algorithm, workspace_limit=None):
+        if algorithm == "gemm":
+            nb = algorithms.gemm_batch_chunk(problem, workspace_limit)
+            return problem.column_bytes(max(nb, 1))
+        if algorithm == "fft":
+            return fft_conv.workspace_bytes(problem)
+        return 0
+
+    def predict_times(self, problem, names):
+        return cost.predict_times(problem, self.device, names)
+
+    def default_workspace_limit(self):
+        return int(self.device.free_memory * FREE_MEMORY_FRACTION)
+
+    def available_memory(self):
+        return int(self.device.free_memory)
+
+    @staticmethod
+    def kernel_problem(problem):
+        """uint64 runs in the int64 kernels (two's complement: the same bits)."""
+        if problem.dtype == np.uint64:
+            return problem.with_(dtype=np.dtype(np.int64))
+        return problem
+
+    def prepare(self, problem, operands):
+        """Views the kernels can address: uint64 as int64, unaddressable operands copied."""
+        problem = problem.with_(layout="channels_first")   # operands are channels-first views
+        arrays = {}
+        for role in ("activation", "filter", "output"):
+            a = operands.get(role)
+            if a is None:
+                continue
+            if a.dtype == np.uint64:
+                a = a.view(np.int64)
+            if not launch.addressable(a)[0]:
+                a = self.xp.ascontiguousarray(a)          # a record field, a misaligned view
+            arrays[role] = a
+        return self.kernel_problem(problem), operands.replace(**arrays)
+
+    def run(self, problem, algorithm, operands, workspace_limit, stats=None):
+        runner = self.runner
+        if algorithm == "fft":
+            need = fft_conv.workspace_bytes(problem)
+            if need > min(workspace_limit, self.available_memory()):
+                raise OutOfMemoryError(
+                    f"fft needs about {need} bytes of spectra; workspace_limit is "
+                    f"{workspace_limit}, the device has {self.available_memory()} bytes free")
+            return fft_conv.run(problem, operands)
+        runner.peak_workspace = 0
+        if problem.op == FORWARD:
+            y = algorithms.run(problem, operands.activation, operands.filter, algorithm,
+                               runner, workspace_limit)
+        elif problem.op == GRAD_INPUT:
+            y = gradients.grad_input(problem, operands.output, operands.filter, runner,
+                                     workspace_limit)
+        else:
+            y = gradients.grad_weight(problem, operands.activation, operands.output, runner,
+                                      workspace_limit)
+        if stats is not None:
+            stats["peak_workspace"] = max(stats.get("peak_workspace", 0), runner.peak_workspace)
+        return y
+
+    def free_cached(self):
+        self.runner.free_cached()
+
+    def synchronize(self):
+        self.runner.synchronize()

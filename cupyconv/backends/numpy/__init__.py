@@ -1,0 +1,59 @@
+"""The NumPy (CPU) backend: ``direct`` and ``implicit_gemm`` (the tap loop),
+``gemm`` and ``fft`` for every operation."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._vocabulary import ALGORITHMS
+from .. import fft_conv
+from ..base import Backend, host_available_memory
+from . import cost, direct, gemm
+
+__all__ = ["NumpyBackend", "HOST_MEMORY_FRACTION"]
+
+#: Fraction of the host's available memory one algorithm's workspace may use
+#: when neither the call nor ``config.workspace_limit`` sets a limit.
+HOST_MEMORY_FRACTION = 0.5
+
+
+class NumpyBackend(Backend):
+    """NumPy arrays on the CPU."""
+
+    name = "numpy"
+    xp = np
+
+    def can_implement(self, problem, algorithm):
+        spec = ALGORITHMS[algorithm]
+        if problem.op not in spec.ops:
+            return False, f"{algorithm} serves {sorted(spec.ops)}, not {problem.op}"
+        return True, ""
+
+    def min_workspace_bytes(self, problem, algorithm):
+        if algorithm == "gemm":
+            return gemm.min_workspace_bytes(problem)
+        return self.workspace_bytes(problem, algorithm)
+
+    def workspace_bytes(self, problem, algorithm, workspace_limit=None):
+        if algorithm == "gemm":
+            limit = self.default_workspace_limit() if workspace_limit is None else workspace_limit
+            return gemm.workspace_bytes(problem, limit)
+        if algorithm == "fft":
+            return fft_conv.workspace_bytes(problem)
+        return 0
+
+    def predict_times(self, problem, names):
+        return cost.predict_times(problem, names)
+
+    def default_workspace_limit(self):
+        return int(host_available_memory() * HOST_MEMORY_FRACTION)
+
+    def available_memory(self):
+        return host_available_memory()
+
+    def run(self, problem, algorithm, operands, workspace_limit, stats=None):
+        stats = {} if stats is None else stats
+        if algorithm in ("direct", "implicit_gemm"):
+            return direct.conv_direct(problem, operands.activation, operands.filter)
+        if algorithm == "gemm":
+            return gemm.run(problem, operands, workspace_limit, stats)
+        return fft_conv.run(problem, operands)

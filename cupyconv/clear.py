@@ -1,0 +1,25 @@
+"""``clear_caches``: drop every in-process cache the library keeps.
+
+Each cache is declared where its thing is built (``functools.lru_cache`` or a
+bounded LRU with its own ``clear``); this module only calls them.  The
+on-disk kernel caches are kept.
+"""
+from __future__ import annotations
+
+from ._compile import clear_module_cache
+from .api.conv import conv_problem
+from .backends.cuda.runners import clear_module_caches
+from .core.signal_map import signal_call
+from .dispatch import backends, dispatcher
+
+__all__ = ["clear_caches"]
+
+
+def clear_caches():
+    """Drop every cached choice, call signature, loaded kernel module and backend."""
+    dispatcher.clear_cache()
+    conv_problem.cache_clear()
+    signal_call.cache_clear()
+    clear_module_caches()
+    clear_module_cache()
+    backends.reset()

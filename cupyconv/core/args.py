@@ -1,0 +1,296 @@
+"""Argument normalisation, validation and dtype rules shared by every public function.
+
+Every check raises ``ValueError``/``TypeError`` naming the argument (and the
+axis), never ``assert``, and runs before any work is done.  Valid choices in
+messages come from :mod:`cupyconv._vocabulary`.
+"""
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+from .._vocabulary import LAYOUTS, PADDING_MODES, describe_choices, methods_for
+
+__all__ = [
+    "array_module_of", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
+    "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
+    "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
+    "compute_dtype", "cast_result", "MAX_EXTENT",
+]
+
+_SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+    np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64,
+    np.complex128))
+
+#: Largest extent, stride, dilation or padding accepted: offsets built from
+#: them must stay far inside int64 (the kernels' widest index type).
+MAX_EXTENT = 2**40
+
+
+def is_cupy_array(a):
+    """True for CuPy arrays (checked by module name: CuPy need not be importable)."""
+    return type(a).__module__.startswith("cupy")
+
+
+def array_module_of(**arrays):
+    """Return ``numpy`` or ``cupy`` for the given named arrays.
+
+    ``None`` values are ignored.  Mixing NumPy and CuPy arrays raises a
+    ``TypeError`` that says which argument is on which device.
+    """
+    where = {}
+    for name, a in arrays.items():
+        if a is not None:
+            where[name] = "cupy" if is_cupy_array(a) else "numpy"
+    kinds = set(where.values())
+    if len(kinds) > 1:
+        desc = ", ".join(
+            f"{n} is a {'CuPy (GPU)' if k == 'cupy' else 'NumPy (CPU)'} array"
+            for n, k in where.items())
+        raise TypeError(
+            f"all arrays must live on the same device: {desc}; move them with "
+            "cupy.asarray() or cupy.asnumpy() first")
+    if kinds == {"cupy"}:
+        import cupy  # optional dependency: only reached with CuPy arrays in hand
+        return cupy
+    return np
+
+
+def as_int(value, name, minimum=None):
+    """``value`` as a Python int; bools, floats and strings are a ``TypeError``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {name}={value}")
+    if abs(value) > MAX_EXTENT:
+        raise ValueError(f"{name}={value} is too large (at most {MAX_EXTENT})")
+    return value
+
+
+def _sequence(value, name, what):
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be {what}, got {value!r}")
+    return tuple(value)
+
+
+def normalize_shape(shape, name):
+    """A shape argument: a sequence of non-negative ints."""
+    items = _sequence(shape, name, "a sequence of ints")
+    return tuple(as_int(v, f"{name}[{i}]", minimum=0) for i, v in enumerate(items))
+
+
+def normalize_per_axis(value, ndim, name, minimum=1):
+    """Normalise ``stride``/``dilation`` (int or one int per axis) to a tuple."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        values = (as_int(value, name),) * ndim
+    else:
+        values = _sequence(value, name, f"an int or a sequence of {ndim} ints")
+        if len(values) != ndim:
+            raise ValueError(
+                f"{name} must have one entry per spatial axis ({ndim}), got {len(values)}")
+        values = tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(values))
+    for i, v in enumerate(values):
+        if v < minimum:
+            what = {"stride": "non-positive stride is not supported",
+                    "dilation": "dilation should be greater than zero"}.get(name, "")
+            raise ValueError(
+                f"{name} must be >= {minimum} on every axis; got {name}[{i}]={v}"
+                + (f" ({what})" if what else ""))
+    return values
+
+
+def same_padding(in_shape, kernel_shape, stride, dilation):
+    """Per-axis ``(before, after)`` giving ``ceil(S/stride)`` outputs, extra after."""
+    pads = []
+    for s, k, st, d in zip(in_shape, kernel_shape, stride, dilation):
+        out = -(-s // st)
+        total = max((out - 1) * st + d * (k - 1) + 1 - s, 0)
+        pads.append((total // 2, total - total // 2))
+    return tuple(pads)
+
+
+def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
+    """Normalise ``padding`` to ``((before, after), ...)`` per spatial axis.
+
+    Accepts an int, one int per axis, NumPy ``pad_width`` style pairs,
+    ``"valid"`` (no padding) or ``"same"`` (output size ``ceil(S/stride)``,
+    the extra padding after, as TensorFlow and PyTorch do).
+    """
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * ndim
+        if padding == "same":
+            return same_padding(in_shape, kernel_shape, stride, dilation)
+        raise ValueError(
+            f"padding must be an int, a sequence, 'valid' or 'same'; got {padding!r}")
+    if isinstance(padding, numbers.Integral) and not isinstance(padding, (bool, np.bool_)):
+        v = as_int(padding, "padding")
+        pads = ((v, v),) * ndim
+    else:
+        items = list(_sequence(padding, "padding", "an int, a sequence, 'valid' or 'same'"))
+        if len(items) == 1 and ndim != 1 and not isinstance(items[0], numbers.Integral):
+            items = items * ndim          # numpy.pad's ((b, a),) broadcast
+        if len(items) == 2 and ndim != 2 and all(
+                isinstance(v, numbers.Integral) for v in items):
+            items = [tuple(items)] * ndim  # numpy.pad's (b, a) broadcast
+        if len(items) != ndim:
+            raise ValueError(
+                f"padding must have one entry per spatial axis ({ndim}), got {len(items)}")
+        pads = []
+        for i, item in enumerate(items):
+            if isinstance(item, numbers.Integral):
+                v = as_int(item, f"padding[{i}]")
+                pads.append((v, v))
+                continue
+            pair = _sequence(item, f"padding[{i}]", "an int or a (before, after) pair")
+            if len(pair) != 2:
+                raise ValueError(
+                    f"padding[{i}] must be an int or a (before, after) pair, got {item!r}")
+            pads.append((as_int(pair[0], f"padding[{i}][0]"),
+                         as_int(pair[1], f"padding[{i}][1]")))
+        pads = tuple(pads)
+    for i, (b, a) in enumerate(pads):
+        if b < 0 or a < 0:
+            raise ValueError(
+                f"negative padding is not supported; got padding[{i}]=({b}, {a})")
+    return pads
+
+
+def normalize_padding_mode(mode):
+    if not isinstance(mode, str) or mode not in PADDING_MODES:
+        raise ValueError(
+            f"padding_mode must be {describe_choices(PADDING_MODES)}; got {mode!r}")
+    return mode
+
+
+def normalize_layout(layout):
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"layout must be {describe_choices(LAYOUTS)}; got {layout!r}")
+    return layout
+
+
+def normalize_method(method, op="forward"):
+    """``method`` checked against the vocabulary's methods for ``op``."""
+    allowed = methods_for(op)
+    if not isinstance(method, str) or method not in allowed:
+        raise ValueError(
+            f"Acceptable method flags are {describe_choices(allowed)}; got method={method!r}")
+    return method
+
+
+def normalize_axes(axes, ndim):
+    """Convolved axes (``None``: all) as a sorted tuple of non-negative ints."""
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (str, bytes, float)):
+        raise TypeError(f"axes must be an int or a sequence of ints, got {axes!r}")
+    if np.ndim(axes) == 0:
+        axes = (axes,)
+    out = []
+    items = list(axes) if isinstance(axes, (list, tuple)) else np.asarray(axes).ravel().tolist()
+    for a in items:
+        try:
+            a = operator.index(a) if not isinstance(a, (bool, np.bool_)) else None
+        except TypeError:
+            a = None
+        if a is None:
+            raise TypeError(f"axes must be integers, got axes={axes!r}")
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axes entry {a} is out of range for arrays with {ndim} dimensions")
+        out.append(a % ndim)
+    if not out:
+        raise ValueError("when provided, axes cannot be empty")
+    if len(set(out)) != len(out):
+        raise ValueError(f"axes must be unique, got {axes}")
+    return tuple(sorted(out))
+
+
+def normalize_workspace_limit(limit, name="workspace_limit"):
+    """``None`` or a positive int number of bytes."""
+    if limit is None:
+        return None
+    return as_int(limit, name, minimum=1)
+
+
+def check_dtype(a, name):
+    """Reject dtypes no kernel can compute (object, strings, long double...)."""
+    dt = a.dtype
+    if dt in _SUPPORTED_DTYPES:
+        return dt
+    raise TypeError(
+        f"{name} has dtype {dt}, which is not supported; use bool, integer, "
+        "float16/32/64 or complex64/128 (object, string, long double and datetime "
+        "inputs are rejected rather than silently downcast)")
+
+
+def check_cval(cval, compute, padding_mode="constant"):
+    """Validate ``cval`` (returned unchanged): a number representable in the compute dtype.
+
+    numpy.pad would silently drop an imaginary part or truncate a fraction;
+    a nonzero ``cval`` with a non-constant ``padding_mode`` would be ignored.
+    """
+    if isinstance(cval, (str, bytes)) or np.ndim(cval) != 0:
+        raise TypeError(f"cval must be a number, got {cval!r}")
+    try:
+        c = complex(cval)
+    except (TypeError, ValueError):
+        raise TypeError(f"cval must be a number, got {cval!r}") from None
+    except OverflowError:
+        raise ValueError(f"cval={cval!r} does not fit a float64") from None
+    compute = np.dtype(compute)
+    if c.imag != 0 and compute.kind != "c":
+        raise TypeError(
+            f"cval={cval!r} is complex but the inputs are real ({compute}); "
+            "pass complex x or w, or a real cval")
+    if compute.kind in "biu":
+        if not float(c.real).is_integer():
+            raise TypeError(
+                f"cval={cval!r} is not an integer but the inputs are integers ({compute}); "
+                "it would be truncated")
+        info = np.iinfo(compute)
+        if not info.min <= c.real <= info.max:
+            raise ValueError(f"cval={cval!r} does not fit the integer dtype {compute}")
+    if padding_mode != "constant" and c != 0:
+        raise ValueError(
+            f"cval={cval!r} is only used with padding_mode='constant'; got "
+            f"padding_mode={padding_mode!r}")
+    return cval
+
+
+def result_dtype(*dtypes):
+    """The dtype ``scipy.signal.convolve(method='direct')`` returns."""
+    return np.result_type(*dtypes)
+
+
+def gradient_dtype(*dtypes):
+    """Result dtype of a gradient: as the forward's, but integers and bool give float64."""
+    dtype = np.result_type(*dtypes)
+    return np.dtype(np.float64) if dtype.kind in "biu" else dtype
+
+
+def compute_dtype(dtype):
+    """The dtype the arithmetic runs in for a given result dtype.
+
+    float16 accumulates in float32; integers and bool in int64 (exact, with
+    two's-complement wraparound identical to scipy's once cast back).
+    """
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    if dtype.kind in "biu":
+        return np.dtype(np.uint64) if dtype == np.uint64 else np.dtype(np.int64)
+    return dtype
+
+
+def cast_result(y, dtype):
+    """Cast the computed ``y`` to the result dtype (bool means nonzero)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return y != 0
+    if y.dtype == dtype:
+        return y
+    return y.astype(dtype, copy=False)

@@ -1,0 +1,289 @@
+"""The one dispatcher: choose an algorithm for a problem on a backend, and run it.
+
+Every public function builds one :class:`~cupyconv.core.ConvProblem` and
+calls :func:`run`; plans call :func:`choose` once and :func:`run` per call,
+so both take the same path and obey the same rules:
+
+- **Candidates** are the vocabulary's algorithms for the problem's op that
+  the backend can implement (``can_implement`` gives the reason when not).
+- **Safety rules** (all here): ``fft`` is never chosen by ``auto`` for
+  integer data whose result could round (the bound comes from the operands'
+  min/max, never ``abs``, which wraps at the most negative integer), for
+  non-finite data (FFT spreads one NaN to every output) or a non-finite
+  ``cval``; the data scan runs only when it can change the choice (``auto``
+  ranked ``fft`` first) and allocates no temporary.
+- **Memory**: an algorithm is considered only when its least workspace fits
+  the workspace limit and its peak (result + workspace) fits the memory the
+  backend has; when the fastest algorithm does not fit and the best that
+  fits would take far longer, ``auto`` raises :class:`MemoryError` naming
+  the shapes, the bytes and what to do instead of running for hours.
+- **Choice**: cheapest predicted time (the backend's cost model) among the
+  candidates, or measured once per problem when ``config.autotune`` is on;
+  data-free choices are cached per (problem, backend, limit) in a bounded LRU.
+- **Fallback**: an :class:`~cupyconv.backends.base.OutOfMemoryError` while
+  running frees cached blocks and runs the next algorithm down by workspace.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+import warnings
+from typing import Dict, Tuple
+
+import numpy as np
+
+from .. import config
+from .._vocabulary import ALGORITHMS, describe_choices
+from ..backends.arrays import zeros_result
+from ..backends.base import OutOfMemoryError
+from ..core.args import normalize_workspace_limit
+from . import autotune
+
+__all__ = ["Choice", "choose", "run", "ranked_for_data", "fft_safe", "clear_cache", "resolve_limit", "CHOICE_CACHE_SIZE",
+           "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
+
+#: Data-free choices kept (problem, backend, workspace limit).
+CHOICE_CACHE_SIZE = 1024
+#: ``auto`` raises MemoryError instead of running the best algorithm that fits
+#: when it is predicted this many times slower than one that does not fit ...
+SLOWDOWN_LIMIT = 100.0
+#: ... and would take longer than this many seconds.
+SLOW_SECONDS = 60.0
+
+_lock = threading.Lock()
+_choices: "collections.OrderedDict" = collections.OrderedDict()
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """What the chooser decided for one problem on one backend, without data."""
+
+    #: the algorithm to run (first of ``ranked``).
+    algorithm: str
+    #: candidates that fit, cheapest predicted first.
+    ranked: Tuple[str, ...]
+    #: predicted seconds of every implementable candidate.
+    times: Dict[str, float]
+    #: algorithm -> why it is not a candidate.
+    rejected: Dict[str, str]
+    #: workspace limit in bytes the choice was made under.
+    limit: int
+    #: why ``auto`` must not run at all (a MemoryError or ValueError), or ``None``.
+    refusal: Exception = None
+
+
+def resolve_limit(workspace_limit, backend):
+    """The workspace limit in force: the call's, ``config``'s, or the backend's default."""
+    limit = normalize_workspace_limit(workspace_limit)
+    if limit is None:
+        limit = normalize_workspace_limit(config.workspace_limit, "cupyconv.config.workspace_limit")
+    return backend.default_workspace_limit() if limit is None else limit
+
+
+def _result_bytes(problem):
+    return math.prod(problem.logical_result_shape) * problem.dtype.itemsize
+
+
+def _describe(problem):
+    return (f"{problem.op} of x{problem.x_shape} * w{problem.w_shape} -> y{problem.y_shape} "
+            f"({problem.dtype})")
+
+
+def _refusal(problem, best, need, available, fallback, seconds):
+    hint = (f"method={fallback!r} fits but is predicted to take {seconds:.3g} s; pass it "
+            "explicitly to run it anyway, " if fallback else "")
+    return (f"{_describe(problem)}: the fastest algorithm {best!r} needs {need} bytes "
+            f"(result + workspace) but {available} bytes are available; {hint}"
+            "process the data in pieces with cupyconv.dask, or raise workspace_limit")
+
+
+def _choose(problem, backend, limit):
+    available = backend.available_memory()
+    result = _result_bytes(problem)
+    rejected, fitting, unfit = {}, [], {}
+    for name, spec in ALGORITHMS.items():
+        if backend.name not in spec.backends or problem.op not in spec.ops:
+            rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
+            continue
+        ok, why = backend.can_implement(problem, name)
+        if not ok:
+            rejected[name] = why
+            continue
+        if name == "fft" and not np.isfinite(complex(problem.cval)):
+            rejected[name] = "a non-finite cval would spread to every output through the FFT"
+            continue
+        least = backend.min_workspace_bytes(problem, name)
+        need = result + backend.workspace_bytes(problem, name, limit)
+        if least > limit:
+            rejected[name] = f"needs at least {least} bytes of workspace; the limit is {limit}"
+        elif need > available:
+            unfit[name] = need
+            rejected[name] = f"needs {need} bytes; {available} are available"
+        else:
+            fitting.append(name)
+    times = backend.predict_times(problem, fitting + list(unfit))
+    ranked = tuple(sorted(fitting, key=lambda n: times[n]))
+    refusal = None
+    if unfit:
+        best = min(unfit, key=times.get)
+        slow = times[ranked[0]] if ranked else math.inf
+        if not ranked or (slow > SLOW_SECONDS and slow > SLOWDOWN_LIMIT * times[best]):
+            refusal = MemoryError(_refusal(problem, best, unfit[best], available,
+                                           ranked[0] if ranked else None, slow))
+    elif not ranked:
+        refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "
+                             + "; ".join(f"{k}: {v}" for k, v in rejected.items()))
+    return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit, refusal)
+
+
+def choose(problem, backend, workspace_limit=None) -> Choice:
+    """The data-free :class:`Choice` for ``problem`` on ``backend`` (cached, bounded LRU)."""
+    limit = resolve_limit(workspace_limit, backend)
+    key = (problem, backend.name, id(backend), limit if workspace_limit is not None
+           or config.workspace_limit is not None else None)
+    with _lock:
+        hit = _choices.get(key)
+        if hit is not None:
+            _choices.move_to_end(key)
+            return hit
+    choice = _choose(problem, backend, limit)
+    with _lock:
+        _choices[key] = choice
+        while len(_choices) > CHOICE_CACHE_SIZE:
+            _choices.popitem(last=False)
+    return choice
+
+
+def clear_cache():
+    """Forget every cached choice and autotuned winner."""
+    with _lock:
+        _choices.clear()
+    autotune.clear_cache()
+
+
+# ------------------------------------------------------------------ data rules
+def _finite(a):
+    """All elements finite: min/max reductions, no input-sized temporary."""
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return True
+    parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
+    return all(bool(np.isfinite(float(p.min()))) and bool(np.isfinite(float(p.max())))
+               for p in parts)
+
+
+def _magnitude(a):
+    """``max |a|`` of integer data as a Python int (no wraparound at the minimum)."""
+    if a.size == 0:
+        return 0
+    return max(-int(a.min()), int(a.max()))
+
+
+def fft_safe(problem, operands):
+    """``(ok, reason)``: whether the FFT result is exact enough for these operands."""
+    arrays = [operands.get(r) for r in ("activation", "filter", "output")]
+    arrays = [a for a in arrays if a is not None]
+    if problem.dtype.kind in "biu":
+        bound = math.prod(_magnitude(a) for a in arrays) * max(problem.gemm_k, 1)
+        if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
+            return False, (f"integer results up to {bound} are not exactly representable "
+                           "through a float64 FFT")
+        return True, ""
+    if not all(_finite(a) for a in arrays):
+        return False, "non-finite data would spread to every output through the FFT"
+    return True, ""
+
+
+def ranked_for_data(choice, problem, operands):
+    """``choice.ranked`` after the data rules: the candidates ``auto`` may run, best first.
+
+    The data scan runs only when ``fft`` is ranked first (it cannot change
+    the choice otherwise).  Raises the choice's refusal, if any.
+    """
+    if choice.refusal is not None:
+        raise type(choice.refusal)(*choice.refusal.args)
+    ranked = list(choice.ranked)
+    if ranked[0] == "fft":
+        ok, why = fft_safe(problem, operands)
+        if not ok:
+            ranked.remove("fft")
+            if not ranked:
+                raise ValueError(f"{_describe(problem)}: only fft fits, and {why}")
+    return ranked
+
+
+# ------------------------------------------------------------------------- run
+def _explicit(problem, backend, method, limit):
+    spec = ALGORITHMS.get(method)
+    if spec is None or problem.op not in spec.ops or backend.name not in spec.backends:
+        valid = [n for n, a in ALGORITHMS.items()
+                 if problem.op in a.ops and backend.name in a.backends]
+        raise ValueError(f"method={method!r} cannot compute the {problem.op} on the "
+                         f"{backend.name} backend; choose {describe_choices(['auto'] + valid)}")
+    ok, why = backend.can_implement(problem, method)
+    if not ok:
+        raise ValueError(f"method={method!r} cannot run this problem: {why}")
+
+
+def _order(backend, problem, first, ranked, limit):
+    """``first``, then the others by decreasing workspace, zero-workspace last."""
+    rest = [n for n in ranked if n != first]
+    rest.sort(key=lambda n: -backend.workspace_bytes(problem, n, limit))
+    return [first] + rest
+
+
+def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
+        choice=None):
+    """Compute ``problem``'s result (logical channels-first) on ``backend``.
+
+    Parameters
+    ----------
+    problem : ConvProblem
+    operands : Operands
+        The two arrays the op reads, logical channels-first views in the
+        compute dtype.
+    backend : Backend
+    method : str
+        ``"auto"`` or an algorithm name.
+    workspace_limit : int, optional
+    stats : dict, optional
+        Receives ``algorithm``, ``peak_workspace`` and ``fallbacks``.
+    choice : Choice, optional
+        A plan's choice (skips the cache lookup).
+
+    Returns
+    -------
+    (result, algorithm)
+    """
+    if problem.is_empty:
+        return zeros_result(problem, backend.xp), "direct"
+    problem, operands = backend.prepare(problem, operands)
+    choice = choose(problem, backend, workspace_limit) if choice is None else choice
+    limit = choice.limit
+    if method == "auto":
+        ranked = ranked_for_data(choice, problem, operands)
+        first = ranked[0]
+        if config.autotune and len(ranked) > 1:
+            first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (
+                backend.run(problem, name, operands, limit), backend.synchronize()))
+    else:
+        _explicit(problem, backend, method, limit)
+        if method == "fft" and not fft_safe(problem, operands)[0] and problem.dtype.kind in "fc":
+            warnings.warn("Use of fft convolution on input with NAN or inf results in NAN or "
+                          "inf output. Consider using method='direct' instead.",
+                          RuntimeWarning, stacklevel=4)
+        first, ranked = method, [n for n in choice.ranked if n != method]
+    tried = []
+    for name in _order(backend, problem, first, ranked, limit):
+        try:
+            result = backend.run(problem, name, operands, limit, stats)
+        except OutOfMemoryError as exc:
+            tried.append(f"{name}: {exc}")
+            backend.free_cached()
+            continue
+        if stats is not None:
+            stats.update(algorithm=name, fallbacks=tried)
+        return result, name
+    raise OutOfMemoryError(f"{_describe(problem)}: every algorithm ran out of memory: "
+                           + "; ".join(tried))

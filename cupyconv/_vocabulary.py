@@ -11,6 +11,7 @@ Operations follow CUTLASS's ``conv::Operator`` (``kFprop``, ``kDgrad``,
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import FrozenSet, Tuple
 
 __all__ = [
@@ -75,6 +76,7 @@ ALGORITHMS = {a.name: a for a in (
 METHODS = ("auto",) + tuple(ALGORITHMS)
 
 
+@functools.lru_cache(maxsize=None)
 def methods_for(op: str = FORWARD, backend: str = None) -> Tuple[str, ...]:
     """``method=`` values valid for an operation (and a backend, if given)."""
     return ("auto",) + tuple(

@@ -43,13 +43,32 @@ def rng(request):
 def restore_config():
     """Snapshot ``cupyconv.config`` (and the autotune cache) and restore it."""
     import cupyconv
-    from cupyconv import _select
+    from cupyconv.dispatch import dispatcher
 
     saved = {k: v for k, v in vars(cupyconv.config).items() if not k.startswith("_")}
-    _select.clear_cache()
+    dispatcher.clear_cache()            # cached choices and autotuned winners
     try:
         yield cupyconv.config
     finally:
         for k, v in saved.items():
             setattr(cupyconv.config, k, v)
-        _select.clear_cache()
+        dispatcher.clear_cache()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cupyconv_from_one_tree():
+    """Fail if a test imported a ``cupyconv`` module from another checkout.
+
+    An editable install of another worktree resolves submodules this tree
+    does not have (a stale ``cupyconv._select``) from that tree, so a test
+    of a removed module would silently test old code.
+    """
+    yield
+    import cupyconv
+    root = os.path.dirname(os.path.abspath(cupyconv.__file__))
+    strays = sorted(name for name, mod in list(sys.modules.items())
+                    if (name == "cupyconv" or name.startswith("cupyconv."))
+                    and getattr(mod, "__file__", None)
+                    and not os.path.abspath(mod.__file__).startswith(root + os.sep))
+    if strays:
+        pytest.fail(f"cupyconv modules imported from outside {root}: {strays}")

@@ -31,6 +31,7 @@ Output extent per spatial axis ``i``::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Tuple
 
@@ -241,6 +242,14 @@ class ConvProblem:
                    layout=layout, dtype=dtype, flip=bool(flip), op=op,
                    conjugate=bool(conjugate))
 
+    def __hash__(self):
+        # computed once: the dispatcher's caches hash the same problem on every call
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     # ----------------------------------------------------------------- shapes
     def _full(self, lead, chan, spatial):
         return layout_shape(self.layout, lead, chan, spatial)
@@ -275,7 +284,7 @@ class ConvProblem:
                 "filter": (self.out_channels, self.in_channels // self.groups)
                 + self.kernel_shape}[ROLES[self.op].c]
 
-    @property
+    @functools.cached_property
     def is_empty(self):
         """True when the forward output or its reduction is empty: every op is then
         a zero (or empty) result and no kernel runs."""

@@ -70,6 +70,9 @@ class SignalCall:
             in1, in2 = in2, in1
         p = self.problem
         s1, s2 = p.in_shape, p.kernel_shape
+        if not self.batch_shape:                         # no batch axes: plain reshapes
+            return Operands(activation=in1.reshape((1, 1) + s1).astype(p.dtype, copy=False),
+                            filter=in2.reshape((1, 1) + s2).astype(p.dtype, copy=False))
         nb = math.prod(self.batch_shape)
         x = xp.broadcast_to(xp.transpose(in1, self.order), self.batch_shape + s1)
         w = xp.transpose(in2, self.order)
@@ -86,6 +89,8 @@ class SignalCall:
     def finish(self, y, xp):
         """``(N, K, *O)`` back to the caller's axes (dtype unchanged)."""
         res = y.reshape(self.batch_shape + self.problem.out_shape)
+        if self.order == tuple(range(len(self.order))):
+            return res
         return xp.transpose(res, tuple(np.argsort(self.order)))
 
 

@@ -72,6 +72,8 @@ class Choice:
     limit: int
     #: why ``auto`` must not run at all (a MemoryError or ValueError), or ``None``.
     refusal: Exception = None
+    #: fallback order after an out-of-memory: by decreasing workspace.
+    by_workspace: Tuple[str, ...] = ()
 
 
 def resolve_limit(workspace_limit, backend):
@@ -135,20 +137,26 @@ def _choose(problem, backend, limit):
     elif not ranked:
         refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "
                              + "; ".join(f"{k}: {v}" for k, v in rejected.items()))
-    return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit, refusal)
+    by_workspace = tuple(sorted(ranked, key=lambda n: -backend.workspace_bytes(problem, n, limit)))
+    return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit, refusal,
+                  by_workspace)
 
 
 def choose(problem, backend, workspace_limit=None) -> Choice:
-    """The data-free :class:`Choice` for ``problem`` on ``backend`` (cached, bounded LRU)."""
-    limit = resolve_limit(workspace_limit, backend)
-    key = (problem, backend.name, id(backend), limit if workspace_limit is not None
-           or config.workspace_limit is not None else None)
+    """The data-free :class:`Choice` for ``problem`` on ``backend`` (cached, bounded LRU).
+
+    The key holds the limit the caller or ``config`` gave; without one the
+    backend's default (a fraction of the memory available) is read on a miss
+    only, so a cached choice may predate the current free memory.
+    """
+    given = workspace_limit if workspace_limit is not None else config.workspace_limit
+    key = (problem, id(backend), given)
     with _lock:
         hit = _choices.get(key)
         if hit is not None:
             _choices.move_to_end(key)
             return hit
-    choice = _choose(problem, backend, limit)
+    choice = _choose(problem, backend, resolve_limit(workspace_limit, backend))
     with _lock:
         _choices[key] = choice
         while len(_choices) > CHOICE_CACHE_SIZE:
@@ -226,13 +234,6 @@ def _explicit(problem, backend, method, limit):
         raise ValueError(f"method={method!r} cannot run this problem: {why}")
 
 
-def _order(backend, problem, first, ranked, limit):
-    """``first``, then the others by decreasing workspace, zero-workspace last."""
-    rest = [n for n in ranked if n != first]
-    rest.sort(key=lambda n: -backend.workspace_bytes(problem, n, limit))
-    return [first] + rest
-
-
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
         choice=None):
     """Compute ``problem``'s result (logical channels-first) on ``backend``.
@@ -273,9 +274,10 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
             warnings.warn("Use of fft convolution on input with NAN or inf results in NAN or "
                           "inf output. Consider using method='direct' instead.",
                           RuntimeWarning, stacklevel=4)
-        first, ranked = method, [n for n in choice.ranked if n != method]
+        first, ranked = method, list(choice.ranked)
     tried = []
-    for name in _order(backend, problem, first, ranked, limit):
+    # first, then the others by decreasing workspace, zero-workspace last
+    for name in [first] + [n for n in choice.by_workspace if n != first and n in ranked]:
         try:
             result = backend.run(problem, name, operands, limit, stats)
         except OutOfMemoryError as exc:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy import signal
 
 from ..._vocabulary import ALGORITHMS
-from .. import fft_conv
+from .. import fft, fft_conv
 from ..base import Backend, host_available_memory
 from . import cost, direct, gemm
 
@@ -56,4 +57,12 @@ class NumpyBackend(Backend):
             return direct.conv_direct(problem, operands.activation, operands.filter)
         if algorithm == "gemm":
             return gemm.run(problem, operands, workspace_limit, stats)
+        if direct.single_signal(problem):
+            # one image, one channel: SciPy's own transforms, fewer calls than the pruned path
+            x = operands.activation
+            y = direct.scipy_window(problem, x, operands.filter, signal.fftconvolve if (
+                problem.ndim > 1 or not fft.overlap_add_applies(
+                    problem, problem.in_shape, problem.kernel_shape)) else signal.oaconvolve)
+            return np.rint(y).astype(x.dtype) if x.dtype.kind in "biu" else y.astype(
+                x.dtype, copy=False)
         return fft_conv.run(problem, operands)

@@ -20,7 +20,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
 
-__all__ = ["windows", "operand_views", "conv_direct", "compiled_applies"]
+__all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
+           "single_signal"]
 
 
 def windows(problem, xpad):
@@ -47,31 +48,39 @@ def operand_views(problem, x, w, y):
     return view, wg, yg
 
 
-def compiled_applies(problem):
-    """Whether :func:`conv_direct` runs in NumPy's/SciPy's compiled loop."""
-    return (problem.ndim == 1 and problem.batch == 1 and problem.in_channels == 1 and problem.out_channels == 1
+def single_signal(problem):
+    """A forward problem that is one window of SciPy's ``convolve(x, w)``: one image,
+    one channel, stride 1, dilation 1, zero constant padding of at most ``K-1``."""
+    return (problem.op == "forward" and problem.batch == 1 and problem.in_channels == 1
+            and problem.out_channels == 1
             and problem.padding_mode == "constant" and problem.cval == 0
             and all(s == 1 for s in problem.stride) and all(d == 1 for d in problem.dilation)
             and all(pb < k and pa < k for (pb, pa), k in
                     zip(problem.padding, problem.kernel_shape)))
 
 
-def _compiled(problem, x, w):
-    """``y`` of a :func:`compiled_applies` problem as a window of ``convolve(x, w)``."""
+def compiled_applies(problem):
+    """Whether :func:`conv_direct` runs in NumPy's compiled ``convolve`` (1-D)."""
+    return problem.ndim == 1 and single_signal(problem)
+
+
+def scipy_window(problem, x, w, convolve):
+    """``y`` of a :func:`single_signal` problem through ``convolve(a, k, mode)``
+    (``numpy.convolve``, ``scipy.signal.fftconvolve``, ``oaconvolve``): the SciPy
+    mode the padding spells (``valid``/``same``), else ``full`` and a window."""
     a, k = x[0, 0], oriented_weights(problem, w, flip=not problem.flip)[0, 0]
     pads, ks = problem.padding, problem.kernel_shape
     if all(p == (0, 0) for p in pads):
         mode = "valid"
-    elif all(p == (n // 2, (n - 1) // 2) for p, n in zip(pads, ks)):
-        mode = "same"
+    elif all(p == (n // 2, (n - 1) // 2) for p, n in zip(pads, ks)) and all(
+            sa >= sk for sa, sk in zip(a.shape, k.shape)):
+        mode = "same"      # (numpy's 'same' keeps the longer operand's length)
     else:
         mode = "full"
-    if mode == "same" and a.shape[0] < k.shape[0]:
-        mode = "full"                   # numpy's 'same' keeps the longer operand's length
-    full = np.convolve(a, k, mode)
+    full = convolve(a, k, mode)
     if mode == "full":
-        (pb, _), n, o = pads[0], ks[0], problem.out_shape[0]
-        full = full[n - 1 - pb:n - 1 - pb + o]
+        full = full[tuple(slice(n - 1 - pb, n - 1 - pb + o)
+                          for n, (pb, _), o in zip(ks, pads, problem.out_shape))]
     return full.reshape((1, 1) + full.shape)
 
 
@@ -84,7 +93,7 @@ def conv_direct(problem, x, w):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
     if compiled_applies(problem):
-        return _compiled(problem, x, w)
+        return scipy_window(problem, x, w, np.convolve)
     y = zeros_result(problem, np, x.dtype)
     view, wg, yg = operand_views(problem, x, w, y)
     g, kg, cg = wg.shape[:3]

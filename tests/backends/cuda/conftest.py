@@ -1,4 +1,4 @@
-"""Fixtures of the engine tests: one test body, run on every CUDA-path backend.
+"""Fixtures of the CUDA-path tests: one test body, run on every CUDA-path backend.
 
 ``backend`` is ``"emulated"`` (the CUDA kernels on the CPU, NumPy arrays)
 and ``"cuda"`` (CuPy arrays on a GPU, marked ``gpu``); each is skipped where

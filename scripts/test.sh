@@ -25,7 +25,7 @@ echo "== pip install -e .[test]"
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
 
 echo "== import layers (import-linter contracts in pyproject.toml)"
-"$PY" -m importlinter.cli lint 2>/dev/null || lint-imports
+lint-imports
 
 echo "== pytest"
 export CUPYCONV_HYPOTHESIS_PROFILE=${CUPYCONV_HYPOTHESIS_PROFILE:-ci}

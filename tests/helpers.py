@@ -10,7 +10,8 @@ Contents
   is what it is; ``elementwise_bound``/``assert_elementwise``/
   ``assert_normwise`` turn it into the checks of reliability.md (b).
 * ``ref_convolve`` -- scipy-semantics convolve/correlate reference
-  (modes, valid-mode swap, ``axes`` with broadcasting batch axes).
+  (modes, valid-mode swap, ``axes`` with broadcasting batch axes);
+  ``valid_mode_rejects`` says beforehand when it (and scipy) must raise.
 * ``ref_conv`` -- deep-learning ``conv`` reference on an ``np.pad``-ed input.
 * ``small_ints``/``random_array`` -- input generators.
 * ``dual_run`` -- run one test body against scipy.signal and cupyconv.
@@ -271,6 +272,17 @@ def ref_convolve(in1, in2, mode="full", axes=None, correlate=False, dtype=None):
     raise ValueError(f"bad mode {mode!r}")
 
 
+def valid_mode_rejects(shape1, shape2, mode, axes=None):
+    """True when scipy's ``valid`` mode must raise: neither operand covers the
+    other on the convolved axes (the one ValueError of well-formed operands)."""
+    if mode != "valid" or len(shape1) == 0:
+        return False
+    nd = len(shape1)
+    axes = range(nd) if axes is None else sorted({ax % nd for ax in np.atleast_1d(axes)})
+    s1, s2 = [shape1[i] for i in axes], [shape2[i] for i in axes]
+    return not (all(p >= q for p, q in zip(s1, s2)) or all(q >= p for p, q in zip(s1, s2)))
+
+
 def explicit_pads(padding, ndim):
     """int / per-axis int / per-axis pairs -> ((before, after), ...)."""
     if isinstance(padding, (int, np.integer)):
@@ -400,6 +412,7 @@ class FakeCupyArray:
 
     def __init__(self, shape=(4,), dtype=np.float64):
         self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
+        self.flags = np.empty(0).flags          # writeable, like a fresh array's
 
 
 # --------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Bad input: a table of cases pinned by exception type AND message
 (PyTorch OpInfo ``ErrorInput`` style), each raising before any work.
 
-"Before any work" is enforced by fault injection: the dispatcher and every
-algorithm are replaced by functions that fail the test if called.
+"Before any work" is enforced by fault injection: every backend's ``run``
+and the algorithms behind it are replaced by functions that fail the test
+if called (the dispatcher itself may run: it validates ``workspace_limit``
+and chooses, but computes nothing).
 """
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import numpy as np
 import pytest
 
 import cupyconv
-from cupyconv import _dispatch, _numpy_backend
+from cupyconv.backends import fft_conv
+from cupyconv.backends.cuda import CudaBackend, algorithms, gradients
+from cupyconv.backends.numpy import NumpyBackend, direct, gemm
 from helpers import FakeCupyArray
 
 V1 = np.ones(5)
@@ -25,9 +29,9 @@ SIGNAL_ERRORS = [
     ("rank-mismatch-0d", lambda: correlate(np.ones(1), np.array(2.0)), ValueError,
      r"same dimensionality"),
     ("unknown-mode", lambda: convolve(V1, V1, mode="circular"), ValueError,
-     r"Acceptable mode flags are 'valid', 'same', or 'full', not mode='circular'"),
+     r"Acceptable mode flags are 'full', 'same' or 'valid', not mode='circular'"),
     ("unknown-method", lambda: correlate(V1, V1, method="winograd"), ValueError,
-     r"Acceptable method flags are 'auto', 'direct', 'fft', 'gemm', 'implicit_gemm'; "
+     r"Acceptable method flags are 'auto', 'direct', 'implicit_gemm', 'gemm' or 'fft'; "
      r"got method='winograd'"),
     ("valid-neither-covers", lambda: convolve(np.ones((2, 5)), np.ones((3, 2)), "valid"),
      ValueError, r"For 'valid' mode, one must be at least as large as the other in every "
@@ -54,7 +58,7 @@ SIGNAL_ERRORS = [
     ("axes-repeated", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[1, -1]),
      ValueError, r"axes must be unique"),
     ("axes-not-int", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[0.5]),
-     TypeError, r"axes must be integers, got 0.5"),
+     TypeError, r"axes must be integers, got axes=\[0.5\]"),
     ("axes-bool", lambda: convolve(np.ones((2, 3)), np.ones((2, 2)), axes=[True]),
      TypeError, r"axes must be integers"),
     ("axes-batch-mismatch", lambda: convolve(np.ones((3, 4)), np.ones((2, 2)), axes=1),
@@ -84,7 +88,7 @@ CONV_ERRORS = [
     ("rank-9-beyond-max", lambda: conv(np.ones((1, 1) + (1,) * 9), np.ones((1, 1) + (1,) * 9)),
      ValueError, r"spatial rank 9 is not supported; the maximum is 8"),
     ("unknown-padding-mode", lambda: conv(X, W, groups=2, padding_mode="circular"), ValueError,
-     r"padding_mode must be one of 'constant', 'reflect', 'symmetric', 'wrap', 'edge'; "
+     r"padding_mode must be 'constant', 'reflect', 'symmetric', 'wrap' or 'edge'; "
      r"got 'circular'"),
     ("unknown-layout", lambda: conv(X, W, groups=2, layout="NHWC"), ValueError,
      r"layout must be 'channels_first' or 'channels_last'; got 'NHWC'"),
@@ -117,7 +121,7 @@ CONV_ERRORS = [
     ("groups-not-dividing-cout", lambda: conv(np.ones((1, 4, 5)), np.ones((3, 2, 2)), groups=2),
      ValueError, r"output channels C_out=3 are not divisible by groups=2"),
     ("groups-zero", lambda: conv(X, W, groups=0), ValueError, r"groups must be >= 1, got groups=0"),
-    ("groups-float", lambda: conv(X, W, groups=2.0), TypeError, r"groups must be an int, got float"),
+    ("groups-float", lambda: conv(X, W, groups=2.0), TypeError, r"groups must be an int, got 2.0"),
     ("cin-mismatch", lambda: conv(X, W, groups=1), ValueError,
      r"weight channel axis has size 2, expected C_in/groups = 4/1 = 4"),
     ("cin-mismatch-channels-last", lambda: conv(np.ones((1, 5, 5, 3)), np.ones((2, 2, 2, 4)),
@@ -151,10 +155,70 @@ CONV_ERRORS = [
      TypeError, r"cval=0.5 is not an integer but the inputs are integers \(int64\)"),
     ("cval-not-a-number", lambda: conv(X, W, groups=2, cval="zero"), TypeError,
      r"cval must be a number, got 'zero'"),
+    ("cval-with-reflect", lambda: conv(X, W, groups=2, padding=1, padding_mode="reflect",
+                                       cval=1.0), ValueError,
+     r"cval=1.0 is only used with padding_mode='constant'; got padding_mode='reflect'"),
+    ("workspace-limit-zero", lambda: conv(X, W, groups=2, workspace_limit=0), ValueError,
+     r"workspace_limit must be >= 1, got workspace_limit=0"),
+    ("workspace-limit-negative", lambda: conv(X, W, groups=2, workspace_limit=-1), ValueError,
+     r"workspace_limit must be >= 1, got workspace_limit=-1"),
+    ("workspace-limit-float", lambda: conv(X, W, groups=2, workspace_limit=1.5), TypeError,
+     r"workspace_limit must be an int, got 1.5"),
     ("numpy-x-cupy-w", lambda: conv(X, FakeCupyArray(W.shape)), TypeError,
      r"x is a NumPy \(CPU\) array, w is a CuPy \(GPU\) array; move them with cupy.asarray"),
     ("cupy-bias", lambda: conv(X, W, FakeCupyArray((6,)), groups=2), TypeError,
      r"bias is a CuPy \(GPU\) array"),
+]
+
+
+#: Gradients, transposed convolution and plans (the same rules, same messages).
+DY = np.ones((2, 6, 4, 4))
+GRAD_ERRORS = [
+    ("grad-input-method-direct",
+     lambda: cupyconv.conv_grad_input(DY, W, X.shape, groups=2, method="direct"), ValueError,
+     r"Acceptable method flags are 'auto', 'gemm' or 'fft'; got method='direct'"),
+    ("grad-weight-method-implicit",
+     lambda: cupyconv.conv_grad_weight(X, DY, W.shape, groups=2, method="implicit_gemm"),
+     ValueError, r"Acceptable method flags are 'auto', 'gemm' or 'fft'"),
+    ("transpose-method-direct", lambda: cupyconv.conv_transpose(DY, W[:, :1], method="direct"),
+     ValueError, r"Acceptable method flags are 'auto', 'gemm' or 'fft'"),
+    ("grad-input-workspace-zero",
+     lambda: cupyconv.conv_grad_input(DY, W, X.shape, groups=2, workspace_limit=0), ValueError,
+     r"workspace_limit must be >= 1"),
+    ("grad-weight-workspace-float",
+     lambda: cupyconv.conv_grad_weight(X, DY, W.shape, groups=2, workspace_limit=1.5),
+     TypeError, r"workspace_limit must be an int"),
+    ("grad-weight-cval-with-wrap",
+     lambda: cupyconv.conv_grad_weight(X, DY, W.shape, groups=2, padding=1,
+                                       padding_mode="wrap", cval=2), ValueError,
+     r"cval=2 is only used with padding_mode='constant'"),
+    ("grad-input-shape-float",
+     lambda: cupyconv.conv_grad_input(DY, W, (2, 4, 6.0, 6), groups=2), TypeError,
+     r"input_shape\[2\] must be an int, got 6.0"),
+    ("plan-workspace-negative",
+     lambda: cupyconv.plan_conv(X.shape, W.shape, np.float64, groups=2, workspace_limit=-1),
+     ValueError, r"workspace_limit must be >= 1"),
+    ("plan-shape-float",
+     lambda: cupyconv.plan_conv((2, 4, 6, 6.5), W.shape, np.float64, groups=2), TypeError,
+     r"x_shape\[3\] must be an int, got 6.5"),
+    ("plan-cval-with-edge",
+     lambda: cupyconv.plan_conv(X.shape, W.shape, np.float64, groups=2, padding_mode="edge",
+                                cval=1), ValueError, r"only used with padding_mode='constant'"),
+    ("plan-unsafe-x-dtype",
+     lambda: cupyconv.plan_conv(X.shape, W.shape, np.float32, groups=2)(X, W.astype(np.float32)),
+     TypeError, r"x has dtype float64, which a plan for float32 cannot hold exactly; make a "
+                r"plan for float64"),
+    ("plan-unsafe-w-dtype",
+     lambda: cupyconv.plan_conv(X.shape, W.shape, np.int32, groups=2)(
+         X.astype(np.int8), W.astype(np.int64)), TypeError,
+     r"w has dtype int64, which a plan for int32 cannot hold exactly"),
+    ("plan-complex-into-real",
+     lambda: cupyconv.plan_conv(X.shape, W.shape, np.float64, groups=2)(X * 1j, W), TypeError,
+     r"x has dtype complex128, which a plan for float64 cannot hold exactly; make a plan "
+     r"for complex128"),
+    ("plan-wrong-shape",
+     lambda: cupyconv.plan_conv(X.shape, W.shape, np.float64, groups=2)(X[:1], W), ValueError,
+     r"x has shape \(1, 4, 6, 6\); the plan was made for \(2, 4, 6, 6\)"),
 ]
 
 
@@ -163,10 +227,12 @@ def no_work(monkeypatch):
     """Fail the test if any algorithm starts: errors must come first."""
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the input was rejected")
-    monkeypatch.setattr(_dispatch, "execute", forbidden)
-    monkeypatch.setattr(_numpy_backend, "run", forbidden)
-    for name in ("conv_direct", "conv_gemm", "conv_fft"):
-        monkeypatch.setitem(_numpy_backend._IMPLS, name.split("_")[1], forbidden)
+    for backend in (NumpyBackend, CudaBackend):
+        monkeypatch.setattr(backend, "run", forbidden)
+    for module, name in ((direct, "conv_direct"), (gemm, "run"), (fft_conv, "run"),
+                         (algorithms, "run"), (gradients, "grad_input"),
+                         (gradients, "grad_weight")):
+        monkeypatch.setattr(module, name, forbidden)
 
 
 @pytest.mark.parametrize("thunk,exc,regex", [c[1:] for c in SIGNAL_ERRORS],
@@ -183,16 +249,47 @@ def test_conv_errors(thunk, exc, regex, no_work):
         thunk()
 
 
+@pytest.mark.parametrize("thunk,exc,regex", [c[1:] for c in GRAD_ERRORS],
+                         ids=[c[0] for c in GRAD_ERRORS])
+def test_grad_and_plan_errors(thunk, exc, regex, no_work):
+    with pytest.raises(exc, match=regex):
+        thunk()
+
+
+@pytest.mark.parametrize("limit, exc", [(0, ValueError), (-1, ValueError), (1.5, TypeError)])
+def test_workspace_limit_checked_for_empty_problems(limit, exc):
+    """An empty problem computes nothing, but a bad workspace_limit is still an error
+    (as it is for every other problem): the argument is validated, not ignored."""
+    x0 = np.ones((0, 4, 6, 6))
+    with pytest.raises(exc, match="workspace_limit"):
+        conv(x0, W, groups=2, workspace_limit=limit)
+    with pytest.raises(exc, match="workspace_limit"):
+        cupyconv.conv_grad_input(np.ones((0, 6, 4, 4)), W, x0.shape, groups=2,
+                                 workspace_limit=limit)
+
+
+def test_safe_casts_into_a_plan_run(rng):
+    """The other side of plan-unsafe-*: inputs that cast safely are accepted."""
+    plan = cupyconv.plan_conv(X.shape, W.shape, np.float64, groups=2, backend="numpy")
+    want = cupyconv.conv(X, W, groups=2)
+    np.testing.assert_array_equal(plan(X.astype(np.float32), W.astype(np.int16)), want)
+    np.testing.assert_array_equal(plan(X.astype(np.uint8), W.astype(np.bool_)), want)
+
+
 def test_checks_are_raises_not_asserts():
     """``python -O`` strips asserts; validation code must not use them."""
     import ast
+    import importlib
     import inspect
+    import pkgutil
 
-    from cupyconv import _args, _conv, _problem, _signal
-    for mod in (_args, _conv, _problem, _signal):
-        tree = ast.parse(inspect.getsource(mod))
-        asserts = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
-        assert not asserts, f"{mod.__name__} uses assert at lines {asserts}"
+    for pkg_name in ("cupyconv.core", "cupyconv.api", "cupyconv.dispatch"):
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            mod = importlib.import_module(f"{pkg_name}.{info.name}")
+            tree = ast.parse(inspect.getsource(mod))
+            asserts = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assert)]
+            assert not asserts, f"{mod.__name__} uses assert at lines {asserts}"
 
 
 def test_max_rank_8_is_accepted():

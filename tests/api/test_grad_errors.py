@@ -42,7 +42,9 @@ def test_bad_weight_shape(rng, weight_shape, match):
 def test_other_argument_errors(rng):
     dy, w = _dy(rng), rng.standard_normal(W_SHAPE)
     with pytest.raises(ValueError, match="method"):
-        cupyconv.conv_grad_input(dy, w, X_SHAPE, method="fft", **KW)
+        cupyconv.conv_grad_input(dy, w, X_SHAPE, method="direct", **KW)
+    with pytest.raises(ValueError, match="method"):
+        cupyconv.conv_grad_weight(np.ones(X_SHAPE), dy, W_SHAPE, method="implicit_gemm", **KW)
     with pytest.raises(ValueError, match="stride"):
         cupyconv.conv_grad_input(dy, w, X_SHAPE, **dict(KW, stride=0))
     with pytest.raises(TypeError, match="cval"):
@@ -51,11 +53,16 @@ def test_other_argument_errors(rng):
         cupyconv.conv_grad_bias(np.ones((3, 4)))
 
 
-def _grads(rng, workspace_limit=None):
+def _grads(rng, workspace_limit=None, method="auto"):
     x, w = rng.standard_normal(X_SHAPE), rng.standard_normal(W_SHAPE)
     dy = _dy(rng)
-    return (cupyconv.conv_grad_input(dy, w, X_SHAPE, workspace_limit=workspace_limit, **KW),
-            cupyconv.conv_grad_weight(x, dy, W_SHAPE, workspace_limit=workspace_limit, **KW))
+    kw = dict(KW, workspace_limit=workspace_limit, method=method)
+    return (cupyconv.conv_grad_input(dy, w, X_SHAPE, **kw),
+            cupyconv.conv_grad_weight(x, dy, W_SHAPE, **kw))
+
+
+#: Bytes of one image's column buffer (all groups) for X_SHAPE, W_SHAPE, KW.
+ONE_IMAGE = cupyconv.ConvProblem.create(x_shape=X_SHAPE, w_shape=W_SHAPE, **KW).column_bytes(1)
 
 
 def test_bitwise_deterministic_numpy():
@@ -79,8 +86,26 @@ def test_bitwise_deterministic_cuda_path(dev):
 
 def test_chunked_equals_whole():
     """A workspace limit of one image's columns gives the same gradients."""
-    for p, q in zip(_grads(np.random.default_rng(2), 1), _grads(np.random.default_rng(2))):
+    whole = _grads(np.random.default_rng(2), method="gemm")
+    for p, q in zip(_grads(np.random.default_rng(2), ONE_IMAGE), whole):
         np.testing.assert_allclose(p, q, rtol=1e-13, atol=1e-13)
+
+
+def test_limit_below_one_image_is_an_error():
+    """No gradient algorithm runs without workspace: below one image's columns
+    (and the FFT's spectra) nothing fits, and the message says what each needs."""
+    with pytest.raises(ValueError, match=rf"no algorithm can run grad_input .*gemm: needs at "
+                                         rf"least {ONE_IMAGE} bytes of workspace; the limit "
+                                         rf"is {ONE_IMAGE - 1}"):
+        _grads(np.random.default_rng(2), ONE_IMAGE - 1)
+
+
+def test_fft_gradients_equal_gemm():
+    """``method='fft'`` (new for the gradients) computes the same gradients, reflect
+    padding folded back included."""
+    for p, q in zip(_grads(np.random.default_rng(3), method="fft"),
+                    _grads(np.random.default_rng(3), method="gemm")):
+        np.testing.assert_allclose(p, q, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("layout", ["channels_first", "channels_last"])

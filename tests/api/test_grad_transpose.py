@@ -52,10 +52,22 @@ PROBLEMS = [   # x shape, w shape, geometry
 ]
 
 
+def _check_transpose(y, ref, method):
+    """Tap sums of small integers are exact; the FFT (and ``auto``, which may pick
+    it) is compared normwise at a few ulps of the result's scale."""
+    assert y.shape == ref.shape and y.dtype == ref.dtype
+    if method == "gemm":
+        np.testing.assert_array_equal(y, ref)
+    else:
+        err = np.linalg.norm((y - ref).ravel()) / max(np.linalg.norm(ref.ravel()), 1.0)
+        assert err <= 1e-13, (method, err)
+
+
 @pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("method", ["gemm", "fft", "auto"])
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: str(p[0]) if isinstance(p, tuple) else "")
-def test_matches_scatter_add(rng, problem, dtype, layout):
+def test_matches_scatter_add(rng, problem, method, dtype, layout):
     xs, ws, kw = problem
     x = small_ints(rng, xs, dtype)
     w = small_ints(rng, ws, dtype)
@@ -65,18 +77,42 @@ def test_matches_scatter_add(rng, problem, dtype, layout):
                              kw.get("groups", 1))
     if layout == "channels_last":
         x, w, ref = (np.moveaxis(a, 1, -1) for a in (x, w, ref))
-    y = cupyconv.conv_transpose(x, w, bias, layout=layout, **kw)
-    assert y.shape == ref.shape and y.dtype == np.dtype(dtype)
-    np.testing.assert_array_equal(y, ref)       # small integers: exact
+    y = cupyconv.conv_transpose(x, w, bias, layout=layout, method=method, **kw)
+    assert y.dtype == np.dtype(dtype)
+    _check_transpose(y, ref, method)
+
+
+def _tf_same(s, k, stride, dilation):
+    """TensorFlow's SAME for a transposed convolution: ``S * stride`` outputs."""
+    total = dilation * (k - 1) + 1 - stride
+    pads = (total // 2, total - total // 2) if total >= 0 else (0, 0)
+    return pads, max(-total, 0)
+
+
+@pytest.mark.parametrize("s,k,stride,dilation", [(5, 3, 1, 1), (5, 4, 2, 1), (4, 3, 2, 2),
+                                                 (3, 1, 3, 1), (6, 2, 3, 2)])
+def test_same_padding_gives_s_times_stride(rng, s, k, stride, dilation):
+    x, w = small_ints(rng, (2, 3, s), np.float64), small_ints(rng, (3, 2, k), np.float64)
+    pads, extra = _tf_same(s, k, stride, dilation)
+    ref = ref_conv_transpose(x, w, None, stride, [pads], extra, dilation, 1)
+    y = cupyconv.conv_transpose(x, w, stride=stride, dilation=dilation, padding="same",
+                                method="gemm")
+    assert y.shape == (2, 2, s * stride)
+    np.testing.assert_array_equal(y, ref)
+    np.testing.assert_array_equal(
+        cupyconv.conv_transpose(x, w, stride=stride, dilation=dilation, padding="valid",
+                                method="gemm"),
+        cupyconv.conv_transpose(x, w, stride=stride, dilation=dilation, padding=0,
+                                method="gemm"))
 
 
 @pytest.mark.parametrize("problem", PROBLEMS[:3], ids=lambda p: str(p[0]) if isinstance(p, tuple) else "")
 def test_cuda_path(dev, rng, problem):
     xs, ws, kw = problem
     x, w = small_ints(rng, xs, np.float64), small_ints(rng, ws, np.float64)
-    ref = cupyconv.conv_transpose(x, w, **kw)
+    ref = cupyconv.conv_transpose(x, w, method="gemm", **kw)
     with dev.scope():
-        y = cupyconv.conv_transpose(dev.to_dev(x), dev.to_dev(w), **kw)
+        y = cupyconv.conv_transpose(dev.to_dev(x), dev.to_dev(w), method="gemm", **kw)
     np.testing.assert_array_equal(dev.to_host(y), ref)
 
 
@@ -84,8 +120,11 @@ def test_output_padding_must_be_below_stride_or_dilation():
     x, w = np.ones((1, 1, 4)), np.ones((1, 1, 3))
     with pytest.raises(ValueError, match="output_padding"):
         cupyconv.conv_transpose(x, w, stride=2, output_padding=2)
-    with pytest.raises(ValueError, match="padding"):
-        cupyconv.conv_transpose(x, w, padding="same")
+    with pytest.raises(ValueError, match=r"output_padding must be 0 with padding='same'"):
+        cupyconv.conv_transpose(x, w, stride=2, padding="same", output_padding=1)
+    with pytest.raises(ValueError, match=r"padding must be an int, a sequence, 'valid' or "
+                                         r"'same'; got 'full'"):
+        cupyconv.conv_transpose(x, w, padding="full")
     with pytest.raises(ValueError, match="C_in"):
         cupyconv.conv_transpose(np.ones((1, 2, 4)), w)
 

@@ -12,7 +12,8 @@ import pytest
 import scipy.signal
 
 import cupyconv
-from cupyconv import _dispatch
+from cupyconv.backends.cuda import CudaBackend
+from cupyconv.backends.numpy import NumpyBackend
 from helpers import small_ints
 
 
@@ -44,10 +45,12 @@ def test_regression_2_empty_batch_axis(s1, s2):
 
 def test_regression_3_out_checked_before_work(monkeypatch):
     """A wrong ``out=`` was only rejected after the whole convolution had
-    run.  Fix (_signal.py, _conv.py): ``_check_out`` before dispatch."""
+    run.  Fix (_signal.py, _conv.py; now cupyconv/api/calls.py ``check_out``):
+    ``out=`` is checked before dispatch."""
     def forbidden(*a, **k):
         raise AssertionError("work started")
-    monkeypatch.setattr(_dispatch, "execute", forbidden)
+    for backend in (NumpyBackend, CudaBackend):
+        monkeypatch.setattr(backend, "run", forbidden)
     with pytest.raises(ValueError, match="out has shape"):
         cupyconv.conv(np.ones((1, 1, 5)), np.ones((1, 1, 2)), out=np.empty((1, 1, 5)))
     with pytest.raises(TypeError, match="out has real dtype"):

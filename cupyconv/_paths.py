@@ -1,4 +1,12 @@
-"""Where the kernel sources and the per-user caches live (one place)."""
+"""Where the kernel sources and the per-user caches live (one place).
+
+Both caches derive from :func:`cache_root`: the NVRTC binaries in
+``<root>/<package version>/`` (:mod:`cupyconv._compile.cache`) and the
+emulation libraries in ``<root>/emu/`` (:mod:`cupyconv._emulation._build`).
+Their directories are created 0700 and checked by
+:func:`cupyconv._fsutil.private_dir`, which refuses a cache another user
+could write.
+"""
 from __future__ import annotations
 
 import os
@@ -20,6 +28,11 @@ def cuda_src_dir() -> Path:
 
 
 def cache_root() -> Path:
-    """``$CUPYCONV_CACHE_DIR``, else ``~/.cache/cupyconv`` (not created)."""
+    """``$CUPYCONV_CACHE_DIR``, else ``~/.cache/cupyconv`` (not created).
+
+    A shared, prebuilt cache may be read-only (hits load; a miss is compiled
+    into a private temporary directory) and may belong to root, but must
+    not be group/world-writable.
+    """
     root = os.environ.get("CUPYCONV_CACHE_DIR")
     return Path(root) if root else Path.home() / ".cache" / "cupyconv"

@@ -2,8 +2,10 @@
 
 CuPy's ``nvrtc.getCUBIN`` drops the last byte of the cubin, so the whole
 compile goes through the C API here: create, add name expressions, compile,
-log, lowered names, ``nvrtcGetCUBINSize`` + ``nvrtcGetCUBIN`` (size checked),
-destroy.  The library is the one CuPy loads (located through
+log, lowered names, ``nvrtcGetCUBINSize`` + ``nvrtcGetCUBIN`` (size checked)
+or, for a ``compute_XY`` arch, ``nvrtcGetPTXSize`` + ``nvrtcGetPTX``, destroy.
+:func:`supported_archs` asks NVRTC (``nvrtcGetSupportedArchs``, CUDA 11.2+)
+which ``sm_XY`` it can compile for.  The library is the one CuPy loads (located through
 ``/proc/self/maps`` after importing ``cupy.cuda.nvrtc``), else the
 ``nvidia-cuda-nvrtc`` wheel, else the system loader.
 """
@@ -14,9 +16,10 @@ import ctypes.util
 import functools
 import glob
 import os
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["KernelCompileError", "NvrtcUnavailable", "nvrtc_version", "compile_program", "library_path"]
+__all__ = ["KernelCompileError", "NvrtcUnavailable", "nvrtc_version", "supported_archs",
+           "compile_program", "library_path"]
 
 
 class KernelCompileError(RuntimeError):
@@ -102,13 +105,55 @@ def nvrtc_version() -> Tuple[int, int]:
     return major.value, minor.value
 
 
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> Optional[Tuple[int, ...]]:
+    """The ``XY`` of every ``sm_XY`` the loaded NVRTC compiles for, ascending.
+
+    ``None`` when this NVRTC predates ``nvrtcGetSupportedArchs`` (CUDA < 11.2);
+    :func:`cupyconv._compile.compat.known_archs` is the fallback table.
+    """
+    lib = _lib()
+    if not hasattr(lib, "nvrtcGetNumSupportedArchs") or not hasattr(lib, "nvrtcGetSupportedArchs"):
+        return None
+    count = ctypes.c_int()
+    _check(lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)), "nvrtcGetNumSupportedArchs")
+    archs = (ctypes.c_int * count.value)()
+    _check(lib.nvrtcGetSupportedArchs(archs), "nvrtcGetSupportedArchs")
+    return tuple(sorted(archs))
+
+
+def _binary(lib, prog, ptx: bool) -> bytes:
+    """The compiled cubin, or the PTX text without its terminating NUL."""
+    get_size, get = ((lib.nvrtcGetPTXSize, lib.nvrtcGetPTX) if ptx
+                     else (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN))
+    size = ctypes.c_size_t()
+    _check(get_size(prog, ctypes.byref(size)), "nvrtcGetPTXSize" if ptx else "nvrtcGetCUBINSize")
+    buf = ctypes.create_string_buffer(size.value)
+    _check(get(prog, buf), "nvrtcGetPTX" if ptx else "nvrtcGetCUBIN")
+    data = buf.raw[:size.value]
+    return data.rstrip(b"\0") if ptx else data
+
+
 def compile_program(source: str, filename: str, options: Sequence[str],
-                    name_expressions: Sequence[str]) -> Tuple[bytes, str, Dict[str, str]]:
-    """Compile ``source`` to a cubin.
+                    name_expressions: Sequence[str], *,
+                    ptx: bool = False) -> Tuple[bytes, str, Dict[str, str]]:
+    """Compile ``source`` to a cubin (or PTX).
+
+    Parameters
+    ----------
+    source : str
+    filename : str
+        Name of the program in messages.
+    options : sequence of str
+        NVRTC options (``-arch=sm_XY`` for a cubin, ``-arch=compute_XY`` for PTX).
+    name_expressions : sequence of str
+    ptx : bool
+        Return PTX text (for a ``compute_XY`` arch) instead of a cubin.
 
     Returns
     -------
-    cubin : bytes
+    binary : bytes
+        The cubin (an ELF file) or the PTX.
     log : str
         Program log (ptxas ``-v`` output included).
     lowered : dict
@@ -143,13 +188,11 @@ def compile_program(source: str, filename: str, options: Sequence[str],
             ptr = ctypes.c_char_p()
             _check(lib.nvrtcGetLoweredName(prog, name.encode(), ctypes.byref(ptr)), "nvrtcGetLoweredName")
             lowered[name] = ptr.value.decode()
-        _check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
-        cubin = ctypes.create_string_buffer(size.value)
-        _check(lib.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        data = cubin.raw[:size.value]
-        if len(data) != size.value or not data.startswith(b"\x7fELF"):
-            raise KernelCompileError("NVRTC returned a malformed cubin", log=log, options=options,
-                                     source=filename, name_expressions=name_expressions)
+        data = _binary(lib, prog, ptx)
+        if not data or (not ptx and not data.startswith(b"\x7fELF")):
+            raise KernelCompileError(f"NVRTC returned a malformed {'PTX' if ptx else 'cubin'}",
+                                     log=log, options=options, source=filename,
+                                     name_expressions=name_expressions)
         return data, log, lowered
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))

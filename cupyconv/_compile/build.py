@@ -5,7 +5,15 @@ for each requested arch (no GPU needed), one NVRTC program per group
 (source, dtype, rank), stores the cubins in the cache of
 :mod:`cupyconv._compile.cache` and returns one :class:`KernelReport` per
 kernel with the registers, shared memory, stack and spills reported by
-``ptxas -v``.  ``python -m cupyconv build`` calls :func:`main`.
+``ptxas -v``.  ``python -m cupyconv build`` calls :func:`main`, whose flags
+are validated (``--arch`` must be ``sm_NN`` values, ``--ranks`` ranges in
+``1..MAX_RANK``): a bad value is an argparse error (exit code 2), never an
+empty build.
+
+:func:`compile_group` is the one cache-or-compile step (the loader uses it
+too).  On a miss in a cache that cannot be written (a shared, prebuilt,
+read-only cache) the binary is kept in a private temporary directory of
+this process instead, with one :class:`cupyconv._fsutil.ReadOnlyCacheWarning`.
 """
 from __future__ import annotations
 
@@ -19,15 +27,19 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from .._fsutil import warn_read_only
 from .._kernels import registry
 from . import cache
 from ._nvrtc import KernelCompileError, compile_program, nvrtc_version
 
 __all__ = ["DEFAULT_ARCHS", "KernelReport", "compile_options", "compile_group", "build",
-           "parse_ptxas_log", "format_report", "main", "KernelCompileError"]
+           "parse_ptxas_log", "format_report", "main", "KernelCompileError", "parse_archs",
+           "parse_ranks"]
 
 #: Architectures built by default.
 DEFAULT_ARCHS = ("sm_80", "sm_90")
+
+_SM = re.compile(r"sm_\d{2,3}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +90,7 @@ def compile_group(source: str, name_expressions: Sequence[str], arch: str, *,
         File relative to ``cuda_src/``.
     name_expressions : sequence of str
     arch : str
-        ``"sm_80"``, ``"sm_90"``, ...
+        ``"sm_80"``, ``"sm_90"``, ... (a cubin) or ``"compute_90"`` (PTX).
     root : Path, optional
         Cache root (default :func:`cache.cache_dir`).
     force : bool
@@ -86,31 +98,47 @@ def compile_group(source: str, name_expressions: Sequence[str], arch: str, *,
 
     Returns
     -------
-    (cubin_path, meta, cached, seconds)
-        ``meta`` has ``lowered`` (name -> symbol) and ``log``.
+    (binary_path, meta, cached, seconds)
+        ``meta`` has ``lowered`` (name -> symbol) and ``log``.  The path is
+        in the private temporary directory of :func:`cache.scratch_root`
+        when the cache could not be written.
 
     Raises
     ------
     KernelCompileError
+    cupyconv._fsutil.InsecureCacheError
+        If the cache is owned by another user or group/world-writable.
     """
     src_path = cache.cuda_src_dir() / source
     opts = compile_options(arch)
     names = sorted(set(name_expressions))
     key = cache.entry_key(nvrtc_version=nvrtc_version(), arch=arch, options=opts,
                           source=src_path, name_expressions=names)
-    cubin_path, meta_path = cache.entry_paths(arch, src_path, key, root)
     if not force:
-        meta = cache.read_entry(cubin_path, meta_path)
-        if meta is not None:
-            return cubin_path, meta, True, 0.0
+        hit = cache.lookup(arch, source, key, names, root)
+        scratch = cache.scratch_root(root, create=False)
+        if hit is None and scratch is not None:
+            hit = cache.lookup(arch, source, key, names, scratch)
+        if hit is not None:
+            return hit[0], hit[1], True, 0.0
     t0 = time.perf_counter()
     code = src_path.read_text()
-    cubin, log, lowered = compile_program(code, str(src_path), opts + _include_options(), names)
+    binary, log, lowered = compile_program(code, str(src_path), opts + _include_options(), names,
+                                           ptx=arch.startswith("compute_"))
     seconds = time.perf_counter() - t0
-    meta = cache.write_entry(cubin_path, meta_path, cubin, {
-        "lowered": lowered, "log": log, "options": list(opts), "arch": arch,
-        "source": source, "nvrtc": list(nvrtc_version()), "seconds": seconds})
-    return cubin_path, meta, False, seconds
+    problem = cache.validate_binary(binary, arch, lowered.values())
+    if problem is not None or not cache.valid_names(lowered, names):
+        raise KernelCompileError(f"NVRTC output for {arch} failed validation: {problem}",
+                                 log=log, options=opts, source=str(src_path),
+                                 name_expressions=names)
+    meta = {"lowered": lowered, "log": log, "options": list(opts),
+            "nvrtc": list(nvrtc_version()), "seconds": seconds}
+    try:
+        path, meta = cache.write_entry(arch, source, key, binary, meta, root)
+    except OSError as exc:              # a read-only (e.g. shared, prebuilt) cache
+        warn_read_only(root if root is not None else cache.cache_dir(), exc)
+        path, meta = cache.write_entry(arch, source, key, binary, meta, cache.scratch_root(root))
+    return path, meta, False, seconds
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
@@ -211,8 +239,19 @@ def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, 
     -------
     list of KernelReport
         Sorted by arch, family, name.
+
+    Raises
+    ------
+    ValueError
+        For no archs, an arch that is not ``sm_NN`` or no ranks.
     """
-    insts = registry.instantiations(families, ranks=list(ranks), dtypes=dtypes)
+    archs, ranks = list(archs), list(ranks)
+    bad = [a for a in archs if not isinstance(a, str) or not _SM.fullmatch(a)]
+    if not archs or bad:
+        raise ValueError(f"archs must be a non-empty list of sm_NN such as sm_90, got {archs!r}")
+    if not ranks:
+        raise ValueError("ranks is empty: nothing to build")
+    insts = registry.instantiations(families, ranks=ranks, dtypes=dtypes)
     groups: Dict[Tuple[str, str, int], list] = {}
     for inst in insts:
         groups.setdefault(inst.group, []).append(inst)
@@ -249,34 +288,69 @@ def format_report(reports: Sequence[KernelReport]) -> str:
     return "\n".join(lines)
 
 
-def _parse_ranks(text: str) -> List[int]:
+def parse_archs(text: str) -> List[str]:
+    """``"sm_80,sm_90"`` -> ``["sm_80", "sm_90"]``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        For an empty list or an item that is not ``sm_NN``.
+    """
+    archs = [a.strip() for a in text.split(",")]
+    bad = [a for a in archs if not _SM.fullmatch(a)]
+    if not text.strip() or bad:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of sm_NN archs such as sm_80,sm_90; got {text!r}")
+    return list(dict.fromkeys(archs))
+
+
+def parse_ranks(text: str) -> List[int]:
+    """``"1-3,5"`` -> ``[1, 2, 3, 5]``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        For an empty list, a descending range or a rank outside ``1..MAX_RANK``.
+    """
+    allowed = f"ranks 1..{registry.MAX_RANK} as a range 1-8 or a list 1,2,3"
     out: List[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        elif part.strip():
-            out.append(int(part))
-    return out
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.partition("-")
+            lo, hi = int(lo), int(hi if sep else lo)
+            if not 1 <= lo <= hi <= registry.MAX_RANK:
+                raise ValueError(part)
+            out.extend(range(lo, hi + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {allowed}; got {text!r}") from None
+    return sorted(set(out))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+    return value
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m cupyconv build [--arch sm_80,sm_90] [--ranks 1-8] [--families ...]``."""
     ap = argparse.ArgumentParser(prog="cupyconv build", description="AOT-compile the CUDA kernels with NVRTC")
-    ap.add_argument("--arch", default=",".join(DEFAULT_ARCHS), help="comma-separated, e.g. sm_80,sm_90")
-    ap.add_argument("--ranks", default=f"1-{registry.MAX_RANK}", help="e.g. 1-8 or 1,2,3")
+    ap.add_argument("--arch", type=parse_archs, default=list(DEFAULT_ARCHS),
+                    help="comma-separated sm_NN, e.g. sm_80,sm_90")
+    ap.add_argument("--ranks", type=parse_ranks, default=list(range(1, registry.MAX_RANK + 1)),
+                    help=f"1..{registry.MAX_RANK}, e.g. 1-8 or 1,2,3")
     ap.add_argument("--families", default=None, help=f"comma-separated subset of {sorted(registry.FAMILIES)}")
     ap.add_argument("--dtypes", default=None, help=f"comma-separated subset of {sorted(registry.DTYPES)}")
-    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--jobs", type=_positive_int, default=None)
     ap.add_argument("--force", action="store_true", help="recompile cached kernels")
     ap.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     args = ap.parse_args(argv)
     try:
-        ranks = _parse_ranks(args.ranks)
-    except ValueError:
-        ap.error(f"--ranks must look like 1-8 or 1,2,3; got {args.ranks!r}")
-    try:
-        reports = build(archs=[a.strip() for a in args.arch.split(",") if a.strip()], ranks=ranks,
+        reports = build(archs=args.arch, ranks=args.ranks,
                         families=args.families.split(",") if args.families else None,
                         dtypes=args.dtypes.split(",") if args.dtypes else None,
                         progress=not args.quiet, jobs=args.jobs, force=args.force)

@@ -1,16 +1,29 @@
-"""Versioned per-user cubin cache.
+"""Versioned per-user cache of NVRTC binaries (cubins, and PTX for new GPUs).
 
 Layout: ``$CUPYCONV_CACHE_DIR`` (default ``~/.cache/cupyconv``) /
-``<package version>/<arch>/<source stem>-<key>.cubin`` plus a JSON sidecar
-``.json`` holding the cubin's SHA-256 and size, the lowered names and the
-ptxas log.  The key hashes the NVRTC version, the arch, the options, the
-name expressions and the contents of the source file and of every header it
-includes (transitively).
+``<package version>/<arch>/<source stem>-<key>.cubin`` (``.ptx`` when the
+arch is ``compute_XY``) plus a JSON sidecar ``.json``.  The key hashes the
+NVRTC version, the arch, the options, the name expressions and the contents
+of the source file and of every header it includes (transitively).
 
-Writes go to a temporary file in the same directory followed by
-``os.replace`` (cubin first, sidecar last: the sidecar is the commit
-record).  A read verifies size and hash; a truncated, corrupt or
-half-written entry reads as a miss and is rebuilt, never loaded.
+The cache is a trust boundary: the binary runs on the GPU and the sidecar
+says which symbol each kernel is.  So
+
+* every cache directory is created 0700 and files 0600, and a directory or
+  file another user could modify is refused with
+  :class:`cupyconv._fsutil.InsecureCacheError` (:mod:`cupyconv._fsutil`);
+* the sidecar binds itself to the entry: it holds the key, arch, source,
+  lowered-name map, the binary's SHA-256 and size, and a digest over all of
+  these.  :func:`read_entry` checks that the key, arch and source are the
+  requested ones, that the map covers exactly the requested names, the
+  digests and size, and that the binary is what the arch says (an ELF for
+  ``EM_CUDA`` whose header names the same ``sm_XY``, or PTX whose
+  ``.target`` is that arch) and defines every mapped symbol.  Anything else
+  (a mismatch, an unreadable entry, a directory in place of a file, JSON of
+  the wrong shape) reads as a miss and is recompiled; it never loads.
+
+Writes are atomic (:func:`cupyconv._fsutil.atomic_write`), binary first and
+sidecar last: the sidecar is the commit record.
 """
 from __future__ import annotations
 
@@ -18,30 +31,45 @@ import hashlib
 import json
 import os
 import re
-import tempfile
+import stat
+import struct
+from importlib import metadata
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Sequence
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
+from .._fsutil import (atomic_write, check_private, clean_stale_tmp, existing_private_dir,
+                       private_dir, scratch_for, sha256_bytes)
 from .._paths import cache_root, cuda_src_dir
+from .._version import __version__
 
-__all__ = ["cache_dir", "package_version", "source_digest", "entry_key",
-           "entry_paths", "read_entry", "write_entry"]
+__all__ = ["cache_dir", "cuda_src_dir", "package_version", "source_digest", "include_closure",
+           "entry_key", "entry_paths", "entry_digest", "read_entry", "write_entry",
+           "validate_binary", "valid_names", "elf_sm", "lookup", "scratch_root", "ARCH_PATTERN"]
 
+#: An NVRTC ``-arch`` value this cache stores: ``sm_XY`` (cubin) or ``compute_XY`` (PTX).
+ARCH_PATTERN = re.compile(r"(sm|compute)_(\d{2,3})")
+#: Version of the sidecar layout (part of :func:`entry_digest`).
+FORMAT = 2
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+_SAFE_COMPONENT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]*")
+_SYMBOL = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]*")
+_EM_CUDA = 190
 
 
 def package_version() -> str:
-    """Version of the installed cupyconv (subdirectory of the cache)."""
+    """Version of the installed cupyconv (a directory level of the cache).
+
+    The distribution metadata, else :data:`cupyconv._version.__version__`
+    (a source tree that is not installed).
+    """
     try:
-        from importlib.metadata import version
-        return version("cupyconv")
-    except Exception:  # noqa: BLE001 - not installed: use the source tree's version
-        try:
-            from .. import __version__
-            return str(__version__)
-        except Exception:  # noqa: BLE001
-            return "0"
+        version = metadata.version("cupyconv")
+    except metadata.PackageNotFoundError:
+        version = __version__
+    if not isinstance(version, str) or not _SAFE_COMPONENT.fullmatch(version):
+        version = __version__          # never a path separator or ".."
+    return version
 
 
 def cache_dir() -> Path:
@@ -49,24 +77,35 @@ def cache_dir() -> Path:
     return cache_root() / package_version()
 
 
-def _closure(path: Path, seen: Dict[Path, bytes]) -> None:
-    path = path.resolve()
-    if path in seen or not path.is_file():
-        return
-    data = path.read_bytes()
-    seen[path] = data
-    for inc in _INCLUDE.findall(data.decode(errors="replace")):
-        for base in (path.parent, cuda_src_dir()):
-            cand = base / inc
-            if cand.is_file():
-                _closure(cand, seen)
-                break
+def scratch_root(root: Optional[Path] = None, create: bool = True) -> Optional[Path]:
+    """Where entries of cache ``root`` go when it is not writable (this process only).
+
+    With ``create=False``, ``None`` while no entry has gone there.
+    """
+    return scratch_for(root if root is not None else cache_dir(), create)
+
+
+def include_closure(source: Path) -> Dict[Path, bytes]:
+    """A source file and every quoted header it includes, transitively: path -> bytes."""
+    seen: Dict[Path, bytes] = {}
+    todo = [Path(source)]
+    while todo:
+        path = todo.pop().resolve()
+        if path in seen or not path.is_file():
+            continue
+        data = path.read_bytes()
+        seen[path] = data
+        for inc in _INCLUDE.findall(data.decode(errors="replace")):
+            for base in (path.parent, cuda_src_dir()):
+                if (base / inc).is_file():
+                    todo.append(base / inc)
+                    break
+    return seen
 
 
 def source_digest(source: Path) -> str:
     """SHA-256 over a source file and every quoted header it includes."""
-    seen: Dict[Path, bytes] = {}
-    _closure(Path(source), seen)
+    seen = include_closure(source)
     h = hashlib.sha256()
     for p in sorted(seen):
         rel = os.path.relpath(p, cuda_src_dir())
@@ -85,47 +124,181 @@ def entry_key(*, nvrtc_version: Sequence[int], arch: str, options: Iterable[str]
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
+def _arch_number(arch: str) -> Tuple[str, int]:
+    m = ARCH_PATTERN.fullmatch(arch) if isinstance(arch, str) else None
+    if m is None:
+        raise ValueError(f"arch must look like sm_90 or compute_90, got {arch!r}")
+    return m.group(1), int(m.group(2))
+
+
 def entry_paths(arch: str, source: Path, key: str, root: Optional[Path] = None):
-    """``(cubin_path, sidecar_path)`` of a cache entry."""
+    """``(binary_path, sidecar_path)`` of a cache entry (``.cubin`` or ``.ptx``)."""
+    kind, _ = _arch_number(arch)
+    if not re.fullmatch(r"[0-9a-f]{8,64}", key):
+        raise ValueError(f"cache key must be hex, got {key!r}")
     d = (root or cache_dir()) / arch
     stem = f"{Path(source).stem}-{key}"
-    return d / f"{stem}.cubin", d / f"{stem}.json"
+    return d / f"{stem}.{'cubin' if kind == 'sm' else 'ptx'}", d / f"{stem}.json"
 
 
-def read_entry(cubin_path: Path, meta_path: Path) -> Optional[dict]:
-    """The verified sidecar of an entry, or ``None`` for a miss/corrupt entry."""
-    try:
-        meta = json.loads(meta_path.read_text())
-        data = cubin_path.read_bytes()
-    except (OSError, ValueError):
+def entry_digest(meta: dict) -> str:
+    """Digest binding a sidecar's key, arch, source, names map and binary digest."""
+    bound = {k: meta.get(k) for k in ("key", "arch", "source", "lowered", "sha256", "size")}
+    bound["format"] = FORMAT
+    return sha256_bytes(json.dumps(bound, sort_keys=True).encode())
+
+
+def elf_sm(data: bytes) -> Optional[int]:
+    """The ``XY`` of ``sm_XY`` recorded in a CUDA ELF header, or None if unknown.
+
+    Two header layouts are known (checked by the test suite against every
+    arch NVRTC supports): ``EI_OSABI`` 0x33 (``e_flags & 0xff``) and 0x41
+    (``(e_flags >> 8) & 0xff``, sm_100 and newer).
+    """
+    if len(data) < 64:
         return None
-    if not isinstance(meta, dict) or meta.get("size") != len(data):
-        return None
-    if meta.get("sha256") != hashlib.sha256(data).hexdigest():
-        return None
-    return meta
+    osabi = data[7]
+    flags = struct.unpack_from("<I", data, 48)[0]
+    if osabi == 0x33:
+        return flags & 0xFF
+    if osabi == 0x41:
+        return (flags >> 8) & 0xFF
+    return None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+def validate_binary(data: bytes, arch: str, symbols: Iterable[str]) -> Optional[str]:
+    """Why ``data`` is not a binary for ``arch`` defining ``symbols`` (None if it is)."""
+    kind, number = _arch_number(arch)
+    if not data:
+        return "empty"
+    if kind == "sm":
+        if len(data) < 64 or not data.startswith(b"\x7fELF") or data[4] != 2:
+            return "not a 64-bit ELF file"
+        if struct.unpack_from("<H", data, 18)[0] != _EM_CUDA:
+            return "not a CUDA ELF file"
+        found = elf_sm(data)
+        if found is not None and found != number:
+            return f"built for sm_{found}, not {arch}"
+        missing = [s for s in symbols if b"\0" + s.encode() + b"\0" not in data]
+    else:
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            return "not PTX text"
+        target = re.search(r"^\s*\.target\s+sm_(\d+)", text, re.MULTILINE)
+        if ".version" not in text or target is None or int(target.group(1)) != number:
+            return f"not PTX for {arch}"
+        missing = [s for s in symbols if not re.search(rf"\.entry\s+{re.escape(s)}\s*\(", text)]
+    return f"symbols missing: {missing}" if missing else None
 
 
-def write_entry(cubin_path: Path, meta_path: Path, cubin: bytes, meta: dict) -> dict:
-    """Store a cubin and its sidecar atomically; returns the sidecar dict."""
-    meta = dict(meta, size=len(cubin), sha256=hashlib.sha256(cubin).hexdigest())
-    _atomic_write(cubin_path, cubin)
-    _atomic_write(meta_path, json.dumps(meta, indent=1, sort_keys=True).encode())
+def valid_names(lowered, names: Sequence[str]) -> bool:
+    """Whether ``lowered`` maps exactly ``names`` to distinct symbol strings."""
+    if not isinstance(lowered, dict) or set(lowered) != set(names):
+        return False
+    symbols = list(lowered.values())
+    if len(set(symbols)) != len(symbols):
+        return False
+    return all(isinstance(sym, str) and _SYMBOL.fullmatch(sym) for sym in symbols)
+
+
+def _check_meta(meta, *, key: str, arch: str, source: str, names: Sequence[str]) -> bool:
+    if not isinstance(meta, dict):
+        return False
+    size = meta.get("size")
+    return (meta.get("key") == key and meta.get("arch") == arch and meta.get("source") == source
+            and isinstance(size, int) and not isinstance(size, bool) and size > 0
+            and isinstance(meta.get("sha256"), str) and isinstance(meta.get("log", ""), str)
+            and valid_names(meta.get("lowered"), names)
+            and meta.get("entry_digest") == entry_digest(meta))
+
+
+def _read_private(path: Path) -> Optional[bytes]:
+    """The bytes of a regular cache file (None if absent/not a file); refuses untrusted ones."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    check_private(path, st)
+    return path.read_bytes()
+
+
+def read_entry(binary_path: Path, meta_path: Path, *, key: str, arch: str, source: str,
+               names: Sequence[str]) -> Optional[dict]:
+    """The verified sidecar of an entry, or ``None`` for a miss.
+
+    Parameters
+    ----------
+    binary_path, meta_path : Path
+        From :func:`entry_paths`.
+    key, arch, source : str
+        What the caller asked for (``source`` relative to ``cuda_src/``).
+    names : sequence of str
+        The name expressions the entry must map, exactly.
+
+    Returns
+    -------
+    dict or None
+        ``None`` for an absent, unreadable, corrupt or mismatching entry.
+
+    Raises
+    ------
+    cupyconv._fsutil.InsecureCacheError
+        If an entry file is owned by another user or group/world-writable.
+    """
+    try:
+        raw = _read_private(meta_path)
+        data = _read_private(binary_path) if raw is not None else None
+        if data is None:
+            return None
+        meta = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not _check_meta(meta, key=key, arch=arch, source=source, names=names):
+        return None
+    if meta["size"] != len(data) or meta["sha256"] != sha256_bytes(data):
+        return None
+    if validate_binary(data, arch, meta["lowered"].values()) is not None:
+        return None
     return meta
+
+
+def lookup(arch: str, source: str, key: str, names: Sequence[str],
+           root: Optional[Path] = None) -> Optional[Tuple[Path, dict]]:
+    """``(binary_path, meta)`` of a verified entry under ``root`` (default :func:`cache_dir`)."""
+    top = Path(root) if root is not None else cache_root()
+    binary, sidecar = entry_paths(arch, source, key, root)
+    if not existing_private_dir(binary.parent, top):
+        return None
+    meta = read_entry(binary, sidecar, key=key, arch=arch, source=source, names=names)
+    return None if meta is None else (binary, meta)
+
+
+def write_entry(arch: str, source: str, key: str, binary: bytes, meta: dict,
+                root: Optional[Path] = None) -> Tuple[Path, dict]:
+    """Store a binary and its bound sidecar atomically under ``root``.
+
+    Returns
+    -------
+    (binary_path, meta)
+
+    Raises
+    ------
+    OSError
+        If the cache cannot be written (read-only).  No partial file is
+        left; a binary written without its sidecar reads as a miss.
+    cupyconv._fsutil.InsecureCacheError
+        If a cache directory is owned by another user or group/world-writable.
+    """
+    top = Path(root) if root is not None else cache_root()
+    binary_path, meta_path = entry_paths(arch, source, key, root)
+    meta = dict(meta, key=key, arch=arch, source=source, size=len(binary),
+                sha256=sha256_bytes(binary))
+    meta["entry_digest"] = entry_digest(meta)
+    private_dir(binary_path.parent, top)
+    clean_stale_tmp(binary_path.parent)
+    atomic_write(binary_path, binary)
+    atomic_write(meta_path, json.dumps(meta, indent=1, sort_keys=True).encode())
+    return binary_path, meta

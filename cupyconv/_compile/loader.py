@@ -6,17 +6,31 @@ Names declared in the registry are grouped exactly as :func:`build` groups
 them (source, dtype, rank), so AOT-built cubins are hit; a missing group is
 compiled on first use and cached.  Loaded modules are memoised per device in
 a bounded LRU cache (:func:`clear_module_cache` empties it).
+
+What is built for a device is decided once per device by
+:func:`device_target` from the driver version
+(``cupy.cuda.runtime.driverGetVersion``), the NVRTC version and the archs
+NVRTC supports, through the pure :func:`cupyconv._compile.compat.select_target`:
+a cubin for the device's ``sm_XY``; PTX for the newest ``compute_XY`` NVRTC
+knows when the GPU is newer than NVRTC (the driver JIT-compiles it; one
+warning); or a :class:`~cupyconv._compile.compat.ToolchainMismatch` naming
+both versions when nothing built here could load.
 """
 from __future__ import annotations
 
 import collections
+import functools
 import threading
+import warnings
 from typing import Dict, Iterable
 
 from .._kernels import registry
 from . import build as _build
+from . import compat
+from ._nvrtc import nvrtc_version, supported_archs
 
-__all__ = ["CubinModule", "load_module", "clear_module_cache", "device_arch", "MODULE_CACHE_SIZE"]
+__all__ = ["CubinModule", "load_module", "clear_module_cache", "device_arch", "device_target",
+           "MODULE_CACHE_SIZE"]
 
 #: Loaded (device, arch, group) modules kept alive.
 MODULE_CACHE_SIZE = 256
@@ -26,7 +40,7 @@ _modules: "collections.OrderedDict[tuple, CubinModule]" = collections.OrderedDic
 
 
 class CubinModule:
-    """A ``cupy.RawModule`` loaded from a cached cubin, addressed by name expression."""
+    """A ``cupy.RawModule`` loaded from a cached cubin or PTX file, addressed by name expression."""
 
     def __init__(self, path, lowered: Dict[str, str]):
         import cupy
@@ -67,6 +81,24 @@ def device_arch(device=None) -> str:
     return f"sm_{dev.compute_capability}"
 
 
+@functools.lru_cache(maxsize=None)
+def device_target(device_id: int) -> compat.Target:
+    """What to compile for a device (cubin or PTX), decided once per device.
+
+    Raises
+    ------
+    cupyconv._compile.compat.ToolchainMismatch
+        When no binary built by this NVRTC would load on this driver and GPU.
+    """
+    import cupy
+    cc = int(cupy.cuda.Device(device_id).compute_capability)
+    driver = compat.split_driver_version(cupy.cuda.runtime.driverGetVersion())
+    target = compat.select_target(cc, driver, nvrtc_version(), supported_archs())
+    if target.ptx:
+        warnings.warn(target.note, RuntimeWarning, stacklevel=2)
+    return target
+
+
 def _load_group(device_id: int, arch: str, source: str, names: tuple) -> CubinModule:
     key = (device_id, arch, source, names)
     with _lock:
@@ -105,7 +137,7 @@ def load_module(source: str, name_expressions: Iterable[str], device=None):
     if source in registry.FAMILIES:
         source = registry.FAMILIES[source].source
     dev = cupy.cuda.Device(device) if device is not None else cupy.cuda.Device()
-    arch = device_arch(dev.id)
+    arch = device_target(dev.id).arch
     by_name: Dict[str, CubinModule] = {}
     adhoc = []
     for name in name_expressions:
@@ -125,3 +157,4 @@ def clear_module_cache() -> None:
     """Drop every loaded module (the on-disk cache is kept)."""
     with _lock:
         _modules.clear()
+    device_target.cache_clear()

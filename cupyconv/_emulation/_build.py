@@ -4,6 +4,17 @@ The emulator compiles a kernel source (``.cu``) with the host C++ compiler
 against ``cuda_src/emu/cuda_emu.cuh`` and wraps every requested kernel in an
 ``extern "C"`` launcher.  Results are cached on disk, keyed by a hash of
 everything that affects the build.
+
+The cache holds libraries that this process loads with ``dlopen``, so
+anyone who can write it can run code here: its directories are created 0700
+and its files 0600 (:mod:`cupyconv._fsutil`), a directory or file owned by
+another user or group/world-writable is refused with
+:class:`cupyconv._fsutil.InsecureCacheError`, and a library is only loaded
+when its ``.sha256`` sidecar (written last) matches it.  A cache that cannot
+be written (a shared, prebuilt one) still serves hits; a miss is built into
+a private temporary directory of this process, with one
+:class:`cupyconv._fsutil.ReadOnlyCacheWarning`.  Compiler probe results are
+remembered on disk, keyed by the compiler, the probe source and its flags.
 """
 from __future__ import annotations
 
@@ -17,12 +28,16 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .._fsutil import (InsecureCacheError, atomic_write, check_private, clean_stale_tmp,
+                       existing_private_dir, private_dir, scratch_for, sha256_bytes, sha256_file,
+                       warn_read_only)
 from .._paths import cache_root, cuda_src_dir  # noqa: F401 (re-exported)
 
 __all__ = [
     "EmulationCompileError", "cuda_src_dir", "cache_dir", "find_compiler",
     "emulation_available", "emulation_unavailable_reason", "boost_context_available",
-    "asan_runtime_path", "asan_preloaded", "build_library", "build_stats", "MODES",
+    "asan_runtime_path", "asan_preloaded", "build_library", "build_stats", "library_verified",
+    "MODES",
 ]
 
 #: Emulation modes: ``normal`` (forward schedule), ``reverse`` (reverse
@@ -104,33 +119,37 @@ def _compiler_version(cxx: str) -> str:
     return _run([cxx, "--version"]).stdout.strip()
 
 
-def _try_build(cxx: str, source: str, extra: list[str]) -> tuple[bool, str]:
-    """Compile `source` into a shared library in a scratch directory."""
+def _probe_build(name: str, cxx: str, source: str, extra: list[str]) -> tuple[bool, str]:
+    """Build ``source`` into a scratch shared library; ``(ok, compiler output)``.
+
+    A success is remembered on disk, keyed by the compiler, the probe source
+    and the full command line; a missing, unwritable or untrusted cache only
+    costs a re-probe (building a kernel reports an untrusted cache).
+    """
+    flags = ["-std=c++17", "-fPIC", "-shared"] + extra
+    key = sha256_bytes("\0".join([name, cxx, _compiler_version(cxx), source] + flags).encode())
+    marker = cache_dir() / f"probe-{name}-{key[:24]}.ok"
+    try:
+        if existing_private_dir(marker.parent, cache_root()) and marker.is_file():
+            check_private(marker)
+            return True, ""
+    except (OSError, InsecureCacheError):
+        pass
     with tempfile.TemporaryDirectory(prefix="cupyconv-probe-") as tmp:
         src = Path(tmp) / "probe.cpp"
         src.write_text(source)
-        cmd = [cxx, "-std=c++17", "-fPIC", "-shared", str(src), "-o", str(Path(tmp) / "p.so")]
+        cmd = [cxx, str(src), "-o", str(Path(tmp) / "p.so")] + flags
         try:
-            proc = _run(cmd + extra, timeout=120)
+            proc = _run(cmd, timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:
-            return False, f"{' '.join(cmd + extra)}: {exc}"
-        return proc.returncode == 0, proc.stdout
-
-
-def _probe_passed_before(name: str, cxx: str, run) -> bool:
-    """Run a compiler probe once per compiler: successes are remembered on disk."""
-    key = hashlib.sha256(f"{name}\0{cxx}\0{_compiler_version(cxx)}".encode()).hexdigest()[:24]
-    marker = cache_dir() / f"probe-{name}-{key}.ok"
-    if marker.exists():
-        return True
-    if not run():
-        return False
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-    except OSError:
-        pass  # an unwritable cache only costs a re-probe
-    return True
+            return False, f"{' '.join(cmd)}: {exc}"
+    if proc.returncode == 0:
+        try:
+            private_dir(marker.parent, cache_root())
+            atomic_write(marker, b"ok\n")
+        except (OSError, InsecureCacheError):
+            pass
+    return proc.returncode == 0, proc.stdout
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,15 +160,10 @@ def _probe() -> str | None:
     cxx = find_compiler()
     if cxx is None:
         return "no C++ compiler found (set CXX or install g++)"
-    log = []
-
-    def run() -> bool:
-        ok, out = _try_build(cxx, '#include <vector>\nextern "C" int probe() { return 1; }\n', [])
-        log.append(out)
-        return ok
-
-    if not _probe_passed_before("cxx", cxx, run):
-        return f"the C++ compiler {cxx} cannot build a trivial shared library:\n{log[0]}"
+    ok, log = _probe_build(
+        "cxx", cxx, '#include <vector>\nextern "C" int probe() { return 1; }\n', [])
+    if not ok:
+        return f"the C++ compiler {cxx} cannot build a trivial shared library:\n{log}"
     return None
 
 
@@ -173,8 +187,7 @@ def boost_context_available() -> bool:
               'extern "C" int probe() { namespace ctx = boost::context;\n'
               "  ctx::fiber f{[](ctx::fiber&& c) { return std::move(c); }};\n"
               "  f = std::move(f).resume(); return f ? 1 : 0; }\n")
-    return _probe_passed_before(
-        "boost", cxx, lambda: _try_build(cxx, source, ["-lboost_context"])[0])
+    return _probe_build("boost", cxx, source, ["-lboost_context"])[0]
 
 
 @functools.lru_cache(maxsize=None)
@@ -260,24 +273,57 @@ def _dependency_digest(source_file: Path | None) -> str:
     return h.hexdigest()
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def library_verified(lib: Path) -> bool:
+    """Whether a cached library exists and its ``.sha256`` sidecar holds its hash.
 
-
-def _cached_ok(lib: Path) -> bool:
-    """A cached library is valid when its sidecar holds the library's hash."""
+    Raises
+    ------
+    cupyconv._fsutil.InsecureCacheError
+        If the library or its sidecar could be modified by another user.
+    """
     sidecar = lib.with_suffix(".sha256")
     try:
-        return sidecar.read_text().strip() == _file_digest(lib)
-    except OSError:
+        if not (lib.is_file() and sidecar.is_file()):
+            return False
+        check_private(lib)
+        check_private(sidecar)
+        return sidecar.read_text().strip() == sha256_file(lib)
+    except (OSError, UnicodeDecodeError):
         return False
 
 
-def _atomic_write(path: Path, data: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+def _compile(cxx: str, src: Path, flags: list[str]) -> bytes:
+    """Run the compiler on ``src`` into a private scratch directory; the library's bytes."""
+    with tempfile.TemporaryDirectory(prefix="cupyconv-emu-") as tmp:
+        out = Path(tmp) / "lib.so"
+        cmd = [cxx, str(src), "-o", str(out)] + flags
+        with _stats_lock:
+            _stats["compiles"] += 1
+        try:
+            proc = _run(cmd)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EmulationCompileError("could not run the C++ compiler", cmd, str(exc)) from exc
+        if proc.returncode != 0:
+            raise EmulationCompileError("compilation of emulated CUDA source failed", cmd,
+                                        proc.stdout)
+        return out.read_bytes()
+
+
+def _prepare(out_dir: Path, top: Path, stem: str, wrapper_source: str) -> Path:
+    """Create the cache directory (below ``top``), write the wrapper source; its path."""
+    private_dir(out_dir, top)
+    clean_stale_tmp(out_dir)
+    src = out_dir / f"{stem}.cpp"
+    atomic_write(src, wrapper_source.encode())
+    return src
+
+
+def _commit(out_dir: Path, stem: str, data: bytes) -> Path:
+    """Store a library, then its ``.sha256`` sidecar (the commit record)."""
+    lib = out_dir / f"{stem}.so"
+    atomic_write(lib, data)
+    atomic_write(lib.with_suffix(".sha256"), (sha256_bytes(data) + "\n").encode())
+    return lib
 
 
 def build_library(wrapper_source: str, source_file: Path | None, options=(),
@@ -309,6 +355,8 @@ def build_library(wrapper_source: str, source_file: Path | None, options=(),
         If emulation is unavailable.
     EmulationCompileError
         If compilation fails.
+    cupyconv._fsutil.InsecureCacheError
+        If the cache is owned by another user or group/world-writable.
     """
     reason = _probe()
     if reason is not None:
@@ -322,29 +370,27 @@ def build_library(wrapper_source: str, source_file: Path | None, options=(),
     key = hashlib.sha256("\0".join(
         [wrapper_source, _dependency_digest(source_file), _compiler_version(cxx), cxx,
          flavour] + flags).encode()).hexdigest()[:32]
+    stem = f"{key}-{flavour}"
     out_dir = cache_dir()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    lib = out_dir / f"{key}-{flavour}.so"
     with _build_lock:
-        if lib.exists() and _cached_ok(lib):
-            return lib
-        src = out_dir / f"{key}-{flavour}.cpp"
-        _atomic_write(src, wrapper_source)
-        fd, tmp_lib = tempfile.mkstemp(dir=out_dir, prefix=lib.name + ".", suffix=".tmp")
-        os.close(fd)
-        cmd = [cxx, str(src), "-o", tmp_lib] + flags
-        with _stats_lock:
-            _stats["compiles"] += 1
+        for where, above in ((out_dir, cache_root()), (scratch_for(out_dir, create=False),) * 2):
+            lib = where / f"{stem}.so" if where is not None else None
+            if lib is not None and existing_private_dir(where, above) and library_verified(lib):
+                return lib
+        where = out_dir
         try:
-            proc = _run(cmd)
-        except (OSError, subprocess.SubprocessError) as exc:
-            os.unlink(tmp_lib)
-            raise EmulationCompileError("could not run the C++ compiler", cmd, str(exc)) from exc
-        if proc.returncode != 0:
-            os.unlink(tmp_lib)
-            raise EmulationCompileError("compilation of emulated CUDA source failed", cmd,
-                                        proc.stdout)
-        digest = _file_digest(Path(tmp_lib))
-        os.replace(tmp_lib, lib)
-        _atomic_write(lib.with_suffix(".sha256"), digest + "\n")
-    return lib
+            src = _prepare(where, cache_root(), stem, wrapper_source)
+        except OSError as exc:          # a read-only (e.g. shared, prebuilt) cache
+            warn_read_only(out_dir, exc)
+            where = scratch_for(out_dir)
+            src = _prepare(where, where, stem, wrapper_source)
+        data = _compile(cxx, src, flags)
+        try:
+            return _commit(where, stem, data)
+        except OSError as exc:
+            if where != out_dir:
+                raise
+            warn_read_only(out_dir, exc)
+            where = scratch_for(out_dir)
+            _prepare(where, where, stem, wrapper_source)
+            return _commit(where, stem, data)

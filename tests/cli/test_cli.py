@@ -55,3 +55,40 @@ def test_build_one_group(tmp_path, monkeypatch):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "vol2col<double, 1, int>" in res.stdout
     assert any(f.endswith(".cubin") for _, _, fs in os.walk(env_dir) for f in fs)
+
+
+@pytest.mark.parametrize("argv, flag, allowed", [
+    (["--ranks", "3-1"], "--ranks", "1-8"),
+    (["--ranks", ""], "--ranks", "1-8"),
+    (["--ranks", "0-2"], "--ranks", "1..8"),
+    (["--ranks", "1-9"], "--ranks", "1..8"),
+    (["--ranks", "1,,2"], "--ranks", "1,2,3"),
+    (["--arch", ""], "--arch", "sm_80,sm_90"),
+    (["--arch", "sm_90,"], "--arch", "sm_NN"),
+    (["--arch", "sm90"], "--arch", "sm_NN"),
+    (["--arch", "compute_90"], "--arch", "sm_NN"),
+    (["--arch", "sm_90/../x"], "--arch", "sm_NN"),
+    (["--jobs", "0"], "--jobs", "positive integer"),
+])
+def test_build_rejects_bad_flags(argv, flag, allowed, capsys):
+    """A flag that would build nothing (or something unloadable) is a usage error, exit 2."""
+    from cupyconv._compile.build import main
+    with pytest.raises(SystemExit) as info:
+        main(argv + ["--quiet"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and allowed in err, err
+
+
+def test_build_flag_parsers():
+    from cupyconv._compile.build import parse_archs, parse_ranks
+    assert parse_ranks("1-3,5,2") == [1, 2, 3, 5] and parse_ranks("8") == [8]
+    assert parse_archs("sm_80, sm_90,sm_80") == ["sm_80", "sm_90"]
+    assert parse_archs("sm_120") == ["sm_120"]
+
+
+def test_build_api_rejects_empty_work():
+    from cupyconv._compile import build
+    for kwargs in (dict(archs=()), dict(archs=("sm_9",)), dict(ranks=())):
+        with pytest.raises(ValueError):
+            build(progress=False, **kwargs)

@@ -1,10 +1,15 @@
-"""Build pipeline: cache, rebuild of corrupt libraries, options, fallbacks."""
+"""Build pipeline: cache, rebuild of corrupt libraries, options, fallbacks, cache trust."""
+import os
+import stat
+import time
+
 import numpy as np
 import pytest
 
 from cupyconv._emulation import (EmulatedModule, EmulationCompileError, _build, build_module,
                                  build_stats, cuda_src_dir, emulation_available,
                                  require_emulation)
+from cupyconv._fsutil import STALE_TMP_SECONDS, InsecureCacheError
 
 SCALE_SOURCE = """
 #include "platform.cuh"
@@ -49,7 +54,7 @@ def test_corrupt_library_is_rebuilt(private_cache):
     again = EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=5",),
                            name_expressions=["scale"])
     assert build_stats()["compiles"] == before + 1
-    assert again.library_path == lib and _build._cached_ok(lib)
+    assert again.library_path == lib and _build.library_verified(lib)
     np.testing.assert_array_equal(_run_scale(again), np.arange(10) * 5)
 
 
@@ -107,3 +112,68 @@ def test_unavailable_emulation_skips_and_raises(monkeypatch):
         EmulatedModule(code=SCALE_SOURCE, name_expressions=["scale"])
     with pytest.raises(pytest.skip.Exception):
         require_emulation()
+
+
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_cache_is_private(private_cache):
+    lib = build_module(code=SCALE_SOURCE, options=("-DFACTOR=17",), name_expressions=["scale"])
+    assert _mode(private_cache) == 0o700 and _mode(private_cache.parent) == 0o700
+    files = [lib, lib.with_suffix(".sha256"), lib.with_suffix(".cpp")]
+    assert all(f.is_file() and _mode(f) == 0o600 for f in files)
+
+
+@pytest.mark.parametrize("victim", ["root", "emu"])
+def test_cache_dir_writable_by_others_is_refused(private_cache, victim):
+    lib = build_module(code=SCALE_SOURCE, options=("-DFACTOR=19",), name_expressions=["scale"])
+    d = private_cache if victim == "emu" else private_cache.parent
+    os.chmod(d, 0o777)
+    for make in (lambda: build_module(code=SCALE_SOURCE, options=("-DFACTOR=19",),
+                                      name_expressions=["scale"]),       # a hit
+                 lambda: EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=23",),
+                                        name_expressions=["scale"])):    # a miss
+        with pytest.raises(InsecureCacheError) as info:
+            make()
+        msg = str(info.value)
+        assert str(d) in msg and "0777" in msg and "chmod 700" in msg and "CUPYCONV_CACHE_DIR" in msg
+    assert lib.exists()
+
+
+def test_library_writable_by_others_is_refused(private_cache):
+    lib = build_module(code=SCALE_SOURCE, options=("-DFACTOR=29",), name_expressions=["scale"])
+    os.chmod(lib, 0o666)
+    with pytest.raises(InsecureCacheError, match="chmod 600"):
+        EmulatedModule(code=SCALE_SOURCE, options=("-DFACTOR=29",), name_expressions=["scale"])
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown")
+def test_library_owned_by_another_user_is_refused(private_cache):
+    lib = build_module(code=SCALE_SOURCE, options=("-DFACTOR=31",), name_expressions=["scale"])
+    os.chown(lib.with_suffix(".sha256"), 65534, 65534)
+    with pytest.raises(InsecureCacheError, match="uid 65534"):
+        build_module(code=SCALE_SOURCE, options=("-DFACTOR=31",), name_expressions=["scale"])
+
+
+def test_probe_marker_is_keyed_on_source_and_flags(private_cache):
+    """A remembered probe success only answers for the same compiler, source and flags."""
+    cxx = _build.find_compiler()
+    source = 'extern "C" int probe() { return 1; }\n'
+    assert _build._probe_build("t", cxx, source, [])[0]
+    assert len(list(private_cache.glob("probe-t-*.ok"))) == 1
+    assert _build._probe_build("t", cxx, source, [])[0]               # from the marker
+    assert not _build._probe_build("t", cxx, source, ["-lcupyconv_no_such_library"])[0]
+    assert not _build._probe_build("t", cxx, "#error not this one\n", [])[0]
+    assert len(list(private_cache.glob("probe-t-*.ok"))) == 1
+
+
+def test_stale_tmp_files_are_cleaned_on_a_miss(private_cache):
+    build_module(code=SCALE_SOURCE, options=("-DFACTOR=37",), name_expressions=["scale"])
+    stale, fresh = private_cache / "x.so.abc.tmp", private_cache / "y.so.def.tmp"
+    for p in (stale, fresh):
+        p.write_bytes(b"partial")
+    past = time.time() - 2 * STALE_TMP_SECONDS
+    os.utime(stale, (past, past))
+    build_module(code=SCALE_SOURCE, options=("-DFACTOR=41",), name_expressions=["scale"])
+    assert not stale.exists() and fresh.exists()

@@ -1,0 +1,168 @@
+"""Which binary to build for a device: NVRTC, driver and GPU versions (pure functions).
+
+Two mismatches break a cubin build (the loader feeds these functions the
+versions of the running system; they are unit-tested without a GPU):
+
+* **NVRTC newer than the driver.**  Within one CUDA major release a cubin
+  (SASS) built by a newer NVRTC still loads on an older driver ("minor
+  version compatibility", CUDA 11+:
+  https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html),
+  but PTX does not: NVRTC 11.3+ emits PTX that needs a driver at least as
+  new as its own CUDA release (NVRTC User Guide, "Versioning",
+  https://docs.nvidia.com/cuda/archive/11.3.0/nvrtc/index.html#versioning;
+  CuPy compiles to cubins for the same reason, ``cupy/cuda/compiler.py``).
+  Across major releases neither loads.
+* **A GPU newer than NVRTC knows** (``-arch=sm_120`` with NVRTC 12.6): no
+  cubin can be built.  PTX for the newest ``compute_XY`` that NVRTC knows
+  and that is not above the device's arch is JIT-compiled by the driver for
+  the device (PTX is forward compatible), provided the driver can read that
+  PTX, i.e. is at least as new as NVRTC.
+
+:func:`select_target` decides (cubin, PTX fallback, or a clear
+:class:`ToolchainMismatch` naming both versions); the archs NVRTC supports
+come from ``nvrtcGetSupportedArchs`` when available, else from
+:func:`known_archs`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence, Tuple
+
+__all__ = ["Target", "ToolchainMismatch", "split_driver_version", "known_archs",
+           "select_target", "format_version"]
+
+Version = Tuple[int, int]
+
+# sm_XY -> (NVRTC version that added it, version that dropped it or None).
+# Sources: the "Supported Compile Options" (--gpu-architecture) section of each
+# NVRTC User Guide release, https://docs.nvidia.com/cuda/archive/<version>/nvrtc/
+# (sm_3x dropped in 12.0, pre-Turing archs dropped and sm_101 renamed sm_110 in
+# 13.0), cross-checked with CuPy's cupy/cuda/compiler.py::_get_max_compute_capability
+# and, in the test suite, with nvrtcGetSupportedArchs of the installed NVRTC.
+_ARCH_SPAN = {
+    35: ((11, 0), (12, 0)), 37: ((11, 0), (12, 0)),
+    **{a: ((11, 0), (13, 0)) for a in (50, 52, 53, 60, 61, 62, 70, 72)},
+    75: ((11, 0), None), 80: ((11, 0), None), 86: ((11, 1), None), 87: ((11, 4), None),
+    89: ((11, 8), None), 90: ((11, 8), None), 100: ((12, 8), None), 101: ((12, 8), (13, 0)),
+    120: ((12, 8), None), 103: ((12, 9), None), 121: ((12, 9), None), 110: ((13, 0), None),
+}
+
+
+class ToolchainMismatch(RuntimeError):
+    """NVRTC, the CUDA driver and the GPU cannot produce a loadable kernel together."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What to compile for one device.
+
+    Attributes
+    ----------
+    arch : str
+        The NVRTC ``-arch``: ``"sm_90"`` (a cubin) or ``"compute_90"`` (PTX).
+    device_arch : str
+        The device's ``"sm_XY"``.
+    note : str
+        Why PTX was chosen (empty for a cubin).
+    """
+
+    arch: str
+    device_arch: str
+    note: str = ""
+
+    @property
+    def ptx(self) -> bool:
+        """Whether the target is PTX for the driver to JIT-compile."""
+        return self.arch.startswith("compute_")
+
+
+def format_version(version: Sequence[int]) -> str:
+    """``(12, 4)`` -> ``"12.4"``."""
+    return ".".join(str(int(v)) for v in version)
+
+
+def split_driver_version(code: int) -> Version:
+    """``cudaDriverGetVersion`` code to ``(major, minor)``: ``12040`` -> ``(12, 4)``.
+
+    Raises
+    ------
+    ValueError
+        For a code that is not a positive integer.
+    """
+    if isinstance(code, bool) or not isinstance(code, int) or code <= 0:
+        raise ValueError(f"CUDA driver version must be a positive int such as 12040, got {code!r}")
+    return code // 1000, (code % 1000) // 10
+
+
+def known_archs(nvrtc: Version) -> Tuple[int, ...]:
+    """The ``XY`` of every ``sm_XY`` NVRTC ``nvrtc`` accepts, from a table.
+
+    The fallback for an NVRTC without ``nvrtcGetSupportedArchs`` (added in
+    CUDA 11.2); see the sources cited at ``_ARCH_SPAN``.  Empty for an NVRTC
+    older than 11.0.
+    """
+    nvrtc = tuple(nvrtc)[:2]
+    return tuple(sorted(a for a, (added, dropped) in _ARCH_SPAN.items()
+                        if added <= nvrtc and (dropped is None or nvrtc < dropped)))
+
+
+def select_target(device_cc: int, driver: Version, nvrtc: Version,
+                  supported: Optional[Sequence[int]] = None) -> Target:
+    """The NVRTC arch to build for a device, or why none will load.
+
+    Parameters
+    ----------
+    device_cc : int
+        The device's compute capability as ``XY`` (``90`` for sm_90).
+    driver : (int, int)
+        CUDA version of the driver (:func:`split_driver_version`).
+    nvrtc : (int, int)
+        NVRTC version.
+    supported : sequence of int, optional
+        The archs NVRTC accepts (``nvrtcGetSupportedArchs``); default
+        :func:`known_archs`.
+
+    Returns
+    -------
+    Target
+        ``sm_<device_cc>`` when NVRTC knows the device; else PTX for the
+        newest ``compute_XY <= device_cc`` NVRTC knows.
+
+    Raises
+    ------
+    ToolchainMismatch
+        NVRTC is of a newer CUDA major release than the driver; or the
+        device is newer than NVRTC knows and the driver is older than NVRTC
+        (it cannot JIT that PTX); or the device is older than every arch
+        NVRTC supports.
+    """
+    if isinstance(device_cc, bool) or not isinstance(device_cc, int) or device_cc <= 0:
+        raise ValueError(f"device_cc must be a positive int such as 90, got {device_cc!r}")
+    driver, nvrtc = tuple(driver)[:2], tuple(nvrtc)[:2]
+    archs = sorted(int(a) for a in (known_archs(nvrtc) if supported is None else supported))
+    dev = f"sm_{device_cc}"
+    names = f"NVRTC {format_version(nvrtc)} and CUDA driver {format_version(driver)}"
+    if nvrtc[0] > driver[0]:
+        raise ToolchainMismatch(
+            f"{names}: NVRTC is from a newer CUDA major release than the driver, which can "
+            f"load neither its cubins nor its PTX.  Update the NVIDIA driver to CUDA "
+            f"{nvrtc[0]}.x, or install the NVRTC/CuPy of CUDA {driver[0]}.x "
+            f"(e.g. cupy-cuda{driver[0]}x, nvidia-cuda-nvrtc-cu{driver[0]}).")
+    if device_cc in archs:
+        return Target(dev, dev)
+    lower = [a for a in archs if a < device_cc]
+    if not lower:
+        oldest = f"sm_{archs[0]}" if archs else "none"
+        raise ToolchainMismatch(
+            f"{names}: the GPU ({dev}) is older than every arch this NVRTC supports (oldest "
+            f"{oldest}); install an older CUDA toolkit's NVRTC/CuPy for this GPU.")
+    best = lower[-1]
+    if driver < nvrtc:
+        raise ToolchainMismatch(
+            f"{names}: the GPU ({dev}) is newer than this NVRTC knows (newest sm_{archs[-1]}), "
+            f"so only PTX can be built, and PTX from NVRTC {format_version(nvrtc)} needs a "
+            f"driver for CUDA >= {format_version(nvrtc)}.  Update the NVIDIA driver, or "
+            f"install an NVRTC that supports {dev}.")
+    return Target(f"compute_{best}", dev,
+                  f"{names}: the GPU ({dev}) is newer than this NVRTC knows (newest "
+                  f"sm_{archs[-1]}); using PTX for compute_{best}, JIT-compiled by the driver")

@@ -4,21 +4,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._cli import demo, info
+from ._compile import main as build_main
+
 __all__ = ["main"]
 
 
 def _cmd_info(args):
-    from ._cli import info
     return info()
 
 
 def _cmd_demo(args):
-    from ._cli import demo
     return demo(size=args.size, backend=args.backend)
 
 
 def _cmd_build(args):
-    from ._compile import main as build_main
     return build_main(args.extra)
 
 

@@ -7,7 +7,12 @@ import sys
 import time
 
 import numpy as np
+from scipy import signal
 
+from ._paths import cache_root
+from ._version import __version__
+from .api.conv import conv
+from .api.signal import choose_conv_method, convolve
 from .dispatch import backends
 
 __all__ = ["info", "demo", "conv_reference"]
@@ -19,8 +24,7 @@ DEMO_TOLERANCE = 1e-9
 
 def info():
     """Print the device, its architecture, the cache and the backends."""
-    import cupyconv
-    print(f"cupyconv {cupyconv.__version__} (Python {platform.python_version()}, "
+    print(f"cupyconv {__version__} (Python {platform.python_version()}, "
           f"NumPy {np.__version__})")
     reasons = backends.backend_reasons()
     for name, why in reasons.items():
@@ -38,7 +42,6 @@ def info():
         print("  NVRTC %d.%d (ahead-of-time builds possible)" % nvrtc.getVersion())
     except Exception as exc:
         print(f"  NVRTC unavailable ({exc.__class__.__name__})")
-    from ._paths import cache_root
     print(f"  kernel cache: {cache_root()}")
     return 0
 
@@ -49,7 +52,6 @@ def conv_reference(x, w, stride, padding, dilation, padding_mode="constant"):
     Pads with :func:`numpy.pad`, dilates the kernel with zeros, correlates
     in ``valid`` mode and subsamples by the stride (groups=1, channels_first).
     """
-    from scipy import signal
     xp = np.pad(x, ((0, 0), (0, 0)) + tuple((p, p) for p in padding), mode=padding_mode)
     span = tuple(d * (k - 1) + 1 for d, k in zip(dilation, w.shape[2:]))
     wd = np.zeros(w.shape[:2] + span, dtype=w.dtype)
@@ -91,8 +93,6 @@ def demo(size=40, backend="auto"):
 
     Returns a process exit code: 0 when every check passes.
     """
-    import cupyconv
-    from scipy import signal
     if size < 8:
         print("demo: --size must be >= 8", file=sys.stderr)
         return 2
@@ -107,7 +107,7 @@ def demo(size=40, backend="auto"):
         import cupy as xp
         sync = xp.cuda.Device().synchronize
     elif backend == "emulated":
-        ctx = cupyconv.use_backend("emulated")
+        ctx = backends.use_backend("emulated")
     rng = np.random.default_rng(2026)
     failures = 0
     print(f"cupyconv demo on the {backend!r} backend")
@@ -117,8 +117,8 @@ def demo(size=40, backend="auto"):
         psf = rng.random((5,) * 4)
         psf /= psf.sum()
         dv, dp = xp.asarray(vol), xp.asarray(psf)
-        method = cupyconv.choose_conv_method(dv, dp, mode="same")
-        y, t = _timed(lambda: cupyconv.convolve(dv, dp, mode="same"), sync)
+        method = choose_conv_method(dv, dp, mode="same")
+        y, t = _timed(lambda: convolve(dv, dp, mode="same"), sync)
         t0 = time.perf_counter()
         ref = signal.convolve(vol, psf, mode="same")
         t_ref = time.perf_counter() - t0
@@ -133,7 +133,7 @@ def demo(size=40, backend="auto"):
         w = rng.standard_normal((8, 4, 3, 3, 3))
         geo = dict(stride=(2, 2, 1), padding=(2, 2, 2), dilation=(2, 1, 2))
         dx, dw = xp.asarray(x), xp.asarray(w)
-        y, t = _timed(lambda: cupyconv.conv(dx, dw, padding_mode="reflect", **geo), sync)
+        y, t = _timed(lambda: conv(dx, dw, padding_mode="reflect", **geo), sync)
         t0 = time.perf_counter()
         ref = conv_reference(x, w, padding_mode="reflect", **geo)
         t_ref = time.perf_counter() - t0

@@ -70,8 +70,7 @@ def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = N
     runtime = _build.asan_runtime_path()
     if runtime is None:
         raise RuntimeError("no shared AddressSanitizer runtime (libasan.so) found")
-    import cupyconv
-    package_root = str(Path(cupyconv.__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])   # the directory holding cupyconv/
     child_env = dict(os.environ)
     child_env.update(env or {})
     child_env["LD_PRELOAD"] = " ".join(filter(None, [runtime, child_env.get("LD_PRELOAD")]))

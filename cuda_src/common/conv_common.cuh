@@ -8,6 +8,7 @@
 #include "fast_divmod.cuh"
 #include "boundary.cuh"
 #include "conv_params.cuh"
+#include "launch_config.cuh"
 
 namespace cc {
 

@@ -15,10 +15,13 @@
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
 
-/// Launch: 1-D grid of any size (grid-stride) over n_count * C * prod(S) elements.
+/// Launch: 1-D grid of any size (grid-stride) over n_count * C * prod(S) elements,
+/// blocks of CUPYCONV_BLOCK_THREADS threads (cuda_src/common/launch_config.cuh).
 template <typename T, int R, typename Index>
-__global__ void col2vol(const cc::ConvParams<R> p, const T* __restrict__ col, T* __restrict__ dx) {
+__global__ void CUPYCONV_LAUNCH_BOUNDS
+col2vol(const cc::ConvParams<R> p, const T* __restrict__ col, T* __restrict__ dx) {
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
+  cc::require_block_shape();
   using Acc = typename cc::AccumType<T>::type;
   const Index M = static_cast<Index>(p.gemm_m);
   const Index taps = static_cast<Index>(p.taps);

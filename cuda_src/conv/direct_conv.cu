@@ -19,23 +19,24 @@
 #include "../common/conv_common.cuh"
 
 template <typename T, typename Acc, int R, typename Index, int TILE_H, int TILE_W>
-__global__ void direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x,
-                            const T* __restrict__ w, T* __restrict__ y,
-                            const T* __restrict__ bias) {
+__global__ void CUPYCONV_LAUNCH_BOUNDS
+direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restrict__ w,
+            T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
   static_assert(R >= 2 || TILE_H == 1, "Require TILE_H == 1 for 1-D problems");
-  constexpr int kThreads = 256;
+  constexpr int kThreads = cc::kBlockThreads;  // CUPYCONV_BLOCK_THREADS
   constexpr int kThreadsW = TILE_H == 1 ? kThreads : 32;
   constexpr int kThreadsH = kThreads / kThreadsW;
   constexpr int PH = TILE_H / kThreadsH;  ///< output rows per thread
   constexpr int PW = TILE_W / kThreadsW;  ///< output columns per thread
   static_assert(PH * kThreadsH == TILE_H && PW * kThreadsW == TILE_W,
-                "Require TILE_H, TILE_W multiples of the 256-thread layout");
+                "Require TILE_H, TILE_W multiples of the CUPYCONV_BLOCK_THREADS layout");
   constexpr int kAxisW = R - 1;
   constexpr int kAxisH = R - 2;   // < 0 for R == 1
   constexpr int kOuter = R - 2 > 0 ? R - 2 : 0;
 
+  cc::require_block_shape();
   CUPYCONV_DYNAMIC_SHARED(Acc, smem);
 
   const int tid = static_cast<int>(threadIdx.x);

@@ -10,12 +10,13 @@
 //
 // A is never materialised: each CTA gathers its BM x BK slice of A straight
 // from x (any strides, any padding mode) into shared memory, next to the
-// BK x BN slice of B.  The CTA tile BM x BN is computed by 256 threads laid
-// out 16 x 16, each owning a TM x TN = (BM/16) x (BN/16) register block with
-// rows tm + 16*i and columns tn + 16*j (conflict-free shared loads, coalesced
-// channels-first stores).  Shared memory is double buffered: the next K-slice
-// is fetched into registers while the current one is multiplied, then stored
-// to the other buffer; one __syncthreads per K-slice.
+// BK x BN slice of B.  The CTA tile BM x BN is computed by CUPYCONV_BLOCK_THREADS
+// threads (256, common/launch_config.cuh) laid out 16 x 16, each owning a
+// TM x TN = (BM/16) x (BN/16) register block with rows tm + 16*i and columns
+// tn + 16*j (conflict-free shared loads, coalesced channels-first stores).
+// Shared memory is double buffered: the next K-slice is fetched into
+// registers while the current one is multiplied, then stored to the other
+// buffer; one __syncthreads per K-slice.
 //
 // Each thread keeps ONE A row (its m is fixed for the whole K loop, so its
 // batch offset and base padded coordinates are computed once) and ONE B
@@ -25,12 +26,12 @@
 #include "../common/conv_common.cuh"
 
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK>
-__global__ void implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x,
-                                    const T* __restrict__ w, T* __restrict__ y,
-                                    const T* __restrict__ bias) {
+__global__ void CUPYCONV_LAUNCH_BOUNDS
+implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restrict__ w,
+                    T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
-  constexpr int kThreads = 256;
+  constexpr int kThreads = cc::kBlockThreads;  // CUPYCONV_BLOCK_THREADS
   constexpr int kThreadsM = 16;
   constexpr int kThreadsN = kThreads / kThreadsM;
   constexpr int TM = BM / kThreadsM;             ///< rows per thread
@@ -40,10 +41,11 @@ __global__ void implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restri
   constexpr int kBColsStep = kThreads / BK;      ///< B loader: columns covered per pass
   constexpr int kBPerThread = BN / kBColsStep;   ///< B elements fetched per thread per slice
   static_assert(BM % kThreadsM == 0 && BN % kThreadsN == 0, "Require BM, BN multiples of 16");
-  static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | 256 and (256/BM) | BK");
-  static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | 256 and (256/BK) | BN");
+  static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | threads and (threads/BM) | BK");
+  static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | threads and (threads/BK) | BN");
   static_assert(2 * BK * (BM + BN) * sizeof(Acc) <= 48 * 1024, "Tile exceeds 48 KiB of static shared memory");
 
+  cc::require_block_shape();
   __shared__ Acc smem_a[2][BK][BM];
   __shared__ Acc smem_b[2][BK][BN];
 

@@ -16,10 +16,13 @@
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
 
-/// Launch: 1-D grid of any size (grid-stride); params.div_grid[0] divides by gemm_m.
+/// Launch: 1-D grid of any size (grid-stride), blocks of CUPYCONV_BLOCK_THREADS
+/// threads (cuda_src/common/launch_config.cuh); params.div_grid[0] divides by gemm_m.
 template <typename T, int R, typename Index>
-__global__ void vol2col(const cc::ConvParams<R> p, const T* __restrict__ x, T* __restrict__ col) {
+__global__ void CUPYCONV_LAUNCH_BOUNDS
+vol2col(const cc::ConvParams<R> p, const T* __restrict__ x, T* __restrict__ col) {
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
+  cc::require_block_shape();
   const Index M = static_cast<Index>(p.gemm_m);
   const Index taps = static_cast<Index>(p.taps);
   const long long total = p.C * p.gemm_m;

@@ -11,6 +11,10 @@ through ``.shape``, ``.strides``, ``.itemsize`` and ``.dtype``.
 
 Kernels index element ``[0, ..., 0]`` of each view with the view's element
 strides, so slices, transposes, negative and zero strides need no copy.
+What they cannot address is checked by :func:`addressable`: every runner
+raises ``ValueError`` before launching on such an operand (a strided record
+field, a complex view only 4/8-byte aligned), which would otherwise fault on
+the device with a misaligned address; the caller copies it first.
 """
 from __future__ import annotations
 
@@ -23,8 +27,8 @@ from . import registry
 from .params import logical_strides, pack_conv_params
 
 __all__ = [
-    "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "choose_index64",
-    "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
+    "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
+    "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "run_implicit_gemm_fprop", "run_direct",
 ]
@@ -43,6 +47,78 @@ _INT32_LIMIT = 2**31 - 1 - 2**20
 # ---------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------
+
+def _data_pointer(array) -> int:
+    """Address of element ``[0, ..., 0]`` of a NumPy or CuPy array (or array-like)."""
+    iface = getattr(array, "__array_interface__", None)      # NumPy (host / emulated)
+    if iface is not None:
+        return int(iface["data"][0])
+    ptr = getattr(getattr(array, "data", None), "ptr", None)  # CuPy: MemoryPointer.ptr
+    if ptr is not None:
+        return int(ptr)
+    cai = getattr(array, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    raise TypeError(f"cannot find the data pointer of a {type(array).__name__}")
+
+
+def device_alignment(dtype) -> int:
+    """Bytes to which the kernels' element type of ``dtype`` must be aligned.
+
+    ``cc::complex<Real>`` is ``alignas(2 * sizeof(Real))`` (one 8/16-byte
+    vector load), so complex64 needs 8 and complex128 16 bytes -- more than
+    NumPy's ``dtype.alignment`` (4 and 8).  Real, integer and half elements
+    need their size.
+    """
+    dt = np.dtype(dtype)
+    if dt.kind in "biufc":
+        return int(dt.itemsize)
+    return max(int(dt.alignment), 1)
+
+
+def addressable(array) -> Tuple[bool, str]:
+    """Whether the kernels can address ``array`` in place.
+
+    True when every byte stride is a multiple of the itemsize (the kernels
+    take element strides) and the data pointer is aligned to the element
+    type (:func:`device_alignment`).  A record-field view (stride 9) or a
+    complex64 view of a float32 buffer at an odd offset is not: launching
+    on it would fault on the device with a misaligned address and kill the
+    CUDA context.  Such operands must be copied first.
+
+    Parameters
+    ----------
+    array : numpy.ndarray or cupy.ndarray
+
+    Returns
+    -------
+    (bool, str)
+        ``(True, "")`` or ``(False, reason)``.
+    """
+    dt = np.dtype(array.dtype)
+    item = int(array.itemsize)
+    for ax, st in enumerate(array.strides):
+        if int(st) % item:
+            return False, (f"stride {int(st)} of axis {ax} is not a multiple of the itemsize {item} "
+                           f"({dt.name} array of shape {tuple(array.shape)}); copy the array first")
+    align = device_alignment(dt)
+    ptr = _data_pointer(array)
+    if ptr % align:
+        return False, (f"data pointer {ptr:#x} is not aligned to {align} bytes, as the kernels' "
+                       f"{dt.name} elements require ({dt.name} array of shape {tuple(array.shape)}); "
+                       f"copy the array first")
+    return True, ""
+
+
+def _check_addressable(**arrays) -> None:
+    """Raise ``ValueError`` naming the first operand the kernels cannot address."""
+    for name, a in arrays.items():
+        if a is None:
+            continue
+        ok, why = addressable(a)
+        if not ok:
+            raise ValueError(f"{name}: {why}")
+
 
 def _span(lead_chan_spatial, shape_lead_chan_spatial) -> int:
     lead, chan, spatial = lead_chan_spatial
@@ -214,6 +290,7 @@ def _column_launch(problem, col, vol, n0, n_count, family):
     """Shared checks of vol2col/col2vol; returns ``(n_count, M, col_size)``."""
     _require(can_implement_vol2col(problem))
     _check_dtype(problem, vol, col)
+    _check_addressable(**{"col": col, ("x" if family == "vol2col" else "dx"): vol})
     n_count = problem.batch - n0 if n_count is None else int(n_count)
     m = n_count * math.prod(problem.out_shape)
     col_size = problem.in_channels * problem.taps * m
@@ -265,6 +342,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     """
     _require(can_implement_implicit_gemm(problem))
     _check_dtype(problem, x, w, y, bias)
+    _check_addressable(x=x, w=w, y=y, bias=bias)
     if 0 in problem.y_shape:
         return
     tiles = registry.gemm_tiles(problem.dtype)
@@ -297,6 +375,7 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     """``y = alpha * conv(x, w) + beta * y + bias`` with the direct (stencil) kernel."""
     _require(can_implement_direct(problem, smem_limit))
     _check_dtype(problem, x, w, y, bias)
+    _check_addressable(x=x, w=w, y=y, bias=bias)
     if 0 in problem.y_shape:
         return
     r = problem.ndim

@@ -174,12 +174,15 @@ def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
     p["n0"], p["n_count"], p["g0"] = int(n0), n_count, int(g0)
     p["in_size"], p["taps"], p["out_size"] = in_size, taps, out_size
     p["gemm_k"], p["gemm_m"] = (c // g) * taps, n_count * out_size
+    # An extent of 0 (an empty input axis, which constant padding may still
+    # extend to a non-empty output) divides nothing: no kernel thread maps to an
+    # element of it, so its divisor is packed as 1 instead of rejected.
     for i in range(r):
-        p["div_in"][i] = fast_divmod_params(problem.in_shape[i])
-        p["div_k"][i] = fast_divmod_params(problem.kernel_shape[i])
+        p["div_in"][i] = fast_divmod_params(max(problem.in_shape[i], 1))
+        p["div_k"][i] = fast_divmod_params(max(problem.kernel_shape[i], 1))
         p["div_out"][i] = fast_divmod_params(max(problem.out_shape[i], 1))
     p["div_in_size"] = fast_divmod_params(max(in_size, 1))
-    p["div_taps"] = fast_divmod_params(taps)
+    p["div_taps"] = fast_divmod_params(max(taps, 1))
     p["div_out_size"] = fast_divmod_params(max(out_size, 1))
     p["div_C"] = fast_divmod_params(max(c, 1))
     p["div_kpg"] = fast_divmod_params(max(k // max(g, 1), 1))

@@ -18,20 +18,73 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
+from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from .._paths import cuda_src_dir
+
 __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
-    "MAX_RANK", "THREADS", "dtype_spec", "name_expression", "gemm_tiles",
-    "direct_tiles", "instantiations", "group_instantiations", "lookup",
+    "MAX_RANK", "THREADS", "LAUNCH_CONFIG_HEADER", "read_block_threads", "dtype_spec",
+    "name_expression", "gemm_tiles", "direct_tiles", "instantiations", "group_instantiations",
+    "lookup",
 ]
 
 #: Largest spatial rank compiled by default (matches CUPYCONV_MAX_RANK).
 MAX_RANK = 8
-#: Threads per block of every family (the tile static_asserts assume it).
-THREADS = 256
+
+#: The header that defines the block size of every kernel, relative to ``cuda_src/``.
+LAUNCH_CONFIG_HEADER = "common/launch_config.cuh"
+_BLOCK_THREADS_RE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+CUPYCONV_BLOCK_THREADS(?:[ \t]+(\S+))?[ \t]*(?://.*|/\*.*\*/[ \t]*)?$",
+    re.MULTILINE)
+
+
+def read_block_threads(path=None) -> int:
+    """``CUPYCONV_BLOCK_THREADS`` as defined in the launch-config header.
+
+    The kernels declare ``__launch_bounds__(CUPYCONV_BLOCK_THREADS)`` and trap
+    on any other block shape, so the launchers take the block size from the
+    same line of the same file.
+
+    Parameters
+    ----------
+    path : path-like, optional
+        Header to read; default ``cuda_src/common/launch_config.cuh``.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the file, when it is unreadable or does not define
+        ``CUPYCONV_BLOCK_THREADS`` exactly once as a multiple of 32 in [32, 1024].
+    """
+    path = Path(cuda_src_dir() / LAUNCH_CONFIG_HEADER if path is None else path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RuntimeError(f"cannot read the kernel launch configuration {path}: {exc}") from None
+    found = _BLOCK_THREADS_RE.findall(text)
+    if len(found) != 1:
+        raise RuntimeError(
+            f"{path} must contain exactly one '#define CUPYCONV_BLOCK_THREADS <int>' line; "
+            f"found {len(found)}")
+    value = found[0]
+    if not re.fullmatch(r"[1-9][0-9]*", value):
+        raise RuntimeError(
+            f"{path}: CUPYCONV_BLOCK_THREADS must be a plain decimal integer; got {value!r}")
+    threads = int(value)
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise RuntimeError(
+            f"{path}: CUPYCONV_BLOCK_THREADS must be a multiple of 32 in [32, 1024]; got {threads}")
+    return threads
+
+
+#: Threads per block of every family, read from ``cuda_src/common/launch_config.cuh``
+#: (the one definition; the kernels' ``__launch_bounds__`` and tile layouts use it).
+THREADS = read_block_threads()
 
 
 @dataclasses.dataclass(frozen=True)

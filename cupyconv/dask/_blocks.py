@@ -128,9 +128,9 @@ _DASK_PAD_LIMIT = {
 }
 
 
-def _pad_block(block, pad_width, mode):
+def _pad_block(block, pad_width, mode, **kwargs):
     xp = arguments.array_module_of(block=block)
-    return xp.pad(block, pad_width, mode=mode)
+    return xp.pad(block, pad_width, mode=mode, **kwargs)
 
 
 def pad(x, pad_width, mode="constant", cval=0):
@@ -139,27 +139,40 @@ def pad(x, pad_width, mode="constant", cval=0):
     ``dask.array.pad`` is used where it is exact; an axis padded by more
     than one period in ``reflect``/``symmetric``/``wrap`` mode (which
     ``numpy.pad`` handles by repeated mirroring, dask not) is made one
-    chunk and padded in memory, block by block.
+    chunk and padded in memory, block by block.  So is an empty axis:
+    ``dask.array.pad`` sizes the pad chunks from the axis' largest chunk,
+    0 there (ZeroDivisionError); constant padding makes it all ``cval``.
     """
     pad_width = tuple((int(b), int(a)) for b, a in pad_width)
     if not any(b or a for b, a in pad_width):
         return x
-    if mode == "constant":
-        return da.pad(x, pad_width, mode="constant", constant_values=cval)
     limit = _DASK_PAD_LIMIT[mode]
-    native = [(b, a) if max(b, a) <= limit(n) else (0, 0)
-              for (b, a), n in zip(pad_width, x.shape)]
+    kwargs = {"constant_values": cval} if mode == "constant" else {}
+    # empty axes first, so dask.array.pad below sees a non-empty array (its
+    # concatenation keeps zero-size pieces of an empty one as extra chunks)
+    shape = tuple(x.shape)
+    empty = [(b, a) if n == 0 else (0, 0) for (b, a), n in zip(pad_width, shape)]
+    native = [(b, a) if n > 0 and max(b, a) <= limit(n) else (0, 0)
+              for (b, a), n in zip(pad_width, shape)]
+    wide = [(b, a) if n > 0 and max(b, a) > limit(n) else (0, 0)
+            for (b, a), n in zip(pad_width, shape)]
+    x = _pad_axes_in_memory(x, empty, mode, kwargs)
     if any(b or a for b, a in native):
-        x = da.pad(x, tuple(native), mode=mode)
-    for ax, ((b, a), done) in enumerate(zip(pad_width, native)):
-        if (b or a) and done == (0, 0):
+        x = da.pad(x, tuple(native), mode=mode, **kwargs)
+    return _pad_axes_in_memory(x, wide, mode, kwargs)
+
+
+def _pad_axes_in_memory(x, pad_width, mode, kwargs):
+    """Pad each axis with a non-zero width as one chunk, block by block, with ``xp.pad``."""
+    for ax, (b, a) in enumerate(pad_width):
+        if b or a:
             x = x.rechunk({ax: -1})
             widths = [(0, 0)] * x.ndim
             widths[ax] = (b, a)
             chunks = list(x.chunks)
             chunks[ax] = (x.shape[ax] + b + a,)
             x = x.map_blocks(_pad_block, pad_width=tuple(widths), mode=mode,
-                             chunks=tuple(chunks), dtype=x.dtype, meta=x._meta)
+                             chunks=tuple(chunks), dtype=x.dtype, meta=x._meta, **kwargs)
     return x
 
 

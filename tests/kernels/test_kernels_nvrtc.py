@@ -112,9 +112,7 @@ def test_source_change_changes_key(tmp_path):
     digest = cache.source_digest(source)
     assert digest == cache.source_digest(source)
     # headers are part of the digest: the include closure reaches conv_params.cuh
-    seen = {}
-    cache._closure(source, seen)
-    assert any(p.name == "conv_params.cuh" for p in seen)
+    assert any(p.name == "conv_params.cuh" for p in cache.include_closure(source))
 
 
 def test_compile_error_carries_log_and_options():
@@ -157,3 +155,24 @@ def test_cli_main_and_report(tmp_path, monkeypatch, capsys):
     assert any(tmp_path.rglob("*.cubin"))
     with pytest.raises(SystemExit):
         main(["--families", "nope", "--quiet"])
+
+
+@pytest.mark.parametrize("family", sorted(registry.FAMILIES))
+def test_kernels_take_launch_bounds_from_the_launch_config(family, tmp_path):
+    """Every entry carries .maxntid CUPYCONV_BLOCK_THREADS (== registry.THREADS), the
+    minimum of 1 resident block, and the blockDim check's trap
+    (cuda_src/common/launch_config.cuh)."""
+    import re
+    from cupyconv._compile import compile_group
+    source = registry.FAMILIES[family].source
+    names = [i.name for i in registry.group_instantiations(source, np.float32, 2)
+             if i.family == family]
+    path, meta, _, _ = compile_group(source, names, "compute_90", root=tmp_path)
+    ptx = path.read_text()
+    entries = re.split(r"\.entry\s+", ptx)[1:]
+    assert len(entries) == len(names) == len(meta["lowered"])
+    for body in entries:
+        symbol = body.split("(", 1)[0]
+        assert re.search(rf"\.maxntid\s+{registry.THREADS},\s*1,\s*1\b", body), symbol
+        assert re.search(r"\.minnctapersm\s+1\b", body), symbol
+        assert re.search(r"\btrap;", body), symbol

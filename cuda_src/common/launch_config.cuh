@@ -1,0 +1,57 @@
+// cupyconv: the launch configuration shared by every kernel family, in ONE place.
+//
+// CUPYCONV_BLOCK_THREADS is the number of threads per block of every kernel:
+// each kernel declares launch bounds with it (CUPYCONV_LAUNCH_BOUNDS) and
+// derives its thread layout from it (cc::kBlockThreads), and the host reads
+// the value from this file (cupyconv/_kernels/registry.py parses the #define
+// below with a regex at import), so the launchers and the kernels cannot
+// disagree.  Keep the define a plain decimal literal on one line.
+//
+// CUPYCONV_MIN_BLOCKS_PER_SM, the second launch bound, is 1 on purpose.
+// Launch bounds steer ptxas' register allocation (NVRTC 12.9, sm_80/sm_90,
+// every registered instantiation measured): with the block size alone ptxas
+// picks its own caps of 40-80 registers and spills in direct_conv (every
+// dtype), col2vol<complex128> and implicit_gemm_fprop<half/int64>; with a
+// minimum of 2 or 3 blocks (caps 128 / 80) the implicit GEMM's 128x64 double
+// tile (~130-140 registers unbounded) or direct_conv<complex128> spills.  A
+// minimum of 1 compiles everything without spills, at more registers than
+// without launch bounds (ptxas fills the room it is given).
+//
+// Every kernel calls cc::require_block_shape() at entry: a launch whose block
+// is not (CUPYCONV_BLOCK_THREADS, 1, 1) traps on the device (__trap(); the
+// launch fails instead of silently computing with a wrong thread layout) and
+// is an EmulationError under the CPU emulator.
+#pragma once
+#include "types.cuh"
+
+#if defined(CUPYCONV_BLOCK_THREADS) || defined(CUPYCONV_MIN_BLOCKS_PER_SM)
+#error "CUPYCONV_BLOCK_THREADS and CUPYCONV_MIN_BLOCKS_PER_SM are defined only here (the host reads the former from this file)"
+#endif
+#define CUPYCONV_BLOCK_THREADS 256
+#define CUPYCONV_MIN_BLOCKS_PER_SM 1
+/// The launch bounds every kernel declares.
+#define CUPYCONV_LAUNCH_BOUNDS __launch_bounds__(CUPYCONV_BLOCK_THREADS, CUPYCONV_MIN_BLOCKS_PER_SM)
+
+namespace cc {
+
+/// Threads per block of every kernel family (blockDim = (kBlockThreads, 1, 1)).
+constexpr int kBlockThreads = CUPYCONV_BLOCK_THREADS;
+static_assert(kBlockThreads > 0 && kBlockThreads % 32 == 0 && kBlockThreads <= 1024,
+              "CUPYCONV_BLOCK_THREADS must be a multiple of the warp size in [32, 1024]");
+
+/// Stops the launch unless blockDim == (kBlockThreads, 1, 1).
+CC_DEVICE void require_block_shape() {
+  if (blockDim.x != static_cast<unsigned>(kBlockThreads) || blockDim.y != 1u || blockDim.z != 1u) {
+#if defined(CUPYCONV_DEVICE_EMULATED)
+    ::cupyconv_emu::detail::fail_here(
+        "kernel launched with blockDim (" + std::to_string(blockDim.x) + "," +
+        std::to_string(blockDim.y) + "," + std::to_string(blockDim.z) +
+        "); every cupyconv kernel requires blockDim (" + std::to_string(kBlockThreads) +
+        ",1,1) (CUPYCONV_BLOCK_THREADS, cuda_src/common/launch_config.cuh)");
+#else
+    __trap();
+#endif
+  }
+}
+
+}  // namespace cc

@@ -17,13 +17,15 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
+from .._vocabulary import PADDING_MODES
+
 __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
     "fast_divmod_params", "logical_strides", "pack_conv_params",
 ]
 
 #: padding mode -> cc::PadMode value.
-PAD_MODES = {"constant": 0, "reflect": 1, "symmetric": 2, "wrap": 3, "edge": 4}
+PAD_MODES = {mode: i for i, mode in enumerate(PADDING_MODES)}
 
 _I8 = np.dtype(np.int64)
 _F8 = np.dtype(np.float64)

@@ -25,6 +25,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from .._paths import cuda_src_dir
+from .._vocabulary import MAX_RANK
 
 __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
@@ -34,7 +35,6 @@ __all__ = [
 ]
 
 #: Largest spatial rank compiled by default (matches CUPYCONV_MAX_RANK).
-MAX_RANK = 8
 
 #: The header that defines the block size of every kernel, relative to ``cuda_src/``.
 LAUNCH_CONFIG_HEADER = "common/launch_config.cuh"

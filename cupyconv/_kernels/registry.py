@@ -34,8 +34,6 @@ __all__ = [
     "lookup",
 ]
 
-#: Largest spatial rank compiled by default (matches CUPYCONV_MAX_RANK).
-
 #: The header that defines the block size of every kernel, relative to ``cuda_src/``.
 LAUNCH_CONFIG_HEADER = "common/launch_config.cuh"
 _BLOCK_THREADS_RE = re.compile(

@@ -69,11 +69,12 @@ def test_quick_is_cpu_scale_and_composites():
 
 
 def test_signal_problem_matches_the_library_mapping():
-    from cupyconv._signal import _SignalCall
+    from cupyconv.api.signal import signal_problem
     case = cases("scientific", quick=True)[5]          # complex correlate, same
     a = np.zeros(case.shape, case.dtype)
     b = np.zeros(case.kernel, case.dtype)
-    assert case.problem() == _SignalCall(a, b, case.mode, None, True).problem
+    call, _, _, _ = signal_problem(a, b, case.mode, None, True)
+    assert case.problem() == call.problem
 
 
 def test_unknown_suite_is_a_value_error():

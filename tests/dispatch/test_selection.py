@@ -1,5 +1,9 @@
 """Algorithm selection: ``choose_conv_method``, ``measure=True``, the
-workspace limit (gemm chunking, auto honouring it) and ``config.autotune``.
+dispatcher's data-free :class:`Choice` under a workspace limit (``auto``
+honouring it, per call and through ``config``) and its cache.
+
+The gemm chunking itself is tests/backends/numpy/test_numpy_gemm.py;
+autotuning is test_autotune.py.
 """
 from __future__ import annotations
 
@@ -7,10 +11,13 @@ import numpy as np
 import pytest
 
 import cupyconv
-from cupyconv import _conv, _dispatch, _numpy_backend, _select
+from cupyconv.api.conv import prepare_conv
+from cupyconv.dispatch import backend_for, dispatcher
 from helpers import random_array, small_ints
 
-CANDIDATES = {"direct", "gemm", "fft"}
+#: Every forward algorithm the NumPy backend has (implicit_gemm runs its tap loop).
+CANDIDATES = {"direct", "implicit_gemm", "gemm", "fft"}
+NUMPY = backend_for(np, "numpy")
 
 #: (in1 shape, in2 shape) for ranks 1-6: CuPy's choose_conv_method raises
 #: for N-D input, ours must answer for every rank.
@@ -46,9 +53,10 @@ def test_measure_leaves_out_inexact_candidates():
     a = np.arange(30.0)
     a[3] = np.nan
     name, times = cupyconv.choose_conv_method(a, np.ones(4), measure=True)
-    assert set(times) == {"direct", "gemm"} and name in times
+    assert set(times) == CANDIDATES - {"fft"} and name in times
     big = np.full(30, 2**52, np.int64)
-    assert set(cupyconv.choose_conv_method(big, big[:3], measure=True)[1]) == {"direct", "gemm"}
+    assert set(cupyconv.choose_conv_method(big, big[:3], measure=True)[1]) == \
+        CANDIDATES - {"fft"}
 
 
 def test_measure_zero_rank():
@@ -59,115 +67,82 @@ def test_measure_zero_rank():
 
 # ---------------------------------------------------------------- workspace
 
-def _plan(x, w, **kw):
+def _problem(x, w, **kw):
     geo = dict(stride=1, padding=0, dilation=1, groups=1, padding_mode="constant", cval=0,
                layout="channels_first")
     geo.update(kw)
-    problem, xc, wc, _, _, _ = _conv.prepare_conv(x, w, None, **geo)
-    return problem, xc, wc
-
-
-#: (x shape, w shape, geometry): multi-channel, grouped, strided 3-D, and
-#: output extents 7/13 that do not divide into the chunk runs.
-CHUNK_CASES = [
-    ((2, 4, 7, 13), (5, 4, 3, 2), dict(padding=1)),
-    ((3, 6, 9, 7), (4, 3, 2, 2), dict(groups=2, stride=2)),
-    ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), dict(dilation=(1, 2, 1))),
-]
-
-
-@pytest.mark.parametrize("x_shape,w_shape,geo", CHUNK_CASES)
-@pytest.mark.parametrize("positions", [1, 3, 7, 50])
-def test_gemm_chunks_under_the_limit(x_shape, w_shape, geo, positions, rng):
-    x = small_ints(rng, x_shape, np.float64)
-    w = small_ints(rng, w_shape, np.float64)
-    problem, xc, wc = _plan(x, w, **geo)
-    per_position = problem.dtype.itemsize * problem.groups * problem.gemm_k
-    limit = positions * per_position
-    unlimited = {}
-    want = _numpy_backend.conv_gemm(problem, xc, wc, stats=unlimited)
-    stats = {}
-    got = _numpy_backend.conv_gemm(problem, xc, wc, workspace_limit=limit, stats=stats)
-    assert 0 < stats["peak_workspace"] <= limit
-    if limit < problem.column_bytes():
-        assert stats["peak_workspace"] < unlimited["peak_workspace"]   # it did chunk
-    np.testing.assert_array_equal(got, want)
-    # through the public API as well
-    np.testing.assert_array_equal(
-        cupyconv.conv(x, w, method="gemm", workspace_limit=limit, **geo), want)
-
-
-def test_gemm_limit_below_one_position_is_a_memory_error(rng):
-    x, w = small_ints(rng, (1, 4, 6), np.float64), small_ints(rng, (2, 4, 3), np.float64)
-    problem, xc, wc = _plan(x, w)
-    with pytest.raises(MemoryError, match=r"workspace_limit=8 bytes cannot hold the columns "
-                                          r"of one output position \(96 bytes\)"):
-        _numpy_backend.conv_gemm(problem, xc, wc, workspace_limit=8)
+    return prepare_conv(x, w, None, **geo)[0]
 
 
 def test_auto_never_picks_gemm_when_one_position_does_not_fit(rng, restore_config):
     x = random_array(rng, (4, 32, 16, 16), "float64")
     w = random_array(rng, (32, 32, 3, 3), "float64")
-    problem, xc, wc = _plan(x, w, padding=1)
-    assert _dispatch.select_algorithm(problem, xc, wc) == "gemm"      # the limit matters
+    problem = _problem(x, w, padding=1)
+    assert dispatcher.choose(problem, NUMPY).algorithm == "gemm"     # the limit matters
     tiny = problem.dtype.itemsize * problem.gemm_k - 1
-    assert _dispatch.select_algorithm(problem, xc, wc, workspace_limit=tiny) not in (
-        "gemm", "fft")
+    choice = dispatcher.choose(problem, NUMPY, tiny)
+    assert choice.algorithm not in ("gemm", "fft") and choice.limit == tiny
+    assert set(choice.ranked) == {"direct", "implicit_gemm"}
+    assert choice.rejected["gemm"] == (f"needs at least {tiny + 1} bytes of workspace; "
+                                       f"the limit is {tiny}")
     want = cupyconv.conv(x, w, padding=1, method="direct")
     np.testing.assert_array_equal(
         cupyconv.conv(x, w, padding=1, workspace_limit=tiny), want)
     cupyconv.config.workspace_limit = tiny                           # the global default
-    assert _dispatch.select_algorithm(problem, xc, wc) not in ("gemm", "fft")
+    assert dispatcher.choose(problem, NUMPY).algorithm not in ("gemm", "fft")
     np.testing.assert_array_equal(cupyconv.conv(x, w, padding=1), want)
 
 
 def test_choose_respects_limit_for_fft():
     """With a limit between gemm's per-position need and fft's spectra, fft
-    is never picked; with no fitting candidate, direct is the fallback."""
+    is never picked; with a limit no workspace fits, the zero-workspace
+    algorithms remain (and the others say why they were left out)."""
     x = np.ones((1, 1, 4000))
     w = np.ones((1, 1, 400))
-    problem, _, _ = _plan(x, w)
-    assert _select.choose(problem, ["direct", "gemm", "fft"]) == "fft"
-    limit = problem.workspace_bytes("fft") - 1
-    assert _select.choose(problem, ["direct", "gemm", "fft"], limit) != "fft"
-    assert _select.choose(problem, ["gemm", "fft"], 1) == "gemm"      # first as last resort
-    assert _select.choose(problem, ["direct", "gemm", "fft"], 1) == "direct"
+    problem = _problem(x, w)
+    assert dispatcher.choose(problem, NUMPY).algorithm == "fft"
+    limit = NUMPY.workspace_bytes(problem, "fft") - 1
+    choice = dispatcher.choose(problem, NUMPY, limit)
+    assert "fft" not in choice.ranked and "gemm" in choice.ranked
+    assert choice.rejected["fft"].startswith("needs at least")
+    choice = dispatcher.choose(problem, NUMPY, 1)
+    assert choice.algorithm == "direct" and set(choice.ranked) == {"direct", "implicit_gemm"}
+    assert set(choice.rejected) == {"gemm", "fft"} and choice.refusal is None
 
 
-# ----------------------------------------------------------------- autotune
-
-def test_autotune_caches_the_winner(restore_config, monkeypatch, rng):
-    calls = []
-    real_measure = _select.measure
-
-    def counting_measure(run, candidates, repeat=3):
-        calls.append(tuple(candidates))
-        return real_measure(run, candidates, repeat)
-
-    monkeypatch.setattr(_select, "measure", counting_measure)
-    x = random_array(rng, (2, 3, 9, 9), "float64")
-    w = random_array(rng, (4, 3, 3, 3), "float64")
-    restore_config.autotune = True
-    y1 = cupyconv.conv(x, w)
-    assert len(calls) == 1 and set(calls[0]) == CANDIDATES
-    assert len(_select._autotune_cache) == 1
-    y2 = cupyconv.conv(x, w)                         # cache hit: no new timing
-    assert len(calls) == 1
-    winner = next(iter(_select._autotune_cache.values()))
-    np.testing.assert_array_equal(y2, cupyconv.conv(x, w, method=winner))
-    assert y1.shape == y2.shape
-    cupyconv.conv(x[:1], w)                          # a new problem is timed once
-    assert len(calls) == 2
-    restore_config.autotune = False
-    cupyconv.conv(x, w)
-    assert len(calls) == 2                           # off: the cost model decides
+def test_choice_ranks_by_predicted_time():
+    problem = _problem(np.ones((2, 3, 12, 12)), np.ones((4, 3, 3, 3)), padding=1)
+    choice = dispatcher.choose(problem, NUMPY)
+    assert set(choice.ranked) == CANDIDATES and choice.algorithm == choice.ranked[0]
+    times = [choice.times[n] for n in choice.ranked]
+    assert times == sorted(times)
+    assert not choice.rejected and choice.refusal is None
 
 
-def test_autotune_cache_is_bounded(restore_config, monkeypatch):
-    monkeypatch.setattr(_select, "_CACHE_SIZE", 3)
-    restore_config.autotune = True
+def test_gradient_choice_has_no_forward_only_algorithms():
+    problem = _problem(np.ones((2, 3, 12, 12)), np.ones((4, 3, 3, 3)), padding=1)
+    for op in ("grad_input", "grad_weight"):
+        choice = dispatcher.choose(problem.with_(op=op), NUMPY)
+        assert set(choice.ranked) == {"gemm", "fft"}
+        assert set(choice.rejected) == {"direct", "implicit_gemm"}
+        assert "does not serve " + op in choice.rejected["direct"]
+
+
+def test_choice_is_cached_per_problem_and_limit():
+    problem = _problem(np.ones((1, 2, 9)), np.ones((3, 2, 2)))
+    a = dispatcher.choose(problem, NUMPY)
+    assert dispatcher.choose(problem, NUMPY) is a
+    assert dispatcher.choose(problem, NUMPY, 10**6) is not a
+    assert dispatcher.choose(problem, NUMPY, 10**6) is dispatcher.choose(problem, NUMPY, 10**6)
+    dispatcher.clear_cache()
+    assert dispatcher.choose(problem, NUMPY) is not a
+
+
+def test_choice_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(dispatcher, "CHOICE_CACHE_SIZE", 3)
+    dispatcher.clear_cache()
     for n in range(1, 6):
-        cupyconv.convolve(np.ones(n + 4), np.ones(2))
-    assert len(_select._autotune_cache) == 3
-    _select.clear_cache()
-    assert not _select._autotune_cache
+        dispatcher.choose(_problem(np.ones((1, 1, n + 4)), np.ones((1, 1, 2))), NUMPY)
+    assert len(dispatcher._choices) == 3
+    dispatcher.clear_cache()
+    assert not dispatcher._choices

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from cupyconv._problem import ConvProblem
+from cupyconv.core.problem import ConvProblem
 
 MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
 SOURCES = {

@@ -28,7 +28,7 @@ _SCRIPT = textwrap.dedent("""
     for mode, layout, dtype in [("reflect", "channels_last", np.float64)]:
         p = make_problem(n=2, c=4, k=6, g=2, s=(5, 4, 3), ks=(3, 2, 2), stride=(2, 1, 2),
                          dilation=(1, 2, 1), padding=((4, 1), (0, 3), (1, 1)), mode=mode,
-                         layout=layout, dtype=dtype, flip=True, cval=1)
+                         layout=layout, dtype=dtype, flip=True)
         xl = small_ints(rng, (2, 4, 5, 4, 3), dtype)
         wl = small_ints(rng, (6, 2, 3, 2, 2), dtype)
         x = make_view(to_physical(xl, layout), "flipped")

@@ -43,7 +43,7 @@ def geometries(draw, rank, *, max_groups=2, max_cpg=3, max_kpg=3, max_batch=2, m
     return dict(n=draw(st.integers(1, max_batch)), c=g * draw(st.integers(1, max_cpg)),
                 k=g * draw(st.integers(1, max_kpg)), g=g, s=tuple(s), ks=tuple(ks),
                 stride=tuple(stride), dilation=tuple(dil), padding=tuple(pads), mode=mode,
-                cval=draw(st.integers(-2, 2)),
+                cval=draw(st.integers(-2, 2)) if mode == "constant" else 0,  # else unused
                 layout=draw(st.sampled_from(("channels_first", "channels_last"))),
                 flip=draw(st.booleans()))
 

@@ -34,8 +34,8 @@ def test_runs_on_the_current_stream(cupy, rng, method):
 
 def test_pool_limit_forces_fallback(cupy, rng):
     """A memory-pool limit below gemm's column buffer: the answer still comes back."""
-    from cupyconv import _engine
-    from cupyconv._problem import ConvProblem
+    from cupyconv.core.problem import ConvProblem, Operands
+    from cupyconv.dispatch import backend_for, dispatcher
     x = small_ints(rng, (4, 8, 32, 32, 32), np.float32)
     w = small_ints(rng, (8, 8, 3, 3, 3), np.float32)
     dx, dw = cupy.asarray(x), cupy.asarray(w)
@@ -45,8 +45,8 @@ def test_pool_limit_forces_fallback(cupy, rng):
     pool.set_limit(size=pool.used_bytes() + 4 * p.output_size * 4)   # y fits, columns do not
     stats = {}
     try:
-        y, name = _engine.execute(p, dx, dw, method="gemm", xp=cupy, stats=stats,
-                                  backend="cuda", workspace_limit=p.column_bytes())
+        y, name = dispatcher.run(p, Operands(activation=dx, filter=dw), backend_for(cupy),
+                                 method="gemm", stats=stats, workspace_limit=p.column_bytes())
     finally:
         pool.set_limit(size=limit)
     assert name != "gemm" and stats["fallbacks"]
@@ -54,7 +54,7 @@ def test_pool_limit_forces_fallback(cupy, rng):
 
 
 def test_device_info_is_queried(cupy):
-    from cupyconv._engine import runners
+    from cupyconv.backends.cuda import runners
     info = runners.CupyRunner().device
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     assert info.sm_count == props["multiProcessorCount"]

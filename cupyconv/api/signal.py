@@ -164,7 +164,7 @@ def choose_conv_method(in1, in2, mode="full", measure=False):
         return ("direct", {"direct": 0.0}) if measure else "direct"
     backend = backend_for(xp)
     problem, operands = backend.prepare(call.problem, call.operands(in1, in2, xp))
-    ranked = ranked_for_data(choose(problem, backend), problem, operands)
+    ranked = ranked_for_data(choose(problem, backend), problem, operands, every=measure)
     if not measure:
         return ranked[0]
     return measure_fn(lambda name: (_compute(call, xp, in1, in2, name), backend.synchronize()),

@@ -203,16 +203,17 @@ def fft_safe(problem, operands):
     return True, ""
 
 
-def ranked_for_data(choice, problem, operands):
+def ranked_for_data(choice, problem, operands, every=False):
     """``choice.ranked`` after the data rules: the candidates ``auto`` may run, best first.
 
-    The data scan runs only when ``fft`` is ranked first (it cannot change
-    the choice otherwise).  Raises the choice's refusal, if any.
+    The data scan runs only when it can change the outcome: ``fft`` ranked
+    first, or anywhere when ``every`` candidate will be timed (autotune,
+    ``measure=True``).  Raises the choice's refusal, if any.
     """
     if choice.refusal is not None:
         raise type(choice.refusal)(*choice.refusal.args)
     ranked = list(choice.ranked)
-    if ranked[0] == "fft":
+    if "fft" in (ranked if every else ranked[:1]):
         ok, why = fft_safe(problem, operands)
         if not ok:
             ranked.remove("fft")
@@ -257,13 +258,14 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     -------
     (result, algorithm)
     """
+    normalize_workspace_limit(workspace_limit)          # checked even when nothing runs
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
     problem, operands = backend.prepare(problem, operands)
     choice = choose(problem, backend, workspace_limit) if choice is None else choice
     limit = choice.limit
     if method == "auto":
-        ranked = ranked_for_data(choice, problem, operands)
+        ranked = ranked_for_data(choice, problem, operands, every=config.autotune)
         first = ranked[0]
         if config.autotune and len(ranked) > 1:
             first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (

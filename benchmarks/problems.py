@@ -33,6 +33,9 @@ from typing import Tuple
 
 import numpy as np
 
+from cupyconv.core.problem import ConvProblem, layout_shape
+from cupyconv.core.signal_map import signal_call
+
 __all__ = ["Case", "SUITES", "cases", "KINDS"]
 
 #: Case kinds: the SciPy-style functions, the batched layer, its two gradients.
@@ -100,13 +103,11 @@ class Case:
     @property
     def x_shape(self):
         """Input shape in ``layout`` order (batched kinds)."""
-        from cupyconv._problem import layout_shape
         return layout_shape(self.layout, self.batch, self.cin, self.shape)
 
     @property
     def w_shape(self):
         """Weight shape in ``layout`` order (batched kinds)."""
-        from cupyconv._problem import layout_shape
         return layout_shape(self.layout, self.cout, self.cin, self.kernel)
 
     def geometry(self):
@@ -123,13 +124,10 @@ class Case:
         theirs too.
         """
         if self.kind == "signal":
-            from cupyconv._signal import _SignalCall
             dt = np.dtype(self.dtype)
-            # Zero-stride operands: the library's own mapping, no allocation.
-            a = np.broadcast_to(np.zeros((), dt), self.shape)
-            b = np.broadcast_to(np.zeros((), dt), self.kernel)
-            return _SignalCall(a, b, self.mode, None, self.func == "correlate").problem
-        from cupyconv import ConvProblem
+            # the library's own mapping, from the shapes alone
+            return signal_call(tuple(self.shape), dt, tuple(self.kernel), dt, self.mode,
+                               tuple(range(len(self.shape))), self.func == "correlate").problem
         return ConvProblem.create(x_shape=self.x_shape, w_shape=self.w_shape,
                                   stride=self.stride, padding=self.padding,
                                   dilation=self.dilation, layout=self.layout,

@@ -28,6 +28,12 @@ import zlib
 
 import numpy as np
 
+from cupyconv.api.calls import logical_views
+from cupyconv.api.conv import prepare_conv
+from cupyconv.api.signal import signal_problem
+from cupyconv.core.problem import Operands
+from cupyconv.dispatch import backend_for, choose, run
+
 from . import peers as peers_mod
 from . import report
 from .problems import cases, suite_names
@@ -138,17 +144,16 @@ def ours(case, arrays):
 
 
 def _logical(case, arrays):
-    """``(problem, x_cf, w_cf, xp)`` exactly as the public function plans it."""
+    """``(problem, operands, xp)`` exactly as the public function plans it."""
     if case.kind == "signal":
-        from cupyconv._signal import _SignalCall
-        call = _SignalCall(arrays["in1"], arrays["in2"], case.mode, None,
-                           case.func == "correlate")
-        return call.problem, call.x, call.w, call.xp
-    from cupyconv._conv import prepare_conv
-    problem, x_cf, w_cf, _, xp, _ = prepare_conv(
+        call, xp, in1, in2 = signal_problem(arrays["in1"], arrays["in2"], case.mode, None,
+                                            case.func == "correlate")
+        return call.problem, call.operands(in1, in2, xp), xp
+    problem, _, xp, x, w, _ = prepare_conv(
         arrays["x"], arrays["w"], None, groups=1, padding_mode="constant", cval=0,
         **case.geometry())
-    return problem, x_cf, w_cf, xp
+    views = logical_views(problem, xp, activation=x, filter=w)
+    return problem, Operands(**views), xp
 
 
 def auto_choice(case, arrays):
@@ -156,10 +161,9 @@ def auto_choice(case, arrays):
     ``stats`` (``None`` for the gradients, which do not report it)."""
     if case.kind not in ("signal", "conv"):
         return None, None
-    from cupyconv import _dispatch
-    problem, x_cf, w_cf, xp = _logical(case, arrays)
+    problem, operands, xp = _logical(case, arrays)
     stats = {}
-    _, name = _dispatch.execute(problem, x_cf, w_cf, method="auto", xp=xp, stats=stats)
+    _, name = run(problem, operands, backend_for(xp), method="auto", stats=stats)
     return name, int(stats.get("peak_workspace", 0))
 
 
@@ -167,13 +171,9 @@ def candidate_methods(case, ctx):
     """``{method: predicted seconds}`` for every algorithm that can run the case."""
     problem = case.problem().with_(layout="channels_first")
     if not ctx.gpu:
-        from cupyconv import _numpy_backend, _select
-        return _select.predict_times(problem, _numpy_backend.ALGORITHMS)
-    from cupyconv._engine import algorithms, cost, runner_for
-    device = runner_for("cuda").device
-    names = [n for n in algorithms.ALGORITHMS
-             if algorithms.can_implement(problem, n, device)[0]]
-    return cost.predict_times(problem, device, names)
+        return choose(problem, backend_for(np)).times
+    import cupy  # optional dependency: only with a GPU
+    return choose(problem, backend_for(cupy)).times
 
 
 def _rel_diff(got, ref):

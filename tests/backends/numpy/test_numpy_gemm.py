@@ -1,0 +1,104 @@
+"""The NumPy backend's ``gemm`` (``cupyconv.backends.numpy.gemm``): the column
+buffer is chunked to the workspace limit for every operation and the result
+does not depend on the chunking; the backend's workspace answers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupyconv
+from cupyconv.backends.base import OutOfMemoryError
+from cupyconv.backends.numpy import NumpyBackend, gemm
+from cupyconv.core.problem import ConvProblem, Operands
+from helpers import ref_conv, small_ints
+
+#: (x shape, w shape, geometry): multi-channel, grouped, strided 3-D, and
+#: output extents 7/13 that do not divide into the chunk runs.
+CHUNK_CASES = [
+    ((2, 4, 7, 13), (5, 4, 3, 2), dict(padding=1)),
+    ((3, 6, 9, 7), (4, 3, 2, 2), dict(groups=2, stride=2)),
+    ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), dict(dilation=(1, 2, 1))),
+]
+
+
+def _problem(x, w, op="forward", **geo):
+    return ConvProblem.create(x_shape=x.shape, w_shape=w.shape, dtype=x.dtype, op=op, **geo)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", CHUNK_CASES)
+@pytest.mark.parametrize("positions", [1, 3, 7, 50])
+def test_gemm_chunks_under_the_limit(x_shape, w_shape, geo, positions, rng):
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    problem = _problem(x, w, **geo)
+    ops = Operands(activation=x, filter=w)
+    per_position = problem.dtype.itemsize * problem.groups * problem.gemm_k
+    assert gemm.position_bytes(problem) == per_position
+    limit = positions * per_position
+    unlimited = {}
+    want = gemm.run(problem, ops, problem.column_bytes(), unlimited)
+    assert unlimited["peak_workspace"] == problem.column_bytes()     # one buffer, all of it
+    stats = {}
+    got = gemm.run(problem, ops, limit, stats)
+    assert 0 < stats["peak_workspace"] <= limit
+    if limit < problem.column_bytes():
+        assert stats["peak_workspace"] < unlimited["peak_workspace"]   # it did chunk
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(want, ref_conv(x, w, **geo))
+    # through the public API as well
+    np.testing.assert_array_equal(
+        cupyconv.conv(x, w, method="gemm", workspace_limit=limit, **geo), want)
+
+
+def test_gemm_limit_below_one_position_is_a_memory_error(rng):
+    x, w = small_ints(rng, (1, 4, 6), np.float64), small_ints(rng, (2, 4, 3), np.float64)
+    problem = _problem(x, w)
+    with pytest.raises(OutOfMemoryError, match=r"workspace_limit=8 bytes cannot hold the "
+                                                r"columns of one output position \(96 bytes\)"):
+        gemm.run(problem, Operands(activation=x, filter=w), 8, {})
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", CHUNK_CASES)
+@pytest.mark.parametrize("op", ["grad_input", "grad_weight"])
+def test_gradients_chunk_by_images(x_shape, w_shape, geo, op, rng):
+    """One image's columns per chunk (the least), or all: the same gradients, and
+    bitwise (chunks are summed in a fixed order)."""
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    problem = _problem(x, w, op=op, **geo)
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float64)
+    ops = Operands(activation=x, filter=w, output=dy)
+    one = problem.column_bytes(1)
+    whole, chunked = {}, {}
+    want = gemm.run(problem, ops, problem.column_bytes(), whole)
+    got = gemm.run(problem, ops, one, chunked)
+    assert chunked["peak_workspace"] == one and whole["peak_workspace"] == problem.column_bytes()
+    np.testing.assert_array_equal(got, want)            # small integers: exact either way
+    with pytest.raises(OutOfMemoryError, match=rf"the gradient needs {one} bytes of columns "
+                                               rf"per image; workspace_limit is {one - 1} bytes"):
+        gemm.run(problem, ops, one - 1, {})
+
+
+def test_workspace_answers(monkeypatch):
+    """gemm: the whole buffer when it fits, else the limit (chunked), never below
+    one position (forward) or one image (gradients); fft: its spectra; the tap
+    loop: nothing."""
+    be = NumpyBackend()
+    p = ConvProblem.create(x_shape=(4, 6, 10, 10), w_shape=(8, 3, 3, 3), groups=2, padding=1,
+                           dtype=np.float32)
+    position, image, whole = 4 * 2 * 3 * 9, p.column_bytes(1), p.column_bytes()
+    assert image == 4 * 2 * (3 * 9) * 100 and whole == 4 * image
+    for name in ("direct", "implicit_gemm"):
+        assert be.workspace_bytes(p, name, 1) == 0 and be.min_workspace_bytes(p, name) == 0
+    assert be.workspace_bytes(p, "gemm", 10 * whole) == whole
+    assert be.workspace_bytes(p, "gemm", image + 5) == image + 5
+    assert be.workspace_bytes(p, "gemm", 1) == position
+    assert be.min_workspace_bytes(p, "gemm") == position
+    g = p.with_(op="grad_weight")
+    assert be.min_workspace_bytes(g, "gemm") == image
+    assert be.workspace_bytes(g, "gemm", 1) == image
+    assert be.workspace_bytes(p, "fft") > 0 and be.min_workspace_bytes(p, "fft") == \
+        be.workspace_bytes(p, "fft")
+    monkeypatch.setattr(be, "default_workspace_limit", lambda: 3 * image)
+    assert be.workspace_bytes(p, "gemm") == 3 * image           # no limit: the default one

@@ -278,8 +278,12 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
                           RuntimeWarning, stacklevel=4)
         first, ranked = method, list(choice.ranked)
     tried = []
-    # first, then the others by decreasing workspace, zero-workspace last
+    # first, then the others by decreasing workspace, zero-workspace last; a fallback
+    # obeys the data rules too (scanned only if an out-of-memory reaches fft)
     for name in [first] + [n for n in choice.by_workspace if n != first and n in ranked]:
+        if name == "fft" and name != first and not fft_safe(problem, operands)[0]:
+            tried.append("fft: skipped, " + fft_safe(problem, operands)[1])
+            continue
         try:
             result = backend.run(problem, name, operands, limit, stats)
         except OutOfMemoryError as exc:

@@ -237,6 +237,20 @@ def test_oom_falls_back_by_decreasing_workspace():
                                   "gemm: gemm scripted out of memory"]
 
 
+@pytest.mark.parametrize("method", ["auto", "direct"])
+def test_oom_fallback_never_reaches_unsafe_fft(method):
+    """The safety rules hold after an out-of-memory too: when the first algorithm
+    fails, the fallback skips fft for data it cannot take (here NaN), although
+    fft has the largest workspace and would come next."""
+    p = _problem()
+    be = ScriptedBackend(dict(direct=1.0, implicit_gemm=2.0, gemm=3.0, fft=4.0),
+                         workspace=dict(fft=300, gemm=200), oom={"direct"})
+    x = np.ones((1, 2, 9))
+    x[0, 0, 4] = np.nan
+    _, name = dispatcher.run(p, _operands(p, x=x), be, method=method)
+    assert "fft" not in be.ran and name == "gemm", be.ran
+
+
 def test_explicit_method_falls_back_too():
     p = _problem()
     be = ScriptedBackend(FAST, workspace=dict(fft=300, gemm=200), oom={"implicit_gemm"})

@@ -97,7 +97,10 @@ class CudaBackend(Backend):
                 raise OutOfMemoryError(
                     f"fft needs about {need} bytes of spectra; workspace_limit is "
                     f"{workspace_limit}, the device has {self.available_memory()} bytes free")
-            return fft_conv.run(problem, operands)
+            try:
+                return fft_conv.run(problem, operands)
+            except runner.out_of_memory as exc:      # cuFFT plans and spectra from the pool
+                raise OutOfMemoryError(f"fft: {exc}") from exc
         runner.peak_workspace = 0
         if problem.op == FORWARD:
             y = algorithms.run(problem, operands.activation, operands.filter, algorithm,

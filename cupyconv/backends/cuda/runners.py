@@ -83,6 +83,8 @@ class CupyRunner:
         self._cupy = cupy
         self.device_id = cupy.cuda.Device().id
         self.peak_workspace = 0
+        #: exceptions that mean "the device ran out of memory" (cuFFT plans, pool).
+        self.out_of_memory = (cupy.cuda.memory.OutOfMemoryError,)
 
     def loader(self, source, names):
         return load_module(source, names, device=self.device_id)
@@ -174,6 +176,8 @@ class EmulatedRunner:
         self.xp = np
         self.memory_limit = memory_limit
         self.peak_workspace = 0
+        #: exceptions that mean "out of memory" (the host's own MemoryError stays one).
+        self.out_of_memory = ()
 
     def loader(self, source, names):
         return _emulated_group(source, tuple(sorted(_group_names(source, names))))

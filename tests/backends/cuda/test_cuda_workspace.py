@@ -151,3 +151,26 @@ def test_choose_conv_method_measures_on_emulated(rng):
     with cupyconv.use_backend("emulated"):
         name, times = cupyconv.choose_conv_method(a, b, measure=True)
     assert name in times and set(times) >= {"direct", "gemm"}
+
+
+def test_device_out_of_memory_in_fft_becomes_a_fallback(runner, rng, monkeypatch):
+    """An out-of-memory raised inside the FFT (cuFFT plans, pool spectra; simulated
+    by the runner's ``out_of_memory`` types) is the backend's OutOfMemoryError, so
+    the dispatcher falls back instead of failing (regression: it escaped as is)."""
+    class DeviceOOM(Exception):
+        pass
+
+    x = small_ints(rng, (2, 2, 7, 6), np.float64)
+    w = small_ints(rng, (3, 2, 3, 3), np.float64)
+    p = _problem(x, w, padding=1)
+    runner.out_of_memory = (DeviceOOM,)
+    backend = CudaBackend(runner)
+
+    def no_memory(problem, operands):
+        raise DeviceOOM("cuFFT plan: out of memory")
+    monkeypatch.setattr("cupyconv.backends.fft_conv.run", no_memory)
+    stats = {}
+    y, name = dispatcher.run(p, Operands(activation=x, filter=w), backend, method="fft",
+                             stats=stats)
+    assert name != "fft" and any(s.startswith("fft:") for s in stats["fallbacks"])
+    np.testing.assert_array_equal(y, ref_conv(x, w, padding=1))

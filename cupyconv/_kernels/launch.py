@@ -65,10 +65,8 @@ def _data_pointer(array) -> int:
 def device_alignment(dtype) -> int:
     """Bytes to which the kernels' element type of ``dtype`` must be aligned.
 
-    ``cc::complex<Real>`` is ``alignas(2 * sizeof(Real))`` (one 8/16-byte
-    vector load), so complex64 needs 8 and complex128 16 bytes -- more than
-    NumPy's ``dtype.alignment`` (4 and 8).  Real, integer and half elements
-    need their size.
+    ``cc::complex<Real>`` is ``alignas(2 * sizeof(Real))``: complex64 needs 8 and
+    complex128 16 bytes, more than NumPy's ``dtype.alignment``; others their size.
     """
     dt = np.dtype(dtype)
     if dt.kind in "biufc":

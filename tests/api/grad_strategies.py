@@ -6,7 +6,8 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from helpers import PADDING_MODES as MODES, spatial_geometry
+from helpers import PADDING_MODES as MODES
+from problem_lists import spatial_geometry
 
 
 @st.composite

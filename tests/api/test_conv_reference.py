@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import cupyconv
-from helpers import (KERNEL_LARGER_PROBLEMS, SIZE_ONE_PROBLEMS,
-                     TILE_NONMULTIPLE_PROBLEMS, assert_matches_reference, conv_bounds,
-                     random_array, ref_conv, small_ints)
+from helpers import assert_matches_reference, conv_bounds, random_array, ref_conv, small_ints
+from problem_lists import KERNEL_LARGER_PROBLEMS, SIZE_ONE_PROBLEMS, TILE_NONMULTIPLE_PROBLEMS
 
 METHODS = ("direct", "gemm", "fft", "auto", "implicit_gemm")
 PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")

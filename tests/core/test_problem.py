@@ -16,7 +16,8 @@ import pytest
 from cupyconv import ConvProblem
 from cupyconv._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT, OPS
 from cupyconv.core.problem import INT32_MAX, ROLES, Operands
-from helpers import INT32_PROBLEMS, INT64_PROBLEMS, ref_conv
+from helpers import ref_conv
+from problem_lists import INT32_PROBLEMS, INT64_PROBLEMS
 
 #: (x_shape, w_shape, stride, padding pairs, dilation): tile non-multiples
 #: (7, 13, 17), stride > kernel, dilation, asymmetric padding, 3-D.

@@ -18,7 +18,7 @@ from hypothesis import assume, given, strategies as st  # noqa: E402
 from cupyconv._emulation import emulation_available  # noqa: E402
 from cupyconv._kernels import launch, registry  # noqa: E402
 
-from helpers import spatial_geometry  # noqa: E402
+from problem_lists import spatial_geometry  # noqa: E402
 from kernel_reference import (MODES, emu_loader, hypothesis_settings, make_problem, make_view,  # noqa: E402
                          ref_col2vol, ref_conv, ref_vol2col, small_ints, to_logical, to_physical)
 

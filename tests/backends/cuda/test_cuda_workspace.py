@@ -14,7 +14,8 @@ from cupyconv._kernels import launch
 from cupyconv.backends.cuda import CudaBackend, EmulatedRunner, algorithms
 from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import dispatcher
-from helpers import INT32_PROBLEMS, INT64_PROBLEMS, ref_conv, small_ints
+from helpers import ref_conv, small_ints
+from problem_lists import INT32_PROBLEMS, INT64_PROBLEMS
 
 
 def _problem(x, w, **geo):

@@ -7,19 +7,18 @@ cache is a bounded LRU.  ``choose_conv_method(measure=True)`` uses
 """
 from __future__ import annotations
 
-import collections
-import threading
 import time
 
 import numpy as np
+
+from .._lru import LRU
 
 __all__ = ["measure", "winner", "clear_cache", "CACHE_SIZE"]
 
 #: Autotuned winners kept.
 CACHE_SIZE = 256
 
-_lock = threading.Lock()
-_winners: "collections.OrderedDict" = collections.OrderedDict()
+_winners = LRU(CACHE_SIZE)
 
 
 def measure(run, candidates, repeat=3):
@@ -41,21 +40,10 @@ def measure(run, candidates, repeat=3):
 
 def winner(key, candidates, run):
     """The measured winner among ``candidates`` for ``key`` (measured once, then cached)."""
-    key = (key, tuple(candidates))
-    with _lock:
-        hit = _winners.get(key)
-        if hit is not None:
-            _winners.move_to_end(key)
-            return hit
-    best, _ = measure(run, candidates, repeat=1)
-    with _lock:
-        _winners[key] = best
-        while len(_winners) > CACHE_SIZE:
-            _winners.popitem(last=False)
-    return best
+    return _winners.get_or_compute((key, tuple(candidates)),
+                                   lambda: measure(run, candidates, repeat=1)[0])
 
 
 def clear_cache():
     """Forget every autotuned winner."""
-    with _lock:
-        _winners.clear()
+    _winners.clear()

@@ -25,16 +25,15 @@ so both take the same path and obey the same rules:
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
-import threading
 import warnings
 from typing import Dict, Tuple
 
 import numpy as np
 
 from .. import config
+from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
 from ..backends.arrays import zeros_result
 from ..backends.base import OutOfMemoryError
@@ -52,8 +51,7 @@ SLOWDOWN_LIMIT = 100.0
 #: ... and would take longer than this many seconds.
 SLOW_SECONDS = 60.0
 
-_lock = threading.Lock()
-_choices: "collections.OrderedDict" = collections.OrderedDict()
+_choices = LRU(CHOICE_CACHE_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,24 +148,13 @@ def choose(problem, backend, workspace_limit=None) -> Choice:
     only, so a cached choice may predate the current free memory.
     """
     given = workspace_limit if workspace_limit is not None else config.workspace_limit
-    key = (problem, id(backend), given)
-    with _lock:
-        hit = _choices.get(key)
-        if hit is not None:
-            _choices.move_to_end(key)
-            return hit
-    choice = _choose(problem, backend, resolve_limit(workspace_limit, backend))
-    with _lock:
-        _choices[key] = choice
-        while len(_choices) > CHOICE_CACHE_SIZE:
-            _choices.popitem(last=False)
-    return choice
+    return _choices.get_or_compute((problem, id(backend), given), lambda: _choose(
+        problem, backend, resolve_limit(workspace_limit, backend)))
 
 
 def clear_cache():
     """Forget every cached choice and autotuned winner."""
-    with _lock:
-        _choices.clear()
+    _choices.clear()
     autotune.clear_cache()
 
 

@@ -1,0 +1,45 @@
+"""One bounded, thread-safe LRU cache: the idiom of every in-process cache whose
+key is not a plain function call (``functools.lru_cache`` serves the others)."""
+from __future__ import annotations
+
+import collections
+import threading
+
+__all__ = ["LRU"]
+
+
+class LRU:
+    """A mapping of at most ``maxsize`` entries; the least recently used goes first.
+
+    ``get_or_compute(key, compute)`` returns the cached value or stores
+    ``compute()``; ``compute`` runs outside the lock (two threads may both
+    compute a missing entry; the last one stored wins).
+    """
+
+    def __init__(self, maxsize):
+        self.maxsize = int(maxsize)
+        self._data = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_compute(self, key, compute):
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = compute()
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+        return value
+
+    def clear(self):
+        with self._lock:
+            self._data.clear()
+
+    def values(self):
+        with self._lock:
+            return list(self._data.values())
+
+    def __len__(self):
+        return len(self._data)

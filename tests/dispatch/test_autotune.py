@@ -51,7 +51,7 @@ def test_autotune_caches_the_winner(restore_config, timed, rng):
 
 
 def test_autotune_cache_is_bounded(restore_config, monkeypatch):
-    monkeypatch.setattr(autotune, "CACHE_SIZE", 3)
+    monkeypatch.setattr(autotune._winners, "maxsize", 3)
     restore_config.autotune = True
     for n in range(1, 6):
         cupyconv.convolve(np.ones(n + 4), np.ones(2))

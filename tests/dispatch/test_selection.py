@@ -139,7 +139,7 @@ def test_choice_is_cached_per_problem_and_limit():
 
 
 def test_choice_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(dispatcher, "CHOICE_CACHE_SIZE", 3)
+    monkeypatch.setattr(dispatcher._choices, "maxsize", 3)
     dispatcher.clear_cache()
     for n in range(1, 6):
         dispatcher.choose(_problem(np.ones((1, 1, n + 4)), np.ones((1, 1, 2))), NUMPY)

@@ -16,11 +16,9 @@ from ._build import (
     emulation_unavailable_reason,
 )
 from ._module import EmulatedFunction, EmulatedModule, EmulationError, build_module
-from .testing import asan_available, require_emulation, run_in_asan_subprocess
 
 __all__ = [
     "EmulatedModule", "EmulatedFunction", "EmulationError", "EmulationCompileError", "build_module",
     "emulation_available", "emulation_unavailable_reason", "cuda_src_dir", "cache_dir",
-    "build_stats", "asan_runtime_path", "asan_preloaded", "asan_available",
-    "require_emulation", "run_in_asan_subprocess",
+    "build_stats", "asan_runtime_path", "asan_preloaded",
 ]

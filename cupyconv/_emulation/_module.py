@@ -246,7 +246,7 @@ class EmulatedModule:
     mode : {"normal", "reverse", "asan"}, optional
         Schedule / build flavour.  Defaults to ``$CUPYCONV_EMU_MODE`` or
         ``"normal"``.  ``asan`` requires the process to run with the ASan
-        runtime preloaded (see :func:`run_in_asan_subprocess`).
+        runtime preloaded (the tests' ``emulation_support.run_in_asan_subprocess``).
     stack_size : int, optional
         Fiber stack bytes per CUDA thread.
 
@@ -280,7 +280,7 @@ class EmulatedModule:
                 "mode='asan' needs the AddressSanitizer runtime preloaded into Python: run "
                 f"LD_PRELOAD={_build.asan_runtime_path() or '$(g++ -print-file-name=libasan.so)'} "
                 "ASAN_OPTIONS=detect_leaks=0 python ... (or use "
-                "cupyconv._emulation.run_in_asan_subprocess)")
+                "run_in_asan_subprocess of tests/emulation_support.py)")
         self.mode = mode
         self._schedule = 1 if mode == "reverse" else 0
         self._names = {name: i for i, name in enumerate(names)}

@@ -1,14 +1,15 @@
 """Fixtures for the CUDA emulator's own tests.
 
 Other test directories can skip the same way by calling
-``cupyconv._emulation.require_emulation()`` in a fixture (or using the
+``emulation_support.require_emulation()`` in a fixture (or using the
 ``emulation`` fixture pattern below).
 """
 from pathlib import Path
 
 import pytest
 
-from cupyconv._emulation import EmulatedModule, require_emulation
+from cupyconv._emulation import EmulatedModule
+from emulation_support import require_emulation
 
 KERNELS = Path(__file__).parent / "kernels"
 

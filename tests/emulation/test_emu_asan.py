@@ -2,9 +2,8 @@
 import numpy as np
 import pytest
 
-from cupyconv._emulation import (EmulatedModule, EmulationError, asan_preloaded, build_module,
-                                 require_emulation, run_in_asan_subprocess)
-from cupyconv._emulation.testing import require_asan
+from cupyconv._emulation import EmulatedModule, EmulationError, asan_preloaded, build_module
+from emulation_support import require_asan, require_emulation, run_in_asan_subprocess
 
 # Child program: {path}, {names} and {launch} are filled in per case.
 CHILD = """

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from cupyconv._emulation import (EmulatedModule, EmulationCompileError, _build, build_module,
-                                 build_stats, cuda_src_dir, emulation_available,
-                                 require_emulation)
+                                 build_stats, cuda_src_dir, emulation_available)
+from emulation_support import require_emulation
 from cupyconv._fsutil import STALE_TMP_SECONDS, InsecureCacheError
 
 SCALE_SOURCE = """

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from cupyconv._emulation import asan_available
+from emulation_support import asan_available
 
 pytestmark = pytest.mark.skipif(not asan_available(), reason="ASan emulation unavailable")
 
@@ -50,7 +50,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def test_all_kernel_families_under_asan():
-    from cupyconv._emulation import run_in_asan_subprocess
+    from emulation_support import run_in_asan_subprocess
     here = os.path.dirname(os.path.abspath(__file__))
     proc = run_in_asan_subprocess(_SCRIPT.format(here=here), timeout=600,
                                   cwd=os.path.dirname(os.path.dirname(here)))

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import _build
+from cupyconv._emulation import _build
 
 __all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess"]
 
@@ -70,7 +70,8 @@ def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = N
     runtime = _build.asan_runtime_path()
     if runtime is None:
         raise RuntimeError("no shared AddressSanitizer runtime (libasan.so) found")
-    package_root = str(Path(__file__).resolve().parents[2])   # the directory holding cupyconv/
+    import cupyconv
+    package_root = str(Path(cupyconv.__file__).resolve().parents[1])   # the directory holding cupyconv/
     child_env = dict(os.environ)
     child_env.update(env or {})
     child_env["LD_PRELOAD"] = " ".join(filter(None, [runtime, child_env.get("LD_PRELOAD")]))

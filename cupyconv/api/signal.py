@@ -92,7 +92,8 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None):
     Notes
     -----
     ``z[k] = sum_l in1[l] * in2[k - l]`` over every index where both exist.
-    The FFT path spreads NaN/Inf to every output and warns; ``auto`` never
+    The FFT path spreads NaN/Inf through its transforms (every output, or the
+    overlap-add blocks that hold them for long 1-D signals) and warns; ``auto`` never
     picks it for non-finite inputs.
 
     Examples

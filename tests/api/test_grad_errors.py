@@ -128,3 +128,30 @@ def test_dtypes_and_empty_batch(rng):
     assert cupyconv.conv_grad_input(dy0, w32, empty, **KW).shape == empty
     dw = cupyconv.conv_grad_weight(np.zeros(empty), dy0, W_SHAPE, **KW)
     assert dw.shape == W_SHAPE and not dw.any()
+
+
+def _grad_outcome(fn):
+    try:
+        return fn()
+    except (MemoryError, ValueError) as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("method", ["auto", "gemm"])
+@pytest.mark.parametrize("which", ["input", "weight"])
+def test_gradient_workspace_limit_below_one_image_agrees_across_backends(rng, which, method):
+    """A workspace_limit smaller than one image's columns (and than the FFT's spectra)
+    gets the same answer on NumPy and on the CUDA path (emulated): both honour it and
+    raise (NumPy used to ignore the limit while CUDA raised)."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("CUDA emulation unavailable")
+    x, w, dy = rng.standard_normal(X_SHAPE), rng.standard_normal(W_SHAPE), _dy(rng)
+    geo = dict(KW, padding_mode="constant", method=method, workspace_limit=64)
+    call = (lambda: cupyconv.conv_grad_input(dy, w, X_SHAPE, **geo)) if which == "input" else (
+        lambda: cupyconv.conv_grad_weight(x, dy, W_SHAPE, **geo))
+    on_numpy = _grad_outcome(call)
+    with cupyconv.use_backend("emulated"):
+        on_cuda = _grad_outcome(call)
+    assert isinstance(on_numpy, type) and on_numpy is on_cuda, (on_numpy, on_cuda)
+    with pytest.raises(on_numpy, match="bytes"):
+        call()

@@ -9,6 +9,7 @@
 # on.  Writes under $OUT (at most 6 files, 2 folders deep):
 #   device_check.log          full output of every step
 #   steps.tsv                 step, status, exit code, seconds
+#   glue_smoke.json           every kernel family x rank 1-3 x dtype on CuPy arrays vs NumPy
 #   bench/all_quick_cuda.{json,md,_speedup.png,_roofline.png}
 # and prints a short summary table LAST.
 set -u
@@ -43,14 +44,17 @@ step() {   # step NAME LIMIT_SECONDS COMMAND...
     echo "----- $name: $status (rc $rc)" | tee -a "$LOG"
 }
 
-TESTS=(tests/engine)
-[ -d tests/grad ] && TESTS+=(tests/grad)
+TESTS=(tests/backends/cuda tests/api tests/examples tests/toolchain)
 
+# First the glue (params struct by value, mangled names, loader, streams): one launch
+# per kernel family x rank 1-3 x dtype, compared with the NumPy backend (cold cache:
+# this step also compiles those kernels with NVRTC).
 step info 20 "$PY" -m cupyconv info
-step build 90 "$PY" -m cupyconv build --arch sm_90 --ranks 3 --dtypes float32,float64
-step gpu-tests 120 "$PY" -m pytest -m gpu -q -x -p no:cacheprovider "${TESTS[@]}"
+step glue-smoke 150 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
+    --out "$OUT/glue_smoke.json"
+step gpu-tests 100 "$PY" -m pytest -m gpu -q -p no:cacheprovider "${TESTS[@]}"
 step demo 45 "$PY" -m cupyconv demo
-step bench 180 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step bench 160 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 rm -f "$TMP"
 
 echo

@@ -150,3 +150,27 @@ def test_plots_are_written_with_matplotlib(tmp_path):
     rows = [run.run_case(Case("t", "signal", (32, 32), (3, 3)), ctx)]
     paths = report.plots(str(tmp_path), "t", run.metadata(_Args(), ctx, "cmd"), rows)
     assert [pathlib.Path(p).stat().st_size > 0 for p in paths] == [True, True]
+
+
+def test_glue_smoke_runs_every_family_and_catches_a_wrong_launch(monkeypatch, tmp_path, capsys):
+    """The device check's first step, on the emulated backend: every family x dtype
+    passes, and a launcher that computes garbage makes it fail (exit 1)."""
+    import json
+
+    import cupyconv
+    from benchmarks import glue_smoke
+    from cupyconv._kernels import launch
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("CUDA emulation unavailable")
+    out = tmp_path / "smoke.json"
+    assert glue_smoke.main(["--backend", "emulated", "--ranks", "1", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert {r["family"] for r in results} == set(glue_smoke.ROUTES)
+    assert all(r["ok"] for r in results) and "0 failed" in capsys.readouterr().out
+    real = launch.run_direct
+
+    def wrong(loader, problem, x, w, y, *a, **k):
+        real(loader, problem, x, w, y, *a, **k)
+        y[...] += 1                                       # a planted bug
+    monkeypatch.setattr(launch, "run_direct", wrong)
+    assert glue_smoke.main(["--backend", "emulated", "--ranks", "1"]) == 1

@@ -1,0 +1,139 @@
+"""Glue smoke test: every kernel family x rank x dtype launched once, checked against NumPy.
+
+``python -m benchmarks.glue_smoke [--backend cuda|emulated] [--ranks 1-3] [--out FILE.json]``
+
+The first thing ``scripts/device_check.sh`` runs on a GPU: the by-value
+parameter struct, the mangled names, the cubin loader and the streams have
+never run on a device, and a mistake there shows on the first launch.  Each
+family is reached the way the library reaches it, through the dispatcher with
+an explicit method on the backend's arrays:
+
+- ``direct_conv`` -> ``conv(method="direct")``, ``implicit_gemm_fprop`` ->
+  ``conv(method="implicit_gemm")``, ``vol2col`` -> ``conv(method="gemm")``,
+  ``col2vol`` -> ``conv_grad_input(method="gemm")``;
+- float16 (which the public functions compute in float32) through the
+  launchers directly, on the half kernels.
+
+Every result is compared with the NumPy backend on small integers (exact for
+integer dtypes; relative-norm error against a tolerance per dtype otherwise).
+Prints one line per case, then ``N passed, M failed``; exit code 1 on any failure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+import cupyconv
+from cupyconv._kernels import launch, registry
+from cupyconv.core.problem import ConvProblem
+from cupyconv.dispatch import backend_for
+
+#: Relative-norm tolerance per dtype (small-integer data: only rounding of sums).
+TOLERANCE = {"float16": 2e-3, "float32": 1e-5, "complex64": 1e-5,
+             "float64": 1e-12, "complex128": 1e-12, "int64": 0.0}
+
+#: family -> (public function, method).
+ROUTES = {"direct_conv": ("conv", "direct"), "implicit_gemm_fprop": ("conv", "implicit_gemm"),
+          "vol2col": ("conv", "gemm"), "col2vol": ("conv_grad_input", "gemm")}
+
+
+def _data(rng, shape, dtype):
+    a = rng.integers(-3, 4, size=shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.integers(-3, 4, size=shape)
+    return a.astype(dtype)
+
+
+def _shapes(rank):
+    return (2, 3) + (5,) * rank, (4, 3) + (3,) * rank
+
+
+def _call(func, x, w, dy):
+    geo = dict(padding=1, stride=1)
+    if func == "conv":
+        return lambda xp, method: cupyconv.conv(xp.asarray(x), xp.asarray(w), method=method, **geo)
+    return lambda xp, method: cupyconv.conv_grad_input(xp.asarray(dy), xp.asarray(w), x.shape,
+                                                       method=method, **geo)
+
+
+def _rel_err(got, ref):
+    got, ref = np.asarray(got, np.complex128), np.asarray(ref, np.complex128)
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def _half(family, rank, xp, backend, rng):
+    """float16 on the half kernels through the launchers; reference in float64."""
+    xs, ws = _shapes(rank)
+    x, w = _data(rng, xs, np.float16), _data(rng, ws, np.float16)
+    problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding=1, dtype=np.float16)
+    y = xp.zeros(problem.y_shape, dtype=np.float16)
+    run = launch.run_direct if family == "direct_conv" else launch.run_implicit_gemm_fprop
+    run(backend.runner.loader, problem, xp.asarray(x), xp.asarray(w), y)
+    backend.synchronize()
+    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding=1)
+    return y, ref
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.glue_smoke")
+    ap.add_argument("--backend", choices=("cuda", "emulated"), default="cuda")
+    ap.add_argument("--ranks", default="1-3")
+    ap.add_argument("--out", help="write the per-case results as JSON here")
+    opts = ap.parse_args(argv)
+    lo, _, hi = opts.ranks.partition("-")
+    ranks = range(int(lo), int(hi or lo) + 1)
+    if opts.backend not in cupyconv.available_backends():
+        print(f"glue_smoke: backend {opts.backend!r} is not available here", file=sys.stderr)
+        return 2
+    if opts.backend == "cuda":
+        import cupy as xp     # the device being checked
+        scope = cupyconv.use_backend("cuda")
+    else:
+        xp, scope = np, cupyconv.use_backend("emulated")
+    rng = np.random.default_rng(0)
+    results = []
+    with scope:
+        backend = backend_for(xp)
+        for family in registry.FAMILIES:
+            for dtype in registry.DTYPES:
+                for rank in ranks:
+                    t0 = time.perf_counter()
+                    try:
+                        if dtype == "float16":
+                            if family not in ("direct_conv", "implicit_gemm_fprop"):
+                                continue
+                            got, ref = _half(family, rank, xp, backend, rng)
+                        else:
+                            xs, ws = _shapes(rank)
+                            x, w = _data(rng, xs, dtype), _data(rng, ws, dtype)
+                            dy = _data(rng, cupyconv.conv(x, w, padding=1).shape, dtype)
+                            func, method = ROUTES[family]
+                            call = _call(func, x, w, dy)
+                            got = call(xp, method)
+                            with cupyconv.use_backend("numpy"):
+                                ref = call(np, "gemm")
+                        got = got.get() if hasattr(got, "get") else np.asarray(got)
+                        err = _rel_err(got, ref)
+                        ok = got.shape == ref.shape and err <= TOLERANCE[dtype]
+                        detail = f"rel. err {err:.2e}"
+                    except Exception as exc:  # noqa: BLE001 - a smoke test reports every failure
+                        ok, detail = False, f"{type(exc).__name__}: {exc}"[:300]
+                    seconds = time.perf_counter() - t0
+                    results.append(dict(family=family, dtype=dtype, rank=rank, ok=ok,
+                                        detail=detail, seconds=round(seconds, 3)))
+                    print(f"{'ok  ' if ok else 'FAIL'} {family:<20} {dtype:<10} {rank}-D "
+                          f"{detail} ({seconds:.2f} s)", flush=True)
+    if opts.out:
+        with open(opts.out, "w") as fh:
+            json.dump(dict(backend=opts.backend, results=results), fh, indent=1)
+    failed = sum(not r["ok"] for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -91,11 +91,10 @@ def _describe(problem):
             f"({problem.dtype})")
 
 
-def _refusal(problem, best, need, available, fallback, seconds):
+def _refusal(problem, best, why, fallback, seconds):
     hint = (f"method={fallback!r} fits but is predicted to take {seconds:.3g} s; pass it "
             "explicitly to run it anyway, " if fallback else "")
-    return (f"{_describe(problem)}: the fastest algorithm {best!r} needs {need} bytes "
-            f"(result + workspace) but {available} bytes are available; {hint}"
+    return (f"{_describe(problem)}: the fastest algorithm {best!r} {why}; {hint}"
             "process the data in pieces with cupyconv.dask, or raise workspace_limit")
 
 
@@ -118,8 +117,11 @@ def _choose(problem, backend, limit):
         need = result + backend.workspace_bytes(problem, name, limit)
         if least > limit:
             rejected[name] = f"needs at least {least} bytes of workspace; the limit is {limit}"
+            unfit[name] = (f"needs at least {least} bytes of workspace but the workspace "
+                           f"limit is {limit} bytes")
         elif need > available:
-            unfit[name] = need
+            unfit[name] = (f"needs {need} bytes (result + workspace) but {available} bytes "
+                           "are available")
             rejected[name] = f"needs {need} bytes; {available} are available"
         else:
             fitting.append(name)
@@ -130,7 +132,7 @@ def _choose(problem, backend, limit):
         best = min(unfit, key=times.get)
         slow = times[ranked[0]] if ranked else math.inf
         if not ranked or (slow > SLOW_SECONDS and slow > SLOWDOWN_LIMIT * times[best]):
-            refusal = MemoryError(_refusal(problem, best, unfit[best], available,
+            refusal = MemoryError(_refusal(problem, best, unfit[best],
                                            ranked[0] if ranked else None, slow))
     elif not ranked:
         refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "

@@ -93,10 +93,11 @@ def test_chunked_equals_whole():
 
 def test_limit_below_one_image_is_an_error():
     """No gradient algorithm runs without workspace: below one image's columns
-    (and the FFT's spectra) nothing fits, and the message says what each needs."""
-    with pytest.raises(ValueError, match=rf"no algorithm can run grad_input .*gemm: needs at "
-                                         rf"least {ONE_IMAGE} bytes of workspace; the limit "
-                                         rf"is {ONE_IMAGE - 1}"):
+    (and the FFT's spectra) nothing fits, a MemoryError in the user's words: the
+    fastest algorithm, the bytes it needs, the limit and what to do."""
+    with pytest.raises(MemoryError, match=rf"grad_input of .*'gemm' needs at least "
+                                          rf"{ONE_IMAGE} bytes of workspace but the workspace "
+                                          rf"limit is {ONE_IMAGE - 1} bytes.*workspace_limit"):
         _grads(np.random.default_rng(2), ONE_IMAGE - 1)
 
 

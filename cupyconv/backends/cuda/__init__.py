@@ -85,7 +85,7 @@ class CudaBackend(Backend):
             if a.dtype == np.uint64:
                 a = a.view(np.int64)
             if not launch.addressable(a)[0]:
-                a = self.xp.ascontiguousarray(a)          # a record field, a misaligned view
+                a = a.copy()       # a record field, a misaligned view (a fresh, aligned array)
             arrays[role] = a
         return self.kernel_problem(problem), operands.replace(**arrays)
 

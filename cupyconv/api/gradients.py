@@ -8,7 +8,6 @@ without conjugation.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..core import args
@@ -35,7 +34,8 @@ def _check_dy(problem, dy, name, shape):
             "with dy (or the geometry is)")
 
 
-def _operands(xp, names, arrays):
+def _checked(names, arrays):
+    """``arrays`` after the dtype check of each (named in the error)."""
     for name, a in zip(names, arrays):
         args.check_dtype(a, name)
     return arrays
@@ -93,7 +93,7 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
     """
     args.normalize_method(method, GRAD_INPUT)
     xp = args.array_module_of(dy=dy, w=w)
-    dy, w = _operands(xp, ("dy", "w"), (xp.asarray(dy), xp.asarray(w)))
+    dy, w = _checked(("dy", "w"), (xp.asarray(dy), xp.asarray(w)))
     result = args.gradient_dtype(dy.dtype, w.dtype)
     compute = args.compute_dtype(result)
     args.check_cval(cval, compute, padding_mode)      # ignored, but still a number
@@ -142,7 +142,7 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
     """
     args.normalize_method(method, GRAD_WEIGHT)
     xp = args.array_module_of(x=x, dy=dy)
-    x, dy = _operands(xp, ("x", "dy"), (xp.asarray(x), xp.asarray(dy)))
+    x, dy = _checked(("x", "dy"), (xp.asarray(x), xp.asarray(dy)))
     result = args.gradient_dtype(x.dtype, dy.dtype)
     weight_shape = args.normalize_shape(weight_shape, "weight_shape")
     if len(weight_shape) != x.ndim:
@@ -226,7 +226,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     """
     args.normalize_method(method, GRAD_INPUT)
     xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = _operands(xp, ("x", "w"), (xp.asarray(x), xp.asarray(w)))
+    x, w = _checked(("x", "w"), (xp.asarray(x), xp.asarray(w)))
     layout = args.normalize_layout(layout)
     if x.ndim != w.ndim or x.ndim < 3:
         raise ValueError(

@@ -6,8 +6,6 @@ run by the dispatcher.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..core import args
 from ..core.signal_map import check_mode, signal_call
 from ..dispatch import backend_for, choose, run

@@ -25,7 +25,12 @@ from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input,
 from ..base import OutOfMemoryError
 from .direct import operand_views, windows
 
-__all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes"]
+__all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "CHUNK_BYTES"]
+
+#: Column-buffer chunk the CPU aims for under a larger limit: big enough for BLAS
+#: efficiency, small enough that a default limit (half the host's memory) is never
+#: taken whole by one buffer.
+CHUNK_BYTES = 64 * 2**20
 
 
 def position_bytes(problem):
@@ -40,9 +45,14 @@ def min_workspace_bytes(problem):
     return problem.column_bytes(1)
 
 
+def _target(problem, limit):
+    """Chunk bytes aimed for: ``CHUNK_BYTES`` or the limit if smaller, at least the least chunk."""
+    return max(min(limit, CHUNK_BYTES), min(min_workspace_bytes(problem), limit))
+
+
 def workspace_bytes(problem, limit):
-    """Column-buffer bytes under ``limit`` (the whole buffer when it fits)."""
-    return min(problem.column_bytes(), max(limit, min_workspace_bytes(problem)))
+    """Column-buffer bytes under ``limit`` (chunks of about :data:`CHUNK_BYTES`)."""
+    return min(problem.column_bytes(), max(_target(problem, limit), min_workspace_bytes(problem)))
 
 
 def _chunks(problem, limit):
@@ -77,7 +87,7 @@ def _forward(problem, x, w, limit, stats):
     peak = 0
     # (N, G, Cg, *O, *KS) -> (G, N, *O, Cg, *KS): columns are (M, Kdim) per group
     order = (1, 0) + tuple(range(3, 3 + r)) + (2,) + tuple(range(3 + r, 3 + 2 * r))
-    for index in _chunks(problem, limit):
+    for index in _chunks(problem, _target(problem, limit)):
         part = view[index[:1] + (slice(None), slice(None)) + index[1:]]
         cols = np.ascontiguousarray(part.transpose(order))
         peak = max(peak, cols.nbytes)
@@ -97,7 +107,7 @@ def _image_chunk(problem, limit):
         raise OutOfMemoryError(
             f"the gradient needs {per_image} bytes of columns per image; "
             f"workspace_limit is {limit} bytes")
-    return max(1, min(problem.batch, limit // max(per_image, 1)))
+    return max(1, min(problem.batch, _target(problem, limit) // max(per_image, 1)))
 
 
 def _tap_slices(problem, tap):

@@ -102,3 +102,20 @@ def test_workspace_answers(monkeypatch):
         be.workspace_bytes(p, "fft")
     monkeypatch.setattr(be, "default_workspace_limit", lambda: 3 * image)
     assert be.workspace_bytes(p, "gemm") == 3 * image           # no limit: the default one
+
+
+def test_default_limit_chunks_the_column_buffer():
+    """Without a workspace_limit the CPU limit is half the host's memory, but the column
+    buffer still comes in chunks of about CHUNK_BYTES (not one huge buffer)."""
+    from cupyconv.backends.numpy import gemm
+    from cupyconv.core.problem import ConvProblem, Operands
+    from cupyconv.dispatch import backend_for, run
+    x = np.ones((1, 1, 1024, 1024))
+    w = np.ones((1, 1, 3, 3))
+    p = ConvProblem.create(x_shape=x.shape, w_shape=w.shape, padding=1)
+    assert p.column_bytes() > 4 * gemm.CHUNK_BYTES
+    stats = {}
+    y, name = run(p, Operands(activation=x, filter=w), backend_for(np), method="gemm",
+                  stats=stats)
+    assert name == "gemm" and 0 < stats["peak_workspace"] <= gemm.CHUNK_BYTES
+    assert y[0, 0, 5, 5] == 9

@@ -116,13 +116,11 @@ def _choose(problem, backend, limit):
         least = backend.min_workspace_bytes(problem, name)
         need = result + backend.workspace_bytes(problem, name, limit)
         if least > limit:
-            rejected[name] = f"needs at least {least} bytes of workspace; the limit is {limit}"
-            unfit[name] = (f"needs at least {least} bytes of workspace but the workspace "
-                           f"limit is {limit} bytes")
+            rejected[name] = unfit[name] = (f"needs at least {least} bytes of workspace but "
+                                            f"the workspace limit is {limit} bytes")
         elif need > available:
-            unfit[name] = (f"needs {need} bytes (result + workspace) but {available} bytes "
-                           "are available")
-            rejected[name] = f"needs {need} bytes; {available} are available"
+            rejected[name] = unfit[name] = (f"needs {need} bytes (result + workspace) but "
+                                            f"{available} bytes are available")
         else:
             fitting.append(name)
     times = backend.predict_times(problem, fitting + list(unfit))

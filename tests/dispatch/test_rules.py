@@ -182,7 +182,8 @@ def test_result_and_workspace_must_fit_the_memory():
     be = ScriptedBackend(FAST, workspace=dict(fft=1000, gemm=500), memory=result + 600)
     choice = dispatcher.choose(p, be)
     assert choice.ranked == ("gemm", "direct", "implicit_gemm")
-    assert choice.rejected["fft"] == f"needs {result + 1000} bytes; {result + 600} are available"
+    assert choice.rejected["fft"] == (f"needs {result + 1000} bytes (result + workspace) "
+                                       f"but {result + 600} bytes are available")
     assert choice.refusal is None          # the fallback is not much slower
 
 
@@ -190,7 +191,8 @@ def test_workspace_limit_excludes_before_memory():
     be = ScriptedBackend(FAST, workspace=dict(fft=1000, gemm=500))
     choice = dispatcher.choose(_problem(), be, workspace_limit=600)
     assert choice.limit == 600 and choice.ranked == ("gemm", "direct", "implicit_gemm")
-    assert choice.rejected["fft"] == "needs at least 1000 bytes of workspace; the limit is 600"
+    assert choice.rejected["fft"] == ("needs at least 1000 bytes of workspace but the "
+                                       "workspace limit is 600 bytes")
 
 
 def test_nothing_fits_is_a_memory_error_naming_the_bytes():

@@ -83,8 +83,8 @@ def test_auto_never_picks_gemm_when_one_position_does_not_fit(rng, restore_confi
     choice = dispatcher.choose(problem, NUMPY, tiny)
     assert choice.algorithm not in ("gemm", "fft") and choice.limit == tiny
     assert set(choice.ranked) == {"direct", "implicit_gemm"}
-    assert choice.rejected["gemm"] == (f"needs at least {tiny + 1} bytes of workspace; "
-                                       f"the limit is {tiny}")
+    assert choice.rejected["gemm"] == (f"needs at least {tiny + 1} bytes of workspace but "
+                                       f"the workspace limit is {tiny} bytes")
     want = cupyconv.conv(x, w, padding=1, method="direct")
     np.testing.assert_array_equal(
         cupyconv.conv(x, w, padding=1, workspace_limit=tiny), want)

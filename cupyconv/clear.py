@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._compile import clear_module_cache
 from .api.conv import conv_problem
+from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
 from .core.signal_map import signal_call
 from .dispatch import backends, dispatcher
@@ -22,4 +23,5 @@ def clear_caches():
     signal_call.cache_clear()
     clear_module_caches()
     clear_module_cache()
+    efficiencies.cache_clear()
     backends.reset()

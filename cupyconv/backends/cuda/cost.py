@@ -5,18 +5,68 @@ the device's peak) and its memory traffic (bytes over the device's DRAM
 bandwidth); the larger of the two plus launch latency is the prediction.
 The efficiency fractions are the model's only tuned numbers; device numbers
 (SMs, clocks, bandwidth, FP64 ratio) come from :class:`DeviceInfo`.
+
+Measured efficiencies replace the defaults when a JSON file for the device
+exists: ``benchmarks/reference_cases.py`` (run by ``scripts/device_check.sh``)
+writes ``{"device": name, "efficiency": {algorithm: fraction}}`` to
+:func:`efficiency_path`; ``$CUPYCONV_EFFICIENCY`` names another file.
 """
 from __future__ import annotations
 
+import functools
+import json
 import math
+import os
+import re
+import warnings
 
+from ..._paths import cache_root
 from .. import fft_conv
 
-__all__ = ["predict_times", "EFFICIENCY"]
+__all__ = ["predict_times", "EFFICIENCY", "efficiency_path", "efficiencies"]
 
-#: Fraction of peak each algorithm reaches on large problems (CUDA cores;
-#: the kernels use no tensor cores).
-EFFICIENCY = dict(direct=0.35, implicit_gemm=0.45, gemm=0.7, fft=0.08)
+#: Fraction of peak each algorithm reaches on large problems when nothing was
+#: measured on the device (CUDA cores, no tensor cores).  direct and
+#: implicit_gemm are read from their SASS (issue 11: about 20% and 25-33% of
+#: FP32 peak for the current kernels' instruction mix).
+EFFICIENCY = dict(direct=0.2, implicit_gemm=0.25, gemm=0.7, fft=0.08)
+
+
+def efficiency_path(device_name):
+    """Where measured efficiencies of ``device_name`` live (``$CUPYCONV_EFFICIENCY`` wins)."""
+    env = os.environ.get("CUPYCONV_EFFICIENCY")
+    if env:
+        return env
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", device_name).strip("-").lower() or "device"
+    return str(cache_root() / "efficiency" / f"{slug}.json")
+
+
+@functools.lru_cache(maxsize=16)
+def efficiencies(device_name):
+    """The defaults, overridden by the measured fractions in (0, 1] of the device's file.
+
+    A missing file means the defaults; an unreadable or malformed one warns
+    once and means the defaults too (the model never runs on garbage).
+    """
+    path = efficiency_path(device_name)
+    merged = dict(EFFICIENCY)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return merged
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"ignoring the efficiency file {path}: {exc}", RuntimeWarning)
+        return merged
+    measured = data.get("efficiency") if isinstance(data, dict) else None
+    if not isinstance(measured, dict):
+        warnings.warn(f"ignoring the efficiency file {path}: no 'efficiency' mapping",
+                      RuntimeWarning)
+        return merged
+    for name, value in measured.items():
+        if name in merged and isinstance(value, (int, float)) and 0 < value <= 1:
+            merged[name] = float(value)
+    return merged
 #: Kernel launch + Python dispatch per launch, seconds.
 LAUNCH_S = 8e-6
 
@@ -28,10 +78,11 @@ def predict_times(problem, device, candidates):
     item = problem.dtype.itemsize
     flops = problem.flops
     base_bytes = problem.bytes_moved
+    eff_of = efficiencies(device.name)
     times = {}
     for name in candidates:
         if name in ("direct", "implicit_gemm"):
-            eff = EFFICIENCY[name]
+            eff = eff_of[name]
             # Tiny channel counts leave the GEMM tiles mostly empty.
             if name == "implicit_gemm":
                 eff *= min(1.0, problem.gemm_n / 64) ** 0.5 * min(1.0, problem.gemm_k / 32) ** 0.5
@@ -39,7 +90,7 @@ def predict_times(problem, device, candidates):
         elif name == "gemm":
             cols = problem.column_bytes()
             tiny = min(1.0, problem.gemm_n / 16)
-            t = (2 * cols / bw + flops / (peak * EFFICIENCY["gemm"] * max(tiny, 0.05))
+            t = (2 * cols / bw + flops / (peak * eff_of["gemm"] * max(tiny, 0.05))
                  + base_bytes / bw + 2 * LAUNCH_S)
         elif name == "fft":
             fwd = fft_conv.transposed_forward(problem)
@@ -49,7 +100,7 @@ def predict_times(problem, device, candidates):
                           + fwd.batch * fwd.out_channels)
             fft_flops = 2.5 * transforms * npts * math.log2(max(npts, 2))
             spectra = 2 * max(item, 4) * npts * transforms
-            t = (max(fft_flops / (peak * EFFICIENCY["fft"]), 3 * spectra / bw)
+            t = (max(fft_flops / (peak * eff_of["fft"]), 3 * spectra / bw)
                  + 6 * LAUNCH_S)
         else:
             continue

@@ -1,0 +1,146 @@
+"""The reference cases on a GPU, against the peers, and the measured efficiencies.
+
+``python -m benchmarks.reference_cases [--out DIR] [--budget SECONDS] [--no-save]``
+
+Three cases from the kernels-at-speed issue, float32, each algorithm of ours that can
+run it (``method=`` explicitly) and the peers, timed with CUDA events (medians after a
+warm-up), in the same run:
+
+1. a 256-channel 3x3 layer, N=32, 56x56 (2-D), and its 3-D version at 32^3 (N=4):
+   PyTorch ``conv2d``/``conv3d`` (cuDNN, TF32 off);
+2. a single-channel 256^3 * 5^3 ``convolve`` (same): ``cupyx.scipy.signal.convolve``
+   and ``cupyx.scipy.ndimage.convolve``;
+3. a 4-D 8->8 channel 24^4 * 3^4 ``conv``: no peer has a 4-D GPU convolution.
+
+Each of our timings is also a fraction of the device's FP32 peak (counted FLOPs /
+time / peak from :class:`~cupyconv.backends.cuda.runners.DeviceInfo`).  The best
+fraction per algorithm over the cases is the efficiency the GPU cost model uses:
+it is written to :func:`cupyconv.backends.cuda.cost.efficiency_path` (unless
+``--no-save``) and, with every timing, to ``DIR/reference_cases.json``.
+Prints a table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import cupyconv
+from cupyconv.backends.cuda import cost
+from cupyconv.core.problem import ConvProblem
+from cupyconv.dispatch import backend_for
+
+from .timing import time_cuda
+
+CASES = [
+    # name, kind, x shape, w shape, geometry
+    ("layer2d 256ch 56^2 3x3", "conv", (32, 256, 56, 56), (256, 256, 3, 3), dict(padding=1)),
+    ("layer3d 256ch 32^3 3^3", "conv", (4, 256, 32, 32, 32), (256, 256, 3, 3, 3),
+     dict(padding=1)),
+    ("convolve 256^3 * 5^3", "signal", (256, 256, 256), (5, 5, 5), dict(mode="same")),
+    ("conv4d 8->8 24^4 3^4", "conv", (2, 8, 24, 24, 24, 24), (8, 8, 3, 3, 3, 3),
+     dict(padding=1)),
+]
+METHODS = ("direct", "implicit_gemm", "gemm", "fft")
+
+
+def _problem(kind, xs, ws, geo):
+    if kind == "signal":
+        pads = tuple((k // 2, (k - 1) // 2) for k in ws)
+        return ConvProblem.create(x_shape=(1, 1) + xs, w_shape=(1, 1) + ws, padding=pads,
+                                  dtype="float32", flip=True)
+    return ConvProblem.create(x_shape=xs, w_shape=ws, dtype="float32", **geo)
+
+
+def _ours(cp, kind, x, w, geo, method):
+    if kind == "signal":
+        return lambda: cupyconv.convolve(x, w, method=method, **geo)
+    return lambda: cupyconv.conv(x, w, method=method, **geo)
+
+
+def _peers(cp, kind, x, w, geo):
+    out = {}
+    if kind == "signal":
+        import cupyx.scipy.ndimage as cnd
+        import cupyx.scipy.signal as csig
+        out["cupyx.signal.convolve"] = lambda: csig.convolve(x, w, mode="same")
+        out["cupyx.ndimage.convolve"] = lambda: cnd.convolve(x, w, mode="constant")
+        return out
+    if x.ndim - 2 > 3:
+        return out                                   # no 4-D GPU convolution anywhere
+    try:
+        import torch
+    except ImportError:
+        return out
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+    fn = torch.nn.functional.conv2d if x.ndim == 4 else torch.nn.functional.conv3d
+    out["torch cuDNN (TF32 off)"] = lambda: fn(tx, tw, padding=geo.get("padding", 0))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.reference_cases")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--budget", type=float, default=20.0, help="seconds per timed callable")
+    ap.add_argument("--no-save", action="store_true", help="do not write the cost model's file")
+    opts = ap.parse_args(argv)
+    if "cuda" not in cupyconv.available_backends():
+        print("reference_cases: needs a CUDA device", file=sys.stderr)
+        return 2
+    import cupy as cp
+    device = backend_for(cp).device
+    peak = device.peak_flops(np.float32)
+    rng = np.random.default_rng(0)
+    rows, best = [], {}
+    for name, kind, xs, ws, geo in CASES:
+        x = cp.asarray(rng.standard_normal(xs, dtype=np.float32))
+        w = cp.asarray(rng.standard_normal(ws, dtype=np.float32))
+        flops = _problem(kind, xs, ws, geo).flops
+        timed = {f"cupyconv {m}": _ours(cp, kind, x, w, geo, m) for m in METHODS}
+        timed.update(_peers(cp, kind, x, w, geo))
+        for label, fn in timed.items():
+            t0 = time.perf_counter()
+            try:
+                seconds = time_cuda(fn, repeat=5, warmup=1, budget=opts.budget)
+                note = ""
+            except Exception as exc:  # noqa: BLE001 - a method that cannot run is recorded
+                seconds, note = None, f"{type(exc).__name__}: {exc}"[:120]
+            frac = flops / seconds / peak if seconds else None
+            rows.append(dict(case=name, who=label, seconds=seconds, peak_fraction=frac,
+                             note=note, wall=time.perf_counter() - t0))
+            if label.startswith("cupyconv ") and frac:
+                algo = label.split()[1]
+                best[algo] = max(best.get(algo, 0.0), min(frac, 1.0))
+            print(f"{name:<26} {label:<26} "
+                  + (f"{seconds * 1e3:9.2f} ms  {frac:6.1%} of FP32 peak" if seconds
+                     else f"   failed  {note}"), flush=True)
+        del x, w
+        cp.get_default_memory_pool().free_all_blocks()
+    result = dict(device=device.name, arch=device.arch, fp32_peak=peak, efficiency=best,
+                  rows=rows, date=time.strftime("%Y-%m-%d"))
+    os.makedirs(opts.out, exist_ok=True)
+    with open(os.path.join(opts.out, "reference_cases.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    if not opts.no_save and best:
+        path = cost.efficiency_path(device.name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            json.dump(dict(device=device.name, efficiency=best), fh, indent=1)
+        print(f"efficiencies for the cost model: {path}")
+    print("\n| case | who | ms | % FP32 peak |\n|---|---|---:|---:|")
+    for r in rows:
+        ms = f"{r['seconds'] * 1e3:.2f}" if r["seconds"] else "failed"
+        pct = f"{r['peak_fraction']:.1%}" if r["peak_fraction"] else ""
+        print(f"| {r['case']} | {r['who']} | {ms} | {pct} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

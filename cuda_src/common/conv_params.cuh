@@ -70,7 +70,7 @@ struct ConvParams {
   FastDivmodParams div_C;          ///< by C
   FastDivmodParams div_kpg;        ///< by kpg
   FastDivmodParams div_grid[3];    ///< family-specific launch-grid divisors
-  long long aux[4];                ///< family-specific launch data (direct_conv: tap chunk h, w)
+  long long aux[4];                ///< family-specific launch data (direct_conv: tap chunk h, w, row pitch)
   // Scalars ----------------------------------------------------------------
   double cval_re;             ///< constant-mode fill value, real part
   double cval_im;             ///< constant-mode fill value, imaginary part

@@ -29,6 +29,9 @@
 #endif
 #define CUPYCONV_BLOCK_THREADS 256
 #define CUPYCONV_MIN_BLOCKS_PER_SM 1
+// Kernel taps per register window of direct_conv (its shared rows are padded by as
+// many elements; the host reads this define too: registry.DIRECT_TAP_BLOCK).
+#define CUPYCONV_DIRECT_TAP_BLOCK 8
 /// The launch bounds every kernel declares.
 #define CUPYCONV_LAUNCH_BOUNDS __launch_bounds__(CUPYCONV_BLOCK_THREADS, CUPYCONV_MIN_BLOCKS_PER_SM)
 
@@ -36,8 +39,22 @@ namespace cc {
 
 /// Threads per block of every kernel family (blockDim = (kBlockThreads, 1, 1)).
 constexpr int kBlockThreads = CUPYCONV_BLOCK_THREADS;
+/// Kernel taps per register window of direct_conv.
+constexpr int kDirectTapBlock = CUPYCONV_DIRECT_TAP_BLOCK;
 static_assert(kBlockThreads > 0 && kBlockThreads % 32 == 0 && kBlockThreads <= 1024,
               "CUPYCONV_BLOCK_THREADS must be a multiple of the warp size in [32, 1024]");
+
+/// Stops the launch when a launch-data invariant the host promised does not hold.
+CC_DEVICE void require(bool ok, const char* what) {
+  if (!ok) {
+#if defined(CUPYCONV_DEVICE_EMULATED)
+    ::cupyconv_emu::detail::fail_here(what);
+#else
+    (void)what;
+    __trap();
+#endif
+  }
+}
 
 /// Stops the launch unless blockDim == (kBlockThreads, 1, 1).
 CC_DEVICE void require_block_shape() {

@@ -7,16 +7,55 @@
 // kernel tap and every chunk of (kch x kcw) inner taps the CTA
 //
 //   1. stages the input tile with its halo, (TILE_H-1)*sh + dh*(kch-1) + 1 rows by
-//      (TILE_W-1)*sw + dw*(kcw-1) + 1 columns, resolved through the boundary remap,
+//      (TILE_W-1)*sw + dw*(kcw-1) + 1 columns, resolved through the boundary remap
+//      (the only place the padding mode is seen), each row padded to `pitch`,
 //   2. stages the matching kch x kcw weights,
-//   3. accumulates the tile from shared memory (each thread PH x PW outputs).
+//   3. accumulates the tile from shared memory: each thread owns a register block of
+//      PH rows x PW CONSECUTIVE columns.  With stride and dilation 1 along W (the
+//      scientific case) it loads, per kernel row, one window of PW + kDirectTapBlock
+//      inputs with 16-byte vector loads and reuses it across kDirectTapBlock taps
+//      (weights as broadcast loads): PH*PW*kDirectTapBlock FMAs per
+//      PH*(window/vector) + kDirectTapBlock shared loads.  Other strides and
+//      dilations take a scalar path over the same layout.
 //
-// The chunk (kch, kcw) is chosen on the host so the dynamic shared memory
-// fits (params.aux[0], aux[1]); any kernel extent works.  Blocks are a flat
+// The chunk (kch, kcw) and the padded row pitch are chosen on the host so the
+// dynamic shared memory fits (params.aux[0..2], launch.direct_smem_layout); any
+// kernel extent works.  Blocks are a flat
 // grid-stride sequence over n_count * K * prod(outer O) * tiles_h * tiles_w
 // (params.div_grid = tiles_w, tiles_h, prod(outer O)).
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
+
+namespace cc {
+
+/// Sixteen bytes of `Acc` elements: one vector shared-memory load (LDS.128).
+template <typename Acc>
+struct alignas(16) Vec16 {
+  static constexpr int kSize = 16 / sizeof(Acc) > 0 ? 16 / sizeof(Acc) : 1;  ///< elements
+  Acc v[kSize];  ///< the elements
+};
+
+/// Register layout of the direct kernel for one tile: threads, blocks, window.
+template <typename Acc, int TILE_H, int TILE_W>
+struct DirectLayout {
+  static constexpr int kThreads = kBlockThreads;
+  static constexpr int kThreadsW = TILE_H == 1 ? kThreads : TILE_W / 8;  ///< threads along W
+  static constexpr int kThreadsH = kThreads / kThreadsW;                 ///< threads along H
+  static constexpr int PH = TILE_H / kThreadsH;                          ///< rows per thread
+  static constexpr int PW = TILE_W / kThreadsW;                          ///< consecutive columns
+  static constexpr int kVec = Vec16<Acc>::kSize;                        ///< elements per LDS.128
+  static constexpr int kTaps = kDirectTapBlock;                          ///< taps per window
+  /// Window of PW + kTaps - 1 inputs, rounded up to whole vectors.
+  static constexpr int kWindow = (PW + kTaps - 1 + kVec - 1) / kVec * kVec;
+  /// The vector path needs whole vectors per thread (aligned windows).
+  static constexpr bool kVectorPath = PW % kVec == 0 && PW >= kVec;
+  static_assert(kThreads % kThreadsW == 0, "Require TILE_W / 8 to divide the block");
+  static_assert(kTaps % kVec == 0, "Require kDirectTapBlock to be whole vectors (aligned windows)");
+  static_assert(PH * kThreadsH == TILE_H && PW * kThreadsW == TILE_W,
+                "Require TILE_H, TILE_W multiples of the CUPYCONV_BLOCK_THREADS layout");
+};
+
+}  // namespace cc
 
 template <typename T, typename Acc, int R, typename Index, int TILE_H, int TILE_W>
 __global__ void CUPYCONV_LAUNCH_BOUNDS
@@ -25,16 +64,16 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
   // Types and tile geometry ---------------------------------------------------
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
   static_assert(R >= 2 || TILE_H == 1, "Require TILE_H == 1 for 1-D problems");
-  constexpr int kThreads = cc::kBlockThreads;  // CUPYCONV_BLOCK_THREADS
-  constexpr int kThreadsW = TILE_H == 1 ? kThreads : 32;
-  constexpr int kThreadsH = kThreads / kThreadsW;
-  constexpr int PH = TILE_H / kThreadsH;  ///< output rows per thread
-  constexpr int PW = TILE_W / kThreadsW;  ///< output columns per thread
-  static_assert(PH * kThreadsH == TILE_H && PW * kThreadsW == TILE_W,
-                "Require TILE_H, TILE_W multiples of the CUPYCONV_BLOCK_THREADS layout");
+  using Layout = cc::DirectLayout<Acc, TILE_H, TILE_W>;
+  constexpr int kThreads = Layout::kThreads;
+  constexpr int kThreadsW = Layout::kThreadsW;
+  constexpr int PH = Layout::PH;
+  constexpr int PW = Layout::PW;
+  constexpr int kTaps = Layout::kTaps;
   constexpr int kAxisW = R - 1;
   constexpr int kAxisH = R - 2;   // < 0 for R == 1
   constexpr int kOuter = R - 2 > 0 ? R - 2 : 0;
+  constexpr int kStageW = 32;     // staging: 32 threads per row (coalesced reads of x)
 
   cc::require_block_shape();
   CUPYCONV_DYNAMIC_SHARED(Acc, smem);
@@ -62,10 +101,15 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
   const Index ysw = axis_or(p.y_stride, kAxisW, 0), ysh = axis_or(p.y_stride, kAxisH, 0);
   const int kch = static_cast<int>(p.aux[0]);
   const int kcw = static_cast<int>(p.aux[1]);
+  const int pitch = static_cast<int>(p.aux[2]);   ///< padded row length of the input tile
   const int in_h = (TILE_H - 1) * static_cast<int>(sh) + static_cast<int>(dh) * (kch - 1) + 1;
   const int in_w = (TILE_W - 1) * static_cast<int>(sw) + static_cast<int>(dw) * (kcw - 1) + 1;
-  Acc* __restrict__ s_in = smem;               // [in_h][in_w]
-  Acc* __restrict__ s_w = smem + in_h * in_w;  // [kch][kcw]
+  Acc* __restrict__ s_in = smem;                 // [in_h][pitch]
+  Acc* __restrict__ s_w = smem + in_h * pitch;   // [kch][kcw]
+  // the window of the last thread reaches kTaps - 1 elements past the tile's columns
+  const bool vector_path = Layout::kVectorPath && sw == 1 && dw == 1 &&
+                           pitch % Layout::kVec == 0 && pitch >= in_w + kTaps;
+  cc::require(pitch >= in_w, "direct_conv: params.aux[2] (row pitch) is shorter than a row");
 
   Index outer_taps = 1;
 #pragma unroll
@@ -121,16 +165,16 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
         }
         for (Index kh0 = 0; kh0 < KH; kh0 += kch) {
           for (Index kw0 = 0; kw0 < KW; kw0 += kcw) {
-            // 1. input tile with halo
+            // 1. input tile with halo, boundary resolved here
             const Index qh0 = oh0 * sh - ph + dh * kh0;
             const Index qw0 = ow0 * sw - pw + dw * kw0;
-            for (int eh = th; eh < in_h; eh += kThreadsH) {
+            for (int eh = tid / kStageW; eh < in_h; eh += kThreads / kStageW) {
               Index qh = qh0 + eh;
               const bool row_inside = (R == 1 || cc::remap_coord(qh, SH, pm)) && outer_inside;
-              for (int ew = tw; ew < in_w; ew += kThreadsW) {
+              for (int ew = tid % kStageW; ew < in_w; ew += kStageW) {
                 Index qw = qw0 + ew;
                 const bool inside = cc::remap_coord(qw, SW, pm) && row_inside;
-                s_in[eh * in_w + ew] = cc::to_accum<Acc>(inside ? x[x_off + qh * xsh + qw * xsw] : cval);
+                s_in[eh * pitch + ew] = cc::to_accum<Acc>(inside ? x[x_off + qh * xsh + qw * xsw] : cval);
               }
             }
             // 2. weights of this chunk (position-space taps kh0+a, kw0+b)
@@ -146,18 +190,49 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
               s_w[e] = v;
             }
             __syncthreads();
-            // 3. accumulate
-            for (int a = 0; a < kch; ++a) {
-              for (int b = 0; b < kcw; ++b) {
-                const Acc wv = s_w[a * kcw + b];
-                const int row0 = a * static_cast<int>(dh), col0 = b * static_cast<int>(dw);
+            // 3. accumulate the PH x PW register block
+            if (vector_path) {
+              for (int a = 0; a < kch; ++a) {
+                const int row0 = th * PH * static_cast<int>(sh) + a * static_cast<int>(dh);
+                for (int b0 = 0; b0 < kcw; b0 += kTaps) {
+                  Acc wreg[kTaps];
 #pragma unroll
-                for (int i = 0; i < PH; ++i) {
-                  const int r = (th + kThreadsH * i) * static_cast<int>(sh) + row0;
+                  for (int t = 0; t < kTaps; ++t) {
+                    wreg[t] = b0 + t < kcw ? s_w[a * kcw + b0 + t] : cc::zero<Acc>();
+                  }
 #pragma unroll
-                  for (int j = 0; j < PW; ++j) {
-                    const int cidx = (tw + kThreadsW * j) * static_cast<int>(sw) + col0;
-                    acc[i][j] = cc::fma(s_in[r * in_w + cidx], wv, acc[i][j]);
+                  for (int i = 0; i < PH; ++i) {
+                    const Acc* src = s_in + (row0 + i * static_cast<int>(sh)) * pitch + tw * PW + b0;
+                    Acc win[Layout::kWindow];   // src is 16-byte aligned: pitch, PW, b0
+#pragma unroll
+                    for (int v = 0; v < Layout::kWindow / Layout::kVec; ++v) {
+                      const cc::Vec16<Acc> chunk = reinterpret_cast<const cc::Vec16<Acc>*>(src)[v];
+#pragma unroll
+                      for (int e = 0; e < Layout::kVec; ++e) win[v * Layout::kVec + e] = chunk.v[e];
+                    }
+#pragma unroll
+                    for (int t = 0; t < kTaps; ++t) {
+                      if (b0 + t < kcw) {
+#pragma unroll
+                        for (int j = 0; j < PW; ++j) acc[i][j] = cc::fma(win[j + t], wreg[t], acc[i][j]);
+                      }
+                    }
+                  }
+                }
+              }
+            } else {
+              for (int a = 0; a < kch; ++a) {
+                for (int b = 0; b < kcw; ++b) {
+                  const Acc wv = s_w[a * kcw + b];
+                  const int row0 = a * static_cast<int>(dh), col0 = b * static_cast<int>(dw);
+#pragma unroll
+                  for (int i = 0; i < PH; ++i) {
+                    const int r = (th * PH + i) * static_cast<int>(sh) + row0;
+#pragma unroll
+                    for (int j = 0; j < PW; ++j) {
+                      const int cidx = (tw * PW + j) * static_cast<int>(sw) + col0;
+                      acc[i][j] = cc::fma(s_in[r * pitch + cidx], wv, acc[i][j]);
+                    }
                   }
                 }
               }
@@ -173,10 +248,10 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
     for (int j = 0; j < kOuter; ++j) y_base += o_outer[j] * static_cast<Index>(p.y_stride[j]);
 #pragma unroll
     for (int i = 0; i < PH; ++i) {
-      const Index oh = oh0 + th + kThreadsH * i;
+      const Index oh = oh0 + th * PH + i;
 #pragma unroll
       for (int j = 0; j < PW; ++j) {
-        const Index ow = ow0 + tw + kThreadsW * j;
+        const Index ow = ow0 + tw * PW + j;
         if (oh < OH && ow < OW) epilogue(y, y_base + oh * ysh + ow * ysw, bias, k, acc[i][j]);
       }
     }

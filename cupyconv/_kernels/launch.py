@@ -24,12 +24,13 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import registry
+from .addressing import addressable, device_alignment
 from .params import logical_strides, pack_conv_params
 
 __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
-    "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
+    "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "run_implicit_gemm_fprop", "run_direct",
 ]
 
@@ -47,66 +48,6 @@ _INT32_LIMIT = 2**31 - 1 - 2**20
 # ---------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------
-
-def _data_pointer(array) -> int:
-    """Address of element ``[0, ..., 0]`` of a NumPy or CuPy array (or array-like)."""
-    iface = getattr(array, "__array_interface__", None)      # NumPy (host / emulated)
-    if iface is not None:
-        return int(iface["data"][0])
-    ptr = getattr(getattr(array, "data", None), "ptr", None)  # CuPy: MemoryPointer.ptr
-    if ptr is not None:
-        return int(ptr)
-    cai = getattr(array, "__cuda_array_interface__", None)
-    if cai is not None:
-        return int(cai["data"][0])
-    raise TypeError(f"cannot find the data pointer of a {type(array).__name__}")
-
-
-def device_alignment(dtype) -> int:
-    """Bytes to which the kernels' element type of ``dtype`` must be aligned.
-
-    ``cc::complex<Real>`` is ``alignas(2 * sizeof(Real))``: complex64 needs 8 and
-    complex128 16 bytes, more than NumPy's ``dtype.alignment``; others their size.
-    """
-    dt = np.dtype(dtype)
-    if dt.kind in "biufc":
-        return int(dt.itemsize)
-    return max(int(dt.alignment), 1)
-
-
-def addressable(array) -> Tuple[bool, str]:
-    """Whether the kernels can address ``array`` in place.
-
-    True when every byte stride is a multiple of the itemsize (the kernels
-    take element strides) and the data pointer is aligned to the element
-    type (:func:`device_alignment`).  A record-field view (stride 9) or a
-    complex64 view of a float32 buffer at an odd offset is not: launching
-    on it would fault on the device with a misaligned address and kill the
-    CUDA context.  Such operands must be copied first.
-
-    Parameters
-    ----------
-    array : numpy.ndarray or cupy.ndarray
-
-    Returns
-    -------
-    (bool, str)
-        ``(True, "")`` or ``(False, reason)``.
-    """
-    dt = np.dtype(array.dtype)
-    item = int(array.itemsize)
-    for ax, st in enumerate(array.strides):
-        if int(st) % item:
-            return False, (f"stride {int(st)} of axis {ax} is not a multiple of the itemsize {item} "
-                           f"({dt.name} array of shape {tuple(array.shape)}); copy the array first")
-    align = device_alignment(dt)
-    ptr = _data_pointer(array)
-    if ptr % align:
-        return False, (f"data pointer {ptr:#x} is not aligned to {align} bytes, as the kernels' "
-                       f"{dt.name} elements require ({dt.name} array of shape {tuple(array.shape)}); "
-                       f"copy the array first")
-    return True, ""
-
 
 def _check_addressable(**arrays) -> None:
     """Raise ``ValueError`` naming the first operand the kernels cannot address."""
@@ -181,6 +122,27 @@ def can_implement_implicit_gemm(problem) -> Tuple[bool, str]:
     return True, ""
 
 
+def direct_smem_layout(problem, tile, kch, kcw) -> Tuple[int, int]:
+    """``(pitch, bytes)`` of the direct kernel's shared memory for one tap chunk.
+
+    The input tile has ``(TILE_H-1)*sh + dh*(kch-1) + 1`` rows of
+    ``(TILE_W-1)*sw + dw*(kcw-1) + 1`` elements, each row padded to ``pitch``:
+    ``registry.DIRECT_TAP_BLOCK`` more elements (a register window may read that
+    far past its row) rounded up to a 16-byte multiple (vector loads); then the
+    ``kch * kcw`` weights.  The kernel reads ``pitch`` from ``params.aux[2]``.
+    """
+    r = problem.ndim
+    th, tw = tile
+    item = registry.dtype_spec(problem.dtype).accum_itemsize
+    sw, dw = problem.stride[-1], problem.dilation[-1]
+    sh, dh = (problem.stride[-2], problem.dilation[-2]) if r >= 2 else (1, 1)
+    rows = (th - 1) * sh + dh * (kch - 1) + 1
+    cols = (tw - 1) * sw + dw * (kcw - 1) + 1
+    vec = max(16 // item, 1)
+    pitch = -(-(cols + registry.DIRECT_TAP_BLOCK) // vec) * vec
+    return pitch, (rows * pitch + kch * kcw) * item
+
+
 def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) -> Optional[Tuple[int, int]]:
     """Inner-tap chunk ``(kch, kcw)`` of the direct kernel that fits ``smem_limit``.
 
@@ -188,18 +150,12 @@ def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) 
     even a single tap's input tile does not fit.
     """
     r = problem.ndim
-    th, tw = registry.direct_tiles(r)[0] if tile is None else tile
-    item = registry.dtype_spec(problem.dtype).accum_itemsize
-    kw, sw, dw = problem.kernel_shape[-1], problem.stride[-1], problem.dilation[-1]
-    if r >= 2:
-        kh, sh, dh = problem.kernel_shape[-2], problem.stride[-2], problem.dilation[-2]
-    else:
-        kh, sh, dh = 1, 1, 1
+    tile = registry.direct_tiles(r)[0] if tile is None else tile
+    kw = problem.kernel_shape[-1]
+    kh = problem.kernel_shape[-2] if r >= 2 else 1
 
     def nbytes(a, b):
-        rows = (th - 1) * sh + dh * (a - 1) + 1
-        cols = (tw - 1) * sw + dw * (b - 1) + 1
-        return (rows * cols + a * b) * item
+        return direct_smem_layout(problem, tile, a, b)[1]
 
     kch, kcw = kh, kw
     while nbytes(kch, kcw) > smem_limit and kch > 1:
@@ -378,10 +334,7 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
         return
     r = problem.ndim
     (th, tw), (kch, kcw) = direct_tile(problem, smem_limit)
-    sh, dh = (problem.stride[-2], problem.dilation[-2]) if r >= 2 else (1, 1)
-    sw, dw = problem.stride[-1], problem.dilation[-1]
-    smem = (((th - 1) * sh + dh * (kch - 1) + 1) * ((tw - 1) * sw + dw * (kcw - 1) + 1)
-            + kch * kcw) * registry.dtype_spec(problem.dtype).accum_itemsize
+    pitch, smem = direct_smem_layout(problem, (th, tw), kch, kcw)
     ow = problem.out_shape[-1]
     oh = problem.out_shape[-2] if r >= 2 else 1
     tiles_w, tiles_h = -(-ow // tw), -(-oh // th)
@@ -393,7 +346,7 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)
     p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
                          alpha=alpha, beta=beta, bias_stride=bias_stride, has_bias=has_bias,
-                         grid_divisors=(tiles_w, tiles_h, outer), aux=(kch, kcw, 0, 0))
+                         grid_divisors=(tiles_w, tiles_h, outer), aux=(kch, kcw, pitch, 0))
     kern = kernel_for(module, "direct_conv", problem.dtype, r, index64, (th, tw))
     blocks = max(1, min(total_blocks, _GRID_STRIDE_BLOCKS))
     kern((blocks,), (registry.THREADS,), (p, x, w, y, bias_arr), shared_mem=smem)

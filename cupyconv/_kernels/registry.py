@@ -29,16 +29,47 @@ from .._vocabulary import MAX_RANK
 
 __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
-    "MAX_RANK", "THREADS", "LAUNCH_CONFIG_HEADER", "read_block_threads", "dtype_spec",
+    "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
+    "read_define", "dtype_spec",
     "name_expression", "gemm_tiles", "direct_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
 
 #: The header that defines the block size of every kernel, relative to ``cuda_src/``.
 LAUNCH_CONFIG_HEADER = "common/launch_config.cuh"
-_BLOCK_THREADS_RE = re.compile(
-    r"^[ \t]*#[ \t]*define[ \t]+CUPYCONV_BLOCK_THREADS(?:[ \t]+(\S+))?[ \t]*(?://.*|/\*.*\*/[ \t]*)?$",
-    re.MULTILINE)
+def _define_re(name):
+    return re.compile(
+        rf"^[ \t]*#[ \t]*define[ \t]+{name}(?:[ \t]+(\S+))?[ \t]*(?://.*|/\*.*\*/[ \t]*)?$",
+        re.MULTILINE)
+
+
+def read_define(name, path=None, lo=1, hi=1 << 20, multiple=1) -> int:
+    """The integer ``#define name`` of the launch-config header (one place for the
+    numbers the kernels and the launchers must agree on).
+
+    Raises
+    ------
+    RuntimeError
+        Naming the file, when it is unreadable or does not define ``name``
+        exactly once as a plain decimal in ``[lo, hi]`` divisible by ``multiple``.
+    """
+    path = Path(cuda_src_dir() / LAUNCH_CONFIG_HEADER if path is None else path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RuntimeError(f"cannot read the kernel launch configuration {path}: {exc}") from None
+    found = _define_re(name).findall(text)
+    if len(found) != 1:
+        raise RuntimeError(
+            f"{path} must contain exactly one '#define {name} <int>' line; found {len(found)}")
+    value = found[0]
+    if not re.fullmatch(r"[1-9][0-9]*", value):
+        raise RuntimeError(f"{path}: {name} must be a plain decimal integer; got {value!r}")
+    number = int(value)
+    if number % multiple or not lo <= number <= hi:
+        raise RuntimeError(f"{path}: {name} must be a multiple of {multiple} in [{lo}, {hi}]; "
+                           f"got {number}")
+    return number
 
 
 def read_block_threads(path=None) -> int:
@@ -46,43 +77,18 @@ def read_block_threads(path=None) -> int:
 
     The kernels declare ``__launch_bounds__(CUPYCONV_BLOCK_THREADS)`` and trap
     on any other block shape, so the launchers take the block size from the
-    same line of the same file.
-
-    Parameters
-    ----------
-    path : path-like, optional
-        Header to read; default ``cuda_src/common/launch_config.cuh``.
-
-    Raises
-    ------
-    RuntimeError
-        Naming the file, when it is unreadable or does not define
-        ``CUPYCONV_BLOCK_THREADS`` exactly once as a multiple of 32 in [32, 1024].
+    same line of the same file (:func:`read_define`, a multiple of 32 in
+    [32, 1024]).
     """
-    path = Path(cuda_src_dir() / LAUNCH_CONFIG_HEADER if path is None else path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise RuntimeError(f"cannot read the kernel launch configuration {path}: {exc}") from None
-    found = _BLOCK_THREADS_RE.findall(text)
-    if len(found) != 1:
-        raise RuntimeError(
-            f"{path} must contain exactly one '#define CUPYCONV_BLOCK_THREADS <int>' line; "
-            f"found {len(found)}")
-    value = found[0]
-    if not re.fullmatch(r"[1-9][0-9]*", value):
-        raise RuntimeError(
-            f"{path}: CUPYCONV_BLOCK_THREADS must be a plain decimal integer; got {value!r}")
-    threads = int(value)
-    if threads % 32 or not 32 <= threads <= 1024:
-        raise RuntimeError(
-            f"{path}: CUPYCONV_BLOCK_THREADS must be a multiple of 32 in [32, 1024]; got {threads}")
-    return threads
+    return read_define("CUPYCONV_BLOCK_THREADS", path, lo=32, hi=1024, multiple=32)
 
 
 #: Threads per block of every family, read from ``cuda_src/common/launch_config.cuh``
 #: (the one definition; the kernels' ``__launch_bounds__`` and tile layouts use it).
 THREADS = read_block_threads()
+#: Kernel taps per register window of the direct kernel (its shared-memory rows are
+#: padded by this many elements so a window never reads past its row's allocation).
+DIRECT_TAP_BLOCK = read_define("CUPYCONV_DIRECT_TAP_BLOCK", lo=1, hi=32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +199,7 @@ def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
     (``(TILE_H-1)*stride + span`` rows by ``(TILE_W-1)*stride + span`` columns)
     would not fit shared memory with the default one.
     """
-    return ((1, 1024), (1, 256)) if rank == 1 else ((16, 64), (8, 32), (1, 256))
+    return ((1, 2048), (1, 256)) if rank == 1 else ((64, 64), (64, 32), (1, 256))
 
 
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:

@@ -216,13 +216,27 @@ def test_direct_chunks_long_kernels():
     """A 1-D kernel longer than one shared-memory chunk (taps processed in pieces)."""
     problem = make_problem(n=1, c=1, k=1, g=1, s=(1500,), ks=(301,), stride=(1,), dilation=(2,),
                            padding=((5, 7),), mode="reflect", dtype=F64, flip=True)
-    kch, kcw = launch.direct_tap_chunk(problem, 12 * 1024)
+    _, (kch, kcw) = launch.direct_tile(problem, 4 * 1024)
     assert kcw < 301
-    check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(1), smem_limit=12 * 1024)
+    check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(1), smem_limit=4 * 1024)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, F64, np.complex128, np.float16])
+@pytest.mark.parametrize("s, ks, padding, mode", [
+    ((70,), (11,), ((5, 5),), "reflect"),          # 1-D: two tap blocks, the second partial
+    ((9, 70), (2, 13), ((1, 0), (6, 6)), "wrap"),   # 2-D: a tile edge and three tap blocks
+    ((3, 5, 67), (2, 1, 8), 0, "constant"),         # 3-D: exactly one tap block, valid
+])
+def test_direct_vector_path(dtype, s, ks, padding, mode):
+    """Stride and dilation 1 along W take the register-window path (16-byte loads,
+    kDirectTapBlock taps per window): windows across tap blocks, tile edges and modes."""
+    problem = make_problem(n=2, c=2, k=3, g=1, s=s, ks=ks, stride=(1,) * len(s),
+                           dilation=(1,) * len(s), padding=padding, mode=mode, dtype=dtype)
+    check_forward("direct_conv", problem, emu_loader(), np.random.default_rng(7), bias=True)
 
 
 def test_direct_falls_back_to_smaller_tiles():
-    """A large stride overflows the 16x64 tile's input halo; a smaller tile runs it."""
+    """A large stride overflows the preferred tile's input halo; a smaller tile runs it."""
     problem = make_problem(n=1, c=1, k=1, g=1, s=(40, 400), ks=(3, 3), stride=(3, 9),
                            dilation=(1, 1), padding=0, dtype=F64)
     assert launch.direct_tap_chunk(problem) is None             # preferred tile: too big

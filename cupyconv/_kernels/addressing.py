@@ -1,0 +1,76 @@
+"""Which operands the kernels can address in place (strides, alignment).
+
+Kernels index element ``[0, ..., 0]`` of each view with the view's element
+strides; they cannot address a byte stride that is not a multiple of the
+itemsize (a record field) or a pointer aligned below the element type's
+alignment (a complex view only 4/8-byte aligned), which would fault on the
+device with a misaligned address.  The launchers refuse such operands; the
+CUDA backend copies them first.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+__all__ = ["addressable", "device_alignment"]
+
+
+def _data_pointer(array) -> int:
+    """Address of element ``[0, ..., 0]`` of a NumPy or CuPy array (or array-like)."""
+    iface = getattr(array, "__array_interface__", None)      # NumPy (host / emulated)
+    if iface is not None:
+        return int(iface["data"][0])
+    ptr = getattr(getattr(array, "data", None), "ptr", None)  # CuPy: MemoryPointer.ptr
+    if ptr is not None:
+        return int(ptr)
+    cai = getattr(array, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    raise TypeError(f"cannot find the data pointer of a {type(array).__name__}")
+
+
+def device_alignment(dtype) -> int:
+    """Bytes to which the kernels' element type of ``dtype`` must be aligned.
+
+    ``cc::complex<Real>`` is ``alignas(2 * sizeof(Real))``: complex64 needs 8 and
+    complex128 16 bytes, more than NumPy's ``dtype.alignment``; others their size.
+    """
+    dt = np.dtype(dtype)
+    if dt.kind in "biufc":
+        return int(dt.itemsize)
+    return max(int(dt.alignment), 1)
+
+
+def addressable(array) -> Tuple[bool, str]:
+    """Whether the kernels can address ``array`` in place.
+
+    True when every byte stride is a multiple of the itemsize (the kernels
+    take element strides) and the data pointer is aligned to the element
+    type (:func:`device_alignment`).  A record-field view (stride 9) or a
+    complex64 view of a float32 buffer at an odd offset is not: launching
+    on it would fault on the device with a misaligned address and kill the
+    CUDA context.  Such operands must be copied first.
+
+    Parameters
+    ----------
+    array : numpy.ndarray or cupy.ndarray
+
+    Returns
+    -------
+    (bool, str)
+        ``(True, "")`` or ``(False, reason)``.
+    """
+    dt = np.dtype(array.dtype)
+    item = int(array.itemsize)
+    for ax, st in enumerate(array.strides):
+        if int(st) % item:
+            return False, (f"stride {int(st)} of axis {ax} is not a multiple of the itemsize {item} "
+                           f"({dt.name} array of shape {tuple(array.shape)}); copy the array first")
+    align = device_alignment(dt)
+    ptr = _data_pointer(array)
+    if ptr % align:
+        return False, (f"data pointer {ptr:#x} is not aligned to {align} bytes, as the kernels' "
+                       f"{dt.name} elements require ({dt.name} array of shape {tuple(array.shape)}); "
+                       f"copy the array first")
+    return True, ""

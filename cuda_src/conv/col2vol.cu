@@ -64,13 +64,17 @@ col2vol(const cc::ConvParams<R> p, const T* __restrict__ col, T* __restrict__ dx
         o = o * static_cast<Index>(p.out_ext[i]) + axis[i].o;
       }
       acc += cc::to_accum<Acc>(col_nc[tap * M + o]);
-      // odometer over the per-axis pair lists, innermost fastest
-      int i = R - 1;
-      for (; i >= 0; --i) {
-        if (axis[i].next()) break;
-        axis[i].first();
+      // odometer over the per-axis pair lists, innermost fastest; fully unrolled so
+      // axis[i] is always a compile-time index (registers, never local memory)
+      bool advanced = false;
+#pragma unroll
+      for (int i = R - 1; i >= 0; --i) {
+        if (!advanced) {
+          advanced = axis[i].next();
+          if (!advanced) axis[i].first();
+        }
       }
-      any = i >= 0;
+      any = advanced;
     }
 
     Index x_off = (static_cast<Index>(p.n0) + nl) * static_cast<Index>(p.x_stride_n) +

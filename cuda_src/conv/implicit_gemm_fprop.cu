@@ -4,26 +4,106 @@
 //
 //   M  = n_count * prod(O)   row m   = (n - n0) * prod(O) + o
 //   Kg = K / G               col k   = output channel within the group
-//   Kr = (C/G) * prod(KS)    index r = c * prod(KS) + tap
+//   Kr = prod(KS) * (C/G)    index r = tap * (C/G) + c        (GEMM-K ordered (tap, channel))
 //   A[m, r] = x[n, g*C/G + c, o*stride - pad + dil*tap_eff]   (through the boundary remap)
 //   B[r, k] = w[g*K/G + k, c, tap]
 //
-// A is never materialised: each CTA gathers its BM x BK slice of A straight
-// from x (any strides, any padding mode) into shared memory, next to the
-// BK x BN slice of B.  The CTA tile BM x BN is computed by CUPYCONV_BLOCK_THREADS
-// threads (256, common/launch_config.cuh) laid out 16 x 16, each owning a
-// TM x TN = (BM/16) x (BN/16) register block with rows tm + 16*i and columns
-// tn + 16*j (conflict-free shared loads, coalesced channels-first stores).
-// Shared memory is double buffered: the next K-slice is fetched into
-// registers while the current one is multiplied, then stored to the other
-// buffer; one __syncthreads per K-slice.
+// A is never materialised: each CTA gathers its BM x BK slice of A straight from x
+// (any strides, any padding mode) into shared memory, next to the BK x BN slice of B.
 //
-// Each thread keeps ONE A row (its m is fixed for the whole K loop, so its
-// batch offset and base padded coordinates are computed once) and ONE B
-// K-index per slice; the (c, tap) split of r uses host-computed fast divmod.
+// Gather (CUTLASS's "optimized" iterator, per thread).  Each loader thread keeps ONE
+// A row m (batch offset and base padded coordinates computed once) and walks GEMM-K
+// with a (tap, channel) cursor: consecutive k differ by one channel, so the element
+// address is tap_offset + c * stride_c with no division and no boundary switch; the
+// tap offset (R remaps through the padding mode) is recomputed only when the cursor
+// crosses to the next tap.  The B loader does the same for the weights.
+//
+// Math.  CUPYCONV_BLOCK_THREADS (256) threads laid out 16 x 16, each owning a
+// TM x TN = (BM/16) x (BN/16) register block of CONTIGUOUS rows tm*TM.. and columns
+// tn*TN..: per k the fragments are read with 16-byte vector loads (LDS.128).  The B
+// tile's rows are padded by 4 elements so the loaders' stores are bank-conflict free.
+// Shared memory is double buffered: the next K-slice is fetched into registers while
+// the current one is multiplied, then stored to the other buffer; one
+// __syncthreads per K-slice.  The epilogue fuses alpha, beta and the bias.
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
+
+namespace cc {
+
+/// Reads N consecutive elements from shared memory: 16-byte vector loads when the
+/// fragment is whole vectors (its start is then 16-byte aligned), else scalar loads.
+template <typename Acc, int N>
+CC_DEVICE void load_fragment(const Acc* __restrict__ src, Acc (&dst)[N]) {
+  struct alignas(16) Vec { Acc v[16 / sizeof(Acc) > 0 ? 16 / sizeof(Acc) : 1]; };
+  constexpr int kVec = sizeof(Vec) / sizeof(Acc);
+  if constexpr (sizeof(Acc) <= 16 && (N * sizeof(Acc)) % 16 == 0) {
+#pragma unroll
+    for (int v = 0; v < N / kVec; ++v) {
+      const Vec chunk = reinterpret_cast<const Vec*>(src)[v];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) dst[v * kVec + e] = chunk.v[e];
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) dst[e] = src[e];
+  }
+}
+
+/// Offset of x at the padded coordinates `base + dilation * tap_eff` of weight tap
+/// `tap` (row offset `x_row` added) and whether it is inside (constant padding
+/// outside reads cval).  Out of line: it runs once per crossed tap, so it stays out
+/// of the main loop's instruction stream.
+template <typename Index>
+struct TapOffset {
+  Index off;    ///< element offset
+  bool inside;  ///< false: constant padding (read cval)
+};
+
+template <int R, typename Index>
+__device__ __noinline__ TapOffset<Index> gather_tap_offset(const ConvParams<R>& p,
+                                                           const Index (&base)[R], Index x_row,
+                                                           Index tap) {
+  Index kappa[R];
+  split_tap(p, tap, kappa);
+  Index off = x_row;
+  bool in = true;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    Index q = base[i] + static_cast<Index>(p.dilation[i]) * effective_tap(p, i, kappa[i]);
+    in = remap_coord(q, static_cast<Index>(p.in_ext[i]), static_cast<int>(p.pad_mode)) && in;
+    off += q * static_cast<Index>(p.x_stride[i]);
+  }
+  return TapOffset<Index>{off, in};
+}
+
+/// Offset of w at weight tap `tap` (out of line, as gather_tap_offset).
+template <int R, typename Index>
+__device__ __noinline__ Index weight_tap_offset(const ConvParams<R>& p, Index w_row, Index tap) {
+  Index kappa[R];
+  split_tap(p, tap, kappa);
+  Index off = w_row;
+#pragma unroll
+  for (int i = 0; i < R; ++i) off += kappa[i] * static_cast<Index>(p.w_stride[i]);
+  return off;
+}
+
+/// Position of a GEMM-K index as (tap, channel), advanced without division.
+template <typename Index>
+struct TapChannel {
+  Index tap;  ///< linear weight tap
+  Index c;    ///< channel within the group
+  /// Moves forward by `step` (< anything; loops once per crossed tap).
+  CC_DEVICE void advance(Index step, Index cpg) {
+    c += step;
+    while (c >= cpg) {
+      c -= cpg;
+      ++tap;
+    }
+  }
+};
+
+}  // namespace cc
 
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK>
 __global__ void CUPYCONV_LAUNCH_BOUNDS
@@ -31,35 +111,40 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
                     T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
-  constexpr int kThreads = cc::kBlockThreads;  // CUPYCONV_BLOCK_THREADS
+  constexpr int kThreads = cc::kBlockThreads;    ///< CUPYCONV_BLOCK_THREADS
   constexpr int kThreadsM = 16;
   constexpr int kThreadsN = kThreads / kThreadsM;
-  constexpr int TM = BM / kThreadsM;             ///< rows per thread
-  constexpr int TN = BN / kThreadsN;             ///< columns per thread
+  constexpr int TM = BM / kThreadsM;             ///< contiguous rows per thread
+  constexpr int TN = BN / kThreadsN;             ///< contiguous columns per thread
   constexpr int kARowsStep = kThreads / BM;      ///< A loader: k-rows covered per pass
   constexpr int kAPerThread = BK / kARowsStep;   ///< A elements fetched per thread per slice
   constexpr int kBColsStep = kThreads / BK;      ///< B loader: columns covered per pass
   constexpr int kBPerThread = BN / kBColsStep;   ///< B elements fetched per thread per slice
+  constexpr int kPadB = 4;                       ///< B row padding: conflict-free stores
   static_assert(BM % kThreadsM == 0 && BN % kThreadsN == 0, "Require BM, BN multiples of 16");
   static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | threads and (threads/BM) | BK");
   static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | threads and (threads/BK) | BN");
-  static_assert(2 * BK * (BM + BN) * sizeof(Acc) <= 48 * 1024, "Tile exceeds 48 KiB of static shared memory");
+  static_assert(2 * BK * (BM + BN + kPadB) * sizeof(Acc) <= 48 * 1024,
+                "Tile exceeds 48 KiB of static shared memory");
 
   cc::require_block_shape();
-  __shared__ Acc smem_a[2][BK][BM];
-  __shared__ Acc smem_b[2][BK][BN];
+  __shared__ __align__(16) Acc smem_a[2][BK][BM];
+  __shared__ __align__(16) Acc smem_b[2][BK][BN + kPadB];
 
   const int tid = static_cast<int>(threadIdx.x);
   const Index g = static_cast<Index>(p.g0) + static_cast<Index>(blockIdx.z);
   const Index M = static_cast<Index>(p.gemm_m);
   const Index Kr = static_cast<Index>(p.gemm_k);
   const Index Kg = static_cast<Index>(p.kpg);
+  const Index cpg = static_cast<Index>(p.cpg);
   const Index block_m = static_cast<Index>(blockIdx.x) * BM;
   const Index block_n = static_cast<Index>(blockIdx.y) * BN;
-  const cc::FastDivmod<Index> div_taps(p.div_taps);
   const T cval = cc::make_scalar<T>(p.cval_re, p.cval_im);
+  const Index x_stride_c = static_cast<Index>(p.x_stride_c);
+  const Index w_stride_c = static_cast<Index>(p.w_stride_c);
+  const Index w_stride_k = static_cast<Index>(p.w_stride_k);
 
-  // A loader state: fixed row, per-slice k-rows a_k + kARowsStep * j ------------
+  // A loader: fixed row a_m; k-rows a_k + kARowsStep * j of each slice ---------
   const int a_m = tid % BM;
   const int a_k = tid / BM;
   const bool a_valid = block_m + a_m < M;
@@ -72,51 +157,56 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
     for (int i = 0; i < R; ++i) {
       a_base[i] = pos.coord[i] * static_cast<Index>(p.stride[i]) - static_cast<Index>(p.pad_before[i]);
     }
-    a_x_n = pos.n * static_cast<Index>(p.x_stride_n) + g * static_cast<Index>(p.cpg) * static_cast<Index>(p.x_stride_c);
+    a_x_n = pos.n * static_cast<Index>(p.x_stride_n) + g * cpg * x_stride_c;
   }
+  cc::TapChannel<Index> a_cur{0, static_cast<Index>(a_k)};   // position of k0 + a_k
+  a_cur.advance(0, cpg);
+  Index a_tap = -1, a_off = 0;
+  bool a_inside = false;
 
-  // B loader state: fixed k-row b_k, columns b_n + kBColsStep * j ----------------
+  // B loader: fixed k-row b_k; columns b_n + kBColsStep * j ----------------------
   const int b_k = tid % BK;
   const int b_n = tid / BK;
-  const Index w_g = g * Kg * static_cast<Index>(p.w_stride_k);
+  const Index w_g = g * Kg * w_stride_k;
+  cc::TapChannel<Index> b_cur{0, static_cast<Index>(b_k)};
+  b_cur.advance(0, cpg);
+  Index b_tap = -1, b_off = 0;
 
   Acc frag_a[kAPerThread];
   Acc frag_b[kBPerThread];
 
   auto fetch = [&](Index k0) {
+    cc::TapChannel<Index> cur = a_cur;
 #pragma unroll
     for (int j = 0; j < kAPerThread; ++j) {
+      if (j > 0) cur.advance(kARowsStep, cpg);
       const Index r = k0 + a_k + kARowsStep * j;
       Acc v = cc::zero<Acc>();
       if (a_valid && r < Kr) {
-        Index c, tap;
-        div_taps.divmod(r, c, tap);
-        Index kappa[R];
-        cc::split_tap(p, tap, kappa);
-        v = cc::to_accum<Acc>(cc::gather_input(p, x, a_x_n + c * static_cast<Index>(p.x_stride_c),
-                                               a_base, kappa, cval));
+        if (cur.tap != a_tap) {                   // crossed to another tap: one remap
+          a_tap = cur.tap;
+          const cc::TapOffset<Index> t = cc::gather_tap_offset(p, a_base, a_x_n, a_tap);
+          a_off = t.off;
+          a_inside = t.inside;
+        }
+        v = cc::to_accum<Acc>(a_inside ? x[a_off + cur.c * x_stride_c] : cval);
       }
       frag_a[j] = v;
     }
     const Index r = k0 + b_k;
-    Index w_r = 0;
     const bool r_ok = r < Kr;
-    if (r_ok) {
-      Index c, tap;
-      div_taps.divmod(r, c, tap);
-      Index kappa[R];
-      cc::split_tap(p, tap, kappa);
-      w_r = w_g + c * static_cast<Index>(p.w_stride_c);
-#pragma unroll
-      for (int i = 0; i < R; ++i) w_r += kappa[i] * static_cast<Index>(p.w_stride[i]);
+    if (r_ok && b_cur.tap != b_tap) {
+      b_tap = b_cur.tap;
+      b_off = cc::weight_tap_offset(p, w_g, b_tap);
     }
+    const Index w_r = b_off + b_cur.c * w_stride_c;
 #pragma unroll
     for (int j = 0; j < kBPerThread; ++j) {
       const Index col = block_n + b_n + kBColsStep * j;
-      frag_b[j] = (r_ok && col < Kg)
-                      ? cc::to_accum<Acc>(w[w_r + col * static_cast<Index>(p.w_stride_k)])
-                      : cc::zero<Acc>();
+      frag_b[j] = (r_ok && col < Kg) ? cc::to_accum<Acc>(w[w_r + col * w_stride_k]) : cc::zero<Acc>();
     }
+    a_cur.advance(BK, cpg);                       // cursors to the next slice
+    b_cur.advance(BK, cpg);
   };
   auto stash = [&](int buf) {
 #pragma unroll
@@ -145,10 +235,8 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       Acc a[TM], b[TN];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) a[i] = smem_a[buf][kk][tm + kThreadsM * i];
-#pragma unroll
-      for (int j = 0; j < TN; ++j) b[j] = smem_b[buf][kk][tn + kThreadsN * j];
+      cc::load_fragment(&smem_a[buf][kk][tm * TM], a);
+      cc::load_fragment(&smem_b[buf][kk][tn * TN], b);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -162,13 +250,13 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
   const cc::Epilogue<T, Acc> epilogue(p);
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
-    const Index m = block_m + tm + kThreadsM * i;
+    const Index m = block_m + tm * TM + i;
     if (m >= M) continue;
     cc::OutputPosition<R, Index> pos;
     pos.set(p, m);
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
-      const Index col = block_n + tn + kThreadsN * j;
+      const Index col = block_n + tn * TN + j;
       if (col < Kg) {
         const Index k = g * Kg + col;
         epilogue(y, pos.y_offset(p, k), bias, k, acc[i][j]);

@@ -300,8 +300,9 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     if 0 in problem.y_shape:
         return
     tiles = registry.gemm_tiles(problem.dtype)
-    if tile is None:
-        tile = tiles[0] if problem.gemm_m >= 64 * tiles[0][0] else tiles[-1]
+    if tile is None:     # the largest tile the problem fills: many rows, enough channels
+        fits = [t for t in tiles if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
+        tile = fits[0] if fits else tiles[-1]
     if tuple(tile) not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     bm, bn, _ = tile

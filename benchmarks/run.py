@@ -10,7 +10,10 @@ roofline whose ceilings are measured at the start of the same run.
 Every figure is either a ratio against a peer measured in the same run or
 a roofline fraction from counted work.  Writes ``<out>/<stem>.json`` and
 ``<out>/<stem>.md`` (after every case, so an interrupted run keeps what it
-measured) and, when matplotlib is importable, two plots.
+measured) and, when matplotlib is importable, two plots.  ``<out>`` is
+``cupyconv-bench/`` in the current directory unless ``--out`` names another;
+``--docs`` writes into the tracked ``docs/benchmarks/`` of the source tree on
+purpose.  Before each case it prints ``[i/n] case name``.
 
 On a machine without a usable GPU it benchmarks the NumPy backend against
 the CPU peers (SciPy) and says so.
@@ -318,13 +321,26 @@ def _resolve_backend(name):
     return name
 
 
+#: Default output folder, relative to the current directory.
+DEFAULT_OUT = "cupyconv-bench"
+#: The tracked results of the source tree (``--docs``).
+DOCS_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "benchmarks")
+
+
 def build_parser():
     """The ``bench`` argument parser."""
-    p = argparse.ArgumentParser(prog="python -m cupyconv bench", description=__doc__.split(
-        "\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m cupyconv bench",
+        description="Benchmark runner: times cupyconv against the peers on named problem sets "
+                    "and writes JSON, markdown and plots.")
     p.add_argument("--suite", default="all", choices=suite_names())
     p.add_argument("--quick", action="store_true", help="CPU-scale subset (1-2 min on a CPU)")
-    p.add_argument("--out", default=os.path.join("docs", "benchmarks"))
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--out", default=DEFAULT_OUT,
+                     help=f"output folder (default: {DEFAULT_OUT}/ in the current directory)")
+    out.add_argument("--docs", action="store_const", const=DOCS_OUT, dest="out",
+                     help="write into docs/benchmarks/ of the source tree (the tracked results)")
     p.add_argument("--backend", default="auto", choices=("auto", "numpy", "cuda"))
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement")
     p.add_argument("--peers", help="comma-separated peer names (default: all available)")
@@ -353,7 +369,8 @@ def main(argv=None):
     meta = metadata(args, ctx, command)
     stem = f"{args.suite}{'_quick' if args.quick else ''}_{backend}"
     rows = []
-    for case in selected:
+    for i, case in enumerate(selected, 1):
+        print(f"[{i}/{len(selected)}] {case.name} ...", flush=True)
         row = run_case(case, ctx)
         rows.append(row)
         print(report.progress_line(row), flush=True)

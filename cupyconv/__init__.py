@@ -11,17 +11,19 @@ from .api.conv import conv
 from .api.gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
 from .api.operator import ConvOperator
 from .api.plan import ConvPlan, plan_conv
-from .api.signal import choose_conv_method, convolve, correlate
+from .api.signal import (choose_algorithm, choose_conv_method, convolve, convolve2d, correlate,
+                         correlate2d, fftconvolve, oaconvolve)
 from .backends.base import OutOfMemoryError
 from .clear import clear_caches
 from .core.problem import ConvProblem
 from .dispatch import available_backends, get_backend, use_backend
-from . import grad
+from . import grad, ndimage
 
 __all__ = [
-    "convolve", "correlate", "choose_conv_method", "conv", "ConvProblem",
+    "convolve", "correlate", "choose_conv_method", "choose_algorithm", "fftconvolve",
+    "oaconvolve", "convolve2d", "correlate2d", "conv", "ConvProblem",
     "plan_conv", "ConvPlan", "OutOfMemoryError", "clear_caches",
     "use_backend", "get_backend", "available_backends", "config", "MAX_RANK",
     "conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose",
-    "ConvOperator", "grad", "__version__",
+    "ConvOperator", "grad", "ndimage", "__version__",
 ]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import platform
 import sys
 import time
@@ -9,7 +10,9 @@ import time
 import numpy as np
 from scipy import signal
 
-from ._paths import cache_root
+from ._compile import cache, compat, prebuilt
+from ._compile import library_path, nvrtc_version
+from ._paths import cuda_src_dir
 from ._version import __version__
 from .api.conv import conv
 from .api.signal import choose_conv_method, convolve
@@ -22,27 +25,158 @@ __all__ = ["info", "demo", "conv_reference"]
 DEMO_TOLERANCE = 1e-9
 
 
+#: What to install for the GPU (README, docs/install.md).
+_GPU_INSTALL = (
+    'pip install -e ".[cuda12]" (NVIDIA driver >= {d12}) or -e ".[cuda13]" (driver >= {d13}); '
+    "from a wheel: pip install \"cupyconv[cuda12]\"; docs/install.md".format(
+        d12=compat.MIN_LINUX_DRIVER[12], d13=compat.MIN_LINUX_DRIVER[13]))
+_NVRTC_INSTALL = ("pip install nvidia-cuda-nvrtc-cu12 (CUDA 12) or nvidia-cuda-nvrtc (CUDA 13); "
+                  "both cuda12/cuda13 extras bring it")
+
+
+def _cupy_status():
+    """``(cupy module or None, lines)``: CuPy, the CUDA driver, the devices."""
+    if importlib.util.find_spec("cupy") is None:
+        return None, [f"CuPy: not installed. For the GPU: {_GPU_INSTALL}"]
+    try:
+        import cupy  # optional dependency: probing it is the point
+    except Exception as exc:  # noqa: BLE001 - a broken CUDA install
+        return None, [f"CuPy: installed but does not import ({exc.__class__.__name__}: {exc}). "
+                      f"Reinstall it: {_GPU_INSTALL}"]
+    lines = []
+    try:
+        runtime = compat.split_driver_version(cupy.cuda.runtime.runtimeGetVersion())
+        lines.append(f"CuPy {cupy.__version__} (CUDA runtime {compat.format_version(runtime)})")
+    except Exception:  # noqa: BLE001
+        runtime = None
+        lines.append(f"CuPy {cupy.__version__}")
+    try:
+        code = cupy.cuda.runtime.driverGetVersion()
+    except Exception:  # noqa: BLE001 - no libcuda at all
+        code = 0
+    if not code:
+        lines.append("CUDA driver: none found. Install the NVIDIA driver: >= "
+                     f"{compat.MIN_LINUX_DRIVER[12]} for CUDA 12 (cupy-cuda12x), >= "
+                     f"{compat.MIN_LINUX_DRIVER[13]} for CUDA 13 (cupy-cuda13x)")
+    else:
+        driver = compat.split_driver_version(code)
+        line = f"CUDA driver {compat.format_version(driver)}"
+        if runtime is not None and driver[0] < runtime[0]:
+            need = compat.MIN_LINUX_DRIVER.get(runtime[0], "a newer one")
+            line += (f": too old for CuPy's CUDA {runtime[0]} runtime; update the driver "
+                     f"(>= {need}) or install cupy-cuda{driver[0]}x")
+        lines.append(line)
+    return cupy, lines
+
+
+def _devices(cupy):
+    """``[(id, name, cc, SMs, GiB)]`` of the usable devices (empty without one)."""
+    out = []
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no driver, no device
+        return out
+    for i in range(count):
+        props = cupy.cuda.runtime.getDeviceProperties(i)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        cc = int(cupy.cuda.Device(i).compute_capability)
+        out.append((i, name, cc, props["multiProcessorCount"], props["totalGlobalMem"] / 2**30))
+    return out
+
+
+def _nvrtc_line():
+    """``(NVRTC version or None, line)``."""
+    try:
+        version = nvrtc_version()
+        where = library_path()
+    except Exception as exc:  # noqa: BLE001 - NvrtcUnavailable, a broken library
+        return None, (f"NVRTC: not found ({exc.__class__.__name__}). Needed only for kernel groups "
+                      f"that are not packaged: {_NVRTC_INSTALL}")
+    return version, (f"NVRTC {compat.format_version(version)} ({where}): compiles the kernel "
+                     "groups that are not packaged, on first use or ahead of time "
+                     "(python -m cupyconv build; no GPU needed)")
+
+
+def _packaged_line(pk):
+    if not pk["present"]:
+        return ("packaged in the wheel: none (a source checkout or an editable install; a wheel "
+                "build packs them: docs/install.md)")
+    if pk["error"]:
+        return f"packaged in the wheel: unusable ({pk['error']})"
+    if not pk["kernels"]:
+        return f"packaged in the wheel: none ({pk['reason'] or 'an empty pack'})"
+    stale = "" if pk["matches_sources"] is not False else (
+        "; NOT for these kernel sources (CUPYCONV_CUDA_SRC?), so unused")
+    ptx = f" + PTX {', '.join(pk['ptx'])}" if pk["ptx"] else ""
+    return (f"packaged in the wheel: {pk['kernels']:,} kernels in {pk['groups']} files, "
+            f"{pk['bytes'] / 2**20:.1f} MiB ({pk['dir']}): cubins {', '.join(pk['archs'])}{ptx}; "
+            f"{', '.join(pk['dtypes'])}; ranks {', '.join(map(str, pk['ranks']))}; built by NVRTC "
+            f"{compat.format_version(pk['nvrtc'])}{stale}")
+
+
+def _where_lines(pk, devices, driver, nvrtc):
+    """Where the kernels of each device (or of any GPU, without one) would come from."""
+    rest = "cache, then NVRTC" if nvrtc else "cache only (no NVRTC to compile a miss)"
+    usable = pk["kernels"] and pk["matches_sources"] is not False
+    if devices:
+        lines = []
+        for i, _, cc, _, _ in devices:
+            arch = (prebuilt.summary(device_cc=cc, driver=driver).get("device_arch")
+                    if usable and driver else None)
+            head = f"device {i} (sm_{cc}): "
+            if arch:
+                kind = "PTX, JIT-compiled by the driver" if arch.startswith("compute_") else "cubins"
+                lines.append(head + f"packaged {arch} {kind} for the packaged dtypes and ranks; "
+                             f"other groups from the {rest}")
+            else:
+                lines.append(head + f"nothing packaged loads here; every group from the {rest}")
+        return lines
+    if not usable:
+        return [f"no device here: on a GPU every kernel group would come from the {rest}"]
+    ptx = ""
+    if pk["ptx"]:
+        ptx = (f"; newer GPUs the packaged PTX {', '.join(pk['ptx'])} (driver >= "
+               f"{compat.format_version(pk['nvrtc'])})")
+    return [f"no device here: on a GPU, {', '.join(pk['archs'])} (and same-major newer) GPUs "
+            f"would load the packaged cubins{ptx}; other groups from the {rest}"]
+
+
 def info():
-    """Print the device, its architecture, the cache and the backends."""
+    """Print the backends, CuPy, the driver, the devices, NVRTC and where kernels come from.
+
+    Says what to install when CuPy, the driver or NVRTC is missing.
+    """
     print(f"cupyconv {__version__} (Python {platform.python_version()}, "
           f"NumPy {np.__version__})")
     reasons = backends.backend_reasons()
     for name, why in reasons.items():
         print(f"  backend {name:9s} {'available' if why is None else 'unavailable: ' + why}")
-    if reasons["cuda"] is None:
-        import cupy
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-        print(f"  device {dev.id}: {name}, sm_{dev.compute_capability}, "
-              f"{props['multiProcessorCount']} SMs, "
-              f"{props['totalGlobalMem'] / 2**30:.1f} GiB")
-    try:
-        from cupy.cuda import nvrtc
-        print("  NVRTC %d.%d (ahead-of-time builds possible)" % nvrtc.getVersion())
-    except Exception as exc:
-        print(f"  NVRTC unavailable ({exc.__class__.__name__})")
-    print(f"  kernel cache: {cache_root()}")
+    cupy, lines = _cupy_status()
+    for line in lines:
+        print(f"  {line}")
+    devices = _devices(cupy) if cupy is not None else []
+    driver = None
+    if devices:
+        driver = compat.split_driver_version(cupy.cuda.runtime.driverGetVersion())
+    for i, name, cc, sms, gib in devices:
+        print(f"  device {i}: {name}, sm_{cc}, {sms} SMs, {gib:.1f} GiB")
+    if cupy is not None and not devices:
+        print("  device: none usable")
+    nvrtc, line = _nvrtc_line()
+    print(f"  {line}")
+    pk = prebuilt.summary()
+    counts = cache.entry_counts()
+    cached = (f"{sum(counts.values())} kernel groups ("
+              + ", ".join(f"{a}: {n}" for a, n in counts.items()) + ")") if counts else "empty"
+    print("  kernels come from, in this order:")
+    print(f"    1. {_packaged_line(pk)}")
+    print(f"    2. user cache {cache.cache_dir()}: {cached}")
+    print("    3. " + (f"NVRTC {compat.format_version(nvrtc)}: any other group, compiled on first "
+                       "use and stored in the cache" if nvrtc else
+                       f"NVRTC: missing, so a group in neither place cannot load ({_NVRTC_INSTALL})"))
+    for line in _where_lines(pk, devices, driver, nvrtc):
+        print(f"  {line}")
+    print(f"  kernel sources: {cuda_src_dir()}")
     return 0
 
 

@@ -16,8 +16,8 @@ from typing import FrozenSet, Tuple
 
 __all__ = [
     "OPS", "FORWARD", "GRAD_INPUT", "GRAD_WEIGHT", "BACKENDS", "Algorithm", "ALGORITHMS",
-    "METHODS", "MAX_RANK", "PADDING_MODES", "LAYOUTS", "SIGNAL_MODES", "methods_for",
-    "describe_choices",
+    "METHODS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES",
+    "LAYOUTS", "SIGNAL_MODES", "SIGNAL_BOUNDARIES", "methods_for", "describe_choices",
 ]
 
 #: Forward pass: y = conv(x, w).
@@ -36,10 +36,26 @@ BACKENDS = ("numpy", "cuda", "emulated")
 MAX_RANK = 8
 #: ``numpy.pad`` names of the boundary modes, in the order of the kernels' ``cc::PadMode``.
 PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
+#: PyTorch's ``padding_mode`` names accepted by ``conv`` -> the engine's mode
+#: (PyTorch's ``"reflect"`` is already ours).
+PADDING_MODE_ALIASES = {"zeros": "constant", "replicate": "edge", "circular": "wrap"}
+#: ``scipy.ndimage`` filter boundary modes -> the engine's mode (docs/semantics.md has the
+#: table with NumPy's and PyTorch's names).  For filters (no interpolation) the ``grid-*``
+#: modes extend the input exactly as their plain counterparts: ndimage's ``reflect`` and
+#: ``grid-mirror`` are ``symmetric``, its ``mirror`` is our ``reflect``.
+NDIMAGE_MODES = {
+    "reflect": "symmetric", "grid-mirror": "symmetric", "mirror": "reflect",
+    "nearest": "edge", "wrap": "wrap", "grid-wrap": "wrap",
+    "constant": "constant", "grid-constant": "constant",
+}
 #: Memory layouts of ``conv``'s arrays.
 LAYOUTS = ("channels_first", "channels_last")
 #: ``scipy.signal`` modes of ``convolve``/``correlate``.
 SIGNAL_MODES = ("full", "same", "valid")
+#: ``scipy.signal.convolve2d``'s ``boundary`` names -> the engine's mode (``fill`` pads
+#: with ``fillvalue``).
+SIGNAL_BOUNDARIES = {"fill": "constant", "pad": "constant", "wrap": "wrap",
+                     "circular": "wrap", "symm": "symmetric", "symmetric": "symmetric"}
 
 _ALL = frozenset(BACKENDS)
 _CUDA_PATH = frozenset(("cuda", "emulated"))
@@ -70,6 +86,9 @@ ALGORITHMS = {a.name: a for a in (
               "vol2col column buffer + BLAS/cuBLAS GEMM, chunked to the workspace limit"),
     Algorithm("fft", _ALL, frozenset(OPS),
               "convolution theorem (pocketfft / cuFFT), zero constant padding on the GPU"),
+    Algorithm("separable", frozenset(("numpy",)), frozenset((FORWARD,)),
+              "one 1-D pass per axis for a kernel that is an outer product of 1-D factors "
+              "(single channel or depthwise; NumPy backend)"),
 )}
 
 #: Every ``method=`` value.

@@ -10,6 +10,8 @@ from ._compile import clear_module_cache
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
+from .backends.numpy import separable
+from .core.ndimage_map import filter_call
 from .core.signal_map import signal_call
 from .dispatch import backends, dispatcher
 
@@ -21,6 +23,8 @@ def clear_caches():
     dispatcher.clear_cache()
     conv_problem.cache_clear()
     signal_call.cache_clear()
+    filter_call.cache_clear()
+    separable.clear_cache()
     clear_module_caches()
     clear_module_cache()
     efficiencies.cache_clear()

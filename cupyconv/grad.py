@@ -50,7 +50,7 @@ def _flip(xp, a, axes):
 
 def _vjp(in1, in2, g, mode, axes, correlate_, method):
     xp = args.array_module_of(in1=in1, in2=in2, g=g)
-    g = xp.asarray(g)
+    g = args.as_array(xp, g)
     args.check_dtype(g, "g")
     call, xp, in1, in2 = signal_problem(in1, in2, mode, axes, correlate_)   # validates
     if tuple(g.shape) != tuple(call.result_shape):

@@ -48,15 +48,38 @@ CC_DEVICE complex<Real>& operator+=(complex<Real>& a, complex<Real> b) {
   return a;
 }
 
-/// `a * b + c`, fused where the type has a fused form.
+/// `a * b + c`, exact for the integer types (wrapping as the GPU does).
 template <typename T>
 CC_DEVICE T fma(T a, T b, T c) { return a * b + c; }
+
+/// `a * b + c` with ONE rounding (IEEE fusedMultiplyAdd) on both sides:
+/// `__fmaf_rn` / `__fma_rn` (FFMA / DFMA) on the device, `std::fma` under the
+/// CPU emulator, so emulated float and double results equal the GPU's bit for
+/// bit.  (A plain `a * b + c` is contracted to FFMA by NVRTC but rounds twice
+/// on an x86 host.)
+CC_DEVICE float fma(float a, float b, float c) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+CC_DEVICE double fma(double a, double b, double c) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  return __fma_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+/// Complex `a * b + c` as four real fused multiply-adds, the same rounding
+/// sequence on both sides: re = fma(-a.im, b.im, fma(a.re, b.re, c.re)),
+/// im = fma(a.im, b.re, fma(a.re, b.im, c.im)).
 template <typename Real>
 CC_DEVICE complex<Real> fma(complex<Real> a, complex<Real> b, complex<Real> c) {
-  // Same rounding sequence in every kernel: re = ((a.re*b.re + c.re) - a.im*b.im).
   complex<Real> r;
-  r.re = (a.re * b.re + c.re) - a.im * b.im;
-  r.im = (a.re * b.im + c.im) + a.im * b.re;
+  r.re = fma(-a.im, b.im, fma(a.re, b.re, c.re));
+  r.im = fma(a.im, b.re, fma(a.re, b.im, c.im));
   return r;
 }
 

@@ -128,8 +128,8 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
                 "Tile exceeds 48 KiB of static shared memory");
 
   cc::require_block_shape();
-  __shared__ __align__(16) Acc smem_a[2][BK][BM];
-  __shared__ __align__(16) Acc smem_b[2][BK][BN + kPadB];
+  CUPYCONV_STATIC_SHARED(Acc, smem_a, [2][BK][BM]);  // 16-byte aligned; poisoned per block when emulated
+  CUPYCONV_STATIC_SHARED(Acc, smem_b, [2][BK][BN + kPadB]);
 
   const int tid = static_cast<int>(threadIdx.x);
   const Index g = static_cast<Index>(p.g0) + static_cast<Index>(blockIdx.z);

@@ -24,12 +24,14 @@
 #include <math.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -100,7 +102,9 @@
 #define __launch_bounds__(...)
 // One block runs at a time on one OS thread, so function-level static
 // storage is per block.  Declare __shared__ variables without initializer,
-// as CUDA requires; their contents persist from one block to the next.
+// as CUDA requires.  A plain __shared__ variable keeps its contents from one
+// block to the next; declare shared arrays with CUPYCONV_STATIC_SHARED
+// (platform.cuh) to have them poisoned per block (emu_memory.cuh).
 #define __shared__ static
 
 #include "emu_types.cuh"
@@ -108,5 +112,6 @@
 #include "emu_fiber.cuh"
 #include "emu_runtime.cuh"
 #include "emu_sync.cuh"
+#include "emu_memory.cuh"
 
 #endif  // CUPYCONV_EMU_CUDA_EMU_CUH

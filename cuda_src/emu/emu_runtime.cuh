@@ -42,6 +42,14 @@ inline bool same_site(const Site& a, const Site& b) {
   return a.line == b.line && std::strcmp(a.file, b.file) == 0;
 }
 
+/// One emulated cp.async copy in flight: the source bytes (read at issue, zero-filled
+/// past src-size) land in `dst` only at cp.async.wait_group / wait_all.
+struct AsyncCopy {
+  unsigned char* dst = nullptr;  ///< shared-memory destination
+  int bytes = 0;                 ///< cp-size: 4, 8 or 16
+  unsigned char data[16] = {};   ///< what lands
+};
+
 /// State of one CUDA thread of the running block.
 struct ThreadCtx {
   uint3 thread_idx{0, 0, 0};  ///< threadIdx
@@ -54,6 +62,8 @@ struct ThreadCtx {
   std::uint64_t value = 0;     ///< value contributed to the pending collective
   std::uint64_t result = 0;    ///< collective result, valid once released
   FiberSlot fiber;             ///< execution context
+  std::vector<AsyncCopy> cp_open;             ///< cp.async copies not yet committed
+  std::deque<std::vector<AsyncCopy>> cp_groups;  ///< committed groups, oldest first
 };
 
 /// State of one kernel launch.
@@ -66,10 +76,20 @@ struct Launch {
   ThreadCtx* threads = nullptr;     ///< nthreads contexts, reused for every block
   unsigned char* dyn_shared = nullptr;  ///< dynamic shared memory of the running block
   std::size_t dyn_shared_bytes = 0;     ///< its size in bytes
+  std::uint64_t block_serial = 0;       ///< unique per block of any launch (poisoning epoch)
+  /// CUPYCONV_STATIC_SHARED arrays the running block has declared (address, bytes).
+  std::vector<std::pair<unsigned char*, std::size_t>> static_shared;
   FiberFn body = nullptr;           ///< runs the kernel for the current thread
   void* body_arg = nullptr;         ///< argument of body
   std::string error;                ///< first error; non-empty aborts the launch
 };
+
+/// Byte that fills shared memory a block has not written (dynamic shared memory,
+/// CUPYCONV_STATIC_SHARED arrays, pending cp.async targets): 0xCDCDCDCD reads as
+/// -4.3e8f, 0xCDCDCDCDCDCDCDCD as -6.3e66 (double) or a huge negative integer.
+constexpr unsigned char kPoisonByte = 0xCD;
+
+inline std::atomic<std::uint64_t> g_block_serial{0};  // last block serial handed out
 
 inline thread_local Launch* t_launch = nullptr;     // launch running on this OS thread
 inline thread_local ThreadCtx* t_thread = nullptr;  // CUDA thread whose fiber runs now
@@ -311,6 +331,8 @@ inline bool run_block(Launch& L) {
     ThreadCtx& t = L.threads[i];
     t.wait = Wait::kRunnable;
     t.result = 0;
+    t.cp_open.clear();    // copies a thread of the previous block never waited for are dropped
+    t.cp_groups.clear();
     fiber_start(t.fiber, &thread_entry, &t);
   }
   for (;;) {
@@ -393,7 +415,9 @@ inline int run_launch(dim3 grid, dim3 block, std::size_t shmem, int schedule, Fi
       L.block_idx = uint3{static_cast<unsigned>(b % grid.x),
                           static_cast<unsigned>((b / grid.x) % grid.y),
                           static_cast<unsigned>(b / (static_cast<unsigned long long>(grid.x) * grid.y))};
-      std::memset(L.dyn_shared, 0xCD, shmem);  // garbage: uninitialized reads show up
+      std::memset(L.dyn_shared, kPoisonByte, shmem);  // garbage: uninitialized reads show up
+      L.block_serial = ++g_block_serial;  // CUPYCONV_STATIC_SHARED arrays: poisoned at first use
+      L.static_shared.clear();
       ok = run_block(L);
     }
     t_launch = nullptr;

@@ -7,7 +7,7 @@ or, for a ``compute_XY`` arch, ``nvrtcGetPTXSize`` + ``nvrtcGetPTX``, destroy.
 :func:`supported_archs` asks NVRTC (``nvrtcGetSupportedArchs``, CUDA 11.2+)
 which ``sm_XY`` it can compile for.  The library is the one CuPy loads (located through
 ``/proc/self/maps`` after importing ``cupy.cuda.nvrtc``), else the
-``nvidia-cuda-nvrtc`` wheel, else the system loader.
+``nvidia-cuda-nvrtc`` wheels (CUDA 12 and 13 layouts), else the system loader.
 """
 from __future__ import annotations
 
@@ -64,10 +64,16 @@ def _candidates() -> List[str]:
             found += sorted(glob.glob(os.path.join(base, "lib", "libnvrtc.so*")))
     except Exception:  # noqa: BLE001
         pass
+    try:  # other layouts of the NVIDIA wheels (CUDA 13's nvidia-cuda-nvrtc: nvidia/cu13/lib)
+        import nvidia
+        for base in nvidia.__path__:
+            found += sorted(glob.glob(os.path.join(base, "*", "lib", "libnvrtc.so*")))
+    except Exception:  # noqa: BLE001
+        pass
     lib = ctypes.util.find_library("nvrtc")
     if lib:
         found.append(lib)
-    return [f for f in found if "builtins" not in f and ".alt." not in f]
+    return list(dict.fromkeys(f for f in found if "builtins" not in f and ".alt." not in f))
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,7 +87,8 @@ def _lib() -> ctypes.CDLL:
             continue
         lib._cupyconv_path = cand
         return lib
-    raise NvrtcUnavailable("NVRTC library not found (install cupy-cuda12x or nvidia-cuda-nvrtc-cu12)"
+    raise NvrtcUnavailable("NVRTC library not found (pip install nvidia-cuda-nvrtc-cu12 for CUDA 12 "
+                           "or nvidia-cuda-nvrtc for CUDA 13)"
                            + ("; tried " + "; ".join(errors) if errors else ""))
 
 

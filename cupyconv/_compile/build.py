@@ -30,11 +30,12 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from .._fsutil import warn_read_only
 from .._kernels import registry
 from . import cache
-from ._nvrtc import KernelCompileError, compile_program, nvrtc_version
+from ._nvrtc import KernelCompileError, NvrtcUnavailable, compile_program, nvrtc_version
+from .progress import ProgressBar
 
 __all__ = ["DEFAULT_ARCHS", "KernelReport", "compile_options", "compile_group", "build",
            "parse_ptxas_log", "format_report", "main", "KernelCompileError", "parse_archs",
-           "parse_ranks"]
+           "parse_ranks", "ProgressBar", "GroupResult", "compile_groups", "group_work"]
 
 #: Architectures built by default.
 DEFAULT_ARCHS = ("sm_80", "sm_90")
@@ -181,35 +182,67 @@ def _reports(group_insts, arch, meta, cached, seconds) -> List[KernelReport]:
     return out
 
 
-class _Progress:
-    """``\\r`` progress line on stderr (tqdm if installed)."""
+@dataclasses.dataclass(frozen=True)
+class GroupResult:
+    """One compiled (or cached) NVRTC program of :func:`compile_groups`."""
 
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.done, self.enabled, self.bar = total, 0, enabled, None
-        if enabled:
-            try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="group", desc="cupyconv build")
-            except ImportError:
-                pass
+    arch: str
+    source: str
+    dtype: str
+    rank: int
+    members: Tuple[registry.Instantiation, ...]
+    path: Path
+    meta: dict
+    cached: bool
+    seconds: float
 
-    def step(self, label: str) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.update(1)
-            return
-        width = 30
-        fill = int(width * self.done / max(self.total, 1))
-        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} {label[:40]:<40}")
-        if self.done == self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+def compile_groups(work: Sequence[Tuple[str, Tuple[str, str, int], Sequence]], *,
+                   root: Optional[Path] = None, force: bool = False, progress: bool = True,
+                   jobs: Optional[int] = None, desc: str = "cupyconv build") -> List[GroupResult]:
+    """Compile work items ``(arch, (source, dtype, rank), members)`` in parallel.
+
+    ``arch`` may be ``sm_XY`` (a cubin) or ``compute_XY`` (PTX).  The
+    progress bar counts kernels (instantiations), with the time left.  On
+    an error the items not started are cancelled and the error is raised.
+
+    Returns
+    -------
+    list of GroupResult
+        In completion order.
+    """
+    bar = ProgressBar(sum(len(m) for _, _, m in work), progress, desc)
+    results: List[GroupResult] = []
+
+    def one(item):
+        arch, (source, dt, r), members = item
+        path, meta, cached, secs = compile_group(source, [m.name for m in members], arch,
+                                                 root=root, force=force)
+        return GroupResult(arch, source, dt, r, tuple(members), Path(path), meta, cached, secs)
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1)
+    try:
+        futures = [pool.submit(one, item) for item in work]
+        for fut in concurrent.futures.as_completed(futures):
+            res = fut.result()
+            results.append(res)
+            bar.update(len(res.members), f"{res.arch} {Path(res.source).stem} {res.dtype} {res.rank}-D")
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        bar.close()
+    return results
+
+
+def group_work(archs: Iterable[str], ranks: Iterable[int], families: Optional[Iterable[str]] = None,
+               dtypes: Optional[Iterable] = None):
+    """``(arch, group, members)`` for every arch and registry group of the selection."""
+    groups: Dict[Tuple[str, str, int], list] = {}
+    for inst in registry.instantiations(families, ranks=ranks, dtypes=dtypes):
+        groups.setdefault(inst.group, []).append(inst)
+    return [(arch, g, members) for arch in archs for g, members in groups.items()]
 
 
 def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, registry.MAX_RANK + 1),
@@ -227,7 +260,7 @@ def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, 
     dtypes : iterable, optional
         Subset of :data:`registry.DTYPES` (default: all).
     progress : bool
-        Show a progress line on stderr.
+        Show a progress bar on stderr (kernels done / total, time left).
     jobs : int, optional
         Parallel NVRTC programs (default: CPU count).
     root : Path, optional
@@ -251,29 +284,10 @@ def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, 
         raise ValueError(f"archs must be a non-empty list of sm_NN such as sm_90, got {archs!r}")
     if not ranks:
         raise ValueError("ranks is empty: nothing to build")
-    insts = registry.instantiations(families, ranks=ranks, dtypes=dtypes)
-    groups: Dict[Tuple[str, str, int], list] = {}
-    for inst in insts:
-        groups.setdefault(inst.group, []).append(inst)
-    work = [(arch, g, members) for arch in archs for g, members in groups.items()]
-    bar = _Progress(len(work), progress)
+    work = group_work(archs, ranks, families, dtypes)
     reports: List[KernelReport] = []
-
-    def one(item):
-        arch, (source, _, _), members = item
-        _, meta, cached, secs = compile_group(source, [m.name for m in members], arch,
-                                              root=root, force=force)
-        return _reports(members, arch, meta, cached, secs)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        futures = {pool.submit(one, item): item for item in work}
-        try:
-            for fut in concurrent.futures.as_completed(futures):
-                arch, (source, dt, r), _ = futures[fut]
-                reports.extend(fut.result())
-                bar.step(f"{arch} {Path(source).stem} {dt} {r}-D")
-        finally:
-            bar.close()
+    for res in compile_groups(work, root=root, force=force, progress=progress, jobs=jobs):
+        reports.extend(_reports(res.members, res.arch, res.meta, res.cached, res.seconds))
     reports.sort(key=lambda k: (k.arch, k.family, k.name))
     return reports
 
@@ -338,14 +352,19 @@ def _positive_int(text: str) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m cupyconv build [--arch sm_80,sm_90] [--ranks 1-8] [--families ...]``."""
-    ap = argparse.ArgumentParser(prog="cupyconv build", description="AOT-compile the CUDA kernels with NVRTC")
+    ap = argparse.ArgumentParser(
+        prog="python -m cupyconv build",
+        description="Ahead-of-time compile the CUDA kernels with NVRTC into the user cache "
+                    "(no GPU needed). A progress bar shows kernels done / total and the time "
+                    "left (drawn by tqdm when it is installed).")
     ap.add_argument("--arch", type=parse_archs, default=list(DEFAULT_ARCHS),
                     help="comma-separated sm_NN, e.g. sm_80,sm_90")
     ap.add_argument("--ranks", type=parse_ranks, default=list(range(1, registry.MAX_RANK + 1)),
                     help=f"1..{registry.MAX_RANK}, e.g. 1-8 or 1,2,3")
     ap.add_argument("--families", default=None, help=f"comma-separated subset of {sorted(registry.FAMILIES)}")
     ap.add_argument("--dtypes", default=None, help=f"comma-separated subset of {sorted(registry.DTYPES)}")
-    ap.add_argument("--jobs", type=_positive_int, default=None)
+    ap.add_argument("--jobs", type=_positive_int, default=None,
+                    help="NVRTC programs compiled in parallel (default: the CPU count)")
     ap.add_argument("--force", action="store_true", help="recompile cached kernels")
     ap.add_argument("--quiet", action="store_true", help="no progress bar, no table")
     args = ap.parse_args(argv)
@@ -358,6 +377,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.error(str(exc))
     except KernelCompileError as exc:
         print(exc, file=sys.stderr)
+        return 1
+    except NvrtcUnavailable as exc:
+        print(f"cannot build: {exc}", file=sys.stderr)
         return 1
     if not args.quiet:
         print(format_report(reports))

@@ -44,7 +44,8 @@ from .._version import __version__
 
 __all__ = ["cache_dir", "cuda_src_dir", "package_version", "source_digest", "include_closure",
            "entry_key", "entry_paths", "entry_digest", "read_entry", "write_entry",
-           "validate_binary", "valid_names", "elf_sm", "lookup", "scratch_root", "ARCH_PATTERN"]
+           "validate_binary", "valid_names", "elf_sm", "lookup", "scratch_root", "ARCH_PATTERN",
+           "entry_counts"]
 
 #: An NVRTC ``-arch`` value this cache stores: ``sm_XY`` (cubin) or ``compute_XY`` (PTX).
 ARCH_PATTERN = re.compile(r"(sm|compute)_(\d{2,3})")
@@ -302,3 +303,25 @@ def write_entry(arch: str, source: str, key: str, binary: bytes, meta: dict,
     atomic_write(binary_path, binary)
     atomic_write(meta_path, json.dumps(meta, indent=1, sort_keys=True).encode())
     return binary_path, meta
+
+
+def entry_counts(root: Optional[Path] = None) -> Dict[str, int]:
+    """``{arch: number of entries}`` in the cache of this version (default :func:`cache_dir`).
+
+    Counts committed entries (sidecars) by name only: nothing is read,
+    verified or created.  Empty when the cache does not exist.
+    """
+    root = Path(root) if root is not None else cache_dir()
+    out: Dict[str, int] = {}
+    try:
+        subdirs = sorted(p for p in root.iterdir() if ARCH_PATTERN.fullmatch(p.name) and p.is_dir())
+    except OSError:
+        return out
+    for d in subdirs:
+        try:
+            n = sum(1 for f in d.iterdir() if f.suffix == ".json")
+        except OSError:
+            continue
+        if n:
+            out[d.name] = n
+    return out

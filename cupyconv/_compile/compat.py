@@ -29,7 +29,7 @@ import dataclasses
 from typing import Optional, Sequence, Tuple
 
 __all__ = ["Target", "ToolchainMismatch", "split_driver_version", "known_archs",
-           "select_target", "format_version"]
+           "select_target", "format_version", "select_packaged", "MIN_LINUX_DRIVER"]
 
 Version = Tuple[int, int]
 
@@ -46,6 +46,12 @@ _ARCH_SPAN = {
     89: ((11, 8), None), 90: ((11, 8), None), 100: ((12, 8), None), 101: ((12, 8), (13, 0)),
     120: ((12, 8), None), 103: ((12, 9), None), 121: ((12, 9), None), 110: ((13, 0), None),
 }
+
+
+#: Oldest Linux NVIDIA driver of each CUDA major release (CUDA Toolkit release notes,
+#: "CUDA Toolkit and Corresponding Driver Versions"; 12.x runs on any 12.0 driver by minor
+#: version compatibility, except PTX, which needs a driver as new as its NVRTC).
+MIN_LINUX_DRIVER = {12: "525.60.13", 13: "580.65.06"}
 
 
 class ToolchainMismatch(RuntimeError):
@@ -166,3 +172,46 @@ def select_target(device_cc: int, driver: Version, nvrtc: Version,
     return Target(f"compute_{best}", dev,
                   f"{names}: the GPU ({dev}) is newer than this NVRTC knows (newest "
                   f"sm_{archs[-1]}); using PTX for compute_{best}, JIT-compiled by the driver")
+
+
+def select_packaged(device_cc: int, driver: Version,
+                    available: Sequence[Tuple[str, Version]]) -> Optional[str]:
+    """Which packaged (prebuilt) binary of one kernel group loads on a device, if any.
+
+    Parameters
+    ----------
+    device_cc : int
+        The device's compute capability as ``XY``.
+    driver : (int, int)
+        CUDA version of the driver.
+    available : sequence of (str, (int, int))
+        ``(arch, NVRTC version that built it)`` of every packaged binary of
+        the group: ``sm_XY`` cubins and ``compute_XY`` PTX.
+
+    Returns
+    -------
+    str or None
+        In this order: the cubin for the device's own arch; a cubin of the
+        same major and a lower minor arch (a cubin for ``sm_XY`` runs on
+        ``sm_XZ`` with ``Z >= Y``: CUDA C++ Programming Guide, "Binary
+        compatibility"), the newest such; PTX for the newest ``compute_XY``
+        not above the device, which the driver JIT-compiles.  A cubin needs
+        a driver of at least its NVRTC's major release (minor version
+        compatibility), PTX a driver at least as new as its NVRTC (see the
+        module docstring).  ``None`` when nothing packaged would load.
+    """
+    driver = tuple(driver)[:2]
+    major = device_cc // 10
+    cubins, ptx = [], []
+    for arch, built in available:
+        kind, _, number = arch.partition("_")
+        if not number.isdigit():
+            continue
+        cc, built = int(number), tuple(built)[:2]
+        if kind == "sm" and cc // 10 == major and cc <= device_cc and built[0] <= driver[0]:
+            cubins.append((cc, arch))
+        elif kind == "compute" and cc <= device_cc and built <= driver:
+            ptx.append((cc, arch))
+    if cubins:
+        return max(cubins)[1]
+    return max(ptx)[1] if ptx else None

@@ -1,14 +1,23 @@
-"""CuPy loader for cached cubins.
+"""CuPy loader: packaged kernels first, then the user cache, then NVRTC.
 
 ``load_module(source, name_expressions, device=None)`` returns a module-like
 object whose ``get_function(name_expression)`` gives a ``cupy.RawKernel``.
 Names declared in the registry are grouped exactly as :func:`build` groups
-them (source, dtype, rank), so AOT-built cubins are hit; a missing group is
-compiled on first use and cached.  Loaded modules are memoised per device in
-a bounded LRU cache (:func:`clear_module_cache` empties it).
+them (source, dtype, rank).  Each group is resolved by :func:`resolve_group`:
 
-What is built for a device is decided once per device by
-:func:`device_target` from the driver version
+1. the kernels packaged in the wheel (:mod:`cupyconv._compile.prebuilt`,
+   verified by digest; no NVRTC needed): the device's own cubin, a cubin of
+   a lower arch of the same major, or the packaged PTX for a newer GPU;
+2. the per-user cache (:mod:`cupyconv._compile.cache`);
+3. NVRTC, whose output is stored in the cache.
+
+Loaded modules are memoised per device in a bounded LRU cache
+(:func:`clear_module_cache` empties it; files on disk are kept, packaged
+ones included); each knows where it came from (``origin``: ``"package"``,
+``"cache"`` or ``"nvrtc"``), which :func:`loaded_origins` counts.
+
+What NVRTC builds for a device is decided once per device by
+:func:`nvrtc_target` from the driver version
 (``cupy.cuda.runtime.driverGetVersion``), the NVRTC version and the archs
 NVRTC supports, through the pure :func:`cupyconv._compile.compat.select_target`:
 a cubin for the device's ``sm_XY``; PTX for the newest ``compute_XY`` NVRTC
@@ -19,34 +28,59 @@ both versions when nothing built here could load.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import threading
 import warnings
-from typing import Dict, Iterable
+from pathlib import Path
+from typing import Dict, Iterable, Tuple
 
 from .._kernels import registry
-from . import build as _build
-from . import compat
-from ._nvrtc import nvrtc_version, supported_archs
+from . import compat, prebuilt
+from .build import compile_group
+from ._nvrtc import NvrtcUnavailable, nvrtc_version, supported_archs
 
-__all__ = ["CubinModule", "load_module", "clear_module_cache", "device_arch", "device_target",
-           "MODULE_CACHE_SIZE"]
+__all__ = ["CubinModule", "Resolved", "load_module", "clear_module_cache", "device_arch",
+           "device_target", "nvrtc_target", "device_properties", "resolve_group",
+           "loaded_origins", "MODULE_CACHE_SIZE", "ORIGINS"]
 
-#: Loaded (device, arch, group) modules kept alive.
+#: Loaded (device, group) modules kept alive.
 MODULE_CACHE_SIZE = 256
+#: Where a kernel group can come from, in the order the loader looks.
+ORIGINS = ("package", "cache", "nvrtc")
 
 _lock = threading.Lock()
 _modules: "collections.OrderedDict[tuple, CubinModule]" = collections.OrderedDict()
 
 
 class CubinModule:
-    """A ``cupy.RawModule`` loaded from a cached cubin or PTX file, addressed by name expression."""
+    """A ``cupy.RawModule`` loaded from a cubin or PTX file, addressed by name expression.
 
-    def __init__(self, path, lowered: Dict[str, str]):
+    Parameters
+    ----------
+    path : path-like
+    lowered : dict
+        Name expression -> symbol.
+    device_id : int, optional
+        Load the module on this device (default: the current one).
+    origin : str
+        ``"package"``, ``"cache"`` or ``"nvrtc"``.
+    arch : str
+        The binary's ``sm_XY`` or ``compute_XY``.
+    """
+
+    def __init__(self, path, lowered: Dict[str, str], device_id=None, origin: str = "",
+                 arch: str = ""):
         import cupy
         self.path = str(path)
         self.lowered = dict(lowered)
-        self._raw = cupy.RawModule(path=self.path)
+        self.origin = origin
+        self.arch = arch
+        if device_id is None:
+            self._raw = cupy.RawModule(path=self.path)
+        else:
+            with cupy.cuda.Device(device_id):
+                self._raw = cupy.RawModule(path=self.path)
         self._functions: Dict[str, object] = {}
 
     def get_function(self, name: str):
@@ -73,6 +107,14 @@ class _Dispatch:
         except KeyError:
             raise KeyError(f"{name!r} was not requested from load_module") from None
 
+    def origin(self, name: str) -> str:
+        """Where the kernel ``name`` came from: ``"package"``, ``"cache"`` or ``"nvrtc"``."""
+        return self._by_name[name].origin
+
+    def module(self, name: str) -> CubinModule:
+        """The group module serving ``name``."""
+        return self._by_name[name]
+
 
 def device_arch(device=None) -> str:
     """``"sm_XY"`` of a CuPy device (current device by default)."""
@@ -81,35 +123,124 @@ def device_arch(device=None) -> str:
     return f"sm_{dev.compute_capability}"
 
 
+def _query(device_id: int) -> Tuple[int, Tuple[int, int]]:
+    import cupy
+    cc = int(cupy.cuda.Device(device_id).compute_capability)
+    return cc, compat.split_driver_version(cupy.cuda.runtime.driverGetVersion())
+
+
 @functools.lru_cache(maxsize=None)
-def device_target(device_id: int) -> compat.Target:
-    """What to compile for a device (cubin or PTX), decided once per device.
+def _properties(device_id: int) -> Tuple[int, Tuple[int, int]]:
+    return _query(device_id)
+
+
+def device_properties(device=None) -> Tuple[int, int, Tuple[int, int]]:
+    """``(device id, compute capability XY, driver (major, minor))`` of a CuPy device.
+
+    The capability and the driver version are queried once per device.
+    """
+    import cupy
+    dev = cupy.cuda.Device(device) if device is not None else cupy.cuda.Device()
+    cc, driver = _properties(dev.id)
+    return dev.id, cc, driver
+
+
+def _select(device_cc: int, driver: Tuple[int, int]) -> compat.Target:
+    target = compat.select_target(device_cc, driver, nvrtc_version(), supported_archs())
+    if target.ptx:
+        warnings.warn(target.note, RuntimeWarning, stacklevel=3)
+    return target
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_target(device_cc: int, driver: Tuple[int, int]) -> compat.Target:
+    """What NVRTC compiles for a device (cubin or PTX), decided once per (arch, driver).
 
     Raises
     ------
     cupyconv._compile.compat.ToolchainMismatch
         When no binary built by this NVRTC would load on this driver and GPU.
+    NvrtcUnavailable
+        When no NVRTC library loads.
     """
-    import cupy
-    cc = int(cupy.cuda.Device(device_id).compute_capability)
-    driver = compat.split_driver_version(cupy.cuda.runtime.driverGetVersion())
-    target = compat.select_target(cc, driver, nvrtc_version(), supported_archs())
-    if target.ptx:
-        warnings.warn(target.note, RuntimeWarning, stacklevel=2)
-    return target
+    return _select(device_cc, tuple(driver))
 
 
-def _load_group(device_id: int, arch: str, source: str, names: tuple) -> CubinModule:
-    key = (device_id, arch, source, names)
+@functools.lru_cache(maxsize=None)
+def device_target(device_id: int) -> compat.Target:
+    """:func:`nvrtc_target` of a CuPy device, decided once per device."""
+    return _select(*_query(int(device_id)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """Where one kernel group is loaded from."""
+
+    path: Path
+    lowered: Dict[str, str]
+    arch: str
+    #: ``"package"``, ``"cache"`` or ``"nvrtc"``.
+    origin: str
+
+
+def _missing_nvrtc(source: str, device_cc: int, exc: Exception) -> NvrtcUnavailable:
+    info = prebuilt.summary()
+    if not info["present"]:
+        where = "this install has no packaged kernels (a source checkout or editable install)"
+    elif not info["kernels"]:
+        where = f"this wheel has no packaged kernels ({info['reason']})"
+    else:
+        where = (f"it is not among the packaged kernels ({', '.join(info['dtypes'])}; ranks "
+                 f"{', '.join(map(str, info['ranks']))}; {', '.join(info['archs'] + info['ptx'])})")
+    return NvrtcUnavailable(
+        f"the kernel group {Path(source).stem} for sm_{device_cc} must be compiled, but {where} "
+        f"and NVRTC is not available ({exc}). Install NVRTC: pip install nvidia-cuda-nvrtc-cu12 "
+        f"(CUDA 12) or nvidia-cuda-nvrtc (CUDA 13), e.g. through the cuda12/cuda13 extra; "
+        f"`python -m cupyconv info` shows what is installed.")
+
+
+def resolve_group(source: str, names: Iterable[str], device_cc: int,
+                  driver: Tuple[int, int]) -> Resolved:
+    """Find the binary of one group: packaged, else the user cache, else NVRTC.
+
+    Parameters
+    ----------
+    source : str
+        File relative to ``cuda_src/``.
+    names : iterable of str
+        Every name expression of the group.
+    device_cc : int
+        Compute capability ``XY`` of the device.
+    driver : (int, int)
+        CUDA version of the driver.
+
+    Raises
+    ------
+    NvrtcUnavailable
+        When the group is not packaged (for this device) and NVRTC cannot
+        be loaded; the message says what to install.
+    """
+    names = tuple(sorted(set(names)))
+    hit = prebuilt.find(source, names, device_cc, driver)
+    if hit is not None:
+        return Resolved(hit.path, hit.lowered, hit.arch, "package")
+    try:
+        arch = nvrtc_target(device_cc, tuple(driver)).arch
+        path, meta, cached, _ = compile_group(source, names, arch)
+    except NvrtcUnavailable as exc:
+        raise _missing_nvrtc(source, device_cc, exc) from exc
+    return Resolved(Path(path), meta["lowered"], arch, "cache" if cached else "nvrtc")
+
+
+def _load_group(device_id: int, device_cc: int, driver, source: str, names: tuple) -> CubinModule:
+    key = (device_id, source, names)
     with _lock:
         mod = _modules.get(key)
         if mod is not None:
             _modules.move_to_end(key)
             return mod
-    path, meta, _, _ = _build.compile_group(source, names, arch)
-    import cupy
-    with cupy.cuda.Device(device_id):
-        mod = CubinModule(path, meta["lowered"])
+    res = resolve_group(source, names, device_cc, driver)
+    mod = CubinModule(res.path, res.lowered, device_id, origin=res.origin, arch=res.arch)
     with _lock:
         _modules[key] = mod
         while len(_modules) > MODULE_CACHE_SIZE:
@@ -118,7 +249,7 @@ def _load_group(device_id: int, arch: str, source: str, names: tuple) -> CubinMo
 
 
 def load_module(source: str, name_expressions: Iterable[str], device=None):
-    """Load (compiling on a cache miss) the kernels ``name_expressions`` of ``source``.
+    """Load the kernels ``name_expressions`` of ``source``: packaged, cached or compiled.
 
     Parameters
     ----------
@@ -131,13 +262,12 @@ def load_module(source: str, name_expressions: Iterable[str], device=None):
     Returns
     -------
     module-like
-        ``get_function(name_expression) -> cupy.RawKernel``.
+        ``get_function(name_expression) -> cupy.RawKernel``;
+        ``origin(name_expression)`` says where its group came from.
     """
-    import cupy
     if source in registry.FAMILIES:
         source = registry.FAMILIES[source].source
-    dev = cupy.cuda.Device(device) if device is not None else cupy.cuda.Device()
-    arch = device_target(dev.id).arch
+    device_id, cc, driver = device_properties(device)
     by_name: Dict[str, CubinModule] = {}
     adhoc = []
     for name in name_expressions:
@@ -146,15 +276,24 @@ def load_module(source: str, name_expressions: Iterable[str], device=None):
             adhoc.append(name)
             continue
         members = tuple(sorted(i.name for i in registry.group_instantiations(*inst.group)))
-        by_name[name] = _load_group(dev.id, arch, source, members)
+        by_name[name] = _load_group(device_id, cc, driver, source, members)
     if adhoc:
-        mod = _load_group(dev.id, arch, source, tuple(sorted(set(adhoc))))
+        mod = _load_group(device_id, cc, driver, source, tuple(sorted(set(adhoc))))
         by_name.update({n: mod for n in adhoc})
     return _Dispatch(by_name)
 
 
+def loaded_origins() -> Dict[str, int]:
+    """How many loaded kernel groups came from each origin (``package``, ``cache``, ``nvrtc``)."""
+    with _lock:
+        counts = collections.Counter(m.origin for m in _modules.values())
+    return {o: counts.get(o, 0) for o in ORIGINS}
+
+
 def clear_module_cache() -> None:
-    """Drop every loaded module (the on-disk cache is kept)."""
+    """Drop every loaded module (files on disk, the cache and the packaged kernels, are kept)."""
     with _lock:
         _modules.clear()
+    nvrtc_target.cache_clear()
     device_target.cache_clear()
+    _properties.cache_clear()

@@ -47,7 +47,7 @@ def channels_first(a, layout, xp):
 
 def logical_views(problem, xp, **arrays):
     """Channels-first views in the compute dtype of the named role arrays."""
-    return {role: channels_first(xp.asarray(a), problem.layout, xp).astype(
+    return {role: channels_first(args.as_array(xp, a), problem.layout, xp).astype(
         problem.dtype, copy=False) for role, a in arrays.items()}
 
 
@@ -55,7 +55,7 @@ def check_bias(bias, channels, xp):
     """``bias`` as an array of shape ``(channels,)`` (or ``None``)."""
     if bias is None:
         return None
-    bias = xp.asarray(bias)
+    bias = args.as_array(xp, bias)
     args.check_dtype(bias, "bias")
     if tuple(bias.shape) != (channels,):
         raise ValueError(f"bias must have shape (C_out,) = ({channels},); got {tuple(bias.shape)}")

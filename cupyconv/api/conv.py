@@ -52,10 +52,10 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
                  layout, out_dtype=None):
     """Validate a ``conv`` call; returns ``(problem, result dtype, xp, x, w, bias)``."""
     xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = xp.asarray(x), xp.asarray(w)
+    x, w = args.as_array(xp, x), args.as_array(xp, w)
     args.check_dtype(x, "x")
     args.check_dtype(w, "w")
-    bias = None if bias is None else xp.asarray(bias)
+    bias = None if bias is None else args.as_array(xp, bias)
     if bias is not None:
         args.check_dtype(bias, "bias")
     problem, result = conv_problem(
@@ -74,7 +74,9 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     x : ndarray
         Input, ``(N, C_in, *S)`` for ``channels_first`` or ``(N, *S, C_in)``
         for ``channels_last``.  Any strides (views, transposes, negative or
-        zero strides) are accepted.
+        zero strides) are accepted.  An unbatched input, ``(C_in, *S)`` or
+        ``(*S, C_in)``, is recognised by ``x.ndim == w.ndim - 1`` and gives
+        an unbatched result, as in PyTorch.
     w : ndarray
         Weights, ``(C_out, C_in/groups, *K)`` or ``(C_out, *K, C_in/groups)``.
     bias : ndarray, optional
@@ -87,11 +89,16 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         ``C_in`` and ``C_out`` must both be divisible by it.
     padding_mode : {'constant', 'reflect', 'symmetric', 'wrap', 'edge'}, optional
         :func:`numpy.pad` boundary names; ``constant`` fills with `cval`.
+        PyTorch's ``'zeros'``, ``'replicate'`` and ``'circular'`` are
+        accepted for ``constant``, ``edge`` and ``wrap`` (docs/semantics.md
+        has the table of every library's names).
     cval : scalar, optional
         Fill value of ``padding_mode='constant'`` (a nonzero `cval` with
         another mode is a ``ValueError``: it would be ignored).
     layout : {'channels_first', 'channels_last'}, optional
-    method : {'auto', 'direct', 'gemm', 'implicit_gemm', 'fft'}, optional
+    method : {'auto', 'direct', 'gemm', 'implicit_gemm', 'fft', 'separable'}, optional
+        ``separable`` (CPU; single channel or depthwise) needs kernels that are outer
+        products of 1-D factors (``auto`` checks the data before choosing it).
     out : ndarray, optional
         Array of the output's shape to write into.
     workspace_limit : int, optional
@@ -101,7 +108,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     Returns
     -------
     y : ndarray
-        ``(N, C_out, *O)`` or ``(N, *O, C_out)``, with
+        ``(N, C_out, *O)`` or ``(N, *O, C_out)`` (without ``N`` for an
+        unbatched `x`), with
         ``O_i = floor((S_i + pb_i + pa_i - dilation_i*(K_i-1) - 1) / stride_i) + 1``.
 
     Raises
@@ -124,11 +132,17 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     (2, 8, 5, 5, 5)
     """
     args.normalize_method(method)
+    unbatched = np.ndim(x) == np.ndim(w) - 1 >= 1
+    if unbatched:                        # PyTorch's unbatched (C, *S): a batch of one
+        x = args.as_array(args.array_module_of(x=x, w=w), x)[None]
     problem, result, xp, x, w, bias = prepare_conv(
         x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
         padding_mode=padding_mode, cval=cval, layout=layout)
-    check_out(out, problem.y_shape, result, x=x)
+    check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
     views = logical_views(problem, xp, activation=x, filter=w)
     y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
                workspace_limit=workspace_limit)
-    return finish(y, problem, xp, result, out, bias)
+    if not unbatched:
+        return finish(y, problem, xp, result, out, bias)
+    res = finish(y, problem, xp, result, None if out is None else out[None], bias)
+    return res[0] if out is None else out

@@ -93,7 +93,7 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
     """
     args.normalize_method(method, GRAD_INPUT)
     xp = args.array_module_of(dy=dy, w=w)
-    dy, w = _checked(("dy", "w"), (xp.asarray(dy), xp.asarray(w)))
+    dy, w = _checked(("dy", "w"), (args.as_array(xp, dy), args.as_array(xp, w)))
     result = args.gradient_dtype(dy.dtype, w.dtype)
     compute = args.compute_dtype(result)
     args.check_cval(cval, compute, padding_mode)      # ignored, but still a number
@@ -142,7 +142,7 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
     """
     args.normalize_method(method, GRAD_WEIGHT)
     xp = args.array_module_of(x=x, dy=dy)
-    x, dy = _checked(("x", "dy"), (xp.asarray(x), xp.asarray(dy)))
+    x, dy = _checked(("x", "dy"), (args.as_array(xp, x), args.as_array(xp, dy)))
     result = args.gradient_dtype(x.dtype, dy.dtype)
     weight_shape = args.normalize_shape(weight_shape, "weight_shape")
     if len(weight_shape) != x.ndim:
@@ -160,7 +160,7 @@ def conv_grad_bias(dy, *, layout="channels_first"):
     over the batch and spatial axes, shape ``(C_out,)``."""
     layout = args.normalize_layout(layout)
     xp = args.array_module_of(dy=dy)
-    dy = xp.asarray(dy)
+    dy = args.as_array(xp, dy)
     args.check_dtype(dy, "dy")
     if dy.ndim < 3:
         raise ValueError(
@@ -226,7 +226,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     """
     args.normalize_method(method, GRAD_INPUT)
     xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = _checked(("x", "w"), (xp.asarray(x), xp.asarray(w)))
+    x, w = _checked(("x", "w"), (args.as_array(xp, x), args.as_array(xp, w)))
     layout = args.normalize_layout(layout)
     if x.ndim != w.ndim or x.ndim < 3:
         raise ValueError(
@@ -259,7 +259,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         raise ValueError(f"x has C_in={c_in} channels, not divisible by groups={groups}")
     c_out = cog * groups
     input_shape = ((n,) + tuple(out) + (c_out,)) if cl else ((n, c_out) + tuple(out))
-    result = args.gradient_dtype(x.dtype, w.dtype, *([] if bias is None else [xp.asarray(bias).dtype]))
+    result = args.gradient_dtype(x.dtype, w.dtype, *([] if bias is None else [args.as_array(xp, bias).dtype]))
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
                        dtype=args.compute_dtype(result), op=GRAD_INPUT, conjugate=False,
                        **_geometry(stride, pads, dilation, groups, "constant", layout))

@@ -102,7 +102,7 @@ class ConvOperator:
     def __init__(self, kernel, input_shape, mode="same", *, axes=None, method="auto",
                  dtype=None):
         xp = args.array_module_of(kernel=kernel)
-        kernel = xp.asarray(kernel)
+        kernel = args.as_array(xp, kernel)
         args.check_dtype(kernel, "kernel")
         input_shape = args.normalize_shape(input_shape, "input_shape")
         if len(input_shape) != kernel.ndim:
@@ -130,7 +130,7 @@ class ConvOperator:
         :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
         here (a nonzero fill would make the map affine)."""
         xp = args.array_module_of(w=w)
-        w = xp.asarray(w)
+        w = args.as_array(xp, w)
         geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                         padding_mode=padding_mode, layout=layout, method=method)
         input_shape = args.normalize_shape(input_shape, "input_shape")
@@ -164,13 +164,13 @@ class ConvOperator:
 
     def matvec(self, v):
         """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
-        v = self.xp.asarray(v)
+        v = args.as_array(self.xp, v)
         return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
                                             "matvec")).ravel()
 
     def rmatvec(self, u):
         """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
-        u = self.xp.asarray(u)
+        u = args.as_array(self.xp, u)
         return self._adjoint(self._reshaped(u, self.output_shape, self.shape[0],
                                             "rmatvec")).ravel()
 

@@ -80,9 +80,9 @@ class ConvPlan:
         """Run the planned convolution on arrays of the planned shapes and dtypes."""
         p = self.problem
         xp = args.array_module_of(x=x, w=w, bias=bias)
-        arrays = {"x": xp.asarray(x), "w": xp.asarray(w)}
+        arrays = {"x": args.as_array(xp, x), "w": args.as_array(xp, w)}
         if bias is not None:
-            arrays["bias"] = xp.asarray(bias)
+            arrays["bias"] = args.as_array(xp, bias)
         for name, a in arrays.items():
             shape = {"x": p.x_shape, "w": p.w_shape, "bias": (p.out_channels,)}[name]
             if tuple(a.shape) != tuple(shape):

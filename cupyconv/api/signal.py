@@ -1,11 +1,19 @@
-"""SciPy-compatible ``convolve``, ``correlate`` and ``choose_conv_method``.
+"""SciPy-compatible ``convolve``, ``correlate``, ``fftconvolve``, ``oaconvolve``,
+``convolve2d``, ``correlate2d`` and ``choose_conv_method``.
 
 Each call is mapped onto one :class:`~cupyconv.core.ConvProblem` by
 :func:`cupyconv.core.signal_map.signal_call` (memoised per signature) and
-run by the dispatcher.
+run by the dispatcher.  ``choose_conv_method`` answers in SciPy's vocabulary
+(``"direct"``/``"fft"``); :func:`choose_algorithm` names the engine's choice.
 """
 from __future__ import annotations
 
+import math
+import warnings
+
+import numpy as np
+
+from .._vocabulary import SIGNAL_BOUNDARIES, describe_choices
 from ..core import args
 from ..core.signal_map import check_mode, signal_call
 from ..dispatch import backend_for, choose, run
@@ -13,18 +21,21 @@ from ..dispatch.dispatcher import ranked_for_data
 from ..dispatch.autotune import measure as measure_fn
 from .calls import check_out, write_out
 
-__all__ = ["convolve", "correlate", "choose_conv_method", "signal_problem"]
+__all__ = ["convolve", "correlate", "fftconvolve", "oaconvolve", "convolve2d", "correlate2d",
+           "choose_conv_method", "choose_algorithm", "signal_problem"]
 
 
-def signal_problem(in1, in2, mode, axes, correlate):
+def signal_problem(in1, in2, mode, axes, correlate, padding_mode="constant", cval=0,
+                   same_after=False):
     """Validate a ``convolve``/``correlate`` call: ``(SignalCall, xp, in1, in2)``."""
     xp = args.array_module_of(in1=in1, in2=in2)
-    in1, in2 = xp.asarray(in1), xp.asarray(in2)
+    in1, in2 = args.as_array(xp, in1), args.as_array(xp, in2)
     args.check_dtype(in1, "in1")
     args.check_dtype(in2, "in2")
     check_mode(mode)
     axes = None if in1.ndim == 0 else args.normalize_axes(axes, in1.ndim)
-    call = signal_call(in1.shape, in1.dtype, in2.shape, in2.dtype, mode, axes, correlate)
+    call = signal_call(in1.shape, in1.dtype, in2.shape, in2.dtype, mode, axes, correlate,
+                       padding_mode, cval, same_after)
     return call, xp, in1, in2
 
 
@@ -32,10 +43,25 @@ def _compute(call, xp, in1, in2, method, out=None):
     check_out(out, call.result_shape, call.result_dtype, in1=in1)
     if call.problem is None:                           # two 0-d operands
         res = in1 * (xp.conj(in2) if call.correlate else in2)
+    elif method == "fft" and all(1 in (s, k) for s, k in zip(call.problem.in_shape,
+                                                           call.problem.kernel_shape)):
+        res = _broadcast_product(call, xp, in1, in2)
     else:
         y, _ = run(call.problem, call.operands(in1, in2, xp), backend_for(xp), method=method)
         res = call.finish(y, xp)
     return write_out(args.cast_result(res, call.result_dtype), out, xp)
+
+
+def _broadcast_product(call, xp, in1, in2):
+    """A convolution without an axis where both operands are longer than 1: the exact
+    broadcast product (what SciPy's FFT path computes then, exact for integers)."""
+    if call.correlate:
+        in2 = xp.flip(in2, axis=call.axes)
+        in2 = xp.conj(in2) if in2.dtype.kind == "c" else in2
+    res = in1 * in2
+    if call.problem.out_shape != tuple(res.shape[a] for a in call.axes):      # "same"
+        res = _centered(res, in1.shape)
+    return res
 
 
 def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None):
@@ -57,9 +83,10 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None):
         least as large as the other in every convolved dimension (the
         inputs are swapped when `in2` is the larger, as in scipy).
         ``same``: the size of `in1`, centred on the ``full`` output.
-    method : {'auto', 'direct', 'fft', 'gemm', 'implicit_gemm'}, optional
+    method : {'auto', 'direct', 'fft', 'gemm', 'implicit_gemm', 'separable'}, optional
         Algorithm.  ``auto`` chooses by a cost model (any rank); see
-        :func:`choose_conv_method`.
+        :func:`choose_algorithm`.  ``separable`` (CPU) runs one 1-D pass per
+        axis and needs a kernel that is an outer product of 1-D factors.
     axes : int or sequence of int, optional
         Convolve only along these axes (as :func:`scipy.signal.fftconvolve`);
         the other axes must match or be 1 and are independent batch axes.
@@ -131,8 +158,28 @@ def correlate(in1, in2, mode="full", method="auto", *, axes=None, out=None):
     return _compute(*signal_problem(in1, in2, mode, axes, True), method, out)
 
 
-def choose_conv_method(in1, in2, mode="full", measure=False):
-    """Find the fastest algorithm for ``convolve``/``correlate``.
+def _ranked(in1, in2, mode, axes, measure):
+    """``(call, xp, in1, in2, backend, ranked)``: the engine's candidates, best first."""
+    call, xp, in1, in2 = signal_problem(in1, in2, mode, axes, False)
+    if call.problem is None:
+        return call, xp, in1, in2, None, ["direct"]
+    backend = backend_for(xp)
+    problem, operands = backend.prepare(call.problem, call.operands(in1, in2, xp))
+    ranked = ranked_for_data(choose(problem, backend), problem, operands, every=measure,
+                             backend=backend)
+    return call, xp, in1, in2, backend, ranked
+
+
+def _timer(call, xp, in1, in2, backend):
+    def run_once(name):
+        _compute(call, xp, in1, in2, name)
+        if backend is not None:
+            backend.synchronize()
+    return run_once
+
+
+def choose_algorithm(in1, in2, mode="full", measure=False, *, axes=None):
+    """The engine's algorithm for ``convolve``/``correlate``: what ``auto`` runs.
 
     Parameters
     ----------
@@ -142,29 +189,298 @@ def choose_conv_method(in1, in2, mode="full", measure=False):
     measure : bool, optional
         Time every candidate once (median of three runs after a warm-up)
         instead of using the cost model.
+    axes : int or sequence of int, optional
+        The convolved axes, as for :func:`convolve`.
 
     Returns
     -------
     method : str
-        The chosen algorithm name.
+        An engine algorithm (``direct``, ``implicit_gemm``, ``gemm``, ``fft``):
+        pass it as ``method=`` to run exactly it.
     times : dict, optional
         ``{method: seconds}``, only when `measure` is True.
 
     Notes
     -----
-    Unlike :func:`cupyx.scipy.signal.choose_conv_method`, this works for
-    every rank.  ``fft`` is never chosen for integer data whose result could
-    exceed float64's exact range (scipy's guard) nor for non-finite data.
-    The cost model counts multiply-adds, column-buffer elements and FFT
-    points; docs/algorithms.md records how well it agrees with measurement.
+    ``fft`` is never chosen for integer data whose result could exceed
+    float64's exact range (SciPy's guard) nor for non-finite data; with
+    ``measure=True`` it is not even timed then.  The cost model counts
+    multiply-adds, column-buffer elements and FFT points; docs/algorithms.md
+    records how well it agrees with measurement.
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> cupyconv.choose_algorithm(np.ones(10**4), np.ones(10**3))
+    'fft'
     """
-    call, xp, in1, in2 = signal_problem(in1, in2, mode, None, False)
-    if call.problem is None:
-        return ("direct", {"direct": 0.0}) if measure else "direct"
-    backend = backend_for(xp)
-    problem, operands = backend.prepare(call.problem, call.operands(in1, in2, xp))
-    ranked = ranked_for_data(choose(problem, backend), problem, operands, every=measure)
+    call, xp, in1, in2, backend, ranked = _ranked(in1, in2, mode, axes, measure)
     if not measure:
         return ranked[0]
-    return measure_fn(lambda name: (_compute(call, xp, in1, in2, name), backend.synchronize()),
-                      ranked)
+    if call.problem is None:
+        return "direct", {"direct": 0.0}
+    return measure_fn(_timer(call, xp, in1, in2, backend), ranked)
+
+
+def choose_conv_method(in1, in2, mode="full", measure=False, *, axes=None):
+    """``"direct"`` or ``"fft"``, whichever is faster (:func:`scipy.signal.choose_conv_method`).
+
+    SciPy's contract: the answer is ``"fft"`` or ``"direct"`` (a sum of
+    products, exact for integers), to pass to ``method=``.  ``"fft"`` when the
+    engine's cost model (or, with `measure`, the clock) puts the FFT first,
+    else ``"direct"``; bool inputs and integer data whose result could exceed
+    float64's exact range are always ``"direct"``, as in SciPy.
+    :func:`choose_algorithm` names the engine's own choice (``gemm``...).
+
+    Parameters
+    ----------
+    in1, in2 : array_like
+    mode : {'full', 'valid', 'same'}, optional
+    measure : bool, optional
+        Time ``method="fft"`` and the best direct algorithm (median of three
+        runs after a warm-up) instead of predicting.
+    axes : int or sequence of int, optional
+        The convolved axes (an extension: SciPy's takes none).
+
+    Returns
+    -------
+    method : {'direct', 'fft'}
+    times : dict, optional
+        ``{"direct": seconds, "fft": seconds}``, only when `measure` is True
+        (``fft`` is infinite where the data rules forbid it).
+
+    Notes
+    -----
+    Works for every rank (:func:`cupyx.scipy.signal.choose_conv_method`
+    raises for N-D input).
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> cupyconv.choose_conv_method(np.ones(10**4), np.ones(10**3))
+    'fft'
+    >>> cupyconv.choose_conv_method(np.ones(10**4, bool), np.ones(10**3, bool))
+    'direct'
+    """
+    call, xp, in1, in2, backend, ranked = _ranked(in1, in2, mode, axes, measure)
+    if not measure:
+        if in1.dtype == np.bool_ and in2.dtype == np.bool_:
+            return "direct"
+        return "fft" if ranked[0] == "fft" else "direct"
+    if call.problem is None:
+        return "direct", {"direct": 0.0, "fft": math.inf}
+    direct = [n for n in ranked if n != "fft"][:1]
+    _, times = measure_fn(_timer(call, xp, in1, in2, backend),
+                          direct + (["fft"] if "fft" in ranked else []))
+    times = {"direct": times[direct[0]] if direct else math.inf,
+             "fft": times.get("fft", math.inf)}
+    return ("fft" if times["fft"] < times["direct"] else "direct"), times
+
+
+# ------------------------------------------------------- frequency-domain calls
+def _fft_dtype(dtype):
+    """The dtype ``scipy.fft`` transforms an operand in: integers and bool in float64,
+    float16 in float32, the others as they are."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "biu":
+        return np.dtype(np.float64)
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def _centered(arr, shape):
+    start = [(n - m) // 2 for n, m in zip(arr.shape, shape)]
+    return arr[tuple(slice(s, s + m) for s, m in zip(start, shape))]
+
+
+def _freq_conv(in1, in2, mode, axes):
+    xp = args.array_module_of(in1=in1, in2=in2)
+    in1, in2 = args.as_array(xp, in1), args.as_array(xp, in2)
+    if in1.ndim == in2.ndim == 0:
+        return in1 * in2
+    if in1.ndim != in2.ndim:
+        raise ValueError("in1 and in2 should have the same dimensionality")
+    if in1.size == 0 or in2.size == 0:
+        return xp.asarray([])
+    check_mode(mode)
+    axes = args.normalize_axes(axes, in1.ndim)
+    s1, s2 = in1.shape, in2.shape
+    # axes where an operand has length 1 need no transform: they broadcast (SciPy)
+    fft_axes = tuple(a for a in axes if s1[a] != 1 and s2[a] != 1)
+    if not fft_axes:
+        for a in range(in1.ndim):
+            if s1[a] != s2[a] and 1 not in (s1[a], s2[a]):
+                raise ValueError(f"incompatible shapes for in1 and in2: {s1} and {s2}")
+        ret = in1 * in2                        # the exact product, in its own dtype
+        return (_centered(ret, s1) if mode == "same" else ret).copy()
+    dtype = np.result_type(_fft_dtype(in1.dtype), _fft_dtype(in2.dtype))
+    in1, in2 = in1.astype(dtype, copy=False), in2.astype(dtype, copy=False)
+    with warnings.catch_warnings():        # SciPy's fftconvolve spreads NaN without a word
+        warnings.filterwarnings("ignore", message="Use of fft convolution",
+                                category=RuntimeWarning)
+        res = _compute(*signal_problem(in1, in2, mode, fft_axes, False), "fft")
+    # SciPy's "same" is in1's shape on every axis, broadcast ones included
+    return _centered(res, s1).copy() if mode == "same" and res.shape != s1 else res
+
+
+def fftconvolve(in1, in2, mode="full", axes=None):
+    """Convolve two N-dimensional arrays using FFT (:func:`scipy.signal.fftconvolve`).
+
+    Parameters
+    ----------
+    in1, in2 : array_like
+        Same number of dimensions; on the axes not convolved each extent is
+        equal or 1 (broadcast).
+    mode : {'full', 'valid', 'same'}, optional
+    axes : int or sequence of int, optional
+        Axes to convolve over (default all).  Axes where an operand has
+        length 1 are multiplied, not transformed, as in SciPy.
+
+    Returns
+    -------
+    out : ndarray
+        The dtype of SciPy's transforms: float64 for integer and bool inputs,
+        float32 for float16, the inputs' otherwise (complex if one is); with
+        no axis left to transform, the exact product in the inputs' dtype.
+        Empty inputs give an empty 1-D array, as SciPy.
+
+    Notes
+    -----
+    Runs the engine's ``fft`` algorithm (pruned transforms, overlap-add for a
+    long 1-D signal), so NaN/Inf spread as in SciPy (without a warning).
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> cupyconv.fftconvolve(np.array([1, 2, 3]), np.array([1, 1, 0.5])).round(12)
+    array([1. , 3. , 5.5, 4. , 1.5])
+    """
+    return _freq_conv(in1, in2, mode, axes)
+
+
+def oaconvolve(in1, in2, mode="full", axes=None):
+    """Convolve two N-dimensional arrays using overlap-add (:func:`scipy.signal.oaconvolve`).
+
+    The same result as :func:`fftconvolve` (parameters, dtypes and edge
+    cases as there): the engine's FFT algorithm itself splits a long 1-D
+    signal into overlap-add blocks where that is cheaper, so no separate
+    blocking is done here.
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> cupyconv.oaconvolve(np.ones(6), np.ones(3), mode="valid").round(12)
+    array([3., 3., 3., 3.])
+    """
+    return _freq_conv(in1, in2, mode, axes)
+
+
+# ------------------------------------------------------------------- 2-D calls
+def _boundary(boundary):
+    if isinstance(boundary, str) and boundary in SIGNAL_BOUNDARIES:
+        return SIGNAL_BOUNDARIES[boundary]
+    raise ValueError(f"Acceptable boundary flags are "
+                     f"{describe_choices(tuple(SIGNAL_BOUNDARIES))}; got boundary={boundary!r}")
+
+
+def _fillvalue(fillvalue, dtype):
+    """``fillvalue`` converted to the result dtype as SciPy does (``numpy.array(fillvalue,
+    dtype)``: a fraction truncates for integers; a value the dtype cannot hold, a NaN
+    for integers or a complex value for real data is a ``ValueError``, after the
+    ``ComplexWarning`` of SciPy's second try through complex), as a compute-dtype scalar."""
+    dtype = np.dtype(dtype)
+    try:
+        value = np.array(fillvalue, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        try:
+            value = np.array(fillvalue, dtype=np.complex128)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"`fillvalue` must be a number, got {fillvalue!r}") from exc
+        if dtype.kind != "c":
+            warnings.warn("Casting complex values to real discards the imaginary part",
+                          np.exceptions.ComplexWarning, stacklevel=4)
+        raise ValueError("could not cast `fillvalue` directly to the output type "
+                         f"{dtype} (it was first converted to complex).") from None
+    if value.size == 0:
+        raise ValueError("`fillvalue` cannot be an empty array.")
+    if value.size != 1:
+        raise ValueError("`fillvalue` must be scalar or an array with one element.")
+    return value.reshape(()).astype(args.compute_dtype(dtype)).item()
+
+
+def _conv2d(in1, in2, mode, boundary, fillvalue, correlate, name):
+    xp = args.array_module_of(in1=in1, in2=in2)
+    in1, in2 = args.as_array(xp, in1), args.as_array(xp, in2)
+    if not in1.ndim == in2.ndim == 2:
+        raise ValueError(f"{name} inputs must both be 2-D arrays")
+    if mode == "valid" and not (all(a >= b for a, b in zip(in1.shape, in2.shape))
+                                or all(b >= a for a, b in zip(in1.shape, in2.shape))):
+        raise ValueError("For 'valid' mode, one must be at least as large as the other in "
+                         f"every dimension; got in1.shape={in1.shape}, in2.shape={in2.shape}")
+    check_mode(mode)
+    padding_mode = _boundary(boundary)
+    args.check_dtype(in1, "in1")
+    args.check_dtype(in2, "in2")
+    cval = 0                               # SciPy reads fillvalue for 'fill' only
+    if padding_mode == "constant":
+        cval = _fillvalue(fillvalue, args.result_dtype(in1.dtype, in2.dtype))
+    call, xp, in1, in2 = signal_problem(in1, in2, mode, None, correlate, padding_mode, cval,
+                                        same_after=correlate)
+    res = _compute(call, xp, in1, in2, "auto")
+    if correlate and call.swap and res.dtype.kind == "c":
+        # SciPy's swapped correlate2d is correlate(in2, conj(in1)) reversed: the
+        # conjugate of correlate's swapped result
+        res = xp.conj(res)
+    return res
+
+
+def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    """Convolve two 2-D arrays with a boundary (:func:`scipy.signal.convolve2d`).
+
+    Parameters
+    ----------
+    in1, in2 : array_like
+        2-D arrays (``valid`` swaps them when `in2` is the larger, as SciPy).
+    mode : {'full', 'valid', 'same'}, optional
+    boundary : {'fill', 'wrap', 'symm'}, optional
+        How `in1` extends beyond its edges: ``fill`` (alias ``pad``) with
+        `fillvalue`, ``wrap`` (``circular``) periodically, ``symm``
+        (``symmetric``) mirrored with the edge repeated (``numpy.pad``'s
+        ``symmetric``; docs/semantics.md has every library's names).
+    fillvalue : scalar, optional
+        Fill value of ``boundary='fill'``, cast to the result dtype.
+
+    Returns
+    -------
+    out : ndarray
+        Of dtype ``result_type(in1, in2)``, integers exact.
+
+    Notes
+    -----
+    ``auto`` chooses the algorithm, the boundary fused into it; bool and
+    float16 inputs, which SciPy's ``convolve2d`` rejects, are accepted.
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> cupyconv.convolve2d(np.eye(3), np.ones((2, 2)), mode="same", boundary="wrap")
+    array([[2., 1., 1.],
+           [1., 2., 1.],
+           [1., 1., 2.]])
+    """
+    return _conv2d(in1, in2, mode, boundary, fillvalue, False, "convolve2d")
+
+
+def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    """Cross-correlate two 2-D arrays with a boundary (:func:`scipy.signal.correlate2d`).
+
+    Parameters and dtypes as in :func:`convolve2d`; `in2` is conjugated and
+    not flipped.
+
+    Examples
+    --------
+    >>> import numpy as np, cupyconv
+    >>> cupyconv.correlate2d(np.arange(4.0).reshape(2, 2), np.array([[1.0, 2.0]]), mode="same")
+    array([[2., 1.],
+           [8., 3.]])
+    """
+    return _conv2d(in1, in2, mode, boundary, fillvalue, True, "correlate2d")

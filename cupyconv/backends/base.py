@@ -75,6 +75,12 @@ class Backend(abc.ABC):
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         """Compute ``problem``'s result array (logical channels-first)."""
 
+    def data_ok(self, problem, algorithm, operands) -> Tuple[bool, str]:
+        """``(True, "")`` when ``algorithm`` can run on these operands' values (an
+        algorithm whose applicability depends on the data, such as ``separable``, says
+        why not); the dispatcher asks before ``auto`` runs it."""
+        return True, ""
+
     def prepare(self, problem, operands):
         """``(problem, operands)`` as the backend's kernels take them (default: as is)."""
         return problem, operands

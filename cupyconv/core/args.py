@@ -11,19 +11,23 @@ import operator
 
 import numpy as np
 
-from .._vocabulary import LAYOUTS, PADDING_MODES, describe_choices, methods_for
+from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, describe_choices,
+                           methods_for)
 
 __all__ = [
-    "array_module_of", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
+    "array_module_of", "as_array", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
-    "compute_dtype", "cast_result", "MAX_EXTENT",
+    "compute_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
 ]
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
     np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64,
-    np.complex128))
+    np.complex128, np.longdouble, np.clongdouble))     # long double: the CPU only
+#: Long double dtypes (``float128`` on x86-64 Linux): NumPy computes them, no CUDA kernel does.
+LONG_DOUBLE = frozenset(np.dtype(t) for t in (np.longdouble, np.clongdouble)) - frozenset(
+    np.dtype(t) for t in (np.float64, np.complex128))
 
 #: Largest extent, stride, dilation or padding accepted: offsets built from
 #: them must stay far inside int64 (the kernels' widest index type).
@@ -35,20 +39,59 @@ def is_cupy_array(a):
     return type(a).__module__.startswith("cupy")
 
 
+#: DLPack device types whose memory CuPy can wrap: kDLCUDA and kDLCUDAManaged (dlpack.h).
+DLPACK_CUDA_DEVICES = (2, 13)
+
+
+def gpu_interop(a):
+    """How a GPU array of another library exposes its memory, or ``None``.
+
+    ``"cuda_array_interface"`` for an object with ``__cuda_array_interface__``
+    (PyTorch CUDA tensors, Numba device arrays, JAX GPU arrays), else
+    ``"dlpack"`` for one whose ``__dlpack_device__()`` is a CUDA device;
+    ``None`` for NumPy and CuPy arrays, CPU tensors (whose DLPack device is
+    the CPU), scalars and sequences.
+    """
+    if a is None or isinstance(a, (np.ndarray, np.generic, numbers.Number, str, bytes, list, tuple)):
+        return None
+    if is_cupy_array(a):
+        return None
+    try:
+        if getattr(a, "__cuda_array_interface__", None) is not None:
+            return "cuda_array_interface"
+    except Exception:  # noqa: BLE001 - e.g. a CPU torch.Tensor raises on the attribute
+        pass
+    if callable(getattr(a, "__dlpack__", None)) and callable(getattr(a, "__dlpack_device__", None)):
+        try:
+            device_type = int(a.__dlpack_device__()[0])
+        except Exception:  # noqa: BLE001 - a producer that cannot say
+            return None
+        if device_type in DLPACK_CUDA_DEVICES:
+            return "dlpack"
+    return None
+
+
 def array_module_of(**arrays):
     """Return ``numpy`` or ``cupy`` for the given named arrays.
 
-    ``None`` values are ignored.  Mixing NumPy and CuPy arrays raises a
-    ``TypeError`` that says which argument is on which device.
+    ``None`` values are ignored.  GPU arrays of other libraries (see
+    :func:`gpu_interop`) count as CuPy arrays: :func:`as_array` wraps them
+    without a copy.  Mixing CPU and GPU arrays raises a ``TypeError`` that
+    says which argument is on which device.
     """
     where = {}
     for name, a in arrays.items():
         if a is not None:
-            where[name] = "cupy" if is_cupy_array(a) else "numpy"
-    kinds = set(where.values())
+            if is_cupy_array(a):
+                where[name] = "cupy"
+            else:
+                where[name] = "gpu" if gpu_interop(a) else "numpy"
+    kinds = {"cupy" if k == "gpu" else k for k in where.values()}
     if len(kinds) > 1:
+        what = {"cupy": "a CuPy (GPU) array", "numpy": "a NumPy (CPU) array"}
         desc = ", ".join(
-            f"{n} is a {'CuPy (GPU)' if k == 'cupy' else 'NumPy (CPU)'} array"
+            f"{n} is " + (what[k] if k in what else
+                          f"a GPU array ({type(arrays[n]).__module__}.{type(arrays[n]).__name__})")
             for n, k in where.items())
         raise TypeError(
             f"all arrays must live on the same device: {desc}; move them with "
@@ -57,6 +100,21 @@ def array_module_of(**arrays):
         import cupy  # optional dependency: only reached with CuPy arrays in hand
         return cupy
     return np
+
+
+def as_array(xp, a):
+    """``a`` as an array of ``xp`` (from :func:`array_module_of`), without a copy when on the GPU.
+
+    With ``xp`` CuPy, a GPU array of another library is wrapped, not copied:
+    ``cupy.asarray`` for ``__cuda_array_interface__`` (CuPy waits for the
+    stream the producer exports, CAI v3), ``cupy.from_dlpack`` for a CUDA
+    ``__dlpack__`` (the producer is asked to make the data ready on CuPy's
+    current stream).  The result of the call is then a CuPy array that
+    shares the memory.  Everything else is ``xp.asarray(a)``.
+    """
+    if xp is not np and gpu_interop(a) == "dlpack":
+        return xp.from_dlpack(a)
+    return xp.asarray(a)
 
 
 def as_int(value, name, minimum=None):
@@ -161,9 +219,13 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
 
 
 def normalize_padding_mode(mode):
+    """The engine's name of a ``padding_mode``: ``numpy.pad``'s, or PyTorch's alias."""
+    if isinstance(mode, str) and mode in PADDING_MODE_ALIASES:
+        return PADDING_MODE_ALIASES[mode]
     if not isinstance(mode, str) or mode not in PADDING_MODES:
         raise ValueError(
-            f"padding_mode must be {describe_choices(PADDING_MODES)}; got {mode!r}")
+            f"padding_mode must be {describe_choices(PADDING_MODES)} (or PyTorch's "
+            f"{describe_choices(tuple(PADDING_MODE_ALIASES))}); got {mode!r}")
     return mode
 
 
@@ -217,14 +279,18 @@ def normalize_workspace_limit(limit, name="workspace_limit"):
 
 
 def check_dtype(a, name):
-    """Reject dtypes no kernel can compute (object, strings, long double...)."""
+    """Reject dtypes nothing can compute (object, strings, datetimes...).
+
+    Long double is accepted: the NumPy backend computes it (as SciPy's direct path
+    does); the CUDA path declines it with the reason (``Backend.can_implement``).
+    """
     dt = a.dtype
     if dt in _SUPPORTED_DTYPES:
         return dt
     raise TypeError(
         f"{name} has dtype {dt}, which is not supported; use bool, integer, "
-        "float16/32/64 or complex64/128 (object, string, long double and datetime "
-        "inputs are rejected rather than silently downcast)")
+        "float16/32/64, complex64/128 or long double (object, string and datetime "
+        "inputs are rejected rather than silently converted)")
 
 
 def check_cval(cval, compute, padding_mode="constant"):

@@ -95,11 +95,17 @@ class SignalCall:
 
 
 @functools.lru_cache(maxsize=512)
-def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate) -> SignalCall:
+def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
+                padding_mode="constant", cval=0, same_after=False) -> SignalCall:
     """The :class:`SignalCall` of one signature (validates; memoised).
 
     ``axes`` must already be normalised (:func:`args.normalize_axes`) or
-    ``None`` for 0-d operands.
+    ``None`` for 0-d operands.  ``padding_mode``/``cval`` extend ``in1`` beyond
+    its edges (``convolve2d``'s ``boundary``/``fillvalue``); SciPy's
+    ``convolve`` zero-fills.  ``same_after`` puts the larger half of an even
+    kernel's ``same`` padding after the input: the window ``correlate2d``
+    takes (its ``same`` starts at ``K//2`` of the full result, ``correlate``'s
+    at ``(K-1)//2``).
     """
     result = args.result_dtype(dtype1, dtype2)
     if len(shape1) == len(shape2) == 0:
@@ -134,13 +140,15 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate) -> Signal
     if mode == "full":
         padding = tuple((k - 1, k - 1) for k in s2)
     elif mode == "same":
-        padding = tuple((k // 2, (k - 1) // 2) for k in s2)
+        padding = tuple(((k - 1) // 2, k // 2) if same_after else (k // 2, (k - 1) // 2)
+                        for k in s2)
     else:
         padding = 0
     problem = ConvProblem.create(
         x_shape=((1, nb) if per_kernel else (nb, 1)) + s1, w_shape=(
             (nb, 1) if per_kernel else (1, 1)) + s2,
-        padding=padding, groups=nb if per_kernel else 1,
+        padding=padding, groups=nb if per_kernel else 1, padding_mode=padding_mode,
+        cval=cval if padding_mode == "constant" else 0,
         dtype=args.compute_dtype(result), flip=True)
     order = batch_axes + tuple(axes)
     full = batch_shape + problem.out_shape

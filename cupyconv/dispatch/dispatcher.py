@@ -190,16 +190,26 @@ def fft_safe(problem, operands):
     return True, ""
 
 
-def ranked_for_data(choice, problem, operands, every=False):
+def ranked_for_data(choice, problem, operands, every=False, backend=None):
     """``choice.ranked`` after the data rules: the candidates ``auto`` may run, best first.
 
     The data scan runs only when it can change the outcome: ``fft`` ranked
     first, or anywhere when ``every`` candidate will be timed (autotune,
-    ``measure=True``).  Raises the choice's refusal, if any.
+    ``measure=True``); likewise ``backend.data_ok`` (a ``separable`` kernel must
+    be an outer product) for the first candidate, or every one.  Raises the
+    choice's refusal, if any.
     """
     if choice.refusal is not None:
         raise type(choice.refusal)(*choice.refusal.args)
     ranked = list(choice.ranked)
+    i = 0
+    while backend is not None and i < len(ranked) and (every or i == 0):
+        if backend.data_ok(problem, ranked[i], operands)[0]:
+            i += 1
+        else:
+            ranked.pop(i)
+    if not ranked:
+        raise ValueError(f"{_describe(problem)}: no candidate can run on these operands")
     if "fft" in (ranked if every else ranked[:1]):
         ok, why = fft_safe(problem, operands)
         if not ok:
@@ -252,7 +262,8 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     choice = choose(problem, backend, workspace_limit) if choice is None else choice
     limit = choice.limit
     if method == "auto":
-        ranked = ranked_for_data(choice, problem, operands, every=config.autotune)
+        ranked = ranked_for_data(choice, problem, operands, every=config.autotune,
+                                 backend=backend)
         first = ranked[0]
         if config.autotune and len(ranked) > 1:
             first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (
@@ -270,6 +281,9 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     for name in [first] + [n for n in choice.by_workspace if n != first and n in ranked]:
         if name == "fft" and name != first and not fft_safe(problem, operands)[0]:
             tried.append("fft: skipped, " + fft_safe(problem, operands)[1])
+            continue
+        if name != first and not backend.data_ok(problem, name, operands)[0]:
+            tried.append(f"{name}: skipped, " + backend.data_ok(problem, name, operands)[1])
             continue
         try:
             result = backend.run(problem, name, operands, limit, stats)

@@ -90,14 +90,16 @@ def test_matches_scipy(dtype, method, data, mode, fn):
 @pytest.mark.parametrize("dtype", ["float64", "complex64", "int64"])
 @given(data=st.data(), mode=st.sampled_from(MODES))
 def test_auto_equals_chosen_method_bitwise(dtype, data, mode):
-    """``auto`` runs exactly the algorithm ``choose_conv_method`` names."""
+    """``auto`` runs exactly the algorithm ``choose_algorithm`` names (and
+    ``choose_conv_method`` says ``fft`` exactly when that is the FFT)."""
     a, b = data.draw(signal_operands(dtype, max_rank=4))
     if valid_mode_rejects(a.shape, b.shape, mode):
         with pytest.raises(ValueError, match="For 'valid' mode"):
-            cupyconv.choose_conv_method(a, b, mode)
+            cupyconv.choose_algorithm(a, b, mode)
         return
-    chosen = cupyconv.choose_conv_method(a, b, mode)
-    assert chosen in ("direct", "gemm", "fft")
+    chosen = cupyconv.choose_algorithm(a, b, mode)
+    assert chosen in ("direct", "implicit_gemm", "gemm", "fft")
+    assert cupyconv.choose_conv_method(a, b, mode) == ("fft" if chosen == "fft" else "direct")
     np.testing.assert_array_equal(cupyconv.convolve(a, b, mode),
                                   cupyconv.convolve(a, b, mode, method=chosen))
 

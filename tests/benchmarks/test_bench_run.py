@@ -40,7 +40,9 @@ def test_runner_end_to_end_writes_json_and_markdown(tmp_path, monkeypatch, capsy
     assert row["peers"]["scipy.signal"]["rel_diff"] < 1e-5
     md = (tmp_path / "scientific_quick_numpy.md").read_text()
     assert "| case | cupyconv auto (ms) |" in md and row["name"] in md
-    assert "No GPU in use" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "No GPU in use" in out
+    assert f"[1/1] {row['name']} ..." in out                # which case it is on
 
 
 def test_cli_bench_subcommand_passes_flags(tmp_path, monkeypatch):

@@ -32,6 +32,8 @@ class ScriptedBackend(Backend):
     def can_implement(self, problem, algorithm):
         if algorithm in self.unable:
             return False, f"{algorithm} is scripted to decline"
+        if algorithm not in self.times:          # (separable: not in the script)
+            return False, f"{algorithm} is not in the script"
         return True, ""
 
     def workspace_bytes(self, problem, algorithm, workspace_limit=None):
@@ -83,7 +85,8 @@ def test_candidates_follow_the_vocabulary_and_can_implement():
     be = ScriptedBackend(FAST, unable={"gemm"})
     choice = dispatcher.choose(_problem(), be)
     assert choice.ranked == ("fft", "direct", "implicit_gemm")
-    assert choice.rejected == {"gemm": "gemm is scripted to decline"}
+    assert choice.rejected == {"gemm": "gemm is scripted to decline",
+                               "separable": "separable is not in the script"}
     grad = dispatcher.choose(_problem(op="grad_input"), be)
     assert grad.ranked == ("fft",)
     assert grad.rejected["direct"] == "direct does not serve grad_input on numpy"

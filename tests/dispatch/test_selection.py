@@ -1,4 +1,5 @@
-"""Algorithm selection: ``choose_conv_method``, ``measure=True``, the
+"""Algorithm selection: ``choose_algorithm`` (the engine's names; ``choose_conv_method``
+keeps SciPy's "direct"/"fft", tests/api/test_signal_parity.py), ``measure=True``, the
 dispatcher's data-free :class:`Choice` under a workspace limit (``auto``
 honouring it, per call and through ``config``) and its cache.
 
@@ -31,7 +32,7 @@ ND_SHAPES = [((40,), (5,)), ((9, 8), (3, 3)), ((6, 5, 4), (2, 3, 2)),
 @pytest.mark.parametrize("dtype", ["float64", "complex64", "int32"])
 def test_choose_returns_a_method_for_every_rank(s1, s2, mode, dtype, rng):
     a, b = random_array(rng, s1, dtype), random_array(rng, s2, dtype)
-    m = cupyconv.choose_conv_method(a, b, mode)
+    m = cupyconv.choose_algorithm(a, b, mode)
     assert isinstance(m, str) and m in CANDIDATES
     # and the named method runs and agrees with direct (small ints: exact)
     ai, bi = small_ints(rng, s1, "int64"), small_ints(rng, s2, "int64")
@@ -42,7 +43,7 @@ def test_choose_returns_a_method_for_every_rank(s1, s2, mode, dtype, rng):
 @pytest.mark.parametrize("s1,s2", ND_SHAPES[::2])
 def test_measure_times_every_candidate(s1, s2, rng):
     a, b = random_array(rng, s1, "float64"), random_array(rng, s2, "float64")
-    name, times = cupyconv.choose_conv_method(a, b, measure=True)
+    name, times = cupyconv.choose_algorithm(a, b, measure=True)
     assert set(times) == CANDIDATES
     assert all(isinstance(t, float) and t > 0 for t in times.values())
     assert name == min(times, key=times.get)
@@ -52,11 +53,14 @@ def test_measure_leaves_out_inexact_candidates():
     """Non-finite or huge-integer data: FFT is not even timed."""
     a = np.arange(30.0)
     a[3] = np.nan
-    name, times = cupyconv.choose_conv_method(a, np.ones(4), measure=True)
+    name, times = cupyconv.choose_algorithm(a, np.ones(4), measure=True)
     assert set(times) == CANDIDATES - {"fft"} and name in times
     big = np.full(30, 2**52, np.int64)
-    assert set(cupyconv.choose_conv_method(big, big[:3], measure=True)[1]) == \
+    assert set(cupyconv.choose_algorithm(big, big[:3], measure=True)[1]) == \
         CANDIDATES - {"fft"}
+    # SciPy's vocabulary: the FFT is reported as not runnable (infinite time)
+    name, times = cupyconv.choose_conv_method(a, np.ones(4), measure=True)
+    assert name == "direct" and set(times) == {"direct", "fft"} and times["fft"] == np.inf
 
 
 def test_measure_zero_rank():
@@ -107,7 +111,8 @@ def test_choose_respects_limit_for_fft():
     assert choice.rejected["fft"].startswith("needs at least")
     choice = dispatcher.choose(problem, NUMPY, 1)
     assert choice.algorithm == "direct" and set(choice.ranked) == {"direct", "implicit_gemm"}
-    assert set(choice.rejected) == {"gemm", "fft"} and choice.refusal is None
+    # (separable declines any 1-D kernel: it needs two kernel axes or more)
+    assert set(choice.rejected) == {"gemm", "fft", "separable"} and choice.refusal is None
 
 
 def test_choice_ranks_by_predicted_time():
@@ -116,7 +121,8 @@ def test_choice_ranks_by_predicted_time():
     assert set(choice.ranked) == CANDIDATES and choice.algorithm == choice.ranked[0]
     times = [choice.times[n] for n in choice.ranked]
     assert times == sorted(times)
-    assert not choice.rejected and choice.refusal is None
+    assert set(choice.rejected) == {"separable"} and choice.refusal is None   # 3 channels
+    assert "one filter per input channel" in choice.rejected["separable"]
 
 
 def test_gradient_choice_has_no_forward_only_algorithms():
@@ -124,7 +130,7 @@ def test_gradient_choice_has_no_forward_only_algorithms():
     for op in ("grad_input", "grad_weight"):
         choice = dispatcher.choose(problem.with_(op=op), NUMPY)
         assert set(choice.ranked) == {"gemm", "fft"}
-        assert set(choice.rejected) == {"direct", "implicit_gemm"}
+        assert set(choice.rejected) == {"direct", "implicit_gemm", "separable"}
         assert "does not serve " + op in choice.rejected["direct"]
 
 

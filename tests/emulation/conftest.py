@@ -22,6 +22,11 @@ NAME_EXPRESSIONS = {
                   "neighbour<false>", "neighbour<true>"],
     "asan.cu": ["read_past_end", "static_shared_overrun", "dynamic_shared_overrun",
                 "signed_overflow", "copy_through_shared"],
+    "memory.cu": ["stale_static_shared", "fresh_static_shared", "static_shared_twice",
+                  "cp_async_neighbour<true>", "cp_async_neighbour<false>", "cp_async_two_groups",
+                  "cp_async_zfill8", "cp_async_to_global", "cp_async_misaligned",
+                  "fma_elementwise<float>", "fma_elementwise<double>",
+                  "fma_elementwise<cc::complex<double>>"],
 }
 
 

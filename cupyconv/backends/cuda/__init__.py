@@ -15,12 +15,16 @@ import numpy as np
 from ..._kernels import launch
 from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT
 from .. import fft_conv
+from ...core.args import LONG_DOUBLE
 from ..base import Backend, OutOfMemoryError
 from . import algorithms, cost, gradients
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
 __all__ = ["CudaBackend", "FREE_MEMORY_FRACTION", "CupyRunner", "EmulatedRunner",
            "DeviceInfo", "runner_for"]
+
+_LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the CPU "
+                    "(NumPy arrays on the 'numpy' backend) or cast to float64/complex128")
 
 #: Fraction of free device memory one algorithm's workspace may use when
 #: neither the call nor ``config.workspace_limit`` sets a limit.
@@ -43,6 +47,8 @@ class CudaBackend(Backend):
         spec = ALGORITHMS[algorithm]
         if problem.op not in spec.ops:
             return False, f"{algorithm} serves {sorted(spec.ops)}, not {problem.op}"
+        if problem.dtype in LONG_DOUBLE:
+            return False, _LONG_DOUBLE_WHY.format(dtype=problem.dtype)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -76,6 +82,8 @@ class CudaBackend(Backend):
 
     def prepare(self, problem, operands):
         """Views the kernels can address: uint64 as int64, unaddressable operands copied."""
+        if problem.dtype in LONG_DOUBLE:
+            raise TypeError(_LONG_DOUBLE_WHY.format(dtype=problem.dtype))
         problem = problem.with_(layout="channels_first")   # operands are channels-first views
         arrays = {}
         for role in ("activation", "filter", "output"):

@@ -1,14 +1,17 @@
 """The NumPy (CPU) backend: ``direct`` and ``implicit_gemm`` (the tap loop),
-``gemm`` and ``fft`` for every operation."""
+``gemm`` and ``fft`` for every operation, ``separable`` (1-D passes) for outer-product
+kernels."""
 from __future__ import annotations
 
 import numpy as np
-from scipy import signal
+# bound at import: a caller that swaps scipy.signal's names for cupyconv's (SciPy's own
+# test suite, tests/api/test_scipy_signaltools.py) must not route the engine back to itself
+from scipy.signal import fftconvolve as scipy_fftconvolve, oaconvolve as scipy_oaconvolve
 
 from ..._vocabulary import ALGORITHMS
 from .. import fft, fft_conv
 from ..base import Backend, host_available_memory
-from . import cost, direct, gemm
+from . import cost, direct, gemm, separable
 
 __all__ = ["NumpyBackend", "HOST_MEMORY_FRACTION"]
 
@@ -27,6 +30,18 @@ class NumpyBackend(Backend):
         spec = ALGORITHMS[algorithm]
         if problem.op not in spec.ops:
             return False, f"{algorithm} serves {sorted(spec.ops)}, not {problem.op}"
+        if algorithm == "separable" and not separable.applies(problem):
+            return False, ("separable needs one filter per input channel (single channel "
+                           "or depthwise) and a kernel over two axes or more")
+        return True, ""
+
+    def data_ok(self, problem, algorithm, operands):
+        if algorithm != "separable":
+            return True, ""
+        try:
+            separable.kernel_factors(problem, operands.filter)
+        except separable.NotSeparable as exc:
+            return False, str(exc)
         return True, ""
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -40,6 +55,8 @@ class NumpyBackend(Backend):
             return gemm.workspace_bytes(problem, limit)
         if algorithm == "fft":
             return fft_conv.workspace_bytes(problem)
+        if algorithm == "separable":
+            return separable.workspace_bytes(problem)
         return 0
 
     def predict_times(self, problem, names):
@@ -57,12 +74,14 @@ class NumpyBackend(Backend):
             return direct.conv_direct(problem, operands.activation, operands.filter)
         if algorithm == "gemm":
             return gemm.run(problem, operands, workspace_limit, stats)
+        if algorithm == "separable":
+            return separable.run(problem, operands.activation, operands.filter)
         if direct.single_signal(problem):
             # one image, one channel: SciPy's own transforms, fewer calls than the pruned path
             x = operands.activation
-            y = direct.scipy_window(problem, x, operands.filter, signal.fftconvolve if (
+            y = direct.scipy_window(problem, x, operands.filter, scipy_fftconvolve if (
                 problem.ndim > 1 or not fft.overlap_add_applies(
-                    problem, problem.in_shape, problem.kernel_shape)) else signal.oaconvolve)
+                    problem, problem.in_shape, problem.kernel_shape)) else scipy_oaconvolve)
             return np.rint(y).astype(x.dtype) if x.dtype.kind in "biu" else y.astype(
                 x.dtype, copy=False)
         return fft_conv.run(problem, operands)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT
 from .. import fft, fft_conv
-from .direct import compiled_applies
+from .direct import CHUNK, compiled_applies, line_axis, scipy_line_applies, scipy_nd_applies
 
 __all__ = ["predict_times", "CPU"]
 
@@ -35,7 +35,14 @@ CPU = dict(
     fft_einsum=4.0e-9,      # per complex multiply-add of the channel contraction
     call=3e-6,              # fixed per-call overhead of the tap-loop/gemm/fft paths
     gemm_call=2.5e-5,       # extra fixed cost of gemm: buffer, transposes, matmul
-    fft_call=4e-5,          # extra fixed cost of fft: three transforms, windowing
+    line_mac=0.9e-9,        # 1-D pass in NumPy (folded pairs, chunked), float64 per tap
+    scipy_line_mac=0.25e-9,  # 1-D pass in scipy.ndimage.correlate1d, per tap
+    scipy_nd_mac=0.4e-9,    # N-D single channel in scipy.ndimage.correlate, per tap
+    separable_mac=0.6e-9,   # one tap of a separable pass, float64 (measured 0.6-0.9 ns
+                            # from 64^2 x 6 to 40^4; float32 0.3 ns)
+    chunk_tap=2e-6,         # Python + ufunc dispatch per chunk and tap of a chunked pass
+    fft_call=5.5e-5,        # extra fixed cost of fft: three transforms, windowing (measured
+                            # 55-60 us for 8-point to 8^2-point problems)
 )
 
 
@@ -49,6 +56,12 @@ def _direct(problem, cplx):
     if compiled_applies(problem) and problem.ndim == 1:
         per = c["compiled_mac"] if problem.kernel_shape[0] < 128 else c["compiled_mac_long"]
         return c["compiled_call"] + cplx * macs * per
+    if scipy_line_applies(problem):
+        return c["call"] + macs * c["scipy_line_mac"]
+    if line_axis(problem) is not None:
+        return c["call"] + cplx * macs * c["line_mac"] * problem.dtype.itemsize / 8
+    if scipy_nd_applies(problem):
+        return c["call"] + macs * c["scipy_nd_mac"]
     single = problem.gemm_n == 1 and problem.in_channels == problem.groups
     per_mac = c["elem"] if single else c["elem"] * 0.5
     return c["call"] + problem.taps * c["tap_overhead"] + cplx * macs * per_mac
@@ -70,6 +83,10 @@ def _fft(problem, cplx):
     if problem.op != FORWARD:
         extra = problem.output_size * c["fft_elem"]       # transposes, upsampling, folding
         problem = fft_conv.transposed_forward(problem)
+    elif problem.padding_mode != "constant" or problem.cval != 0:
+        # a boundary other than zeros is materialised first (numpy.pad: a padded copy)
+        extra = (problem.batch * problem.in_channels * math.prod(problem.padded_shape())
+                 * c["copy"])
     lengths = [fft.fast_len(s + pb + pa) for s, (pb, pa) in zip(problem.in_shape, problem.padding)]
     npts = math.prod(lengths)
     span = [d * (k - 1) + 1 for d, k in zip(problem.dilation, problem.kernel_shape)]
@@ -89,7 +106,26 @@ def _fft(problem, cplx):
         transforms * per_point * c["fft"] + transforms * c["fft_elem"] + products * product)
 
 
-_MODELS = {"direct": _direct, "implicit_gemm": _direct, "gemm": _gemm, "fft": _fft}
+def _separable(problem, cplx):
+    """One 1-D pass per axis: each a padded copy and one multiply-add per tap over the
+    intermediate result (the extents shrink axis by axis, as the passes run), in chunks
+    of ``direct.CHUNK`` outputs with a Python overhead per chunk and tap."""
+    c = CPU
+    lead = problem.batch * problem.in_channels
+    shape = list(problem.in_shape)
+    total = 0.0
+    for axis, k in enumerate(problem.kernel_shape):
+        padded = shape[:axis] + [problem.padded_shape()[axis]] + shape[axis + 1:]
+        shape[axis] = problem.out_shape[axis]
+        outputs = lead * math.prod(shape)
+        total += (c["call"] + lead * math.prod(padded) * c["copy"] / 3
+                  + max(1, outputs // CHUNK) * k * c["chunk_tap"]
+                  + cplx * outputs * k * c["separable_mac"] * problem.dtype.itemsize / 8)
+    return c["call"] + total
+
+
+_MODELS = {"direct": _direct, "implicit_gemm": _direct, "gemm": _gemm, "fft": _fft,
+           "separable": _separable}
 
 
 def predict_times(problem, names):

@@ -150,7 +150,7 @@ def test_choose_conv_method_measures_on_emulated(rng):
         pytest.skip("CUDA emulation unavailable")
     a, b = small_ints(rng, (6, 5, 4), np.float64), small_ints(rng, (2, 3, 2), np.float64)
     with cupyconv.use_backend("emulated"):
-        name, times = cupyconv.choose_conv_method(a, b, measure=True)
+        name, times = cupyconv.choose_algorithm(a, b, measure=True)
     assert name in times and set(times) >= {"direct", "gemm"}
 
 

@@ -1,0 +1,310 @@
+"""``cupyconv._compile.sass``: SASS parsing, the hot-loop finder and occupancy on fixed
+snippets (no tools needed), and the floors the real kernels must keep (NVRTC 12.x +
+``cuobjdump``, skipped with a message without them)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cupyconv._compile import occupancy, sass, sass_report
+from cupyconv._kernels import registry
+from toolchain_support import nvrtc_available
+
+
+def _line(addr: int, text: str) -> str:
+    return f"        /*{addr:04x}*/  {text:<60} /* 0x000fe20000000f00 */\n" \
+           "                                                          /* 0x000fe20000000f00 */"
+
+
+def listing(name: str, body) -> str:
+    """A ``cuobjdump -sass`` function listing of ``body`` (one instruction per 16 bytes)."""
+    head = f"\n\tcode for sm_90\n\t\tFunction : {name}\n\t.headerflags\t@\"EF_CUDA_SM90\"\n"
+    return head + "\n".join(_line(16 * i, t) for i, t in enumerate(body)) + "\n"
+
+
+# Two nested loops.  Inner loop: header 0x50, back edge at 0xe0; its body has an out-of-line
+# block at 0x120 (after EXIT) that jumps back to 0xb0 -- counted in the inner loop, and not a
+# loop of its own.  Outer loop: header 0x40, back edge at 0x100.  The self-loop at 0x140
+# after the last EXIT is unreachable padding.
+NESTED = [
+    "LDC R1, c[0x0][0x28] ;",                        # 0x00
+    "S2R R0, SR_TID.X ;",                            # 0x10
+    "ISETP.GE.AND P0, PT, R0, 0x10, PT ;",           # 0x20
+    "@P0 EXIT ;",                                    # 0x30
+    "MOV R2, RZ ;",                                  # 0x40  outer header
+    "LDS.128 R4, [R0] ;",                            # 0x50  inner header
+    "LDG.E.64.CONSTANT R8, desc[UR4][R2.64] ;",      # 0x60
+    "FFMA R10, R4, R5, R10 ;",                       # 0x70
+    "HFMA2.MMA R11, -RZ, RZ, 0, 0 ;",                # 0x80  move idiom, not math
+    "DFMA R12, R8, R8, R12 ;",                       # 0x90
+    "@!P1 BRA 0x120 ;",                              # 0xa0  to the out-of-line block
+    "IADD3 R2, R2, 0x1, RZ ;",                       # 0xb0
+    "ISETP.NE.AND P2, PT, R2, 0x8, PT ;",            # 0xc0
+    "LDS.U16 R13, [R0+0x4] ;",                       # 0xd0
+    "@P2 BRA 0x50 ;",                                # 0xe0  inner back edge
+    "FFMA R14, R10, R10, R14 ;",                     # 0xf0
+    "@P3 BRA 0x40 ;",                                # 0x100 outer back edge
+    "EXIT ;",                                        # 0x110
+    "LDL R20, [R1] ;",                               # 0x120 out-of-line block
+    "BRA 0xb0 ;",                                    # 0x130 jumps back into the inner loop
+    "BRA 0x140 ;",                                   # 0x140 padding self-loop
+    "NOP ;",                                         # 0x150 dropped
+]
+
+
+@pytest.fixture
+def nested():
+    funcs = sass.parse_sass(listing("_Z6nestedPf", NESTED))
+    return funcs["_Z6nestedPf"]
+
+
+def test_parse_sass_fields(nested):
+    assert len(nested) == len(NESTED) - 1              # the NOP is dropped
+    first, exit_ = nested[0], nested[3]
+    assert (first.address, first.predicate, first.opcode) == (0, "", "LDC")
+    assert first.operands == ("R1", "c[0x0][0x28]")
+    assert (exit_.predicate, exit_.base, exit_.unconditional) == ("P0", "EXIT", False)
+    ldg = nested[6]
+    assert ldg.base == "LDG" and ldg.modifiers == ("E", "64", "CONSTANT")
+    assert ldg.operands == ("R8", "desc[UR4][R2.64]")
+    assert nested[10].predicate == "!P1" and nested[10].branch_target == 0x120
+    assert nested[19].branch_target == 0xb0 and nested[19].unconditional
+
+
+def test_parse_sass_splits_functions():
+    text = listing("_Z1av", ["EXIT ;"]) + listing("_Z1bv", ["MOV R0, RZ ;", "EXIT ;"])
+    funcs = sass.parse_sass(text)
+    assert list(funcs) == ["_Z1av", "_Z1bv"]
+    assert [len(v) for v in funcs.values()] == [1, 2]
+
+
+@pytest.mark.parametrize("text, bits", [
+    ("LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;", 128), ("LDG.E R4, desc[UR4][R2.64] ;", 32),
+    ("LDG.E.U16.CONSTANT R4, desc[UR4][R2.64] ;", 16), ("LDS R4, [R0] ;", 32),
+    ("LDS.64 R4, [R0] ;", 64), ("LDS.128 R4, [R0] ;", 128), ("LDS.U8 R4, [R0] ;", 8),
+    ("LDSM.16.M88.4 R4, [R0] ;", 128), ("LDGSTS.E.BYPASS.128 [R3], desc[UR4][R4.64] ;", 128),
+])
+def test_width_bits(text, bits):
+    (ins,) = sass.parse_sass(listing("f", [text]))["f"]
+    assert ins.width_bits == bits
+
+
+@pytest.mark.parametrize("text, math", [
+    ("FFMA R1, R2, R3, R1 ;", True), ("DFMA R2, R4, R6, R2 ;", True),
+    ("FFMA.FTZ R1, R2, R3, R1 ;", True), ("HFMA2 R1, R2, R3, R1 ;", True),
+    ("HMMA.16816.F32 R4, R8, R12, R4 ;", True), ("DMMA.884 R4, R8, R12, R4 ;", True),
+    ("HFMA2.MMA R5, -RZ, RZ, 1.875, 0 ;", False), ("FMUL R1, R2, R3 ;", False),
+    ("FADD R1, R2, R3 ;", False), ("IMAD R1, R2, R3, R1 ;", False),
+])
+def test_math_opcodes(text, math):
+    (ins,) = sass.parse_sass(listing("f", [text]))["f"]
+    assert ins.is_math is math
+
+
+def test_find_loops_natural_bodies(nested):
+    loops = {lp.header: lp for lp in sass.find_loops(nested)}
+    assert sorted(loops) == [0x40, 0x50]               # not 0xb0 (no dominance), not 0x140
+    inner, outer = loops[0x50], loops[0x40]
+    addrs = sorted(nested[i].address for i in inner.body)
+    assert addrs == list(range(0x50, 0xf0, 0x10)) + [0x120, 0x130]   # out-of-line block in
+    assert inner.body < outer.body and inner.latches == (0xe0,)
+    assert {nested[i].address for i in outer.body} >= {0x40, 0xf0, 0x100}
+
+
+def test_hot_loop_is_innermost_with_most_math(nested):
+    lp = sass.hot_loop(nested)
+    assert lp.header == 0x50                            # the outer loop holds more math but nests it
+    stats = sass.loop_stats(lp.instructions(nested))
+    assert (stats.instructions, stats.math, stats.shared_loads) == (12, 2, 2)
+    assert stats.math_share == pytest.approx(2 / 12)
+    assert stats.math_per_shared_load == pytest.approx(1.0)
+    assert stats.global_load_bits == (64,) and stats.shared_load_bits == (16, 128)
+    assert (stats.local_loads, stats.local_stores) == (1, 0)
+
+
+def test_hot_loop_prefers_more_math_then_smaller_body():
+    body = [
+        "MOV R0, RZ ;",                       # 0x00
+        "FFMA R1, R2, R3, R1 ;",              # 0x10 loop A: 1 FFMA
+        "@P0 BRA 0x10 ;",                     # 0x20
+        "FFMA R1, R2, R3, R1 ;",              # 0x30 loop B: 2 FFMA (the hot one)
+        "FFMA R4, R2, R3, R4 ;",              # 0x40
+        "@P1 BRA 0x30 ;",                     # 0x50
+        "FFMA R1, R2, R3, R1 ;",              # 0x60 loop C: 2 FFMA, larger
+        "IADD3 R5, R5, 0x1, RZ ;",            # 0x70
+        "FFMA R4, R2, R3, R4 ;",              # 0x80
+        "@P2 BRA 0x60 ;",                     # 0x90
+        "EXIT ;",
+    ]
+    instrs = sass.parse_sass(listing("f", body))["f"]
+    assert sass.hot_loop(instrs).header == 0x30
+
+
+def test_hot_loop_memory_criterion():
+    body = [
+        "MOV R0, RZ ;",                       # 0x00
+        "LDG.E R4, desc[UR4][R2.64] ;",       # 0x10 gather loop: the data-movement hot loop
+        "FADD R5, R5, R4 ;",                  # 0x20
+        "@P0 BRA 0x10 ;",                     # 0x30
+        "FFMA R5, R6, R7, R5 ;",              # 0x40 epilogue FMA in the outer loop
+        "STG.E desc[UR4][R8.64], R5 ;",       # 0x50
+        "@P1 BRA 0x00 ;",                     # 0x60
+        "EXIT ;",
+    ]
+    instrs = sass.parse_sass(listing("f", body))["f"]
+    assert sass.hot_loop(instrs, "math").header == 0x00
+    assert sass.hot_loop(instrs, "memory").header == 0x10
+    assert sass.hot_loop(instrs).header == 0x00         # auto: math wherever there is some
+    with pytest.raises(ValueError, match="criterion"):
+        sass.hot_loop(instrs, "bogus")
+
+
+def test_no_loop_and_subroutine_loops_ignored():
+    body = [
+        "CALL.REL.NOINC 0x30 ;",              # 0x00
+        "FFMA R1, R2, R3, R1 ;",              # 0x10
+        "EXIT ;",                             # 0x20
+        "FFMA R1, R2, R3, R1 ;",              # 0x30 subroutine with a loop: not the kernel's
+        "@P0 BRA 0x30 ;",                     # 0x40
+        "RET.REL.NODEC R20 0x0 ;",            # 0x50
+    ]
+    instrs = sass.parse_sass(listing("f", body))["f"]
+    assert sass.find_loops(instrs) == []
+    assert sass.hot_loop(instrs) is None
+
+
+@pytest.mark.parametrize("arch, regs, smem, ctas", [
+    ("sm_90", 32, 0, 8),          # warp-limited: 64 warps / 8
+    ("sm_90", 64, 0, 4),          # 2048 regs/warp: 8 warps per sub-partition
+    ("sm_90", 72, 0, 3),          # 2304 regs/warp: 7 per sub-partition -> 28 warps
+    ("sm_90", 128, 0, 2),
+    ("sm_90", 255, 0, 1),         # 8192 regs/warp after rounding: 2 per sub-partition
+    ("sm_90", 64, 100 * 1024, 2),  # 101 KB per CTA in 228 KB
+    ("sm_80", 64, 100 * 1024, 1),  # ... in 164 KB
+    ("sm_80", 40, 48 * 1024, 3),   # 49 KB per CTA in 164 KB
+    ("sm_90", 32, 228 * 1024, 0),  # over the 227 KB a CTA may have
+    ("sm_86", 32, 0, 6),           # 48 warps per SM
+])
+def test_ctas_per_sm(arch, regs, smem, ctas):
+    assert occupancy.ctas_per_sm(arch, regs, smem, threads=256) == ctas
+
+
+def test_ctas_per_sm_small_blocks_hit_the_cta_limit():
+    assert occupancy.ctas_per_sm("sm_90", 16, 0, threads=32) == 32
+    assert occupancy.ctas_per_sm("sm_86", 16, 0, threads=32) == 16
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_reference_dynamic_smem_is_the_launchers(rank, dtype):
+    """The report's direct-kernel shared memory equals what the launcher allocates for a
+    3^R kernel at stride 1 (the toolchain may not import the launcher; this pins them)."""
+    from cupyconv._kernels import launch
+    from cupyconv.core.problem import ConvProblem
+    problem = ConvProblem.create(x_shape=(1, 1) + (40,) * rank, w_shape=(1, 1) + (3,) * rank,
+                                 dtype=np.dtype(dtype))
+    for inst in registry.instantiations(("direct_conv",), ranks=(rank,), dtypes=(dtype,),
+                                        index64=(False,)):
+        chunk = (3, 3) if rank >= 2 else (1, 3)
+        expected = launch.direct_smem_layout(problem, inst.tile, *chunk)[1]
+        assert sass_report.reference_dynamic_smem(inst) == expected, inst.name
+    gemm = registry.instantiations(("implicit_gemm_fprop",), ranks=(rank,), dtypes=(dtype,))[0]
+    assert sass_report.reference_dynamic_smem(gemm) == 0
+
+
+def test_cli_rejects_bad_flags(capsys):
+    with pytest.raises(SystemExit) as err:
+        sass_report.main(["--arch", "90"])
+    assert err.value.code == 2
+    with pytest.raises(SystemExit):
+        sass_report.main(["--ranks", "0"])
+
+
+# ---------------------------------------------------------------------------
+# The floors of the real kernels (NVRTC 12.x + cuobjdump)
+# ---------------------------------------------------------------------------
+
+def _tools_reason():
+    if not nvrtc_available():
+        return "NVRTC unavailable"
+    return sass.disassembler_reason()
+
+
+@pytest.fixture(scope="module")
+def rank3_float32_sm90(tmp_path_factory):
+    """Every family's rank-3 float32 kernels on sm_90 (4 NVRTC programs, ~5 s)."""
+    why = _tools_reason()
+    if why is not None:
+        pytest.skip(f"SASS floors need NVRTC and the disassembler: {why}")
+    from cupyconv._compile import nvrtc_version
+    if nvrtc_version()[0] != 12:
+        pytest.skip(f"the floors are pinned for NVRTC 12.x (CI); this is {nvrtc_version()}")
+    root = tmp_path_factory.mktemp("sass-cache")
+    reports = sass_report.analyze("sm_90", ranks=(3,), dtypes=("float32",), occupancy_archs=("sm_90",),
+                           root=root)
+    return {r.name: r for r in reports}
+
+
+def test_every_kernel_has_a_hot_loop(rank3_float32_sm90):
+    expected = registry.instantiations(ranks=(3,), dtypes=("float32",))
+    assert sorted(rank3_float32_sm90) == sorted(i.name for i in expected)
+    for r in rank3_float32_sm90.values():
+        assert r.loop is not None and r.loop.instructions > 0, r.name
+        assert r.registers > 0 and r.ctas["sm_90"] >= 1, r
+
+
+def test_no_spills(rank3_float32_sm90):
+    assert {n: r.spill_bytes for n, r in rank3_float32_sm90.items() if r.spill_bytes} == {}
+
+
+@pytest.mark.parametrize("family", sorted(registry.FAMILIES))
+def test_no_local_memory_in_hot_loops(rank3_float32_sm90, family):
+    """No LDL/STL in any hot loop (col2vol had them until its odometer was unrolled)."""
+    bad = {n: (r.loop.local_loads, r.loop.local_stores) for n, r in rank3_float32_sm90.items()
+           if r.family == family and (r.loop.local_loads or r.loop.local_stores)}
+    assert bad == {}
+
+
+def test_math_in_compute_hot_loops(rank3_float32_sm90):
+    """The compute kernels' hot loop is the one with their FMAs: the implicit GEMM's
+    K-loop holds BM*BN*BK / threads FFMA per thread."""
+    for r in rank3_float32_sm90.values():
+        if r.family == "implicit_gemm_fprop":
+            bm, bn, bk = r.tile
+            assert r.loop.math == bm * bn * bk // registry.THREADS, r.name
+        elif r.family == "direct_conv":
+            assert r.loop.math > 0, r.name
+
+
+def test_vector_loads_where_designed(rank3_float32_sm90):
+    """16-byte shared loads (LDS.128) where the design has them: the direct kernel's 2-D
+    tiles read their input windows and the implicit GEMM its contiguous A/B fragments with
+    them.  Global loads are scalar gathers today in every family (no cp.async, no
+    channels-last 16-byte path yet: issue 11, part 2), so no global-width floor."""
+    for r in rank3_float32_sm90.values():
+        if (r.family == "direct_conv" and r.tile[0] > 1) or r.family == "implicit_gemm_fprop":
+            assert 128 in r.loop.shared_load_bits, (r.name, r.loop)
+
+
+def test_resource_tables_from_build_reports():
+    from cupyconv._compile.build import KernelReport
+    gemm = registry.name_expression("implicit_gemm_fprop", "float32", 3, False, (128, 64, 8))
+    direct = registry.name_expression("direct_conv", "float32", 3, False, registry.direct_tiles(3)[0])
+    other = registry.name_expression("direct_conv", "float32", 2, False, registry.direct_tiles(2)[0])
+    reports = [KernelReport("implicit_gemm_fprop", gemm, "sm_80", 100, 12288, 0, 0, 0, True, 0.0),
+               KernelReport("implicit_gemm_fprop", gemm, "sm_90", 112, 12288, 0, 0, 0, True, 0.0),
+               KernelReport("direct_conv", direct, "sm_90", 128, 0, 0, 4, 4, True, 0.0),
+               KernelReport("direct_conv", other, "sm_90", 140, 0, 16, 0, 0, True, 0.0)]
+    text = sass_report.format_resource_tables(reports)
+    assert "Totals: 4 kernels; spill bytes over all kernels = 8; max static smem = 12288 B" in text
+    assert "| direct_conv | sm_90 | 140 | 0 | 16 | 8 |" in text
+    assert f"| `{gemm}` | 100 / 12288 / 0 | 112 / 12288 / 0 |" in text
+    assert f"| `{direct}` | - | 128 / 0 / 8 |" in text
+    assert other not in text                      # rank 2 is not a representative row
+
+
+def test_main_dispatches_sass():
+    from cupyconv.__main__ import main
+    with pytest.raises(SystemExit) as err:
+        main(["sass", "--arch", "sm90"])
+    assert err.value.code == 2

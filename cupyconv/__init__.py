@@ -11,8 +11,8 @@ from .api.conv import conv
 from .api.gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
 from .api.operator import ConvOperator
 from .api.plan import ConvPlan, plan_conv
-from .api.signal import (choose_algorithm, choose_conv_method, convolve, convolve2d, correlate,
-                         correlate2d, fftconvolve, oaconvolve)
+from .api.signal import choose_algorithm, choose_conv_method, convolve, correlate
+from .api.signal_parity import convolve2d, correlate2d, fftconvolve, oaconvolve
 from .backends.base import OutOfMemoryError
 from .clear import clear_caches
 from .core.problem import ConvProblem

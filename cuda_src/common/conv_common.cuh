@@ -60,17 +60,27 @@ CC_DEVICE Index effective_tap(const ConvParams<R>& p, int i, Index kappa) {
 
 /// Reads x at padded coordinates base[i] + dilation[i] * kappa_eff[i] of the
 /// image/channel starting at `x_nc`; constant-mode padding yields `cval`.
-template <typename T, int R, typename Index>
-CC_DEVICE T gather_input(const ConvParams<R>& p, const T* __restrict__ x, Index x_nc,
-                         const Index (&base)[R], const Index (&kappa)[R], T cval) {
+/// Offset of x at padded coordinates base[i] + dilation[i] * kappa_eff[i] (added to
+/// `x_nc`) through the boundary remap; `inside` is false in constant-mode padding.
+template <int R, typename Index>
+CC_DEVICE Index gather_offset(const ConvParams<R>& p, Index x_nc, const Index (&base)[R],
+                              const Index (&kappa)[R], bool& inside) {
   Index off = x_nc;
-  bool inside = true;
+  inside = true;
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     Index q = base[i] + static_cast<Index>(p.dilation[i]) * effective_tap(p, i, kappa[i]);
     inside = remap_coord(q, static_cast<Index>(p.in_ext[i]), static_cast<int>(p.pad_mode)) && inside;
     off += q * static_cast<Index>(p.x_stride[i]);
   }
+  return off;
+}
+
+template <typename T, int R, typename Index>
+CC_DEVICE T gather_input(const ConvParams<R>& p, const T* __restrict__ x, Index x_nc,
+                         const Index (&base)[R], const Index (&kappa)[R], T cval) {
+  bool inside;
+  const Index off = gather_offset(p, x_nc, base, kappa, inside);
   return inside ? x[off] : cval;
 }
 

@@ -66,15 +66,9 @@ __device__ __noinline__ TapOffset<Index> gather_tap_offset(const ConvParams<R>& 
                                                            Index tap) {
   Index kappa[R];
   split_tap(p, tap, kappa);
-  Index off = x_row;
-  bool in = true;
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    Index q = base[i] + static_cast<Index>(p.dilation[i]) * effective_tap(p, i, kappa[i]);
-    in = remap_coord(q, static_cast<Index>(p.in_ext[i]), static_cast<int>(p.pad_mode)) && in;
-    off += q * static_cast<Index>(p.x_stride[i]);
-  }
-  return TapOffset<Index>{off, in};
+  bool inside;
+  const Index off = gather_offset(p, x_row, base, kappa, inside);
+  return TapOffset<Index>{off, inside};
 }
 
 /// Offset of w at weight tap `tap` (out of line, as gather_tap_offset).

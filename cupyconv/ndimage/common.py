@@ -1,0 +1,264 @@
+"""Argument rules and the one-pass driver shared by the ``cupyconv.ndimage`` filters:
+SciPy's ``output`` handling, origins, axes, ``cval`` checks, the compute dtype, and
+:func:`run_filter`'s single problem per pass."""
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+
+from ..core import args
+from ..core.ndimage_map import filter_call, invalid_origin
+from ..dispatch import backend_for, choose, run
+from ..dispatch.dispatcher import ranked_for_data
+
+__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "run_filter"]
+
+
+#: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32).
+INPUT_KINDS = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128))
+SINGLE = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.complex64))
+#: Largest integer-valued weight computed exactly in int64.
+EXACT_WEIGHT = 2**31
+
+
+# ------------------------------------------------------------------ arguments
+def as_arrays(input, weights=None):
+    """``(xp, input, weights)`` as arrays of one module; unsupported dtypes raise."""
+    xp = args.array_module_of(input=input, weights=weights)
+    input = args.as_array(xp, input)
+    if input.dtype not in INPUT_KINDS:
+        raise RuntimeError(
+            f"array type not supported: input has dtype {input.dtype}; use bool, integer, "
+            "float16/32/64 or complex64/128")
+    if weights is not None:
+        weights = args.as_array(xp, weights)
+        if weights.dtype.kind not in "biufc":
+            raise RuntimeError(f"array type not supported: weights have dtype {weights.dtype}")
+    return xp, input, weights
+
+
+class Fresh:
+    """An output SciPy would allocate (``output=None`` or a dtype): the result array is
+    returned as computed instead of being copied into zeros first.  Between the passes of
+    a multi-pass filter it stands for SciPy's output array (same dtype, same checks)."""
+
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = np.dtype(dtype), tuple(shape)
+
+
+def get_output(output, input, xp, complex_output=False):
+    """SciPy's ``_ni_support.get_output``: the user's array, or a :class:`Fresh` one."""
+    shape = input.shape
+    if output is None:
+        dtype = np.promote_types(input.dtype, np.complex64) if complex_output else input.dtype
+        return Fresh(dtype, shape)
+    if isinstance(output, Fresh):
+        if complex_output and output.dtype.kind != "c":
+            raise RuntimeError("output must have complex dtype")
+        return output
+    if isinstance(output, (type, np.dtype)):
+        dtype = np.dtype(output)
+        if complex_output and dtype.kind != "c":
+            warnings.warn("promoting specified output dtype to complex", stacklevel=4)
+            dtype = np.promote_types(dtype, np.complex64)
+        return Fresh(dtype, shape)
+    if isinstance(output, str):
+        dtype = np.dtype(output)
+        if complex_output and dtype.kind != "c":
+            raise RuntimeError("output must have complex dtype")
+        if not issubclass(dtype.type, np.number):
+            raise RuntimeError("output must have numeric dtype")
+        return Fresh(dtype, shape)
+    args.array_module_of(input=input, output=output)
+    output = args.as_array(xp, output)
+    if tuple(output.shape) != tuple(shape):
+        raise RuntimeError(f"output shape not correct: output has shape "
+                           f"{tuple(output.shape)}, the input {tuple(shape)}")
+    if complex_output and output.dtype.kind != "c":
+        raise RuntimeError("output must have complex dtype")
+    return output
+
+
+def copy_input(input, output, xp):
+    """SciPy's ``output[...] = input[...]`` (no axis filtered)."""
+    if isinstance(output, Fresh):
+        return input.astype(output.dtype, copy=True)
+    output[...] = input[...]
+    return output
+
+
+def normalize_sequence(value, rank):
+    """One entry per axis (SciPy's ``normalize_sequence``)."""
+    if not isinstance(value, str) and np.iterable(value):
+        values = list(value)
+        if len(values) != rank:
+            raise RuntimeError("sequence argument must have length equal to input rank")
+        return values
+    return [value] * rank
+
+
+def check_axes(axes, ndim):
+    """SciPy's ``check_axes``: axes as given (order kept), non-negative, unique."""
+    if axes is None:
+        return tuple(range(ndim))
+    if np.isscalar(axes):
+        axes = (operator.index(axes),)
+    elif np.iterable(axes):
+        axes = tuple(operator.index(ax) for ax in axes)
+        for ax in axes:
+            if ax < -ndim or ax > ndim - 1:
+                raise ValueError(f"specified axis: {ax} is out of range")
+        axes = tuple(ax % ndim if ax < 0 else ax for ax in axes)
+    else:
+        raise ValueError("axes must be an integer, iterable of integers, or None")
+    if len(set(axes)) != len(axes):
+        raise ValueError("axes must be unique")
+    return axes
+
+
+AxisError = getattr(np, "exceptions", np).AxisError
+
+
+def normalize_axis(axis, ndim):
+    """``axis`` as a non-negative index (NumPy's ``AxisError`` out of range, as SciPy)."""
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(axis, ndim)
+    return axis % ndim
+
+
+def normalize_origin(value):
+    """An origin as an int; a fractional one is invalid (``ValueError``, as SciPy)."""
+    if isinstance(value, (float, np.floating)):
+        if not float(value).is_integer():
+            raise ValueError(f"Invalid origin; origin must be an integer, got origin={value}")
+        return int(value)
+    return operator.index(value)
+
+
+def check_origin(origin, size, what):
+    if invalid_origin(origin, size):
+        raise ValueError(
+            f"Invalid origin; origin must satisfy -({what} // 2) <= origin <= ({what}-1) // 2; "
+            f"got origin={origin} for a kernel of size {size}")
+
+
+def check_complex_cval(cval, input):
+    """A complex computation of a real input takes no complex ``cval`` (SciPy: ValueError)."""
+    if input.dtype.kind != "c" and np.iscomplexobj(cval):
+        raise ValueError("Cannot provide a complex-valued cval when the input is real.")
+
+
+def check_cval(cval, input):
+    if isinstance(cval, (str, bytes)) or np.ndim(cval) != 0:
+        raise TypeError(f"cval must be a real number, got {cval!r}")
+    if input.dtype.kind != "c" and np.iscomplexobj(cval):
+        raise TypeError(f"cval must be a real number for a real input, got {cval!r}")
+
+
+# ------------------------------------------------------------------ one pass
+def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
+    """The dtype a pass computes in.
+
+    Integer or bool input with integer-valued weights (and an integer ``cval`` where it
+    is used) is exact: float32 for 8/16-bit data into an integer output while every sum
+    stays below 2**24, int64 otherwise.  float32/complex64 when the input and the output
+    are both single (or half) precision; float64/complex128 otherwise, as SciPy (which
+    always accumulates in double).
+    """
+    in_dtype, out_dtype = np.dtype(in_dtype), np.dtype(out_dtype)
+    cplx = in_dtype.kind == "c" or weights.dtype.kind == "c"
+    if (not cplx and in_dtype.kind in "biu" and integral(weights, xp)
+            and (mode != "constant" or integral_scalar(cval))):
+        if out_dtype.kind in "biu" and in_dtype.itemsize <= 2:
+            # 8/16-bit data: float32 holds every partial sum exactly while
+            # max|x| * sum|w| < 2**24, and then a uniform filter's one division is
+            # within 2**-24 * max|x| < 1 / size of the true quotient: the same
+            # truncated integers as int64, at half the memory traffic
+            info = np.iinfo(in_dtype) if in_dtype.kind != "b" else np.iinfo(np.uint8)
+            m = max(-int(info.min), int(info.max), abs(int(np.real(cval))))
+            if m * float(xp.abs(weights.astype(np.float64)).sum()) < 2**24:
+                return np.dtype(np.float32)
+        return np.dtype(np.int64)
+    single = in_dtype in SINGLE and out_dtype in SINGLE
+    if cplx:
+        return np.dtype(np.complex64 if single else np.complex128)
+    return np.dtype(np.float32 if single else np.float64)
+
+
+def integral(w, xp):
+    if w.dtype.kind in "bu" or (w.dtype.kind == "i"):
+        return w.size == 0 or int(xp.abs(w.astype(np.float64)).max()) < EXACT_WEIGHT
+    if w.dtype.kind != "f" or w.size == 0:
+        return False
+    return bool(xp.all(xp.trunc(w) == w)) and float(xp.abs(w).max()) < EXACT_WEIGHT
+
+
+def integral_scalar(c):
+    c = complex(c)
+    return c.imag == 0 and np.isfinite(c.real) and c.real.is_integer() and abs(c.real) < 2**53
+
+
+def cval_for(cval, dtype):
+    if dtype.kind == "c":
+        return complex(cval)
+    if dtype.kind in "iu":
+        return int(np.real(cval))
+    return float(np.real(cval))
+
+
+def tap_sum(problem, operands, backend):
+    """The algorithm for a float result truncated to integers: ``direct`` (SciPy's
+    summation order on the CPU) when it can run, else the best other tap sum; never
+    the FFT, whose roundoff would turn an exact 3 into 2.9999... and then 2."""
+    prepared, ops = backend.prepare(problem, operands)
+    ranked = [n for n in ranked_for_data(choose(prepared, backend), prepared, ops,
+                                         backend=backend) if n != "fft"]
+    return "direct" if "direct" in ranked or not ranked else ranked[0]
+
+
+def store_output(y, output, xp):
+    """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero), written
+    into ``output`` when it is the caller's array."""
+    if output.dtype == np.bool_:
+        value = (xp.trunc(y) != 0) if y.dtype.kind == "f" else (y != 0)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            value = y.astype(output.dtype, copy=False)
+    if isinstance(output, Fresh):
+        return xp.ascontiguousarray(value)
+    output[...] = value
+    return output
+
+
+def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
+    """One pass: correlate ``input`` with the same-rank ``weights`` (already flipped or
+    conjugated as the caller needs) and store it into ``output``; ``divide`` scales the
+    sum afterwards (the uniform filter's exact sum, then one division, as SciPy)."""
+    if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
+        raise RuntimeError(f"array type not supported: a real filter writes no complex output "
+                           f"(output has dtype {output.dtype}), as in SciPy")
+    if output.dtype not in INPUT_KINDS:
+        raise RuntimeError(f"array type not supported: output has dtype {output.dtype}")
+    if input.size == 0:
+        return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
+    dtype = compute_dtype(input.dtype, weights, mode, cval, output.dtype, xp)
+    call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
+                       cval_for(cval, dtype) if mode == "constant" else 0, dtype)
+    operands = call.operands(input, weights, xp)
+    backend = backend_for(xp)
+    method = "auto"
+    if output.dtype.kind in "biu" and dtype.kind == "f":
+        method = tap_sum(call.problem, operands, backend)
+    y, _ = run(call.problem, operands, backend, method=method)
+    y = call.finish(y, xp)
+    if divide is not None:
+        y = y / divide
+    return store_output(y, output, xp)
+
+
+# ------------------------------------------------------------ N-D correlation

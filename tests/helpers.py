@@ -413,3 +413,15 @@ class FakeCupyArray:
     def __init__(self, shape=(4,), dtype=np.float64):
         self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
         self.flags = np.empty(0).flags          # writeable, like a fresh array's
+
+
+def require_cuda():
+    """``cupy`` when a CUDA device works here, else skip with the library's own reason
+    (the probe of ``cupyconv.dispatch.backends``, the one place a backend is resolved)."""
+    import pytest
+    from cupyconv.dispatch.backends import backend_reasons
+    why = backend_reasons()["cuda"]
+    if why is not None:
+        pytest.skip(f"no usable CUDA device: {why}")
+    import cupy
+    return cupy

@@ -106,6 +106,15 @@ def _csv(text: str) -> List[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _subset(text: str, known, key: str) -> Tuple[str, ...]:
+    """The comma-separated names of ``text``, each in ``known`` (order kept, no repeats)."""
+    names = _csv(text)
+    if not names or any(n not in known for n in names):
+        raise ValueError(f"CUPYCONV_PREBUILT_{key.upper()} must be a subset of "
+                         f"{sorted(known)}; got {text!r}")
+    return tuple(dict.fromkeys(names))
+
+
 def spec_from_settings(settings: Mapping[str, str]) -> Optional[PackSpec]:
     """The :class:`PackSpec` of :func:`settings_from_env`'s result; ``None`` when packing is off.
 
@@ -141,20 +150,9 @@ def spec_from_settings(settings: Mapping[str, str]) -> Optional[PackSpec]:
     else:
         newest = max(int(a[3:]) for a in archs)
         fields["ptx"] = (f"compute_{newest}",)
-    if "dtypes" in settings:
-        dts = _csv(settings["dtypes"])
-        bad = [d for d in dts if d not in registry.DTYPES]
-        if not dts or bad:
-            raise ValueError(f"CUPYCONV_PREBUILT_DTYPES must be a subset of "
-                             f"{sorted(registry.DTYPES)}; got {settings['dtypes']!r}")
-        fields["dtypes"] = tuple(dict.fromkeys(dts))
-    if "families" in settings:
-        fams = _csv(settings["families"])
-        bad = [f for f in fams if f not in registry.FAMILIES]
-        if not fams or bad:
-            raise ValueError(f"CUPYCONV_PREBUILT_FAMILIES must be a subset of "
-                             f"{sorted(registry.FAMILIES)}; got {settings['families']!r}")
-        fields["families"] = tuple(dict.fromkeys(fams))
+    for key, known in (("dtypes", registry.DTYPES), ("families", registry.FAMILIES)):
+        if key in settings:
+            fields[key] = _subset(settings[key], known, key)
     if "jobs" in settings:
         try:
             jobs = int(settings["jobs"])

@@ -14,6 +14,7 @@ import pytest
 
 import cupyconv
 from cupyconv.core import args
+from helpers import require_cuda
 
 cupy = pytest.importorskip("cupy")
 
@@ -118,11 +119,7 @@ def test_public_functions_wrap_foreign_arrays_on_the_cupy_path(call, make, cupy_
 
 
 def _gpu():
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except Exception as exc:  # noqa: BLE001 - no driver / no device
-        pytest.skip(f"no CUDA device: {exc}")
+    require_cuda()
 
 
 @pytest.mark.gpu

@@ -11,6 +11,7 @@ import pytest
 import scipy.signal
 
 import cupyconv
+from helpers import require_cuda
 
 da = pytest.importorskip("dask.array")
 cdask = pytest.importorskip("cupyconv.dask")
@@ -72,13 +73,7 @@ def test_local_cluster_end_to_end():
 
 
 def _cupy_or_skip():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("no device")
-    except Exception as exc:  # noqa: BLE001 - any CUDA failure means "no GPU here"
-        pytest.skip(f"no CUDA device: {exc}")
-    return cupy
+    return require_cuda()
 
 
 @pytest.mark.gpu

@@ -20,6 +20,7 @@ import pytest
 import cupyconv
 from cupyconv._compile import _nvrtc, cache, loader, packing, prebuilt
 from cupyconv._compile.compat import select_packaged
+from helpers import require_cuda
 from cupyconv._kernels import registry
 from toolchain_support import nvrtc_available
 
@@ -346,12 +347,7 @@ def test_setup_imports_the_packer_without_scipy():
 @pytest.mark.gpu
 def test_packaged_kernels_load_on_the_gpu(tmp_path, monkeypatch):
     """A pack for this GPU's arch loads through cupy.RawModule with origin "package"."""
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except Exception as exc:  # noqa: BLE001 - no driver / no device
-        pytest.skip(f"no CUDA device: {exc}")
+    require_cuda()
     arch = loader.device_arch()
     if int(arch[3:]) not in (_nvrtc.supported_archs() or ()):
         pytest.skip(f"this NVRTC cannot build {arch}")

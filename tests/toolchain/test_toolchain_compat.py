@@ -9,6 +9,7 @@ from toolchain_support import nvrtc_available
 
 from cupyconv._compile import compat, loader
 from cupyconv._compile.compat import ToolchainMismatch, known_archs, select_target
+from helpers import require_cuda
 
 ARCHS_12_9 = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121)
 ARCHS_12_6 = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90)
@@ -115,12 +116,7 @@ def test_device_target_glue_without_gpu(monkeypatch):
 @pytest.mark.gpu
 def test_load_cubin_and_ptx_on_gpu(tmp_path):
     """The loader's files load through cupy.RawModule(path=...), cubin and PTX alike."""
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except Exception as exc:  # noqa: BLE001 - no driver / no device
-        pytest.skip(f"no CUDA device: {exc}")
+    cupy = require_cuda()
     from cupyconv._compile import compile_group
     from cupyconv._kernels import registry
     import numpy as np

@@ -15,7 +15,10 @@
 // minimum of 2 or 3 blocks (caps 128 / 80) the implicit GEMM's 128x64 double
 // tile (~130-140 registers unbounded) or direct_conv<complex128> spills.  A
 // minimum of 1 compiles everything without spills, at more registers than
-// without launch bounds (ptxas fills the room it is given).
+// without launch bounds (ptxas fills the room it is given).  The exception is
+// CUPYCONV_LAUNCH_BOUNDS_MIN(2) on the implicit GEMM's tap-aligned 32-bit-index
+// tiles with a 4-byte accumulator, measured to fit 128 registers without spills with
+// NVRTC 12.9 and 13.0 (docs/kernels.md, section 3).
 //
 // Every kernel calls cc::require_block_shape() at entry: a launch whose block
 // is not (CUPYCONV_BLOCK_THREADS, 1, 1) traps on the device (__trap(); the
@@ -34,6 +37,10 @@
 #define CUPYCONV_DIRECT_TAP_BLOCK 8
 /// The launch bounds every kernel declares.
 #define CUPYCONV_LAUNCH_BOUNDS __launch_bounds__(CUPYCONV_BLOCK_THREADS, CUPYCONV_MIN_BLOCKS_PER_SM)
+/// The same block size with another minimum of resident blocks, for the tiles whose
+/// register budget was measured to fit it without spills (the implicit GEMM's
+/// tap-aligned tiles: 2, i.e. at most 128 registers at 256 threads).
+#define CUPYCONV_LAUNCH_BOUNDS_MIN(min_blocks) __launch_bounds__(CUPYCONV_BLOCK_THREADS, min_blocks)
 
 namespace cc {
 

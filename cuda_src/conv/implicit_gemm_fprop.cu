@@ -18,6 +18,12 @@
 // tap offset (R remaps through the padding mode) is recomputed only when the cursor
 // crosses to the next tap.  The B loader does the same for the weights.
 //
+// Tap-aligned variant (kTapAligned = 1, the host picks it when C/G % BK == 0): every
+// K-slice lies in one tap, so the K loop is two loops, taps outside (the boundary
+// remap of A and the weight-tap offset once per tap, out of line) and channel slices
+// inside; the inner (hot) loop has no remap, no cursor, no K bound check.  These
+// tiles are compiled for two resident CTAs per SM (__launch_bounds__ min 2).
+//
 // Math.  CUPYCONV_BLOCK_THREADS (256) threads laid out 16 x 16, each owning a
 // TM x TN = (BM/16) x (BN/16) register block of CONTIGUOUS rows tm*TM.. and columns
 // tn*TN..: per k the fragments are read with 16-byte vector loads (LDS.128).  The B
@@ -99,9 +105,9 @@ struct TapChannel {
 
 }  // namespace cc
 
-template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK>
-__global__ void CUPYCONV_LAUNCH_BOUNDS
-implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restrict__ w,
+template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kTapAligned>
+__global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((kTapAligned && sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
+implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __restrict__ x, const T* __restrict__ w,
                     T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
@@ -118,6 +124,7 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
   static_assert(BM % kThreadsM == 0 && BN % kThreadsN == 0, "Require BM, BN multiples of 16");
   static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | threads and (threads/BM) | BK");
   static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | threads and (threads/BK) | BN");
+  static_assert(kTapAligned == 0 || kTapAligned == 1, "kTapAligned is 0 or 1");
   static_assert(2 * BK * (BM + BN + kPadB) * sizeof(Acc) <= 48 * 1024,
                 "Tile exceeds 48 KiB of static shared memory");
 
@@ -209,7 +216,7 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
     for (int j = 0; j < kBPerThread; ++j) smem_b[buf][b_k][b_n + kBColsStep * j] = frag_b[j];
   };
 
-  // Main loop ---------------------------------------------------------------
+  // Math on one shared slice -------------------------------------------------
   const int tm = tid % kThreadsM;
   const int tn = tid / kThreadsM;
   Acc acc[TM][TN];
@@ -217,15 +224,7 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = cc::zero<Acc>();
-
-  const Index k_tiles = (Kr + BK - 1) / BK;
-  fetch(Index(0));
-  stash(0);
-  __syncthreads();
-  for (Index kt = 0; kt < k_tiles; ++kt) {
-    const int buf = static_cast<int>(kt & 1);
-    const bool has_next = kt + 1 < k_tiles;
-    if (has_next) fetch((kt + 1) * BK);  // global loads overlap the FMAs below
+  auto mma_slice = [&](int buf) {
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       Acc a[TM], b[TN];
@@ -236,8 +235,65 @@ implicit_gemm_fprop(const cc::ConvParams<R> p, const T* __restrict__ x, const T*
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = cc::fma(a[i], b[j], acc[i][j]);
     }
-    if (has_next) stash(buf ^ 1);
+  };
+
+  // Main loop ---------------------------------------------------------------
+  if constexpr (kTapAligned) {
+    cc::require(cpg % BK == 0, "tap-aligned implicit GEMM needs C/G % BK == 0");
+    const Index taps = static_cast<Index>(p.taps);
+    const Index a_step = static_cast<Index>(kARowsStep) * x_stride_c;
+    const Acc a_fill = a_valid ? cc::to_accum<Acc>(cval) : cc::zero<Acc>();
+    bool a_load = false;
+    auto set_tap = [&](Index tap) {       // once per tap: both offsets, out of line
+      if (a_valid) {
+        const cc::TapOffset<Index> t = cc::gather_tap_offset(p, a_base, a_x_n, tap);
+        a_off = t.off;
+        a_load = t.inside;
+      }
+      b_off = cc::weight_tap_offset(p, w_g, tap);
+    };
+    auto fetch_slice = [&](Index c0) {    // the slice's channels c0.. of the current tap
+      const Index a_addr = a_off + (c0 + a_k) * x_stride_c;
+#pragma unroll
+      for (int j = 0; j < kAPerThread; ++j) frag_a[j] = a_load ? cc::to_accum<Acc>(x[a_addr + j * a_step]) : a_fill;
+      const Index w_r = b_off + (c0 + b_k) * w_stride_c;
+#pragma unroll
+      for (int j = 0; j < kBPerThread; ++j) {
+        const Index col = block_n + b_n + kBColsStep * j;
+        frag_b[j] = col < Kg ? cc::to_accum<Acc>(w[w_r + col * w_stride_k]) : cc::zero<Acc>();
+      }
+    };
+    set_tap(0);
+    fetch_slice(0);
+    stash(0);
     __syncthreads();
+    int buf = 0;
+    Index c_first = BK;                   // slice (tap 0, c 0) is already staged
+    for (Index tap = 0; tap < taps; ++tap) {
+      if (tap > 0) set_tap(tap);
+      for (Index c0 = c_first; c0 < cpg; c0 += BK) {   // the hot loop
+        fetch_slice(c0);                  // global loads overlap the FMAs below
+        mma_slice(buf);
+        stash(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+      }
+      c_first = 0;
+    }
+    mma_slice(buf);                       // the last staged slice
+  } else {
+    const Index k_tiles = (Kr + BK - 1) / BK;
+    fetch(Index(0));
+    stash(0);
+    __syncthreads();
+    for (Index kt = 0; kt < k_tiles; ++kt) {
+      const int buf = static_cast<int>(kt & 1);
+      const bool has_next = kt + 1 < k_tiles;
+      if (has_next) fetch((kt + 1) * BK);  // global loads overlap the FMAs below
+      mma_slice(buf);
+      if (has_next) stash(buf ^ 1);
+      __syncthreads();
+    }
   }
 
   // Epilogue ----------------------------------------------------------------

@@ -100,6 +100,7 @@
 #define __noinline__ __attribute__((noinline))
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
+#define __grid_constant__
 // One block runs at a time on one OS thread, so function-level static
 // storage is per block.  Declare __shared__ variables without initializer,
 // as CUDA requires.  A plain __shared__ variable keeps its contents from one

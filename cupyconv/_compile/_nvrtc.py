@@ -5,7 +5,9 @@ compile goes through the C API here: create, add name expressions, compile,
 log, lowered names, ``nvrtcGetCUBINSize`` + ``nvrtcGetCUBIN`` (size checked)
 or, for a ``compute_XY`` arch, ``nvrtcGetPTXSize`` + ``nvrtcGetPTX``, destroy.
 :func:`supported_archs` asks NVRTC (``nvrtcGetSupportedArchs``, CUDA 11.2+)
-which ``sm_XY`` it can compile for.  The library is the one CuPy loads (located through
+which ``sm_XY`` it can compile for.  The library is the file named by the environment
+variable ``CUPYCONV_NVRTC`` when it is set (only that one: how the test suite compiles
+with NVRTC 13 next to CuPy's 12), else the one CuPy loads (located through
 ``/proc/self/maps`` after importing ``cupy.cuda.nvrtc``), else the
 ``nvidia-cuda-nvrtc`` wheels (CUDA 12 and 13 layouts), else the system loader.
 """
@@ -50,6 +52,9 @@ class NvrtcUnavailable(RuntimeError):
 
 
 def _candidates() -> List[str]:
+    chosen = os.environ.get("CUPYCONV_NVRTC")
+    if chosen:
+        return [chosen]
     found = []
     try:  # the copy CuPy uses, if CuPy is installed
         from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401

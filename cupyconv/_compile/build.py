@@ -145,6 +145,7 @@ def compile_group(source: str, name_expressions: Sequence[str], arch: str, *,
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
 _STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+_PROPS = re.compile(r"Function properties for (\S+)")
 
 
 def parse_ptxas_log(log: str) -> Dict[str, Dict[str, int]]:
@@ -156,6 +157,10 @@ def parse_ptxas_log(log: str) -> Dict[str, Dict[str, int]]:
         if m:
             current = out.setdefault(m.group(1), dict(registers=0, smem_bytes=0, stack_bytes=0,
                                                       spill_stores=0, spill_loads=0))
+            continue
+        m = _PROPS.search(line)
+        if m:       # a kernel's own properties, or a called function's (not counted)
+            current = out.get(m.group(1))
             continue
         if current is None:
             continue

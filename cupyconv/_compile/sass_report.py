@@ -229,7 +229,9 @@ NVRTC 12.x and fails when one of these regresses: every kernel has a hot loop; *
 spill bytes**; **no LDL/STL in any hot loop** (col2vol had them until its odometer was
 unrolled); the implicit GEMM's hot loop is its K-loop (BM*BN*BK/256 FFMA per thread);
 **LDS.128** where the design has 16-byte shared loads: the direct kernel's 2-D tiles (input
-windows) and the implicit GEMM (A/B fragments).  Global loads are scalar gathers in every
+windows) and the implicit GEMM (A/B fragments); and on the tiles the launchers prefer
+(32-bit indices) the implicit GEMM's hot-loop **math share >= 0.60** and the direct
+kernel's **math per shared load >= 4**, each with **>= 2 CTAs per SM** on sm_90.  Global loads are scalar gathers in every
 family today (no cp.async, no 16-byte channels-last path yet), so no global-width floor is
 pinned; vol2col and col2vol gather scalars by design.  The parser and the hot-loop finder
 are unit-tested on fixed SASS listings in the same file.

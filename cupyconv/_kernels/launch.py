@@ -300,12 +300,19 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     if 0 in problem.y_shape:
         return
     tiles = registry.gemm_tiles(problem.dtype)
+    cpg = problem.in_channels // problem.groups
     if tile is None:     # the largest tile the problem fills: many rows, enough channels
-        fits = [t for t in tiles if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-        tile = fits[0] if fits else tiles[-1]
-    if tuple(tile) not in tiles:
+        usable = [t for t in tiles if registry.gemm_tile_fits(t, cpg)]
+        fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
+        # else the smallest (most CTAs), tap-aligned first
+        tile = fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
+    tile = tuple(tile)
+    if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
-    bm, bn, _ = tile
+    if not registry.gemm_tile_fits(tile, cpg):
+        raise ValueError(f"tile {tile} is the tap-aligned variant, which needs in_channels/groups "
+                         f"({cpg}) to be a multiple of {tile[2]}")
+    bm, bn = tile[:2]
     xs, ws, ys = _strides(problem, x, "x"), _strides(problem, w, "w"), _strides(problem, y, "y")
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)

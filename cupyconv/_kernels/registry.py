@@ -7,7 +7,7 @@ launched.  A name expression spells out the whole specialisation::
 
     vol2col<float, 3, int>
     col2vol<cc::complex<double>, 5, long long>
-    implicit_gemm_fprop<float, float, 3, int, 128, 64, 8>     # T, Acc, R, Index, BM, BN, BK
+    implicit_gemm_fprop<float, float, 3, int, 128, 64, 8, 1>  # T, Acc, R, Index, BM, BN, BK, TAP_ALIGNED
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
 
 Instantiations are compiled in *groups* of one source file, one element
@@ -31,7 +31,7 @@ __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
-    "name_expression", "gemm_tiles", "direct_tiles", "instantiations", "group_instantiations",
+    "name_expression", "gemm_tiles", "gemm_tile_fits", "direct_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
 
@@ -140,7 +140,7 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("vol2col", "conv/vol2col.cu", "vol2col<{T}, {R}, {I}>", False, False),
         KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False),
         KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
-                     "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}>", True, True),
+                     "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
     )
@@ -185,18 +185,26 @@ def dtype_spec(dtype) -> DtypeSpec:
             f"the CUDA kernels support dtypes {sorted(DTYPES)}; got {dt.name}") from None
 
 
-def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int], ...]:
-    """CTA tiles (BM, BN, BK) compiled for the implicit GEMM, preferred first.
+def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
+    """CTA tiles (BM, BN, BK, TAP_ALIGNED) compiled for the implicit GEMM, preferred first.
 
-    float32 has a 128x128 tile (8x8 outputs per thread: twice the math per gathered
+    ``TAP_ALIGNED`` 1 is the variant for ``C/G % BK == 0`` (every K-slice in one
+    weight tap: the boundary remap leaves the hot loop), compiled for two resident
+    CTAs per SM; 0 is the general variant (any channel count).  float32 has a
+    128x128 aligned tile (8x8 outputs per thread: twice the math per gathered
     element of 128x64); float64 stops at 128x64, whose 8x4 float64 block already
-    fills the registers one thread may have at two resident CTAs.
+    fills the 128 registers a thread may have at two resident CTAs.
     """
     if np.dtype(dtype) == np.float32:
-        return ((128, 128, 8), (128, 64, 8), (64, 64, 8))
+        return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0))
     if np.dtype(dtype) == np.float64:
-        return ((128, 64, 8), (64, 64, 8))
-    return ((64, 64, 8),)
+        return ((128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0))
+    return ((64, 64, 8, 0),)
+
+
+def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
+    """Whether ``tile`` can run a problem with ``cpg`` input channels per group."""
+    return not tile[3] or cpg % tile[2] == 0
 
 
 def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
@@ -224,8 +232,8 @@ def name_expression(family: str, dtype, rank: int, index64: bool,
 
     Examples
     --------
-    >>> name_expression("implicit_gemm_fprop", "float32", 3, False, (64, 64, 8))
-    'implicit_gemm_fprop<float, float, 3, int, 64, 64, 8>'
+    >>> name_expression("implicit_gemm_fprop", "float32", 3, False, (64, 64, 8, 0))
+    'implicit_gemm_fprop<float, float, 3, int, 64, 64, 8, 0>'
     """
     fam = FAMILIES[family]
     spec = dtype_spec(dtype)

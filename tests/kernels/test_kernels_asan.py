@@ -45,6 +45,17 @@ _SCRIPT = textwrap.dedent("""
             run(load, p, x, w, y, bias=np.arange(12, dtype=dtype)[::2])
             ref = ref_conv(p, xl, wl, np.arange(12, dtype=dtype)[::2])
             assert np.array_equal(to_logical(y, layout), ref), run.__name__
+    # the tap-aligned implicit GEMM (C/G = 8): taps outer, channel slices inner
+    p = make_problem(n=2, c=16, k=6, g=2, s=(5, 4, 3), ks=(3, 2, 2), stride=(2, 1, 2),
+                     dilation=(1, 2, 1), padding=((4, 1), (0, 3), (1, 1)), mode="symmetric",
+                     layout="channels_last", dtype=np.float64, flip=True)
+    xl = small_ints(rng, (2, 16, 5, 4, 3), np.float64)
+    wl = small_ints(rng, (6, 8, 3, 2, 2), np.float64)
+    x = make_view(to_physical(xl, "channels_last"), "flipped")
+    w = make_view(to_physical(wl, "channels_last"), "strided")
+    y = to_physical(np.zeros((2, 6) + p.out_shape, np.float64), "channels_last")
+    launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=(64, 64, 8, 1))
+    assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), "tap-aligned"
     print("ASAN-KERNELS-OK")
 """)
 

@@ -34,13 +34,17 @@ VIEWS = ("contig", "flipped", "strided", "fortran")
 # ---------------------------------------------------------------------------
 
 @st.composite
-def geometries(draw, rank, *, max_groups=2, max_cpg=3, max_kpg=3, max_batch=2, modes=MODES):
-    """Bounded random convolution geometry with O >= 1 on every axis."""
+def geometries(draw, rank, *, max_groups=2, max_cpg=3, max_kpg=3, max_batch=2, modes=MODES,
+               cpg_step=1):
+    """Bounded random convolution geometry with O >= 1 on every axis.
+
+    Input channels per group are ``cpg_step * (1..max_cpg)``.
+    """
     geo = draw(spatial_geometry(rank, {1: 7, 2: 5, 3: 4}.get(rank, 3), modes))
     mode, s, ks, stride = geo["mode"], geo["s"], geo["ks"], geo["stride"]
     dil, pads = geo["dilation"], geo["padding"]
     g = draw(st.integers(1, max_groups))
-    return dict(n=draw(st.integers(1, max_batch)), c=g * draw(st.integers(1, max_cpg)),
+    return dict(n=draw(st.integers(1, max_batch)), c=g * cpg_step * draw(st.integers(1, max_cpg)),
                 k=g * draw(st.integers(1, max_kpg)), g=g, s=tuple(s), ks=tuple(ks),
                 stride=tuple(stride), dilation=tuple(dil), padding=tuple(pads), mode=mode,
                 cval=draw(st.integers(-2, 2)) if mode == "constant" else 0,  # else unused
@@ -168,27 +172,58 @@ GEMM_CASES = [(1, F64), (2, F64), (3, F64), (4, F64), (2, F32), (2, C128), (1, I
               (2, F16)]
 
 
-@pytest.mark.parametrize("rank,dtype", GEMM_CASES)
-@hypothesis_settings(10)
-@given(data=st.data())
-def test_implicit_gemm_matches_reference(rank, dtype, data):
-    geo = data.draw(geometries(rank))
-    problem = make_problem(dtype=dtype, **geo)
+def fitting_tiles(problem):
+    """The compiled implicit-GEMM tiles that can run ``problem``."""
+    cpg = problem.in_channels // problem.groups
+    return [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)]
+
+
+def check_gemm_drawn(problem, data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     check_forward("implicit_gemm_fprop", problem, emu_loader(), rng,
                   x_view=data.draw(st.sampled_from(VIEWS)), w_view=data.draw(st.sampled_from(VIEWS)),
                   bias=data.draw(st.booleans()), alpha=data.draw(st.sampled_from((1, 2))),
                   beta=data.draw(st.sampled_from((0, 1))),
-                  tile=data.draw(st.sampled_from(registry.gemm_tiles(dtype))))
+                  tile=data.draw(st.sampled_from(fitting_tiles(problem))))
+
+
+@pytest.mark.parametrize("rank,dtype", GEMM_CASES)
+@hypothesis_settings(10)
+@given(data=st.data())
+def test_implicit_gemm_matches_reference(rank, dtype, data):
+    problem = make_problem(dtype=dtype, **data.draw(geometries(rank)))
+    check_gemm_drawn(problem, data)
+
+
+@pytest.mark.parametrize("rank,dtype", [(1, F32), (2, F64), (3, F32), (4, F64)])
+@hypothesis_settings(6)
+@given(data=st.data())
+def test_implicit_gemm_tap_aligned_matches_reference(rank, dtype, data):
+    """C/G a multiple of BK: the tap-aligned tiles (taps outer, channel slices inner)."""
+    problem = make_problem(dtype=dtype, **data.draw(geometries(rank, max_cpg=2, cpg_step=8)))
+    tiles = [t for t in fitting_tiles(problem) if t[3]]
+    assert tiles, "every C/G multiple of 8 has a tap-aligned tile"
+    check_gemm_drawn(problem, data)
+
+
+def test_tap_aligned_tile_rejects_unaligned_channels():
+    problem = make_problem(n=1, c=12, k=4, g=1, s=(6, 6), ks=(3, 3), stride=(1, 1),
+                           dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=F32)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(0),
+                      tile=(128, 64, 8, 1))
 
 
 @pytest.mark.parametrize("tile", registry.gemm_tiles(F32))
 @pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
 def test_implicit_gemm_tile_non_multiples(tile, layout):
-    """M, K/G and gemm_k all off the tile grid (CUTLASS 'C < CTA::K and non-multiples')."""
-    problem = make_problem(n=1, c=5, k=67, g=1, s=(9, 18), ks=(3, 3), stride=(1, 1),
+    """M, K/G and gemm_k all off the tile grid (CUTLASS 'C < CTA::K and non-multiples');
+    the tap-aligned tiles with C/G = 16 over an odd number of taps instead."""
+    c = 16 if tile[3] else 5
+    problem = make_problem(n=1, c=c, k=67, g=1, s=(9, 18), ks=(3, 3), stride=(1, 1),
                            dilation=(1, 1), padding=((1, 0), (0, 1)), layout=layout, dtype=F32)
-    assert problem.gemm_m % tile[0] and problem.gemm_n % tile[1] and problem.gemm_k % tile[2]
+    assert problem.gemm_m % tile[0] and problem.gemm_n % tile[1]
+    assert bool(problem.gemm_k % tile[2]) != bool(tile[3])
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(0),
                   x_view="strided", tile=tile)
 
@@ -293,11 +328,13 @@ def test_forced_int64_indexing(family):
                       bias=True, beta=1, index64=True)
 
 
-@pytest.mark.parametrize("family", ["vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv"])
+@pytest.mark.parametrize("family", ["vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv",
+                                    "implicit_gemm_fprop tap-aligned"])
 def test_reverse_schedule_matches_normal(family):
     """Threads/blocks scheduled in reverse order give bitwise-identical results."""
-    problem = make_problem(n=2, c=3, k=5, g=1, s=(7, 9), ks=(3, 2), stride=(2, 1), dilation=(1, 2),
-                           padding=((3, 1), (2, 2)), mode="wrap", dtype=F32, flip=True)
+    aligned = family.endswith("tap-aligned")
+    problem = make_problem(n=2, c=16 if aligned else 3, k=5, g=1, s=(7, 9), ks=(3, 2), stride=(2, 1),
+                           dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap", dtype=F32, flip=True)
     outs = []
     for mode in ("normal", "reverse"):
         rng = np.random.default_rng(11)
@@ -305,6 +342,9 @@ def test_reverse_schedule_matches_normal(family):
             outs.append(check_vol2col(problem, emu_loader(mode), rng))
         elif family == "col2vol":
             outs.append(check_col2vol(problem, emu_loader(mode), rng, beta=1))
+        elif aligned:
+            outs.append(check_forward("implicit_gemm_fprop", problem, emu_loader(mode), rng,
+                                      bias=True, tile=(64, 64, 8, 1)))
         else:
             outs.append(check_forward(family, problem, emu_loader(mode), rng, bias=True))
     np.testing.assert_array_equal(outs[0], outs[1])

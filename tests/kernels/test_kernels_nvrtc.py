@@ -134,12 +134,15 @@ ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_90'
 ptxas info    : Function properties for _Z3fooPf
 ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
 ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem
+ptxas info    : Function properties for _Z6calleev
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Compiling entry function '_Z3barv' for 'sm_90'
 ptxas info    : Function properties for _Z3barv
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 12 registers, used 0 barriers
 """
     got = parse_ptxas_log(log)
+    assert sorted(got) == ["_Z3barv", "_Z3fooPf"]   # a called function's lines are not the kernel's
     assert got["_Z3fooPf"] == dict(registers=40, smem_bytes=8192, stack_bytes=16,
                                    spill_stores=8, spill_loads=4)
     assert got["_Z3barv"]["registers"] == 12 and got["_Z3barv"]["smem_bytes"] == 0
@@ -160,19 +163,28 @@ def test_cli_main_and_report(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("family", sorted(registry.FAMILIES))
 def test_kernels_take_launch_bounds_from_the_launch_config(family, tmp_path):
     """Every entry carries .maxntid CUPYCONV_BLOCK_THREADS (== registry.THREADS), the
-    minimum of 1 resident block, and the blockDim check's trap
+    minimum of resident blocks (1; 2 for the implicit GEMM's 32-bit-index tap-aligned
+    tiles with a 4-byte accumulator, CUPYCONV_LAUNCH_BOUNDS_MIN), and the blockDim check's trap
     (cuda_src/common/launch_config.cuh)."""
     import re
     from cupyconv._compile import compile_group
     source = registry.FAMILIES[family].source
-    names = [i.name for i in registry.group_instantiations(source, np.float32, 2)
-             if i.family == family]
-    path, meta, _, _ = compile_group(source, names, "compute_90", root=tmp_path)
-    ptx = path.read_text()
-    entries = re.split(r"\.entry\s+", ptx)[1:]
-    assert len(entries) == len(names) == len(meta["lowered"])
-    for body in entries:
-        symbol = body.split("(", 1)[0]
-        assert re.search(rf"\.maxntid\s+{registry.THREADS},\s*1,\s*1\b", body), symbol
-        assert re.search(r"\.minnctapersm\s+1\b", body), symbol
-        assert re.search(r"\btrap;", body), symbol
+    for dtype in (np.float32, np.float64):
+        insts = [i for i in registry.group_instantiations(source, dtype, 2) if i.family == family]
+        path, meta, _, _ = compile_group(source, [i.name for i in insts], "compute_90", root=tmp_path)
+        entries = {body.split("(", 1)[0].strip(): body
+                   for body in re.split(r"\.entry\s+", path.read_text())[1:]}
+        assert len(entries) == len(insts) == len(meta["lowered"])
+        for inst in insts:
+            _check_launch_bounds(family, inst, entries[meta["lowered"][inst.name]])
+
+
+def _check_launch_bounds(family, inst, body):
+    import re
+    symbol = inst.name
+    small_acc = registry.dtype_spec(inst.dtype).accum_itemsize == 4
+    min_blocks = 2 if (family == "implicit_gemm_fprop" and inst.tile[3] and not inst.index64
+                       and small_acc) else 1
+    assert re.search(rf"\.maxntid\s+{registry.THREADS},\s*1,\s*1\b", body), symbol
+    assert re.search(rf"\.minnctapersm\s+{min_blocks}\b", body), symbol
+    assert re.search(r"\btrap;", body), symbol

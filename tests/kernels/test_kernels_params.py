@@ -70,8 +70,8 @@ def test_logical_strides_rejects_misaligned_views():
 
 
 def test_registry_names_and_lookup():
-    name = registry.name_expression("implicit_gemm_fprop", np.float32, 3, False, (64, 64, 8))
-    assert name == "implicit_gemm_fprop<float, float, 3, int, 64, 64, 8>"
+    name = registry.name_expression("implicit_gemm_fprop", np.float32, 3, False, (64, 64, 8, 0))
+    assert name == "implicit_gemm_fprop<float, float, 3, int, 64, 64, 8, 0>"
     assert registry.name_expression("col2vol", np.complex128, 5, True) == \
         "col2vol<cc::complex<double>, 5, long long>"
     inst = registry.lookup(name)

@@ -270,10 +270,23 @@ def test_math_in_compute_hot_loops(rank3_float32_sm90):
     K-loop holds BM*BN*BK / threads FFMA per thread."""
     for r in rank3_float32_sm90.values():
         if r.family == "implicit_gemm_fprop":
-            bm, bn, bk = r.tile
+            bm, bn, bk = r.tile[:3]
             assert r.loop.math == bm * bn * bk // registry.THREADS, r.name
         elif r.family == "direct_conv":
             assert r.loop.math > 0, r.name
+
+
+def test_main_tiles_meet_the_speed_floors(rank3_float32_sm90):
+    """Issue 11's acceptance, on the tiles the launchers prefer (32-bit indices): the
+    implicit GEMM's hot-loop math share >= 0.60 and the direct kernel's math per shared
+    load >= 4, each with >= 2 resident CTAs per SM on sm_90."""
+    gemm = registry.name_expression("implicit_gemm_fprop", "float32", 3, False,
+                                    registry.gemm_tiles("float32")[0])
+    direct = registry.name_expression("direct_conv", "float32", 3, False, registry.direct_tiles(3)[0])
+    g, d = rank3_float32_sm90[gemm], rank3_float32_sm90[direct]
+    assert g.loop.math / g.loop.instructions >= 0.60, g
+    assert d.loop.math / d.loop.shared_loads >= 4, d
+    assert g.ctas["sm_90"] >= 2 and d.ctas["sm_90"] >= 2, (g.ctas, d.ctas)
 
 
 def test_vector_loads_where_designed(rank3_float32_sm90):
@@ -288,7 +301,7 @@ def test_vector_loads_where_designed(rank3_float32_sm90):
 
 def test_resource_tables_from_build_reports():
     from cupyconv._compile.build import KernelReport
-    gemm = registry.name_expression("implicit_gemm_fprop", "float32", 3, False, (128, 64, 8))
+    gemm = registry.name_expression("implicit_gemm_fprop", "float32", 3, False, (128, 64, 8, 0))
     direct = registry.name_expression("direct_conv", "float32", 3, False, registry.direct_tiles(3)[0])
     other = registry.name_expression("direct_conv", "float32", 2, False, registry.direct_tiles(2)[0])
     reports = [KernelReport("implicit_gemm_fprop", gemm, "sm_80", 100, 12288, 0, 0, 0, True, 0.0),

@@ -114,5 +114,6 @@
 #include "emu_runtime.cuh"
 #include "emu_sync.cuh"
 #include "emu_memory.cuh"
+#include "emu_mma.cuh"
 
 #endif  // CUPYCONV_EMU_CUDA_EMU_CUH

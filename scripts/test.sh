@@ -24,6 +24,15 @@ PY=${PYTHON:-python3}
 echo "== pip install -e .[test]"
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
 
+# NVRTC 13 next to CuPy's 12, in its own folder (installed into the environment it
+# would become the NVRTC that CuPy and cupyconv load): tests/toolchain/test_nvrtc13.py
+# compiles every kernel family with it through CUPYCONV_NVRTC.
+if ! ls .nvrtc13/nvidia/cu13/lib/libnvrtc.so.13* >/dev/null 2>&1; then
+    echo "== pip install --target .nvrtc13 nvidia-cuda-nvrtc 13.x"
+    "$PY" -m pip install -q --disable-pip-version-check --no-deps --target .nvrtc13 \
+        "nvidia-cuda-nvrtc>=13,<14"
+fi
+
 echo "== import layers (import-linter contracts in pyproject.toml)"
 lint-imports
 

@@ -10,6 +10,7 @@ from ._compile import clear_module_cache
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
+from .backends.cuda.separable import pass_problems
 from .backends.numpy import separable
 from .core.ndimage_map import filter_call
 from .core.signal_map import signal_call
@@ -25,6 +26,7 @@ def clear_caches():
     signal_call.cache_clear()
     filter_call.cache_clear()
     separable.clear_cache()
+    pass_problems.cache_clear()
     clear_module_caches()
     clear_module_cache()
     efficiencies.cache_clear()

@@ -4,7 +4,8 @@ interface.
 
 The runner (:mod:`.runners`) is what differs: CuPy arrays and NVRTC cubins,
 or NumPy arrays and the same ``.cu`` kernels built with g++.  Forward
-algorithms are in :mod:`.algorithms`, the gradients' column-buffer GEMMs in
+algorithms are in :mod:`.algorithms` (``separable``'s 1-D passes in
+:mod:`.separable`), the gradients' column-buffer GEMMs in
 :mod:`.gradients`, FFT is the array-module-generic
 :mod:`cupyconv.backends.fft_conv` (cuFFT through ``cupyx.scipy.fft``).
 """
@@ -17,7 +18,8 @@ from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT
 from .. import fft_conv
 from ...core.args import LONG_DOUBLE
 from ..base import Backend, OutOfMemoryError
-from . import algorithms, cost, gradients
+from ..separable_factors import NotSeparable
+from . import algorithms, cost, gradients, separable
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
 __all__ = ["CudaBackend", "FREE_MEMORY_FRACTION", "CupyRunner", "EmulatedRunner",
@@ -51,6 +53,15 @@ class CudaBackend(Backend):
             return False, _LONG_DOUBLE_WHY.format(dtype=problem.dtype)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
+    def data_ok(self, problem, algorithm, operands):
+        if algorithm != "separable":
+            return True, ""
+        try:
+            separable.pass_plan(problem, operands.filter)
+        except NotSeparable as exc:
+            return False, str(exc)
+        return True, ""
+
     def min_workspace_bytes(self, problem, algorithm):
         if algorithm == "gemm":
             return problem.column_bytes(1)
@@ -62,6 +73,8 @@ class CudaBackend(Backend):
             return problem.column_bytes(max(nb, 1))
         if algorithm == "fft":
             return fft_conv.workspace_bytes(problem)
+        if algorithm == "separable":
+            return separable.workspace_bytes(problem)
         return 0
 
     def predict_times(self, problem, names):

@@ -4,7 +4,8 @@ Each takes a channels-first forward :class:`~cupyconv.core.ConvProblem`,
 the logical views ``x`` ``(N, C, *S)`` and ``w`` ``(K, C/G, *KS)`` (any
 strides: the kernels index them as they are), a runner and a workspace
 limit, and returns ``y`` ``(N, K, *O)``.  (``fft`` is the shared
-:mod:`cupyconv.backends.fft_conv`; the gradients are in :mod:`.gradients`.)  The same code drives CuPy arrays
+:mod:`cupyconv.backends.fft_conv`; ``separable`` is :mod:`.separable`, one direct-kernel
+pass per axis; the gradients are in :mod:`.gradients`.)  The same code drives CuPy arrays
 (``CupyRunner``) and NumPy arrays through the CPU emulation layer
 (``EmulatedRunner``).
 """
@@ -14,6 +15,7 @@ import math
 
 from ..._kernels import launch
 from ..base import OutOfMemoryError
+from . import separable
 
 __all__ = ["can_implement", "gemm_batch_chunk", "run"]
 
@@ -36,6 +38,8 @@ def can_implement(problem, algorithm, device):
         return launch.can_implement_vol2col(problem)
     if algorithm == "fft":
         return _fft_ok(problem)
+    if algorithm == "separable":
+        return separable.can_implement(problem, device.smem_per_block)
     raise ValueError(f"unknown algorithm {algorithm!r}")
 
 
@@ -88,7 +92,8 @@ def _gemm(problem, x, w, runner, workspace_limit):
     return y.reshape((problem.batch, problem.out_channels) + problem.out_shape)
 
 
-_IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm}
+_IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm,
+          "separable": separable.run}
 
 
 def run(problem, x, w, algorithm, runner, workspace_limit=None):

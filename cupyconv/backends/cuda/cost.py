@@ -5,6 +5,9 @@ the device's peak) and its memory traffic (bytes over the device's DRAM
 bandwidth); the larger of the two plus launch latency is the prediction.
 The efficiency fractions are the model's only tuned numbers; device numbers
 (SMs, clocks, bandwidth, FP64 ratio) come from :class:`DeviceInfo`.
+``separable`` is the sum of the ``direct`` predictions of its 1-D passes (each a
+direct-kernel launch on a depthwise problem, :func:`.separable.pass_problems`), so
+it shares ``direct``'s efficiency.
 
 Measured efficiencies replace the defaults when a JSON file for the device
 exists: ``benchmarks/reference_cases.py`` (run by ``scripts/device_check.sh``)
@@ -22,6 +25,7 @@ import warnings
 
 from ..._paths import cache_root
 from .. import fft_conv
+from . import separable
 
 __all__ = ["predict_times", "EFFICIENCY", "efficiency_path", "efficiencies"]
 
@@ -71,6 +75,11 @@ def efficiencies(device_name):
 LAUNCH_S = 8e-6
 
 
+def _stencil(problem, peak, bw, eff):
+    """One tap-sum kernel launch: the larger of arithmetic and compulsory traffic."""
+    return max(problem.flops / (peak * eff), problem.bytes_moved / bw) + LAUNCH_S
+
+
 def predict_times(problem, device, candidates):
     """``{algorithm: seconds}`` for each candidate on ``device``."""
     peak = device.peak_flops(problem.dtype)
@@ -86,7 +95,11 @@ def predict_times(problem, device, candidates):
             # Tiny channel counts leave the GEMM tiles mostly empty.
             if name == "implicit_gemm":
                 eff *= min(1.0, problem.gemm_n / 64) ** 0.5 * min(1.0, problem.gemm_k / 32) ** 0.5
-            t = max(flops / (peak * eff), base_bytes / bw) + LAUNCH_S
+            t = _stencil(problem, peak, bw, eff)
+        elif name == "separable":
+            # one direct launch per pass: its taps, its input read and its output written
+            t = sum(_stencil(p, peak, bw, eff_of["direct"])
+                    for _, p in separable.pass_problems(problem))
         elif name == "gemm":
             cols = problem.column_bytes()
             tiny = min(1.0, problem.gemm_n / 16)

@@ -1,0 +1,190 @@
+"""The ``separable`` algorithm on the CUDA path: one 1-D pass per axis, each a launch of
+the direct (stencil) kernel.
+
+A kernel that is an outer product of 1-D factors (:mod:`..separable_factors`, shared
+with the NumPy backend) runs as a sequence of depthwise problems, one per kernel axis:
+the pass along axis ``a`` is the :class:`~cupyconv.core.ConvProblem` with ``groups =
+in = out channels = G``, kernel extent ``K_a`` on axis ``a`` and 1 elsewhere, the
+problem's stride, dilation and padding on axis ``a`` only, the problem's boundary mode
+and ``flip=False`` (the factors are already oriented).  The direct kernel handles any
+rank, stride, dilation and all five boundary modes, so no kernel is compiled for this
+algorithm, and none per weights shape: the kernels are built ahead of time per dtype and
+rank.
+
+- **Boundary.** Each pass pads its own axis: the reflecting, periodic and edge modes
+  commute with a filter along another axis, and a constant ``cval`` becomes ``cval``
+  times the product of the sums of the factors already applied (a constant line filters
+  to ``cval * sum``), exactly as :func:`cupyconv.backends.numpy.separable.run`.
+- **Trivial axes.** An axis with one tap, stride 1 and no padding scales by one number:
+  it runs no pass, its scalar is folded into the last pass (after every padding, so the
+  ``cval`` scaling never sees it).
+- **Memory.** The intermediate results live in two ping-pong buffers (one workspace
+  allocation); the last pass writes the result.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..._kernels import launch
+from ...core.problem import ConvProblem
+from ..arrays import zeros_result
+from ..base import OutOfMemoryError
+from ..separable_factors import NOT_APPLICABLE, NotSeparable, applies, kernel_factors
+
+__all__ = ["can_implement", "pass_problems", "pass_plan", "workspace_bytes", "run"]
+
+
+def _trivial(problem, axis):
+    """True when the pass along ``axis`` is a scaling (one tap, stride 1, no padding)."""
+    return (problem.kernel_shape[axis] == 1 and problem.stride[axis] == 1
+            and problem.padding[axis] == (0, 0))
+
+
+@functools.lru_cache(maxsize=256)
+def pass_problems(problem):
+    """``((axis, pass problem), ...)``: the depthwise 1-D problems the passes launch.
+
+    Data-free (the ``cval`` of each pass is the problem's; :func:`pass_plan` scales it).
+    ``problem`` must be one :func:`~..separable_factors.applies` accepts.
+    """
+    r, g = problem.ndim, problem.groups
+    shape = list(problem.in_shape)
+    out = []
+    for axis in range(r):
+        if _trivial(problem, axis):
+            continue
+        one = [1] * r
+        ks, stride, dilation = list(one), list(one), list(one)
+        pads = [(0, 0)] * r
+        ks[axis], stride[axis] = problem.kernel_shape[axis], problem.stride[axis]
+        dilation[axis], pads[axis] = problem.dilation[axis], problem.padding[axis]
+        p = ConvProblem.create(
+            x_shape=(problem.batch, g) + tuple(shape), w_shape=(g, 1) + tuple(ks),
+            stride=tuple(stride), padding=tuple(pads), dilation=tuple(dilation), groups=g,
+            padding_mode=problem.padding_mode, cval=problem.cval, layout="channels_first",
+            dtype=problem.dtype, flip=False)
+        out.append((axis, p))
+        shape[axis] = problem.out_shape[axis]
+    return tuple(out)
+
+
+def can_implement(problem, smem_limit):
+    """``(ok, reason)``: :func:`applies`, and the direct kernel runs every pass."""
+    if not applies(problem):
+        return False, NOT_APPLICABLE
+    for axis, p in pass_problems(problem):
+        ok, why = launch.can_implement_direct(p, smem_limit)
+        if not ok:
+            return False, f"the direct kernel cannot run the 1-D pass along axis {axis}: {why}"
+    return True, ""
+
+
+def _buffer_elements(problem):
+    """Elements of the two ping-pong buffers: the largest intermediate each one holds."""
+    sizes = [0, 0]
+    passes = pass_problems(problem)
+    for i, (_, p) in enumerate(passes[:-1]):                 # the last pass writes y
+        sizes[i % 2] = max(sizes[i % 2], p.batch * p.out_channels * math.prod(p.out_shape))
+    return sizes
+
+
+def workspace_bytes(problem):
+    """Bytes of the pass buffers (the intermediate results)."""
+    return sum(_buffer_elements(problem)) * problem.dtype.itemsize
+
+
+def _host(w):
+    """The weights as a NumPy array (a CuPy array is copied off the device; it is small)."""
+    return w.get() if hasattr(w, "get") else np.asarray(w)
+
+
+def _wrap_int64(v):
+    return (int(v) + 2**63) % 2**64 - 2**63
+
+
+def _scaled_cval(problem, scale):
+    """``cval * scale`` as the kernels take it (a double pair; integers wrap as int64)."""
+    if problem.dtype.kind in "biu":
+        v = _wrap_int64(int(np.real(problem.cval)) * scale)
+        if int(float(v)) != v:
+            raise NotSeparable(
+                f"method='separable' cannot run this problem: the filtered padding value "
+                f"cval * (product of factor sums) = {v} is not exactly representable as "
+                "the kernels' float64 fill value; use method='auto'")
+        return v
+    if problem.dtype.kind == "c":
+        return complex(problem.cval) * complex(scale)
+    return float(np.real(problem.cval)) * float(np.real(scale))
+
+
+def pass_plan(problem, w):
+    """``[(axis, pass problem, taps (G, K_a)), ...]`` for the weights ``w`` ``(G, 1, *KS)``.
+
+    The taps are in the problem dtype, the scalars of the trivial axes folded into the
+    last pass; each pass problem carries its scaled ``cval``.
+
+    Raises
+    ------
+    NotSeparable
+        When a kernel is not an outer product (naming the reconstruction error), the
+        groups' factor sums differ under a nonzero ``cval``, or a scaled integer ``cval``
+        is not exactly representable.
+    """
+    per_group = kernel_factors(problem, _host(w))
+    g, dtype = problem.groups, problem.dtype
+    passes = pass_problems(problem)
+    wide = np.complex128 if dtype.kind == "c" else (np.int64 if dtype.kind in "biu"
+                                                     else np.float64)
+    folded = np.ones(g, dtype=wide)
+    for axis in range(problem.ndim):
+        if _trivial(problem, axis):      # array products: integers wrap silently, as the taps
+            folded = folded * np.array([per_group[i][axis][0] for i in range(g)], dtype=wide)
+    constant = problem.padding_mode == "constant" and problem.cval != 0
+    scale = 1
+    plan = []
+    for j, (axis, p) in enumerate(passes):
+        taps = np.stack([np.asarray(per_group[i][axis], dtype=wide) for i in range(g)])
+        if j == len(passes) - 1:
+            taps = taps * folded[:, None]
+        taps = taps.astype(dtype)
+        if constant:
+            p = p.with_(cval=_scaled_cval(problem, scale))
+            # a constant line filters to cval * sum (the groups' sums agree: kernel_factors)
+            s = taps[0].astype(wide).sum()
+            scale = scale * (int(s) if dtype.kind in "biu" else complex(s))
+        plan.append((axis, p, taps))
+    return plan
+
+
+def run(problem, x, w, runner, workspace_limit=None):
+    """``y`` ``(N, G, *O)`` of an :func:`applies` problem by one direct-kernel launch per
+    non-trivial axis; out-of-memory for the buffers is :class:`OutOfMemoryError`."""
+    xp = runner.xp
+    if problem.is_empty:
+        return zeros_result(problem, xp)
+    plan = pass_plan(problem, w)
+    sizes = _buffer_elements(problem)
+    need = sum(sizes) * problem.dtype.itemsize
+    if workspace_limit is not None and need > workspace_limit:
+        raise OutOfMemoryError(f"separable needs {need} bytes of pass buffers; "
+                               f"workspace_limit is {workspace_limit}")
+    buffers = runner.workspace((sum(sizes),), problem.dtype)
+    bases = (0, sizes[0])
+    y = xp.empty((problem.batch, problem.out_channels) + problem.out_shape, dtype=problem.dtype)
+    a = x
+    r = problem.ndim
+    for j, (axis, p, taps) in enumerate(plan):
+        shape = (p.batch, p.out_channels) + p.out_shape
+        if j == len(plan) - 1:
+            out = y
+        else:
+            base = bases[j % 2]
+            out = buffers[base:base + math.prod(shape)].reshape(shape)
+        wshape = (p.groups, 1) + (1,) * axis + (taps.shape[1],) + (1,) * (r - axis - 1)
+        launch.run_direct(runner.loader, p, a, xp.asarray(taps.reshape(wshape)), out,
+                          smem_limit=runner.device.smem_per_block)
+        a = out
+    return y

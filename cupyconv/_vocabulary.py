@@ -86,9 +86,12 @@ ALGORITHMS = {a.name: a for a in (
               "vol2col column buffer + BLAS/cuBLAS GEMM, chunked to the workspace limit"),
     Algorithm("fft", _ALL, frozenset(OPS),
               "convolution theorem (pocketfft / cuFFT), zero constant padding on the GPU"),
-    Algorithm("separable", frozenset(("numpy",)), frozenset((FORWARD,)),
+    Algorithm("separable", _ALL, frozenset((FORWARD,)),
               "one 1-D pass per axis for a kernel that is an outer product of 1-D factors "
-              "(single channel or depthwise; NumPy backend)"),
+              "(single channel or depthwise; NumPy passes / the direct kernel per axis)"),
+    Algorithm("winograd", frozenset(("numpy",)), frozenset((FORWARD,)),
+              "Winograd minimal filtering F(m, r) per axis (exact Toom-Cook transforms, "
+              "polyphase for stride/dilation), tiles within an error gate; NumPy backend"),
 )}
 
 #: Every ``method=`` value.

@@ -10,7 +10,14 @@ workspace_limit : int or None
     Default cap, in bytes, on the extra memory an algorithm may allocate
     (the ``gemm`` column buffer, FFT spectra).  ``None`` means no cap on
     the CPU and "what the device has free" on the GPU.
+winograd_max_error_growth : float or None
+    The largest error growth (an RMS model relative to direct summation's,
+    :func:`cupyconv.core.winograd.error_growth`, multiplied over the axes) a
+    ``winograd`` tile may have.  ``None``: 10 for float32/float64/complex, 2 for
+    float16.  ``0`` turns ``winograd`` off (``auto`` never considers it and an
+    explicit ``method="winograd"`` is refused with this reason).
 """
 
 autotune = False
 workspace_limit = None
+winograd_max_error_growth = None

@@ -15,8 +15,9 @@ __all__ = ["conv", "prepare_conv", "conv_problem"]
 
 def memoized(fn):
     """``functools.lru_cache`` that computes without caching for unhashable arguments
-    (geometry given as lists)."""
-    cached = functools.lru_cache(maxsize=1024)(fn)
+    (geometry given as lists).  Typed: ``groups=2.0`` must not hit the entry of
+    ``groups=2`` and skip the validation that rejects it."""
+    cached = functools.lru_cache(maxsize=1024, typed=True)(fn)
 
     @functools.wraps(fn)
     def wrapper(*a, **kw):
@@ -96,9 +97,11 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         Fill value of ``padding_mode='constant'`` (a nonzero `cval` with
         another mode is a ``ValueError``: it would be ignored).
     layout : {'channels_first', 'channels_last'}, optional
-    method : {'auto', 'direct', 'gemm', 'implicit_gemm', 'fft', 'separable'}, optional
-        ``separable`` (CPU; single channel or depthwise) needs kernels that are outer
-        products of 1-D factors (``auto`` checks the data before choosing it).
+    method : {'auto', 'direct', 'gemm', 'implicit_gemm', 'fft', 'separable', 'winograd'}, optional
+        ``separable`` (single channel or depthwise) needs kernels that are outer
+        products of 1-D factors (``auto`` checks the data before choosing it);
+        ``winograd`` (CPU, float data) runs Winograd tiles within an error gate
+        (docs/winograd.md).
     out : ndarray, optional
         Array of the output's shape to write into.
     workspace_limit : int, optional

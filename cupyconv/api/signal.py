@@ -82,10 +82,12 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None):
         least as large as the other in every convolved dimension (the
         inputs are swapped when `in2` is the larger, as in scipy).
         ``same``: the size of `in1`, centred on the ``full`` output.
-    method : {'auto', 'direct', 'fft', 'gemm', 'implicit_gemm', 'separable'}, optional
+    method : {'auto', 'direct', 'fft', 'gemm', 'implicit_gemm', 'separable', 'winograd'}, optional
         Algorithm.  ``auto`` chooses by a cost model (any rank); see
-        :func:`choose_algorithm`.  ``separable`` (CPU) runs one 1-D pass per
-        axis and needs a kernel that is an outer product of 1-D factors.
+        :func:`choose_algorithm`.  ``separable`` runs one 1-D pass per axis and
+        needs a kernel that is an outer product of 1-D factors; ``winograd`` (CPU,
+        float data, kernels up to 7 taps per axis) runs Winograd tiles within an
+        error gate (docs/winograd.md).
     axes : int or sequence of int, optional
         Convolve only along these axes (as :func:`scipy.signal.fftconvolve`);
         the other axes must match or be 1 and are independent batch axes.

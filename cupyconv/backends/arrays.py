@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.args import array_module_of
 
-__all__ = ["pad_input", "fold_padding", "oriented_weights", "grouped_weights",
+__all__ = ["all_finite", "pad_input", "fold_padding", "oriented_weights", "grouped_weights",
            "zeros_result", "axis_index"]
 
 
@@ -75,3 +75,12 @@ def grouped_weights(problem, w):
 def zeros_result(problem, xp, dtype=None):
     """Zeros of the shape ``problem.op`` computes (logical channels-first)."""
     return xp.zeros(problem.logical_result_shape, dtype=problem.dtype if dtype is None else dtype)
+
+
+def all_finite(a):
+    """All elements finite: min/max reductions, no input-sized temporary."""
+    if a.dtype.kind not in "fc" or a.size == 0:
+        return True
+    parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
+    return all(bool(np.isfinite(float(p.min()))) and bool(np.isfinite(float(p.max())))
+               for p in parts)

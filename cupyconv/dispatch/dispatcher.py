@@ -35,7 +35,7 @@ import numpy as np
 from .. import config
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
-from ..backends.arrays import zeros_result
+from ..backends.arrays import all_finite, zeros_result
 from ..backends.base import OutOfMemoryError
 from ..core.args import normalize_workspace_limit
 from . import autotune
@@ -148,7 +148,8 @@ def choose(problem, backend, workspace_limit=None) -> Choice:
     only, so a cached choice may predate the current free memory.
     """
     given = workspace_limit if workspace_limit is not None else config.workspace_limit
-    return _choices.get_or_compute((problem, id(backend), given), lambda: _choose(
+    key = (problem, id(backend), given, config.winograd_max_error_growth)
+    return _choices.get_or_compute(key, lambda: _choose(
         problem, backend, resolve_limit(workspace_limit, backend)))
 
 
@@ -159,13 +160,6 @@ def clear_cache():
 
 
 # ------------------------------------------------------------------ data rules
-def _finite(a):
-    """All elements finite: min/max reductions, no input-sized temporary."""
-    if a.dtype.kind not in "fc" or a.size == 0:
-        return True
-    parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
-    return all(bool(np.isfinite(float(p.min()))) and bool(np.isfinite(float(p.max())))
-               for p in parts)
 
 
 def _magnitude(a):
@@ -185,7 +179,7 @@ def fft_safe(problem, operands):
             return False, (f"integer results up to {bound} are not exactly representable "
                            "through a float64 FFT")
         return True, ""
-    if not all(_finite(a) for a in arrays):
+    if not all(all_finite(a) for a in arrays):
         return False, "non-finite data would spread to every output through the FFT"
     return True, ""
 

@@ -13,7 +13,7 @@ from cupyconv.dispatch import autotune
 from helpers import random_array, small_ints
 
 #: Every forward algorithm the NumPy backend has (implicit_gemm runs its tap loop).
-CANDIDATES = {"direct", "implicit_gemm", "gemm", "fft"}
+CANDIDATES = {"direct", "implicit_gemm", "gemm", "fft", "winograd"}
 
 
 @pytest.fixture

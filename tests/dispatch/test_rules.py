@@ -86,7 +86,8 @@ def test_candidates_follow_the_vocabulary_and_can_implement():
     choice = dispatcher.choose(_problem(), be)
     assert choice.ranked == ("fft", "direct", "implicit_gemm")
     assert choice.rejected == {"gemm": "gemm is scripted to decline",
-                               "separable": "separable is not in the script"}
+                               "separable": "separable is not in the script",
+                               "winograd": "winograd is not in the script"}
     grad = dispatcher.choose(_problem(op="grad_input"), be)
     assert grad.ranked == ("fft",)
     assert grad.rejected["direct"] == "direct does not serve grad_input on numpy"

@@ -17,7 +17,7 @@ from cupyconv.dispatch import backend_for, dispatcher
 from helpers import random_array, small_ints
 
 #: Every forward algorithm the NumPy backend has (implicit_gemm runs its tap loop).
-CANDIDATES = {"direct", "implicit_gemm", "gemm", "fft"}
+CANDIDATES = {"direct", "implicit_gemm", "gemm", "fft", "winograd"}
 NUMPY = backend_for(np, "numpy")
 
 #: (in1 shape, in2 shape) for ranks 1-6: CuPy's choose_conv_method raises
@@ -34,8 +34,14 @@ def test_choose_returns_a_method_for_every_rank(s1, s2, mode, dtype, rng):
     a, b = random_array(rng, s1, dtype), random_array(rng, s2, dtype)
     m = cupyconv.choose_algorithm(a, b, mode)
     assert isinstance(m, str) and m in CANDIDATES
-    # and the named method runs and agrees with direct (small ints: exact)
+    # and the named method runs and agrees with direct (small ints: exact; winograd
+    # computes float data only)
     ai, bi = small_ints(rng, s1, "int64"), small_ints(rng, s2, "int64")
+    if m == "winograd":
+        ai, bi = ai.astype(np.float64), bi.astype(np.float64)
+        np.testing.assert_allclose(cupyconv.convolve(ai, bi, mode, method=m),
+                                   cupyconv.convolve(ai, bi, mode, method="direct"), atol=1e-9)
+        return
     np.testing.assert_array_equal(cupyconv.convolve(ai, bi, mode, method=m),
                                   cupyconv.convolve(ai, bi, mode, method="direct"))
 
@@ -54,10 +60,10 @@ def test_measure_leaves_out_inexact_candidates():
     a = np.arange(30.0)
     a[3] = np.nan
     name, times = cupyconv.choose_algorithm(a, np.ones(4), measure=True)
-    assert set(times) == CANDIDATES - {"fft"} and name in times
+    assert set(times) == CANDIDATES - {"fft", "winograd"} and name in times  # NaN: tile-wide
     big = np.full(30, 2**52, np.int64)
     assert set(cupyconv.choose_algorithm(big, big[:3], measure=True)[1]) == \
-        CANDIDATES - {"fft"}
+        CANDIDATES - {"fft", "winograd"}                                     # float data only
     # SciPy's vocabulary: the FFT is reported as not runnable (infinite time)
     name, times = cupyconv.choose_conv_method(a, np.ones(4), measure=True)
     assert name == "direct" and set(times) == {"direct", "fft"} and times["fft"] == np.inf
@@ -112,7 +118,8 @@ def test_choose_respects_limit_for_fft():
     choice = dispatcher.choose(problem, NUMPY, 1)
     assert choice.algorithm == "direct" and set(choice.ranked) == {"direct", "implicit_gemm"}
     # (separable declines any 1-D kernel: it needs two kernel axes or more)
-    assert set(choice.rejected) == {"gemm", "fft", "separable"} and choice.refusal is None
+    assert set(choice.rejected) == {"gemm", "fft", "separable", "winograd"}
+    assert choice.refusal is None
 
 
 def test_choice_ranks_by_predicted_time():
@@ -130,7 +137,7 @@ def test_gradient_choice_has_no_forward_only_algorithms():
     for op in ("grad_input", "grad_weight"):
         choice = dispatcher.choose(problem.with_(op=op), NUMPY)
         assert set(choice.ranked) == {"gemm", "fft"}
-        assert set(choice.rejected) == {"direct", "implicit_gemm", "separable"}
+        assert set(choice.rejected) == {"direct", "implicit_gemm", "separable", "winograd"}
         assert "does not serve " + op in choice.rejected["direct"]
 
 

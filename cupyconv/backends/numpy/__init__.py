@@ -9,7 +9,7 @@ import numpy as np
 from scipy.signal import fftconvolve as scipy_fftconvolve, oaconvolve as scipy_oaconvolve
 
 from ..._vocabulary import ALGORITHMS
-from .. import fft, fft_conv
+from .. import fft, fft_conv, winograd_conv
 from ..base import Backend, host_available_memory
 from . import cost, direct, gemm, separable
 
@@ -33,9 +33,13 @@ class NumpyBackend(Backend):
         if algorithm == "separable" and not separable.applies(problem):
             return False, ("separable needs one filter per input channel (single channel "
                            "or depthwise) and a kernel over two axes or more")
+        if algorithm == "winograd":
+            return winograd_conv.can_implement(problem)
         return True, ""
 
     def data_ok(self, problem, algorithm, operands):
+        if algorithm == "winograd":
+            return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
         try:
@@ -57,6 +61,8 @@ class NumpyBackend(Backend):
             return fft_conv.workspace_bytes(problem)
         if algorithm == "separable":
             return separable.workspace_bytes(problem)
+        if algorithm == "winograd":
+            return winograd_conv.workspace_bytes(problem)
         return 0
 
     def predict_times(self, problem, names):
@@ -76,6 +82,8 @@ class NumpyBackend(Backend):
             return gemm.run(problem, operands, workspace_limit, stats)
         if algorithm == "separable":
             return separable.run(problem, operands.activation, operands.filter)
+        if algorithm == "winograd":
+            return winograd_conv.run(problem, operands)
         if direct.single_signal(problem):
             # one image, one channel: SciPy's own transforms, fewer calls than the pruned path
             x = operands.activation

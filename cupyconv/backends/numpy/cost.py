@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT
-from .. import fft, fft_conv
+from .. import fft, fft_conv, winograd_conv
 from .direct import CHUNK, compiled_applies, line_axis, scipy_line_applies, scipy_nd_applies
 
 __all__ = ["predict_times", "CPU"]
@@ -43,6 +43,11 @@ CPU = dict(
     chunk_tap=2e-6,         # Python + ufunc dispatch per chunk and tap of a chunked pass
     fft_call=5.5e-5,        # extra fixed cost of fft: three transforms, windowing (measured
                             # 55-60 us for 8-point to 8^2-point problems)
+    winograd_piece=6e-5,    # fixed cost of one Winograd piece: views, transposes, matmul
+    winograd_elem=8e-9,     # per element per axis of a tile transform (tensordot + copy);
+                            # set high on purpose: on this 2-core VM the NumPy transforms ran
+                            # 0.6-1.0x gemm's time (issue 15), so auto keeps gemm on the CPU
+                            # unless Winograd is clearly ahead (benchmarks/winograd_cpu.py)
 )
 
 
@@ -124,8 +129,29 @@ def _separable(problem, cplx):
     return c["call"] + total
 
 
+def _winograd(problem, cplx):
+    """Per N-D piece: the input transform (one pass per axis over the tiles), the batched
+    GEMM over channels per transform position, the output transform; plus the padded
+    copy."""
+    c = CPU
+    plan = winograd_conv.plan_tiles(problem)
+    if isinstance(plan, str):
+        return math.inf
+    mac = c["blas"] * (0.5 if problem.dtype in (np.float32, np.complex64) else 1.0)
+    cg, kg = problem.in_channels // problem.groups, problem.gemm_n
+    total = c["call"] + (problem.batch * problem.in_channels * math.prod(problem.padded_shape())
+                         * c["copy"] / 3)
+    for pieces, tile in plan:
+        tiles = problem.batch * math.prod(-(-p.count // m) for p, m in zip(pieces, tile))
+        alpha = math.prod(p.r + m - 1 for p, m in zip(pieces, tile))
+        elems = tiles * alpha * (problem.in_channels + problem.out_channels)
+        total += (c["winograd_piece"] + cplx * elems * problem.ndim * c["winograd_elem"]
+                  + cplx * tiles * alpha * problem.groups * kg * cg * mac)
+    return total
+
+
 _MODELS = {"direct": _direct, "implicit_gemm": _direct, "gemm": _gemm, "fft": _fft,
-           "separable": _separable}
+           "separable": _separable, "winograd": _winograd}
 
 
 def predict_times(problem, names):

@@ -1,0 +1,98 @@
+"""The ``winograd`` algorithm on the CPU against ``gemm``, ``fft`` and ``direct``, same run.
+
+``python -m benchmarks.winograd_cpu [--rounds 3] [--small]``
+
+Per case (issue 15's layers, NumPy arrays): the tiles the gate chose, the multiplications
+saved (direct's per output over Winograd's), the workspace, the measured error of each
+algorithm relative to a float64 ``direct`` reference (RMS) and as a ratio to direct's, and
+(float64: to gemm's, since direct is the reference), and
+the median milliseconds of ``winograd``, ``gemm``, ``fft`` and ``auto`` (which it ran).
+``--small`` halves every spatial extent (a quick run).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import numpy as np
+
+#: (name, x shape, w shape, dtype)
+CASES = [
+    ("3-D 3^3 C=K=48, 28^3", (1, 48, 28, 28, 28), (48, 48, 3, 3, 3), "float32"),
+    ("3-D 3^3 C=K=64, 32^3", (1, 64, 32, 32, 32), (64, 64, 3, 3, 3), "float32"),
+    ("3-D 3^3 C=K=64, 32^3 f64", (1, 64, 32, 32, 32), (64, 64, 3, 3, 3), "float64"),
+    ("4-D 3^4 C=K=16, 16^4", (1, 16, 16, 16, 16, 16), (16, 16, 3, 3, 3, 3), "float32"),
+    ("2-D 3x3 C=K=128, 56^2", (1, 128, 56, 56), (128, 128, 3, 3), "float32"),
+    ("2-D 3x3 C=K=128, 56^2 f64", (1, 128, 56, 56), (128, 128, 3, 3), "float64"),
+]
+
+
+def _median_ms(fn, rounds):
+    fn()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(samples)
+
+
+def run_case(name, xs, ws, dtype, rounds, small):
+    import cupyconv
+    from cupyconv.backends.numpy import NumpyBackend
+    from cupyconv.backends.winograd_conv import plan_tiles
+    from cupyconv.core import ConvProblem
+    from cupyconv.dispatch import choose
+    if small:
+        xs = xs[:2] + tuple(max(s // 2, 4) for s in xs[2:])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = (rng.standard_normal(ws) / math.sqrt(math.prod(ws[1:]))).astype(dtype)
+    problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding="same", dtype=np.dtype(dtype))
+    backend = NumpyBackend()
+    plan = plan_tiles(problem)
+    tile = plan[0][1] if not isinstance(plan, str) else None
+    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding="same",
+                        method="direct")
+    row = dict(name=name, dtype=dtype, tile=tile,
+               workspace_mb=backend.workspace_bytes(problem, "winograd") / 2**20)
+    if tile is not None:
+        r = ws[2:]
+        row["mult_saved"] = math.prod(m * k / (m + k - 1) for m, k in zip(tile, r))
+    errs = {}
+    for method in ("direct", "winograd", "gemm", "fft"):
+        y = cupyconv.conv(x, w, padding="same", method=method)
+        errs[method] = float(np.sqrt(np.mean((y - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
+        if method != "direct":
+            row[f"{method}_ms"] = _median_ms(
+                lambda m=method: cupyconv.conv(x, w, padding="same", method=m), rounds)
+    row["auto_ms"] = _median_ms(lambda: cupyconv.conv(x, w, padding="same"), rounds)
+    row["auto_ran"] = choose(problem, backend).ranked[0]
+    # float64: direct IS the reference; compare with gemm's (BLAS) error instead
+    base = errs["direct"] if errs["direct"] else errs["gemm"]
+    row["error_ratio"] = errs["winograd"] / base if base else math.nan
+    row["errors"] = errs
+    return row
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", action="store_true")
+    opts = parser.parse_args(argv)
+    print("| case | dtype | tile | mults saved | workspace MiB | winograd ms | gemm ms | fft ms "
+          "| auto ms (ran) | winograd rel. RMS error | vs direct's |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
+    for case in CASES:
+        r = run_case(*case, opts.rounds, opts.small)
+        print(f"| {r['name']} | {r['dtype']} | {r['tile']} | {r.get('mult_saved', 0):.2f}x "
+              f"| {r['workspace_mb']:.0f} | {r['winograd_ms']:.0f} | {r['gemm_ms']:.0f} "
+              f"| {r['fft_ms']:.0f} | {r['auto_ms']:.0f} ({r['auto_ran']}) "
+              f"| {r['errors']['winograd']:.2e} | {r['error_ratio']:.2f}x |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -284,7 +284,7 @@ def _machine(ctx):
     cpu = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} logical cores"
     if not ctx.gpu:
         return cpu.replace("  ", " ")
-    from cupyconv._engine import runner_for
+    from cupyconv.backends.cuda import runner_for
     d = runner_for("cuda").device
     return f"{d.name} (sm_{d.arch}, {d.sm_count} SMs); host {cpu}"
 

@@ -51,14 +51,14 @@ TESTS=(tests/backends/cuda tests/api tests/examples tests/toolchain)
 # per kernel family x rank 1-3 x dtype, compared with the NumPy backend (cold cache:
 # this step also compiles those kernels with NVRTC).
 step info 20 "$PY" -m cupyconv info
-step glue-smoke 130 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
+step glue-smoke 60 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
-step gpu-tests 80 "$PY" -m pytest -m gpu -q -p no:cacheprovider "${TESTS[@]}"
+step gpu-tests 180 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
 step demo 45 "$PY" -m cupyconv demo
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
-step reference 110 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
-step bench 90 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step reference 90 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
+step bench 75 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 rm -f "$TMP"
 
 echo

@@ -23,7 +23,7 @@ def check_out(out, shape, dtype, **arrays):
     dtype = np.dtype(dtype)
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {tuple(shape)}")
-    if not out.flags.writeable:
+    if not getattr(out.flags, "writeable", True):     # CuPy arrays are always writeable
         raise ValueError("out is read-only")
     if dtype.kind == "c" and out.dtype.kind != "c":
         raise TypeError(f"out has real dtype {out.dtype} but the result is complex ({dtype})")

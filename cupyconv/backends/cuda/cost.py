@@ -29,11 +29,12 @@ from . import separable
 
 __all__ = ["predict_times", "EFFICIENCY", "efficiency_path", "efficiencies"]
 
-#: Fraction of peak each algorithm reaches on large problems when nothing was
-#: measured on the device (CUDA cores, no tensor cores).  direct and
-#: implicit_gemm are read from their SASS (issue 11: about 20% and 25-33% of
-#: FP32 peak for the current kernels' instruction mix).
-EFFICIENCY = dict(direct=0.2, implicit_gemm=0.25, gemm=0.7, fft=0.08)
+#: Fraction of FP32 peak each algorithm reaches on large problems when nothing was
+#: measured on this device (CUDA cores, no tensor cores): the fractions
+#: ``benchmarks.reference_cases`` measured on an H200 on 2026-11-30
+#: (docs/benchmarks/gpu_h200_2026-11-30.md; 256-channel 3x3 layers for implicit_gemm,
+#: gemm, fft, the single-channel 256^3 * 5^3 convolve for direct).
+EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2)
 
 
 def efficiency_path(device_name):

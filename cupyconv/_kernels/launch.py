@@ -18,6 +18,7 @@ the device with a misaligned address; the caller copies it first.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Tuple
 
@@ -76,7 +77,17 @@ def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
         Every array the kernel addresses.
     extra : int
         Largest family-specific count (column-buffer size, thread count, ...).
+
+    Memoised per argument set (the launchers ask on every call).
     """
+    try:
+        return _choose_index64(problem, arrays_strides, int(extra))
+    except TypeError:           # unhashable strides (lists): no cache
+        return _choose_index64.__wrapped__(problem, arrays_strides, int(extra))
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose_index64(problem, arrays_strides, extra):
     if getattr(problem, "needs_int64", False):
         return True
     worst = int(extra)

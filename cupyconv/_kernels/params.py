@@ -149,8 +149,34 @@ def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
     Returns
     -------
     numpy.void
-        Scalar of :func:`conv_params_dtype` ``(problem.ndim)``.
+        Scalar of :func:`conv_params_dtype` ``(problem.ndim)``.  Packing is memoised per
+        argument set (the launchers pack on every call), so the scalar may be shared:
+        pass it to a launch, never modify it.
     """
+    key = (problem, _hashable(x_strides), _hashable(w_strides), _hashable(y_strides), int(n0),
+           n_count if n_count is None else int(n_count), int(g0), alpha, beta, int(bias_stride),
+           bool(has_bias), tuple(int(d) for d in grid_divisors), tuple(int(a) for a in aux))
+    try:
+        packed = _packed(*key)
+    except TypeError:           # an unhashable scalar: pack without the cache
+        packed = _pack(*key)
+    return packed
+
+
+def _hashable(strides):
+    if strides is None:
+        return None
+    lead, chan, spatial = strides
+    return int(lead), int(chan), tuple(int(v) for v in spatial)
+
+
+@functools.lru_cache(maxsize=1024)
+def _packed(*key):
+    return _pack(*key)
+
+
+def _pack(problem, x_strides, w_strides, y_strides, n0, n_count, g0, alpha, beta, bias_stride,
+          has_bias, grid_divisors, aux):
     r = problem.ndim
     p = np.zeros((), dtype=conv_params_dtype(r))
     n_count = problem.batch - n0 if n_count is None else int(n_count)

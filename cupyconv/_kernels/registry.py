@@ -169,6 +169,16 @@ class Instantiation:
         return (self.source, self.dtype.name, self.rank)
 
 
+@functools.lru_cache(maxsize=64)
+def _dtype_spec(dtype) -> DtypeSpec:
+    dt = np.dtype(dtype)
+    try:
+        return DTYPES[dt.name]
+    except KeyError:
+        raise TypeError(
+            f"the CUDA kernels support dtypes {sorted(DTYPES)}; got {dt.name}") from None
+
+
 def dtype_spec(dtype) -> DtypeSpec:
     """Return the :class:`DtypeSpec` of ``dtype``.
 
@@ -177,12 +187,12 @@ def dtype_spec(dtype) -> DtypeSpec:
     TypeError
         If the kernels have no instantiation for ``dtype``.
     """
-    dt = np.dtype(dtype)
     try:
-        return DTYPES[dt.name]
-    except KeyError:
-        raise TypeError(
-            f"the CUDA kernels support dtypes {sorted(DTYPES)}; got {dt.name}") from None
+        return _dtype_spec(dtype)
+    except TypeError:                  # unhashable dtype-likes: no cache
+        if isinstance(dtype, (type, str, np.dtype)):
+            raise
+        return _dtype_spec.__wrapped__(dtype)
 
 
 def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
@@ -235,6 +245,12 @@ def name_expression(family: str, dtype, rank: int, index64: bool,
     >>> name_expression("implicit_gemm_fprop", "float32", 3, False, (64, 64, 8, 0))
     'implicit_gemm_fprop<float, float, 3, int, 64, 64, 8, 0>'
     """
+    return _name_expression(family, dtype_spec(dtype).dtype, int(rank), bool(index64),
+                            tuple(int(v) for v in tile))
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_expression(family, dtype, rank, index64, tile):
     fam = FAMILIES[family]
     spec = dtype_spec(dtype)
     if not 1 <= int(rank) <= MAX_RANK:
@@ -265,10 +281,12 @@ def instantiations(families: Optional[Iterable[str]] = None,
     return out
 
 
-def group_instantiations(source: str, dtype, rank: int) -> List[Instantiation]:
-    """All instantiations of one compilation group (see :attr:`Instantiation.group`)."""
+@functools.lru_cache(maxsize=512)
+def group_instantiations(source: str, dtype, rank: int) -> Tuple[Instantiation, ...]:
+    """All instantiations of one compilation group (see :attr:`Instantiation.group`);
+    memoised (the launchers resolve a group on every call)."""
     fams = [f for f, fam in FAMILIES.items() if fam.source == source]
-    return instantiations(fams, ranks=(rank,), dtypes=(dtype,))
+    return tuple(instantiations(fams, ranks=(rank,), dtypes=(dtype,)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT
 from .. import fft, fft_conv, winograd_conv
+from . import separable
 from .direct import CHUNK, compiled_applies, line_axis, scipy_line_applies, scipy_nd_applies
 
 __all__ = ["predict_times", "CPU"]
@@ -120,6 +121,13 @@ def _separable(problem, cplx):
     shape = list(problem.in_shape)
     total = 0.0
     for axis, k in enumerate(problem.kernel_shape):
+        pads = problem.padding[axis]
+        if ((problem.dtype == np.float64 or problem.dtype.kind in "iu") and separable.scipy_pass_applies(
+                pads, k, problem.stride[axis], problem.dilation[axis])):
+            # scipy.ndimage.correlate1d over the whole intermediate, no padded copy
+            total += c["call"] + lead * math.prod(shape) * k * c["scipy_line_mac"]
+            shape[axis] = problem.out_shape[axis]
+            continue
         padded = shape[:axis] + [problem.padded_shape()[axis]] + shape[axis + 1:]
         shape[axis] = problem.out_shape[axis]
         outputs = lead * math.prod(shape)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.ndimage
 
+from ..._vocabulary import NDIMAGE_MODES
 from ..arrays import zeros_result
 from ..separable_factors import (ROUNDOFF_UNITS, NotSeparable, applies, clear_cache, factor,
                                  kernel_factors)
@@ -27,9 +29,51 @@ __all__ = ["applies", "factor", "kernel_factors", "run", "workspace_bytes", "cle
            "ROUNDOFF_UNITS", "NotSeparable"]
 
 
-def _pass(a, taps, axis, pads, mode, cval, stride, dilation, out_len):
+#: ``scipy.ndimage`` name of each engine mode (the inverse of NDIMAGE_MODES).
+_SCIPY_MODE = {engine: name for name, engine in NDIMAGE_MODES.items() if not name.startswith("grid-")}
+
+
+def scipy_pass_applies(pads, k, stride, dilation):
+    """Data-free: a pass ``scipy.ndimage.correlate1d`` can run without a padded copy (stride
+    and dilation 1, at most ``k - 1`` padding on the axis: the output is a prefix of
+    SciPy's same-size one, the boundary extended on the fly in every mode)."""
+    return stride == 1 and dilation == 1 and pads[0] + pads[1] <= k - 1
+
+
+def _max_abs(a):
+    """``max|a|`` of integer data by a min/max scan (never ``abs``: it wraps at the most
+    negative integer)."""
+    return max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
+
+
+def _scipy_pass(a, taps, axis, pads, mode, cval, out_len, dtype):
+    """The pass as ``scipy.ndimage.correlate1d`` (one call per group) into ``dtype``, then
+    the prefix."""
+    ax, k = 2 + axis, taps.shape[1]
+    y = np.empty(a.shape, dtype=dtype)
+    for g in range(taps.shape[0]):
+        scipy.ndimage.correlate1d(a[:, g], taps[g].astype(np.float64), axis=ax - 1,
+                                  output=y[:, g], mode=_SCIPY_MODE[mode],
+                                  cval=float(np.real(cval)), origin=pads[0] - k // 2)
+    return y[(slice(None),) * ax + (slice(0, out_len),)]
+
+
+def _pass(a, taps, axis, pads, mode, cval, stride, dilation, out_len, bound=None):
     """One 1-D correlation of ``a`` ``(N, G, *S)`` along spatial ``axis`` with per-group
-    ``taps`` ``(G, K)``: pad that axis, then one multiply-add per tap."""
+    ``taps`` ``(G, K)``: SciPy's compiled 1-D correlation (no padded copy) for float64 and
+    integer data where it applies, integers while every sum is exact in SciPy's double and
+    stored in int32 when they fit (half the memory traffic of int64); else pad that axis
+    and one multiply-add per tap (float32 stays in float32 arithmetic: faster than SciPy's
+    double line buffers, measured 21 vs 35 ms on the 40^4 7^4 Gaussian)."""
+    if scipy_pass_applies(pads, taps.shape[1], stride, dilation) and taps.dtype.kind in "fiu":
+        if a.dtype == np.float64:
+            return _scipy_pass(a, taps, axis, pads, mode, cval, out_len, np.dtype(np.float64))
+        if a.dtype.kind in "iu" and taps.dtype.kind in "iu":
+            bound = _max_abs(a) if bound is None else bound      # max|a| (cval included)
+            bound = bound * float(np.abs(taps.astype(np.float64)).sum(axis=1).max())
+            if bound < 2.0**53:
+                dtype = np.dtype(np.int32 if bound < 2.0**31 else np.int64)
+                return _scipy_pass(a, taps, axis, pads, mode, cval, out_len, dtype)
     ax = 2 + axis
     if pads != (0, 0):
         widths = [(0, 0)] * a.ndim
@@ -65,11 +109,16 @@ def run(problem, x, w):
     a = x                                                    # (N, G, *S): C_in == G
     cval = problem.cval if problem.dtype.kind == "c" else np.real(problem.cval)
     scale = 1
+    # integer data: max|a| once, then each pass's bound follows from the taps (no rescan)
+    bound = (max(_max_abs(x), abs(int(np.real(cval)))) if problem.dtype.kind in "iu"
+             and np.isfinite(np.real(cval)) else None)
     for axis in range(problem.ndim):
         taps = np.stack([per_group[i][axis] for i in range(g)]).astype(problem.dtype)
         a = _pass(a, taps, axis, problem.padding[axis], problem.padding_mode,
                   cval * scale, problem.stride[axis], problem.dilation[axis],
-                  problem.out_shape[axis])
+                  problem.out_shape[axis], bound)
+        if bound is not None:
+            bound *= float(np.abs(taps.astype(np.float64)).sum(axis=1).max())
         if problem.padding_mode == "constant" and cval != 0:
             scale = scale * taps[0].sum()       # a constant line filters to cval * sum
     return a.astype(problem.dtype, copy=False)

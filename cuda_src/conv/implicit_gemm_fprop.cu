@@ -18,11 +18,15 @@
 // tap offset (R remaps through the padding mode) is recomputed only when the cursor
 // crosses to the next tap.  The B loader does the same for the weights.
 //
-// Tap-aligned variant (kTapAligned = 1, the host picks it when C/G % BK == 0): every
+// Variants (kVariant): 0 general; 1 tap-aligned (the host picks it when C/G % BK == 0): every
 // K-slice lies in one tap, so the K loop is two loops, taps outside (the boundary
 // remap of A and the weight-tap offset once per tap, out of line) and channel slices
 // inside; the inner (hot) loop has no remap, no cursor, no K bound check.  These
-// tiles are compiled for two resident CTAs per SM (__launch_bounds__ min 2).
+// tiles are compiled for two resident CTAs per SM (__launch_bounds__ min 2); 2 tap-aligned
+// with tensor-core math (float64: cc::MmaF64_m8n8k4, DMMA on sm_80+): 8 warps as 2 x 4,
+// each a (BM/2) x (BN/4) warp tile of m8n8k4 atoms whose fragments are read from the same
+// shared slices through the atom's (lane, i) -> (row, col) maps; the host picks it on
+// sm_80+ devices (below sm_80 the kernel compiles and traps if launched).
 //
 // Math.  CUPYCONV_BLOCK_THREADS (256) threads laid out 16 x 16, each owning a
 // TM x TN = (BM/16) x (BN/16) register block of CONTIGUOUS rows tm*TM.. and columns
@@ -34,6 +38,7 @@
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
+#include "../common/mma_atoms.cuh"
 
 namespace cc {
 
@@ -88,6 +93,10 @@ __device__ __noinline__ Index weight_tap_offset(const ConvParams<R>& p, Index w_
   return off;
 }
 
+/// Whether the accumulator is double (the tensor-core variant's DMMA atom).
+template <typename U> struct IsDouble { static constexpr bool value = false; };
+template <> struct IsDouble<double> { static constexpr bool value = true; };
+
 /// Position of a GEMM-K index as (tap, channel), advanced without division.
 template <typename Index>
 struct TapChannel {
@@ -105,8 +114,8 @@ struct TapChannel {
 
 }  // namespace cc
 
-template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kTapAligned>
-__global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((kTapAligned && sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
+template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kVariant>
+__global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((kVariant == 1 && sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
 implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __restrict__ x, const T* __restrict__ w,
                     T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
@@ -124,7 +133,10 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   static_assert(BM % kThreadsM == 0 && BN % kThreadsN == 0, "Require BM, BN multiples of 16");
   static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | threads and (threads/BM) | BK");
   static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | threads and (threads/BK) | BN");
-  static_assert(kTapAligned == 0 || kTapAligned == 1, "kTapAligned is 0 or 1");
+  static_assert(kVariant >= 0 && kVariant <= 2, "kVariant is 0 (general), 1 (tap-aligned) or 2 (tensor cores)");
+  constexpr bool kAligned = kVariant >= 1;
+  constexpr bool kMma = kVariant == 2;
+  static_assert(!kMma || cc::IsDouble<Acc>::value, "the tensor-core variant is the float64 DMMA atom");
   static_assert(2 * BK * (BM + BN + kPadB) * sizeof(Acc) <= 48 * 1024,
                 "Tile exceeds 48 KiB of static shared memory");
 
@@ -224,21 +236,56 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = cc::zero<Acc>();
+  // tensor-core layout (kMma): warps 2 x 4, warp tile WM x WN of AM x AN atoms
+  using Atom = cc::MmaF64_m8n8k4;
+  constexpr int kWarpsM = 2;
+  constexpr int kWarpsN = kThreads / 32 / kWarpsM;
+  constexpr int WM = BM / kWarpsM, WN = BN / kWarpsN;
+  constexpr int AM = kMma ? WM / Atom::kM : 1, AN = kMma ? WN / Atom::kN : 1;
+  static_assert(!kMma || (WM % Atom::kM == 0 && WN % Atom::kN == 0 && BK % Atom::kK == 0),
+                "tensor-core tile must be whole atoms");
+  const int lane = tid & 31;
+  const int wm0 = ((tid >> 5) % kWarpsM) * WM, wn0 = ((tid >> 5) / kWarpsM) * WN;
+  Acc macc[AM][AN][2];
+#pragma unroll
+  for (int i = 0; i < AM; ++i)
+#pragma unroll
+    for (int j = 0; j < AN; ++j) macc[i][j][0] = macc[i][j][1] = cc::zero<Acc>();
   auto mma_slice = [&](int buf) {
+    if constexpr (kMma) {
 #pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      Acc a[TM], b[TN];
-      cc::load_fragment(&smem_a[buf][kk][tm * TM], a);
-      cc::load_fragment(&smem_b[buf][kk][tn * TN], b);
+      for (int kk = 0; kk < BK; kk += Atom::kK) {
+        Acc af[AM][1], bf[AN][1];
+        const cc::MmaCoord ca = Atom::a_coord(lane, 0), cb = Atom::b_coord(lane, 0);
 #pragma unroll
-      for (int i = 0; i < TM; ++i)
+        for (int i = 0; i < AM; ++i) af[i][0] = smem_a[buf][kk + ca.col][wm0 + i * Atom::kM + ca.row];
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = cc::fma(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < AN; ++j) bf[j][0] = smem_b[buf][kk + cb.row][wn0 + j * Atom::kN + cb.col];
+        if constexpr (cc::kHasMma) {
+#pragma unroll
+          for (int i = 0; i < AM; ++i)
+#pragma unroll
+            for (int j = 0; j < AN; ++j) Atom::mma(macc[i][j], af[i], bf[j], macc[i][j]);
+        } else {
+          cc::require(false, "the tensor-core implicit GEMM needs sm_80 or newer");
+        }
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        Acc a[TM], b[TN];
+        cc::load_fragment(&smem_a[buf][kk][tm * TM], a);
+        cc::load_fragment(&smem_b[buf][kk][tn * TN], b);
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = cc::fma(a[i], b[j], acc[i][j]);
+      }
     }
   };
 
   // Main loop ---------------------------------------------------------------
-  if constexpr (kTapAligned) {
+  if constexpr (kAligned) {
     cc::require(cpg % BK == 0, "tap-aligned implicit GEMM needs C/G % BK == 0");
     const Index taps = static_cast<Index>(p.taps);
     const Index a_step = static_cast<Index>(kARowsStep) * x_stride_c;
@@ -298,6 +345,25 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
 
   // Epilogue ----------------------------------------------------------------
   const cc::Epilogue<T, Acc> epilogue(p);
+  if constexpr (kMma) {
+#pragma unroll
+    for (int i = 0; i < AM; ++i)
+#pragma unroll
+      for (int j = 0; j < AN; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const cc::MmaCoord c = Atom::c_coord(lane, e);
+          const Index m = block_m + wm0 + i * Atom::kM + c.row;
+          const Index col = block_n + wn0 + j * Atom::kN + c.col;
+          if (m < M && col < Kg) {
+            cc::OutputPosition<R, Index> pos;
+            pos.set(p, m);
+            const Index k = g * Kg + col;
+            epilogue(y, pos.y_offset(p, k), bias, k, macc[i][j][e]);
+          }
+        }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const Index m = block_m + tm * TM + i;

@@ -298,9 +298,12 @@ def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = 
 
 
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
-                            tile: Optional[Tuple[int, int, int]] = None,
-                            index64: Optional[bool] = None) -> None:
+                            tile: Optional[Tuple[int, int, int, int]] = None,
+                            index64: Optional[bool] = None, mma: bool = False) -> None:
     """``y = alpha * conv(x, w) + beta * y + bias`` with the tiled implicit GEMM.
+
+    ``mma``: the device has the tensor-core atoms (sm_80+), so the automatic tile choice
+    may take a tensor-core tile (variant 2); an explicit ``tile`` is taken as given.
 
     Zero workspace.  The batch is split into launches when ``gridDim.x``
     would pass its limit, the groups into launches of at most 65535.
@@ -313,7 +316,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
     if tile is None:     # the largest tile the problem fills: many rows, enough channels
-        usable = [t for t in tiles if registry.gemm_tile_fits(t, cpg)]
+        usable = [t for t in tiles if registry.gemm_tile_fits(t, cpg) and (mma or t[3] != 2)]
         fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
         # else the smallest (most CTAs), tap-aligned first
         tile = fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
@@ -321,7 +324,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
-        raise ValueError(f"tile {tile} is the tap-aligned variant, which needs in_channels/groups "
+        raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
     bm, bn = tile[:2]
     xs, ws, ys = _strides(problem, x, "x"), _strides(problem, w, "w"), _strides(problem, y, "y")

@@ -7,7 +7,7 @@ launched.  A name expression spells out the whole specialisation::
 
     vol2col<float, 3, int>
     col2vol<cc::complex<double>, 5, long long>
-    implicit_gemm_fprop<float, float, 3, int, 128, 64, 8, 1>  # T, Acc, R, Index, BM, BN, BK, TAP_ALIGNED
+    implicit_gemm_fprop<float, float, 3, int, 128, 64, 8, 1>  # T, Acc, R, Index, BM, BN, BK, VARIANT
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
 
 Instantiations are compiled in *groups* of one source file, one element
@@ -196,11 +196,13 @@ def dtype_spec(dtype) -> DtypeSpec:
 
 
 def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
-    """CTA tiles (BM, BN, BK, TAP_ALIGNED) compiled for the implicit GEMM, preferred first.
+    """CTA tiles (BM, BN, BK, VARIANT) compiled for the implicit GEMM, preferred first.
 
-    ``TAP_ALIGNED`` 1 is the variant for ``C/G % BK == 0`` (every K-slice in one
-    weight tap: the boundary remap leaves the hot loop), compiled for two resident
-    CTAs per SM; 0 is the general variant (any channel count).  float32 has a
+    ``VARIANT`` 1 is the tap-aligned variant for ``C/G % BK == 0`` (every K-slice in one
+    weight tap: the boundary remap leaves the hot loop), float32's compiled for two
+    resident CTAs per SM; 2 is tap-aligned with tensor-core math (float64 DMMA atoms,
+    sm_80+ devices only: the launcher takes it when told the device has them); 0 is the
+    general variant (any channel count).  float32 has a
     128x128 aligned tile (8x8 outputs per thread: twice the math per gathered
     element of 128x64); float64 stops at 128x64, whose 8x4 float64 block already
     fills the 128 registers a thread may have at two resident CTAs.
@@ -208,12 +210,13 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     if np.dtype(dtype) == np.float32:
         return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0))
     if np.dtype(dtype) == np.float64:
-        return ((128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0))
+        return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0))
     return ((64, 64, 8, 0),)
 
 
 def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
-    """Whether ``tile`` can run a problem with ``cpg`` input channels per group."""
+    """Whether ``tile`` can run a problem with ``cpg`` input channels per group (the
+    tap-aligned variants 1 and 2 need ``cpg % BK == 0``)."""
     return not tile[3] or cpg % tile[2] == 0
 
 

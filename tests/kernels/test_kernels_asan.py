@@ -56,6 +56,9 @@ _SCRIPT = textwrap.dedent("""
     y = to_physical(np.zeros((2, 6) + p.out_shape, np.float64), "channels_last")
     launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=(64, 64, 8, 1))
     assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), "tap-aligned"
+    y = to_physical(np.zeros((2, 6) + p.out_shape, np.float64), "channels_last")
+    launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=(64, 64, 8, 2))
+    assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), "tensor-core"
     print("ASAN-KERNELS-OK")
 """)
 

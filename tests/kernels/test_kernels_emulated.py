@@ -206,6 +206,34 @@ def test_implicit_gemm_tap_aligned_matches_reference(rank, dtype, data):
     check_gemm_drawn(problem, data)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rank,layout", [(1, "channels_last"), (2, "channels_first"),
+                                         (3, "channels_last")])
+def test_tensor_core_tile_matches_reference(rank, layout, mode):
+    """float64 variant 2 (DMMA atoms, emulated as the PTX warp collective): every padding
+    mode, groups, both layouts, tile non-multiples in M and K/G."""
+    s = {1: (37,), 2: (9, 11), 3: (5, 6, 7)}[rank]
+    problem = make_problem(n=2, c=16, k=70, g=2, s=s, ks=(3,) * rank, stride=(1,) * rank,
+                           dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
+                           layout=layout, dtype=F64, flip=True, cval=-2 if mode == "constant" else 0)
+    check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
+                  x_view="flipped", w_view="strided", bias=True, beta=1, tile=(64, 64, 8, 2))
+
+
+def test_tensor_core_tile_is_chosen_only_with_mma():
+    problem = make_problem(n=2, c=16, k=8, g=1, s=(40, 40), ks=(3, 3), stride=(1, 1),
+                           dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=F64)
+    chosen = []
+    def loader(source, names):
+        chosen.extend(names)
+        return emu_loader()(source, names)
+    x, w = np.zeros(problem.x_shape), np.zeros(problem.w_shape)
+    launch.run_implicit_gemm_fprop(loader, problem, x, w, np.zeros(problem.y_shape), mma=True)
+    assert chosen[-1].endswith("64, 64, 8, 2>")
+    launch.run_implicit_gemm_fprop(loader, problem, x, w, np.zeros(problem.y_shape))
+    assert not chosen[-1].endswith(", 2>")
+
+
 def test_tap_aligned_tile_rejects_unaligned_channels():
     problem = make_problem(n=1, c=12, k=4, g=1, s=(6, 6), ks=(3, 3), stride=(1, 1),
                            dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=F32)
@@ -329,11 +357,13 @@ def test_forced_int64_indexing(family):
 
 
 @pytest.mark.parametrize("family", ["vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv",
-                                    "implicit_gemm_fprop tap-aligned"])
+                                    "implicit_gemm_fprop tap-aligned",
+                                    "implicit_gemm_fprop tensor-core"])
 def test_reverse_schedule_matches_normal(family):
     """Threads/blocks scheduled in reverse order give bitwise-identical results."""
     aligned = family.endswith("tap-aligned")
-    problem = make_problem(n=2, c=16 if aligned else 3, k=5, g=1, s=(7, 9), ks=(3, 2), stride=(2, 1),
+    problem = make_problem(n=2, c=16 if aligned or family.endswith("core") else 3, k=5, g=1,
+                           s=(7, 9), ks=(3, 2), stride=(2, 1),
                            dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap", dtype=F32, flip=True)
     outs = []
     for mode in ("normal", "reverse"):
@@ -345,6 +375,9 @@ def test_reverse_schedule_matches_normal(family):
         elif aligned:
             outs.append(check_forward("implicit_gemm_fprop", problem, emu_loader(mode), rng,
                                       bias=True, tile=(64, 64, 8, 1)))
+        elif family.endswith("tensor-core"):
+            outs.append(check_forward("implicit_gemm_fprop", problem.with_(dtype=F64),
+                                      emu_loader(mode), rng, bias=True, tile=(64, 64, 8, 2)))
         else:
             outs.append(check_forward(family, problem, emu_loader(mode), rng, bias=True))
     np.testing.assert_array_equal(outs[0], outs[1])

@@ -289,6 +289,27 @@ def test_main_tiles_meet_the_speed_floors(rank3_float32_sm90):
     assert g.ctas["sm_90"] >= 2 and d.ctas["sm_90"] >= 2, (g.ctas, d.ctas)
 
 
+def test_float64_tensor_core_tile_runs_dmma(tmp_path):
+    """Issue 12: the float64 tensor-core tile's hot loop is DMMA (no DFMA), zero spills,
+    two CTAs per SM on sm_90."""
+    why = _tools_reason()
+    if why is not None:
+        pytest.skip(f"SASS needs NVRTC and the disassembler: {why}")
+    from cupyconv._compile import compile_group
+    from cupyconv._compile.build import parse_ptxas_log
+    from cupyconv._compile.occupancy import ctas_per_sm
+    name = registry.name_expression("implicit_gemm_fprop", "float64", 3, False, (64, 64, 8, 2))
+    path, meta, _, _ = compile_group("conv/implicit_gemm_fprop.cu", [name], "sm_90", root=tmp_path)
+    symbol = meta["lowered"][name]
+    instrs = sass.disassemble(path)[symbol]
+    body = sass.hot_loop(instrs, "math").instructions(instrs)
+    ops = [i.opcode.split(".")[0] for i in body]
+    assert ops.count("DMMA") == 64 * 64 * 8 // (8 * 8 * 4) // 8 and "DFMA" not in ops
+    usage = parse_ptxas_log(meta["log"])[symbol]
+    assert usage["spill_stores"] == usage["spill_loads"] == 0
+    assert ctas_per_sm("sm_90", usage["registers"], usage["smem_bytes"], registry.THREADS) >= 2
+
+
 def test_vector_loads_where_designed(rank3_float32_sm90):
     """16-byte shared loads (LDS.128) where the design has them: the direct kernel's 2-D
     tiles read their input windows and the implicit GEMM its contiguous A/B fragments with

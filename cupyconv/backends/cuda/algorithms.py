@@ -65,7 +65,8 @@ def _direct(problem, x, w, runner, workspace_limit):
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
     y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
                         dtype=problem.dtype)
-    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y)
+    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y,
+                                   mma=runner.device.arch >= 80)
     return y
 
 

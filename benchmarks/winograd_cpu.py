@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import time
 
 import numpy as np
+
+from .timing import time_cpu
 
 #: (name, x shape, w shape, dtype)
 CASES = [
@@ -27,16 +27,6 @@ CASES = [
     ("2-D 3x3 C=K=128, 56^2", (1, 128, 56, 56), (128, 128, 3, 3), "float32"),
     ("2-D 3x3 C=K=128, 56^2 f64", (1, 128, 56, 56), (128, 128, 3, 3), "float64"),
 ]
-
-
-def _median_ms(fn, rounds):
-    fn()
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(samples)
 
 
 def run_case(name, xs, ws, dtype, rounds, small):
@@ -66,9 +56,11 @@ def run_case(name, xs, ws, dtype, rounds, small):
         y = cupyconv.conv(x, w, padding="same", method=method)
         errs[method] = float(np.sqrt(np.mean((y - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
         if method != "direct":
-            row[f"{method}_ms"] = _median_ms(
-                lambda m=method: cupyconv.conv(x, w, padding="same", method=m), rounds)
-    row["auto_ms"] = _median_ms(lambda: cupyconv.conv(x, w, padding="same"), rounds)
+            row[f"{method}_ms"] = 1e3 * time_cpu(
+                lambda m=method: cupyconv.conv(x, w, padding="same", method=m), repeat=rounds,
+                warmup=1)
+    row["auto_ms"] = 1e3 * time_cpu(lambda: cupyconv.conv(x, w, padding="same"), repeat=rounds,
+                                    warmup=1)
     row["auto_ran"] = choose(problem, backend).ranked[0]
     # float64: direct IS the reference; compare with gemm's (BLAS) error instead
     base = errs["direct"] if errs["direct"] else errs["gemm"]

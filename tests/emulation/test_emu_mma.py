@@ -83,7 +83,9 @@ def tf32_rna(x) -> np.ndarray:
     x = np.asarray(x, np.float32)
     bits = x.view(np.uint32)
     out = np.empty_like(bits)
-    for n, (v, u) in enumerate(zip(x.astype(np.float64), bits)):
+    with np.errstate(invalid="ignore"):      # signalling NaNs quieten in the cast
+        wide = x.astype(np.float64)
+    for n, (v, u) in enumerate(zip(wide, bits)):
         if not np.isfinite(v):
             out[n] = u & 0xFFFFE000
             continue

@@ -186,6 +186,7 @@ def verify(t: Transforms) -> bool:
 _MODEL_MARGIN = 1.15
 
 
+@functools.lru_cache(maxsize=None)
 def error_growth(t: Transforms) -> float:
     """1-D error growth of F(m, r) relative to direct summation, from an RMS model.
 
@@ -244,6 +245,13 @@ def verify_polyphase(r: int, stride: int, n_out: int = 4) -> bool:
 
 def best_tile(r: Sequence[int], itemsize: int,
               limit: Optional[float] = None) -> Optional[Tuple[int, ...]]:
+    """See :func:`_best_tile` (memoised per kernel extents, item size and limit)."""
+    return _best_tile(tuple(int(v) for v in r), int(itemsize), limit)
+
+
+@functools.lru_cache(maxsize=1024)
+def _best_tile(r: Tuple[int, ...], itemsize: int,
+               limit: Optional[float] = None) -> Optional[Tuple[int, ...]]:
     """Per axis the output tile ``m`` with the fewest multiplications per output whose
     N-D error growth stays within the limit (default :data:`MAX_ERROR_GROWTH` for the
     dtype size); ``None`` when even F(2, r) on every kernel axis exceeds it.  Axes with

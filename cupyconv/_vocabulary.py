@@ -16,7 +16,7 @@ from typing import FrozenSet, Tuple
 
 __all__ = [
     "OPS", "FORWARD", "GRAD_INPUT", "GRAD_WEIGHT", "BACKENDS", "Algorithm", "ALGORITHMS",
-    "METHODS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES",
+    "METHODS", "PRECISIONS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES",
     "LAYOUTS", "SIGNAL_MODES", "SIGNAL_BOUNDARIES", "methods_for", "describe_choices",
 ]
 
@@ -93,6 +93,10 @@ ALGORITHMS = {a.name: a for a in (
               "Winograd minimal filtering F(m, r) per axis (exact Toom-Cook transforms, "
               "polyphase for stride/dilation), tiles within an error gate; NumPy backend"),
 )}
+
+#: ``precision=`` values: ``highest`` (float32 in float32 FMA, float64 in float64, the
+#: default) and ``tf32`` (float32 operands rounded to TF32, products and sums in float32).
+PRECISIONS = ("highest", "tf32")
 
 #: Every ``method=`` value.
 METHODS = ("auto",) + tuple(ALGORITHMS)

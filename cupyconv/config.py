@@ -10,6 +10,12 @@ workspace_limit : int or None
     Default cap, in bytes, on the extra memory an algorithm may allocate
     (the ``gemm`` column buffer, FFT spectra).  ``None`` means no cap on
     the CPU and "what the device has free" on the GPU.
+precision : {"highest", "tf32"}
+    Default of every function's ``precision=``: ``"highest"`` (float32 data computed
+    with float32 products and sums) or ``"tf32"`` (float32 operands rounded to TF32 --
+    10 mantissa bits, round to nearest, ties away, as ``cvt.rna.tf32.f32`` -- then
+    products and sums in float32: the numerics of TF32 tensor cores, as PyTorch's
+    ``allow_tf32``).  Off by default.
 winograd_max_error_growth : float or None
     The largest error growth (an RMS model relative to direct summation's,
     :func:`cupyconv.core.winograd.error_growth`, multiplied over the axes) a
@@ -21,3 +27,4 @@ winograd_max_error_growth : float or None
 autotune = False
 workspace_limit = None
 winograd_max_error_growth = None
+precision = "highest"

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core import args
 
-__all__ = ["check_out", "write_out", "channels_first", "logical_views", "finish"]
+__all__ = ["check_out", "write_out", "channels_first", "logical_views", "finish", "with_precision"]
 
 
 def check_out(out, shape, dtype, **arrays):
@@ -69,3 +69,10 @@ def finish(y, problem, xp, result_dtype, out=None, bias=None):
     if problem.layout == "channels_last":
         y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
     return write_out(args.cast_result(y, result_dtype), out, xp)
+
+
+def with_precision(problem, precision, result_dtype):
+    """``problem`` carrying ``precision=`` (``None``: ``config.precision``), checked
+    against the result dtype (``"tf32"`` is for float32 data only)."""
+    precision = args.normalize_precision(precision, result_dtype)
+    return problem if precision == problem.precision else problem.with_(precision=precision)

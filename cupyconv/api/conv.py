@@ -8,7 +8,7 @@ import numpy as np
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
-from .calls import check_bias, check_out, finish, logical_views
+from .calls import check_bias, check_out, finish, logical_views, with_precision
 
 __all__ = ["conv", "prepare_conv", "conv_problem"]
 
@@ -67,7 +67,7 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
 
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
          padding_mode="constant", cval=0, layout="channels_first", method="auto",
-         out=None, workspace_limit=None):
+         out=None, workspace_limit=None, precision=None):
     """Batched multi-channel N-D convolution (cross-correlation, no flip).
 
     Parameters
@@ -141,6 +141,7 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     problem, result, xp, x, w, bias = prepare_conv(
         x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
         padding_mode=padding_mode, cval=cval, layout=layout)
+    problem = with_precision(problem, precision, result)
     check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
     views = logical_views(problem, xp, activation=x, filter=w)
     y, _ = run(problem, Operands(**views), backend_for(xp), method=method,

@@ -13,7 +13,7 @@ from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
-from .calls import check_bias, finish, logical_views
+from .calls import check_bias, finish, logical_views, with_precision
 
 __all__ = ["conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose"]
 
@@ -46,7 +46,8 @@ def _geometry(stride, padding, dilation, groups, padding_mode, layout):
                 padding_mode=padding_mode, layout=layout)
 
 
-def _run(problem, xp, result, method, workspace_limit, bias=None, **arrays):
+def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None, **arrays):
+    problem = with_precision(problem, precision, result)
     views = logical_views(problem, xp, **arrays)
     out, _ = run(problem, Operands(**views), backend_for(xp), method=method,
                  workspace_limit=workspace_limit)
@@ -55,7 +56,7 @@ def _run(problem, xp, result, method, workspace_limit, bias=None, **arrays):
 
 def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
                     padding_mode="constant", cval=0, layout="channels_first",
-                    method="auto", workspace_limit=None):
+                    method="auto", workspace_limit=None, precision=None):
     """Gradient of :func:`cupyconv.conv` with respect to its input ``x``.
 
     Parameters
@@ -105,12 +106,13 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
                        dtype=compute, op=GRAD_INPUT,
                        **_geometry(stride, padding, dilation, groups, padding_mode, layout))
     _check_dy(problem, dy, "input_shape", input_shape)
-    return _run(problem, xp, result, method, workspace_limit, output=dy, filter=w)
+    return _run(problem, xp, result, method, workspace_limit, precision=precision, output=dy,
+                filter=w)
 
 
 def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, groups=1,
                      padding_mode="constant", cval=0, layout="channels_first",
-                     method="auto", workspace_limit=None):
+                     method="auto", workspace_limit=None, precision=None):
     """Gradient of :func:`cupyconv.conv` with respect to its weights ``w``.
 
     Parameters
@@ -152,7 +154,8 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
                        dtype=args.compute_dtype(result), op=GRAD_WEIGHT, cval=cval,
                        **_geometry(stride, padding, dilation, groups, padding_mode, layout))
     _check_dy(problem, dy, "weight_shape", weight_shape)
-    return _run(problem, xp, result, method, workspace_limit, activation=x, output=dy)
+    return _run(problem, xp, result, method, workspace_limit, precision=precision,
+                activation=x, output=dy)
 
 
 def conv_grad_bias(dy, *, layout="channels_first"):
@@ -190,7 +193,8 @@ def _transpose_padding(padding, output_padding, s, ks, stride, dilation):
 
 
 def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, dilation=1,
-                   groups=1, layout="channels_first", method="auto", workspace_limit=None):
+                   groups=1, layout="channels_first", method="auto", workspace_limit=None,
+                   precision=None):
     """Transposed convolution (PyTorch ``ConvTransposeNd`` semantics), any rank.
 
     Every input element scatters ``x[n, i, s] * w[i, o, t]`` onto output
@@ -270,6 +274,6 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     extra = [(0, o - si) for o, si in zip(problem.out_shape, s)]
     if any(a for _, a in extra):
         views["output"] = xp.pad(views["output"], ((0, 0), (0, 0)) + tuple(extra))
-    y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
-               workspace_limit=workspace_limit)
+    y, _ = run(with_precision(problem, precision, result), Operands(**views), backend_for(xp),
+               method=method, workspace_limit=workspace_limit)
     return finish(y, problem, xp, result, None, bias)

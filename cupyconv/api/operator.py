@@ -33,7 +33,8 @@ def _window(n1, n2, mode):
     return min(n1, n2) - 1, abs(n1 - n2) + 1          # valid (either operand larger)
 
 
-def convolution_adjoint(shape1, in2, g, mode, axes, method="auto", swapped=False):
+def convolution_adjoint(shape1, in2, g, mode, axes, method="auto", swapped=False,
+                        precision=None):
     """``A^H g`` for ``A: in1 -> convolve(in1, in2, mode, axes=axes)``, shape ``shape1``.
 
     ``swapped``: the forward call was ``convolve(in2, in1, mode)`` (the
@@ -62,7 +63,7 @@ def convolution_adjoint(shape1, in2, g, mode, axes, method="auto", swapped=False
         embedded = xp.zeros(full_shape, dtype=work)
         embedded[tuple(window)] = g
     res = correlate(embedded, in2.astype(work, copy=False), mode="valid", method=method,
-                    axes=conv_axes)
+                    axes=conv_axes, precision=precision)
     summed = tuple(a for a in range(nd) if a not in conv_axes and shape1[a] != res.shape[a])
     if summed:
         res = res.sum(axis=summed, keepdims=True)
@@ -100,7 +101,7 @@ class ConvOperator:
     """
 
     def __init__(self, kernel, input_shape, mode="same", *, axes=None, method="auto",
-                 dtype=None):
+                 dtype=None, precision=None):
         xp = args.array_module_of(kernel=kernel)
         kernel = args.as_array(xp, kernel)
         args.check_dtype(kernel, "kernel")
@@ -115,28 +116,30 @@ class ConvOperator:
                            conv_axes, False)
 
         def forward(x):
-            return convolve(x, kernel, mode, method, axes=axes)
+            return convolve(x, kernel, mode, method, axes=axes, precision=precision)
 
         def adjoint(y):
-            return convolution_adjoint(input_shape, kernel, y, mode, conv_axes, method)
+            return convolution_adjoint(input_shape, kernel, y, mode, conv_axes, method,
+                                       precision=precision)
 
         self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
 
     @classmethod
     def from_conv(cls, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
                   padding_mode="constant", layout="channels_first", method="auto",
-                  dtype=None):
+                  dtype=None, precision=None):
         """``x -> conv(x, w, ...)`` (deep-learning geometry) with the adjoint
         :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
         here (a nonzero fill would make the map affine)."""
         xp = args.array_module_of(w=w)
         w = args.as_array(xp, w)
         geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
-                        padding_mode=padding_mode, layout=layout, method=method)
+                        padding_mode=padding_mode, layout=layout, method=method,
+                        precision=precision)
         input_shape = args.normalize_shape(input_shape, "input_shape")
         problem = ConvProblem.create(
             x_shape=input_shape, w_shape=w.shape,
-            **{k: v for k, v in geometry.items() if k != "method"})
+            **{k: v for k, v in geometry.items() if k not in ("method", "precision")})
         self = cls.__new__(cls)
 
         def forward(x):

@@ -14,7 +14,7 @@ from .._vocabulary import BACKENDS, describe_choices
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
-from .calls import check_bias, check_out, finish, logical_views
+from .calls import check_bias, check_out, finish, logical_views, with_precision
 
 __all__ = ["plan_conv", "ConvPlan"]
 
@@ -104,7 +104,7 @@ class ConvPlan:
 
 def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, groups=1,
               padding_mode="constant", cval=0, layout="channels_first", method="auto",
-              workspace_limit=None, backend=None):
+              workspace_limit=None, backend=None, precision=None):
     """Plan a :func:`cupyconv.conv` once; call the plan on arrays many times.
 
     Parameters
@@ -153,6 +153,7 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
         layout=layout, dtype=args.compute_dtype(result), flip=False)
+    problem = with_precision(problem, precision, result)
     if backend is None:
         forced = get_backend()
         backend = forced if forced != "numpy" else (

@@ -17,7 +17,7 @@ from ..core.signal_map import check_mode, signal_call
 from ..dispatch import backend_for, choose, run
 from ..dispatch.dispatcher import ranked_for_data
 from ..dispatch.autotune import measure as measure_fn
-from .calls import check_out, write_out
+from .calls import check_out, with_precision, write_out
 
 __all__ = ["convolve", "correlate", "choose_conv_method", "choose_algorithm", "signal_problem",
            "compute", "centered"]
@@ -37,16 +37,19 @@ def signal_problem(in1, in2, mode, axes, correlate, padding_mode="constant", cva
     return call, xp, in1, in2
 
 
-def compute(call, xp, in1, in2, method, out=None):
+def compute(call, xp, in1, in2, method, out=None, precision=None):
     """Run a validated :class:`SignalCall` (``signal_problem``) and shape the result."""
     check_out(out, call.result_shape, call.result_dtype, in1=in1)
+    problem = call.problem
+    if problem is not None:
+        problem = with_precision(problem, precision, call.result_dtype)
     if call.problem is None:                           # two 0-d operands
         res = in1 * (xp.conj(in2) if call.correlate else in2)
     elif method == "fft" and all(1 in (s, k) for s, k in zip(call.problem.in_shape,
                                                            call.problem.kernel_shape)):
         res = _broadcast_product(call, xp, in1, in2)
     else:
-        y, _ = run(call.problem, call.operands(in1, in2, xp), backend_for(xp), method=method)
+        y, _ = run(problem, call.operands(in1, in2, xp), backend_for(xp), method=method)
         res = call.finish(y, xp)
     return write_out(args.cast_result(res, call.result_dtype), out, xp)
 
@@ -63,7 +66,7 @@ def _broadcast_product(call, xp, in1, in2):
     return res
 
 
-def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None):
+def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, precision=None):
     """Convolve two N-dimensional arrays.
 
     Drop-in for :func:`scipy.signal.convolve` (and
@@ -132,10 +135,10 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None):
     (12, 12, 12, 12)
     """
     args.normalize_method(method)
-    return compute(*signal_problem(in1, in2, mode, axes, False), method, out)
+    return compute(*signal_problem(in1, in2, mode, axes, False), method, out, precision)
 
 
-def correlate(in1, in2, mode="full", method="auto", *, axes=None, out=None):
+def correlate(in1, in2, mode="full", method="auto", *, axes=None, out=None, precision=None):
     """Cross-correlate two N-dimensional arrays.
 
     Drop-in for :func:`scipy.signal.correlate`; parameters as in
@@ -156,7 +159,7 @@ def correlate(in1, in2, mode="full", method="auto", *, axes=None, out=None):
     array([[0.-2.j]])
     """
     args.normalize_method(method)
-    return compute(*signal_problem(in1, in2, mode, axes, True), method, out)
+    return compute(*signal_problem(in1, in2, mode, axes, True), method, out, precision)
 
 
 def _ranked(in1, in2, mode, axes, measure):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.args import array_module_of
 
-__all__ = ["all_finite", "pad_input", "fold_padding", "oriented_weights", "grouped_weights",
+__all__ = ["all_finite", "to_tf32", "pad_input", "fold_padding", "oriented_weights", "grouped_weights",
            "zeros_result", "axis_index"]
 
 
@@ -84,3 +84,17 @@ def all_finite(a):
     parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
     return all(bool(np.isfinite(float(p.min()))) and bool(np.isfinite(float(p.max())))
                for p in parts)
+
+
+def to_tf32(a):
+    """float32 ``a`` rounded to TF32 as ``cvt.rna.tf32.f32`` on the GPU: 10 mantissa bits,
+    round to nearest with ties away from zero (the magnitude bits plus half a unit, then
+    the low 13 bits cleared: a carry rounds up the exponent, the largest values to Inf);
+    Inf and NaN keep their top bits (a NaN whose payload is only in the low 13 bits
+    becomes Inf, as the H200 does)."""
+    xp = array_module_of(x=a)
+    a = xp.ascontiguousarray(a, dtype=np.float32)
+    bits = a.view(np.uint32)
+    finite = xp.isfinite(a)
+    rounded = xp.where(finite, bits + np.uint32(0x1000), bits) & np.uint32(0xFFFFE000)
+    return rounded.astype(np.uint32, copy=False).view(np.float32)

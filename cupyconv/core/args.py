@@ -11,7 +11,9 @@ import operator
 
 import numpy as np
 
-from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, describe_choices,
+from .. import config
+from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, PRECISIONS,
+                          describe_choices,
                            methods_for)
 
 __all__ = [
@@ -360,3 +362,24 @@ def cast_result(y, dtype):
     if y.dtype == dtype:
         return y
     return y.astype(dtype, copy=False)
+
+
+def normalize_precision(precision, dtype):
+    """``precision=`` checked against the result dtype; ``None`` is ``config.precision``
+    for float32 data and ``"highest"`` for every other dtype (as PyTorch's ``allow_tf32``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown value, or ``"tf32"`` on data that is not float32.
+    """
+    dtype = np.dtype(dtype)
+    if precision is None:               # the process-wide default applies to float32 only
+        precision = config.precision if dtype == np.float32 else "highest"
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {describe_choices(PRECISIONS)}; "
+                         f"got {precision!r}")
+    if precision == "tf32" and dtype != np.float32:
+        raise ValueError(f"precision='tf32' computes float32 data with TF32 operands; the data "
+                         f"is {dtype.name} (use precision='highest')")
+    return precision

@@ -92,6 +92,9 @@ class ConvProblem:
         conjugated here: callers conjugate for complex correlation.
     op : str
         ``"forward"``, ``"grad_input"`` or ``"grad_weight"`` (:data:`ROLES`).
+    precision : str
+        ``"highest"`` or ``"tf32"`` (float32 only: the operands are rounded to TF32
+        before any algorithm runs; :func:`cupyconv.core.args.normalize_precision`).
     conjugate : bool
         Gradients only: use the adjoint (conjugate transpose) for complex
         data, PyTorch's convention; ``False`` gives the plain transpose that
@@ -116,13 +119,14 @@ class ConvProblem:
     flip: bool = False
     op: str = FORWARD
     conjugate: bool = True
+    precision: str = "highest"
 
     # ------------------------------------------------------------------ build
     @classmethod
     def create(cls, *, x_shape, w_shape, stride=1, padding=0, dilation=1,
                groups=1, padding_mode="constant", cval=0,
                layout="channels_first", dtype=np.float64, flip=False, op=FORWARD,
-               conjugate=True):
+               conjugate=True, precision="highest"):
         """Validate a geometry and derive the output shape.
 
         Parameters
@@ -198,7 +202,8 @@ class ConvProblem:
                    out_shape=tuple(out), stride=stride, dilation=dilation,
                    padding=padding, padding_mode=padding_mode, cval=cval,
                    layout=layout, dtype=dtype, flip=bool(flip), op=op,
-                   conjugate=bool(conjugate))
+                   conjugate=bool(conjugate),
+                   precision=args.normalize_precision(precision, dtype))
 
     def __hash__(self):
         # computed once: the dispatcher's caches hash the same problem on every call

@@ -35,7 +35,7 @@ import numpy as np
 from .. import config
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
-from ..backends.arrays import all_finite, zeros_result
+from ..backends.arrays import all_finite, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
 from ..core.args import normalize_workspace_limit
 from . import autotune
@@ -253,6 +253,10 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
     problem, operands = backend.prepare(problem, operands)
+    if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
+        operands = operands.replace(**{r: to_tf32(operands.get(r)) for r in
+                                       ("activation", "filter", "output")
+                                       if operands.get(r) is not None})
     choice = choose(problem, backend, workspace_limit) if choice is None else choice
     limit = choice.limit
     if method == "auto":

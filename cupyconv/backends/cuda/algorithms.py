@@ -88,7 +88,7 @@ def _gemm(problem, x, w, runner, workspace_limit):
         count = min(nb, problem.batch - n0)
         launch.run_vol2col(runner.loader, problem, x, col, n0=n0, n_count=count)
         cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
-        res = xp.matmul(wmat, cols).reshape(g, kg, count, positions)
+        res = runner.matmul(wmat, cols).reshape(g, kg, count, positions)
         yg[n0:n0 + count] = res.transpose(2, 0, 1, 3)
     return y.reshape((problem.batch, problem.out_channels) + problem.out_shape)
 

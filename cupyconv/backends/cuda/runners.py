@@ -99,6 +99,21 @@ class CupyRunner:
         self.peak_workspace = max(self.peak_workspace, nbytes)
         return arr
 
+    def matmul(self, a, b, out=None):
+        """``cupy.matmul`` with the cuBLAS compute type set explicitly: float32 in float32
+        (never TF32, whatever ``CUPY_TF32`` says; ``precision='tf32'`` rounds the operands
+        itself), the previous setting restored after."""
+        try:       # CuPy's own (private) switch; any CuPy without it keeps its default
+            from cupy._core import _routines_linalg as linalg
+            previous = linalg.get_compute_type(np.float32)
+            linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_FP32)
+        except Exception:  # noqa: BLE001 - no switch: plain matmul, CuPy's default
+            return self._cupy.matmul(a, b, out=out)
+        try:
+            return self._cupy.matmul(a, b, out=out)
+        finally:
+            linalg.set_compute_type(np.float32, previous)
+
     def free_cached(self):
         self._cupy.get_default_memory_pool().free_all_blocks()
 
@@ -190,6 +205,11 @@ class EmulatedRunner:
                 f"({self.memory_limit} bytes)")
         self.peak_workspace = max(self.peak_workspace, nbytes)
         return np.empty(shape, dtype=dtype)
+
+    @staticmethod
+    def matmul(a, b, out=None):
+        """``numpy.matmul`` (the CPU has no TF32)."""
+        return np.matmul(a, b, out=out)
 
     def free_cached(self):
         pass

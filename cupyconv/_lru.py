@@ -3,9 +3,10 @@ key is not a plain function call (``functools.lru_cache`` serves the others)."""
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 
-__all__ = ["LRU"]
+__all__ = ["LRU", "memoized"]
 
 
 class LRU:
@@ -43,3 +44,23 @@ class LRU:
 
     def __len__(self):
         return len(self._data)
+
+
+def memoized(maxsize=1024):
+    """``functools.lru_cache(maxsize, typed=True)`` that computes without caching when an
+    argument is unhashable (geometry given as lists, say).  Typed: ``2.0`` must not hit
+    the entry of ``2`` and skip the validation that rejects it."""
+    def wrap(fn):
+        cached = functools.lru_cache(maxsize=maxsize, typed=True)(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            try:
+                return cached(*a, **kw)
+            except TypeError as exc:
+                if "unhashable" not in str(exc):
+                    raise
+                return fn(*a, **kw)
+        wrapper.cache_clear = cached.cache_clear
+        return wrapper
+    return wrap

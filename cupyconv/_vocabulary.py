@@ -16,7 +16,7 @@ from typing import FrozenSet, Tuple
 
 __all__ = [
     "OPS", "FORWARD", "GRAD_INPUT", "GRAD_WEIGHT", "BACKENDS", "Algorithm", "ALGORITHMS",
-    "METHODS", "PRECISIONS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES",
+    "METHODS", "PRECISIONS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES", "NDIMAGE_NAMES",
     "LAYOUTS", "SIGNAL_MODES", "SIGNAL_BOUNDARIES", "methods_for", "describe_choices",
 ]
 
@@ -48,6 +48,12 @@ NDIMAGE_MODES = {
     "nearest": "edge", "wrap": "wrap", "grid-wrap": "wrap",
     "constant": "constant", "grid-constant": "constant",
 }
+#: The ``scipy.ndimage`` name of each engine mode (the first of NDIMAGE_MODES that maps to
+#: it: the plain names, never ``grid-*``), for passes handed to ``scipy.ndimage`` itself.
+NDIMAGE_NAMES = {}
+for _name, _engine in NDIMAGE_MODES.items():
+    NDIMAGE_NAMES.setdefault(_engine, _name)
+del _name, _engine
 #: Memory layouts of ``conv``'s arrays.
 LAYOUTS = ("channels_first", "channels_last")
 #: ``scipy.signal`` modes of ``convolve``/``correlate``.

@@ -18,12 +18,12 @@ the device with a misaligned address; the caller copies it first.
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Optional, Tuple
 
 import numpy as np
 
+from .._lru import memoized
 from . import registry
 from .addressing import addressable, device_alignment
 from .params import logical_strides, pack_conv_params
@@ -80,13 +80,10 @@ def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
 
     Memoised per argument set (the launchers ask on every call).
     """
-    try:
-        return _choose_index64(problem, arrays_strides, int(extra))
-    except TypeError:           # unhashable strides (lists): no cache
-        return _choose_index64.__wrapped__(problem, arrays_strides, int(extra))
+    return _choose_index64(problem, arrays_strides, int(extra))
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized()
 def _choose_index64(problem, arrays_strides, extra):
     if getattr(problem, "needs_int64", False):
         return True

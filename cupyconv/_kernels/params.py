@@ -17,6 +17,7 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
+from .._lru import memoized
 from .._vocabulary import PADDING_MODES
 
 __all__ = [
@@ -156,11 +157,7 @@ def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
     key = (problem, _hashable(x_strides), _hashable(w_strides), _hashable(y_strides), int(n0),
            n_count if n_count is None else int(n_count), int(g0), alpha, beta, int(bias_stride),
            bool(has_bias), tuple(int(d) for d in grid_divisors), tuple(int(a) for a in aux))
-    try:
-        packed = _packed(*key)
-    except TypeError:           # an unhashable scalar: pack without the cache
-        packed = _pack(*key)
-    return packed
+    return _pack(*key)
 
 
 def _hashable(strides):
@@ -170,11 +167,7 @@ def _hashable(strides):
     return int(lead), int(chan), tuple(int(v) for v in spatial)
 
 
-@functools.lru_cache(maxsize=1024)
-def _packed(*key):
-    return _pack(*key)
-
-
+@memoized()
 def _pack(problem, x_strides, w_strides, y_strides, n0, n_count, g0, alpha, beta, bias_stride,
           has_bias, grid_divisors, aux):
     r = problem.ndim

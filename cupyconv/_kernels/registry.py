@@ -25,6 +25,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from .._paths import cuda_src_dir
+from .._lru import memoized
 from .._vocabulary import MAX_RANK
 
 __all__ = [
@@ -169,7 +170,7 @@ class Instantiation:
         return (self.source, self.dtype.name, self.rank)
 
 
-@functools.lru_cache(maxsize=64)
+@memoized(64)
 def _dtype_spec(dtype) -> DtypeSpec:
     dt = np.dtype(dtype)
     try:
@@ -187,12 +188,7 @@ def dtype_spec(dtype) -> DtypeSpec:
     TypeError
         If the kernels have no instantiation for ``dtype``.
     """
-    try:
-        return _dtype_spec(dtype)
-    except TypeError:                  # unhashable dtype-likes: no cache
-        if isinstance(dtype, (type, str, np.dtype)):
-            raise
-        return _dtype_spec.__wrapped__(dtype)
+    return _dtype_spec(dtype)
 
 
 def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:

@@ -1,10 +1,9 @@
 """``conv``: batched multi-channel N-D convolution, deep-learning style (no flip)."""
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from .._lru import memoized
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
@@ -13,25 +12,7 @@ from .calls import check_bias, check_out, finish, logical_views, with_precision
 __all__ = ["conv", "prepare_conv", "conv_problem"]
 
 
-def memoized(fn):
-    """``functools.lru_cache`` that computes without caching for unhashable arguments
-    (geometry given as lists).  Typed: ``groups=2.0`` must not hit the entry of
-    ``groups=2`` and skip the validation that rejects it."""
-    cached = functools.lru_cache(maxsize=1024, typed=True)(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*a, **kw):
-        try:
-            return cached(*a, **kw)
-        except TypeError as exc:
-            if "unhashable" not in str(exc):
-                raise
-            return fn(*a, **kw)
-    wrapper.cache_clear = cached.cache_clear
-    return wrapper
-
-
-@memoized
+@memoized()
 def conv_problem(x_shape, x_dtype, w_shape, w_dtype, bias_dtype, stride, padding, dilation,
                  groups, padding_mode, cval, layout, out_dtype=None):
     """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised)."""

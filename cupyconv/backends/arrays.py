@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.args import array_module_of
 
-__all__ = ["all_finite", "to_tf32", "pad_input", "fold_padding", "oriented_weights", "grouped_weights",
+__all__ = ["all_finite", "max_magnitude", "to_tf32", "pad_input", "fold_padding", "oriented_weights", "grouped_weights",
            "zeros_result", "axis_index"]
 
 
@@ -84,6 +84,14 @@ def all_finite(a):
     parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
     return all(bool(np.isfinite(float(p.min()))) and bool(np.isfinite(float(p.max())))
                for p in parts)
+
+
+def max_magnitude(a):
+    """``max |a|`` of integer data as a Python int, by a min/max scan (never ``abs``: it
+    wraps at the most negative integer)."""
+    if a.size == 0:
+        return 0
+    return max(-int(a.min()), int(a.max()))
 
 
 def to_tf32(a):

@@ -17,6 +17,7 @@ Phases of a stride add into the output; residues of a dilation fill disjoint out
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -40,10 +41,7 @@ def growth_limit(dtype):
 def _pieces(problem):
     per_axis = [axis_pieces(problem.kernel_shape[a], problem.stride[a], problem.dilation[a],
                             problem.out_shape[a]) for a in range(problem.ndim)]
-    out = [()]
-    for pieces in per_axis:
-        out = [prefix + (p,) for prefix in out for p in pieces]
-    return out
+    return list(itertools.product(*per_axis))
 
 
 def plan_tiles(problem):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from fractions import Fraction
 from typing import Dict, Optional, Sequence, Tuple
@@ -261,7 +262,7 @@ def _best_tile(r: Tuple[int, ...], itemsize: int,
     if any(rk > MAX_TAPS for rk in r):
         return None
     axes = [(1,) if rk == 1 else TILE_OUTPUTS for rk in r]
-    for tile in _product(axes):
+    for tile in itertools.product(*axes):
         growth = math.prod(error_growth(transforms(m, rk)) for m, rk in zip(tile, r) if rk > 1)
         if growth > limit:
             continue
@@ -270,13 +271,6 @@ def _best_tile(r: Tuple[int, ...], itemsize: int,
     if not choices or all(rk == 1 for rk in r):
         return None
     return min(choices, key=lambda t: choices[t])
-
-
-def _product(axes):
-    out = [()]
-    for options in axes:
-        out = [prefix + (v,) for prefix in out for v in options]
-    return out
 
 
 @dataclasses.dataclass(frozen=True)

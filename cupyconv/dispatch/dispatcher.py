@@ -35,7 +35,7 @@ import numpy as np
 from .. import config
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
-from ..backends.arrays import all_finite, to_tf32, zeros_result
+from ..backends.arrays import all_finite, max_magnitude, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
 from ..core.args import normalize_workspace_limit
 from . import autotune
@@ -162,19 +162,12 @@ def clear_cache():
 # ------------------------------------------------------------------ data rules
 
 
-def _magnitude(a):
-    """``max |a|`` of integer data as a Python int (no wraparound at the minimum)."""
-    if a.size == 0:
-        return 0
-    return max(-int(a.min()), int(a.max()))
-
-
 def fft_safe(problem, operands):
     """``(ok, reason)``: whether the FFT result is exact enough for these operands."""
     arrays = [operands.get(r) for r in ("activation", "filter", "output")]
     arrays = [a for a in arrays if a is not None]
     if problem.dtype.kind in "biu":
-        bound = math.prod(_magnitude(a) for a in arrays) * max(problem.gemm_k, 1)
+        bound = math.prod(max_magnitude(a) for a in arrays) * max(problem.gemm_k, 1)
         if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
             return False, (f"integer results up to {bound} are not exactly representable "
                            "through a float64 FFT")

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import scipy.ndimage
 
-from .._vocabulary import NDIMAGE_MODES
+from .._vocabulary import NDIMAGE_NAMES
 from ..core import args
 from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, run
@@ -25,8 +25,6 @@ INPUT_KINDS = frozenset(np.dtype(t) for t in (
 SINGLE = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.complex64))
 #: Largest integer-valued weight computed exactly in int64.
 EXACT_WEIGHT = 2**31
-#: The ``scipy.ndimage`` name of each engine mode (the inverse of NDIMAGE_MODES).
-_SCIPY_MODE = {engine: name for name, engine in NDIMAGE_MODES.items() if not name.startswith("grid-")}
 
 
 # ------------------------------------------------------------------ arguments
@@ -256,11 +254,11 @@ def _scipy_line(input, weights, origins, mode, cval, output, divide):
     axis = next(a for a, n in enumerate(weights.shape) if n > 1)
     target = np.empty(input.shape, output.dtype) if isinstance(output, Fresh) else output
     if divide is not None:      # a moving average: weights are `divide` ones
-        scipy.ndimage.uniform_filter1d(input, int(divide), axis, target, _SCIPY_MODE[mode],
+        scipy.ndimage.uniform_filter1d(input, int(divide), axis, target, NDIMAGE_NAMES[mode],
                                        float(np.real(cval)), origins[axis])
     else:
         scipy.ndimage.correlate1d(input, weights.reshape(-1).astype(np.float64), axis, target,
-                                  _SCIPY_MODE[mode], float(np.real(cval)), origins[axis])
+                                  NDIMAGE_NAMES[mode], float(np.real(cval)), origins[axis])
     return target
 
 

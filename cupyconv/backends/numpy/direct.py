@@ -29,7 +29,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 from scipy import ndimage
 
-from ..._vocabulary import NDIMAGE_MODES
+from ..._vocabulary import NDIMAGE_NAMES
 from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
 
 __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
@@ -141,10 +141,6 @@ def chunks(shape, axes):
     return [(slice(None),) * a + (slice(i, i + step),) for i in range(0, shape[a], step)]
 
 
-#: ``scipy.ndimage`` name of each engine boundary mode (the first of the vocabulary's table).
-_NDIMAGE_NAME = {}
-for _name, _engine in NDIMAGE_MODES.items():
-    _NDIMAGE_NAME.setdefault(_engine, _name)
 #: A float64 pass whose axis has at most this many elements inside it (its stride in
 #: elements) runs in ``scipy.ndimage``'s compiled loops, 1.5-2.5x faster than the
 #: NumPy passes there (measured 1024^2, 128^3 and 32^4; outer axes are faster here).
@@ -170,7 +166,7 @@ def _ndimage_origins(problem):
 
 
 def _ndimage_kw(problem):
-    mode = _NDIMAGE_NAME[problem.padding_mode]
+    mode = NDIMAGE_NAMES[problem.padding_mode]
     return dict(mode=mode, cval=float(np.real(problem.cval)) if mode == "constant" else 0.0)
 
 

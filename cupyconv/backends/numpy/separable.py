@@ -19,8 +19,8 @@ import math
 import numpy as np
 import scipy.ndimage
 
-from ..._vocabulary import NDIMAGE_MODES
-from ..arrays import zeros_result
+from ..._vocabulary import NDIMAGE_NAMES
+from ..arrays import max_magnitude, zeros_result
 from ..separable_factors import (ROUNDOFF_UNITS, NotSeparable, applies, clear_cache, factor,
                                  kernel_factors)
 from .direct import chunks
@@ -29,8 +29,6 @@ __all__ = ["applies", "factor", "kernel_factors", "run", "workspace_bytes", "cle
            "ROUNDOFF_UNITS", "NotSeparable"]
 
 
-#: ``scipy.ndimage`` name of each engine mode (the inverse of NDIMAGE_MODES).
-_SCIPY_MODE = {engine: name for name, engine in NDIMAGE_MODES.items() if not name.startswith("grid-")}
 
 
 def scipy_pass_applies(pads, k, stride, dilation):
@@ -40,12 +38,6 @@ def scipy_pass_applies(pads, k, stride, dilation):
     return stride == 1 and dilation == 1 and pads[0] + pads[1] <= k - 1
 
 
-def _max_abs(a):
-    """``max|a|`` of integer data by a min/max scan (never ``abs``: it wraps at the most
-    negative integer)."""
-    return max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
-
-
 def _scipy_pass(a, taps, axis, pads, mode, cval, out_len, dtype):
     """The pass as ``scipy.ndimage.correlate1d`` (one call per group) into ``dtype``, then
     the prefix."""
@@ -53,7 +45,7 @@ def _scipy_pass(a, taps, axis, pads, mode, cval, out_len, dtype):
     y = np.empty(a.shape, dtype=dtype)
     for g in range(taps.shape[0]):
         scipy.ndimage.correlate1d(a[:, g], taps[g].astype(np.float64), axis=ax - 1,
-                                  output=y[:, g], mode=_SCIPY_MODE[mode],
+                                  output=y[:, g], mode=NDIMAGE_NAMES[mode],
                                   cval=float(np.real(cval)), origin=pads[0] - k // 2)
     return y[(slice(None),) * ax + (slice(0, out_len),)]
 
@@ -69,7 +61,7 @@ def _pass(a, taps, axis, pads, mode, cval, stride, dilation, out_len, bound=None
         if a.dtype == np.float64:
             return _scipy_pass(a, taps, axis, pads, mode, cval, out_len, np.dtype(np.float64))
         if a.dtype.kind in "iu" and taps.dtype.kind in "iu":
-            bound = _max_abs(a) if bound is None else bound      # max|a| (cval included)
+            bound = max_magnitude(a) if bound is None else bound      # max|a| (cval included)
             bound = bound * float(np.abs(taps.astype(np.float64)).sum(axis=1).max())
             if bound < 2.0**53:
                 dtype = np.dtype(np.int32 if bound < 2.0**31 else np.int64)
@@ -110,7 +102,7 @@ def run(problem, x, w):
     cval = problem.cval if problem.dtype.kind == "c" else np.real(problem.cval)
     scale = 1
     # integer data: max|a| once, then each pass's bound follows from the taps (no rescan)
-    bound = (max(_max_abs(x), abs(int(np.real(cval)))) if problem.dtype.kind in "iu"
+    bound = (max(max_magnitude(x), abs(int(np.real(cval)))) if problem.dtype.kind in "iu"
              and np.isfinite(np.real(cval)) else None)
     for axis in range(problem.ndim):
         taps = np.stack([per_group[i][axis] for i in range(g)]).astype(problem.dtype)

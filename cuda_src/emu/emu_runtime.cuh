@@ -375,10 +375,9 @@ inline std::string check_config(dim3 grid, dim3 block, std::size_t shmem, int sc
   return std::string();
 }
 
-/// Run a type-erased kernel body over the whole grid; 0 on success, 1 for
-/// an invalid configuration, 2 for a runtime error (see t_last_error).
-inline int run_launch(dim3 grid, dim3 block, std::size_t shmem, int schedule, FiberFn body,
-                      void* body_arg) {
+/// run_launch without releasing the fiber stacks.
+inline int run_launch_pooled(dim3 grid, dim3 block, std::size_t shmem, int schedule,
+                             FiberFn body, void* body_arg) {
   t_last_error.clear();
   const std::string bad = check_config(grid, block, shmem, schedule);
   if (!bad.empty()) {
@@ -431,6 +430,17 @@ inline int run_launch(dim3 grid, dim3 block, std::size_t shmem, int schedule, Fi
     t_last_error = std::string("emulator failure: ") + e.what();
     return 2;
   }
+}
+
+/// Run a type-erased kernel body over the whole grid; 0 on success, 1 for
+/// an invalid configuration, 2 for a runtime error (see t_last_error).  The fibers'
+/// stacks are unmapped afterwards (StackPool::release: the launch's threads, and with
+/// them every stack, are gone by then).
+inline int run_launch(dim3 grid, dim3 block, std::size_t shmem, int schedule, FiberFn body,
+                      void* body_arg) {
+  const int rc = run_launch_pooled(grid, block, shmem, schedule, body, body_arg);
+  stack_pool().release();
+  return rc;
 }
 
 /// Calls a kernel with arguments unpacked from a cuLaunchKernel-style array.

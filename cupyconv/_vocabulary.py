@@ -79,6 +79,23 @@ class Algorithm:
     ops: FrozenSet[str]
     #: One line for docs and error messages.
     summary: str
+    #: Operations served on fewer backends than :attr:`backends`: ``((op, backends), ...)``.
+    limited: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+
+    def serves(self, op: str, backend: str = None) -> bool:
+        """Whether the algorithm computes ``op`` (on ``backend``, if given)."""
+        if op not in self.ops:
+            return False
+        return backend is None or backend in dict(self.limited).get(op, self.backends)
+
+    def refusal(self, op: str, backend: str) -> str:
+        """Why the algorithm does not compute ``op`` on ``backend`` ("" when it does)."""
+        if op not in self.ops:
+            return f"{self.name} serves {sorted(self.ops)}, not {op}"
+        if not self.serves(op, backend):
+            return (f"{self.name} serves {op} on "
+                    f"{sorted(dict(self.limited).get(op, self.backends))} only, not {backend}")
+        return ""
 
 
 #: name -> Algorithm.  A backend may still decline one problem with a reason
@@ -86,8 +103,10 @@ class Algorithm:
 ALGORITHMS = {a.name: a for a in (
     Algorithm("direct", _ALL, frozenset((FORWARD,)),
               "tap loop / stencil kernel, no workspace"),
-    Algorithm("implicit_gemm", _ALL, frozenset((FORWARD,)),
-              "tiled implicit GEMM kernel, no workspace (NumPy: the direct tap loop)"),
+    Algorithm("implicit_gemm", _ALL, frozenset(OPS),
+              "tiled implicit GEMM kernel (tensor cores on sm_80+), no workspace; the gradients "
+              "as its forward problems (CUDA path); NumPy: the direct tap loop, forward only",
+              limited=((GRAD_INPUT, _CUDA_PATH), (GRAD_WEIGHT, _CUDA_PATH))),
     Algorithm("gemm", _ALL, frozenset(OPS),
               "vol2col column buffer + BLAS/cuBLAS GEMM, chunked to the workspace limit"),
     Algorithm("fft", _ALL, frozenset(OPS),
@@ -95,9 +114,10 @@ ALGORITHMS = {a.name: a for a in (
     Algorithm("separable", _ALL, frozenset((FORWARD,)),
               "one 1-D pass per axis for a kernel that is an outer product of 1-D factors "
               "(single channel or depthwise; NumPy passes / the direct kernel per axis)"),
-    Algorithm("winograd", frozenset(("numpy",)), frozenset((FORWARD,)),
+    Algorithm("winograd", _ALL, frozenset((FORWARD, GRAD_INPUT)),
               "Winograd minimal filtering F(m, r) per axis (exact Toom-Cook transforms, "
-              "polyphase for stride/dilation), tiles within an error gate; NumPy backend"),
+              "polyphase for stride/dilation), tiles within an error gate; input gradient "
+              "of stride-1, constant-padded problems; NumPy or transform kernels + cuBLAS"),
 )}
 
 #: ``precision=`` values: ``highest`` (float32 in float32 FMA, float64 in float64, the
@@ -113,7 +133,7 @@ def methods_for(op: str = FORWARD, backend: str = None) -> Tuple[str, ...]:
     """``method=`` values valid for an operation (and a backend, if given)."""
     return ("auto",) + tuple(
         name for name, a in ALGORITHMS.items()
-        if op in a.ops and (backend is None or backend in a.backends))
+        if a.serves(op, backend))
 
 
 def describe_choices(values) -> str:

@@ -6,11 +6,12 @@
 #
 # Run from the repository root.  Every step is time-boxed with `timeout` (the sum
 # stays under 8 minutes); a failing or hanging step is recorded and the script goes
-# on.  Writes under $OUT (at most 6 files, 2 folders deep):
+# on.  Writes under $OUT (2 folders deep):
 #   device_check.log          full output of every step
 #   steps.tsv                 step, status, exit code, seconds
 #   glue_smoke.json           every kernel family x rank 1-3 x dtype on CuPy arrays vs NumPy
 #   reference_cases.json      the issue's reference layers vs cuDNN/cupyx, % of FP32 peak
+#   tensor_cores.json         float64 (DMMA) / TF32 / float16 tiles vs cuDNN, % of tensor peak
 #   bench/all_quick_cuda.{json,md,_speedup.png,_roofline.png}
 # and prints a short summary table LAST.
 set -u
@@ -51,14 +52,17 @@ TESTS=(tests/backends/cuda tests/api tests/examples tests/toolchain)
 # per kernel family x rank 1-3 x dtype, compared with the NumPy backend (cold cache:
 # this step also compiles those kernels with NVRTC).
 step info 20 "$PY" -m cupyconv info
-step glue-smoke 60 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
+step glue-smoke 50 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
-step gpu-tests 180 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
+step gpu-tests 150 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
 step demo 45 "$PY" -m cupyconv demo
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
-step reference 90 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
-step bench 75 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
+# issue 12: the tensor-core tiles against cuDNN float64 / TF32 / float16 and a 4-D layer;
+# merges the measured implicit_gemm_tc / gemm_tc efficiencies into the cost model's file
+step tensor-cores 90 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
+step bench 60 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 rm -f "$TMP"
 
 echo

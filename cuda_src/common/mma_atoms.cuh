@@ -51,6 +51,11 @@
 // emulator copies that, see docs/emulation.md): compare results with a
 // tolerance of the accumulator's rounding error, not bit for bit.
 //
+// cc::MmaAtomFor<T>::type names the atom of a storage type (double, float under TF32,
+// half); cc::round_tf32 is the float a tf32 operand holds and cc::operand_register the
+// register of a staged element (double as is, float as its bits), so a kernel can stage
+// tf32-rounded floats in shared memory once and read fragments as plain moves.
+//
 // ldmatrix (sm_75+): cc::ldmatrix<Num, Trans>(unsigned (&r)[Num], row_address)
 // is `ldmatrix.sync.aligned.m8n8.x{Num}{.trans}.shared.b16`: Num 8x8 matrices of
 // 16-bit elements from shared memory.  Lane l supplies the address of row
@@ -300,6 +305,35 @@ struct MmaF16_m16n8k16 {
 #endif
   }
 };
+
+/// The tensor-core atom of a storage type: double -> MmaF64_m8n8k4 (DMMA), float ->
+/// MmaTf32_m16n8k8 (the TF32 opt-in), half -> MmaF16_m16n8k16; kDefined false for the
+/// others (whose `type` is a placeholder a kernel must not call).
+template <typename T> struct MmaAtomFor {
+  using type = MmaF64_m8n8k4;
+  static constexpr bool kDefined = false;
+};
+template <> struct MmaAtomFor<double> {
+  using type = MmaF64_m8n8k4;
+  static constexpr bool kDefined = true;
+};
+template <> struct MmaAtomFor<float> {
+  using type = MmaTf32_m16n8k8;
+  static constexpr bool kDefined = true;
+};
+template <> struct MmaAtomFor<half> {
+  using type = MmaF16_m16n8k16;
+  static constexpr bool kDefined = true;
+};
+
+/// The register an element staged for an atom becomes: a double as it is, a float
+/// (already tf32-rounded, cc::round_tf32) as its .b32 bits.
+CC_DEVICE double operand_register(double v) { return v; }
+CC_DEVICE unsigned operand_register(float v) { return __float_as_uint(v); }
+
+/// `x` rounded to tf32 as a float (cvt.rna.tf32.f32; the low 13 bits zero), the value a
+/// kernel stages once in shared memory so every fragment read is a plain move.
+CC_DEVICE float round_tf32(float x) { return tf32_to_float(to_tf32(x)); }
 
 // ---------------------------------------------------------------------------
 // ldmatrix

@@ -148,6 +148,10 @@ CC_DEVICE T make_scalar(double re, double im) { return ScalarFrom<T>::make(re, i
 template <typename T>
 CC_DEVICE T zero() { return make_scalar<T>(0.0, 0.0); }
 
+/// `type` is X when B, else Y (std::conditional; NVRTC has no standard library).
+template <bool B, typename X, typename Y> struct Conditional { using type = X; };
+template <typename X, typename Y> struct Conditional<false, X, Y> { using type = Y; };
+
 /// True for the two supported index types.
 template <typename Index> struct IsIndexType { static constexpr bool value = false; };
 template <> struct IsIndexType<int> { static constexpr bool value = true; };

@@ -23,10 +23,15 @@
 // remap of A and the weight-tap offset once per tap, out of line) and channel slices
 // inside; the inner (hot) loop has no remap, no cursor, no K bound check.  These
 // tiles are compiled for two resident CTAs per SM (__launch_bounds__ min 2); 2 tap-aligned
-// with tensor-core math (float64: cc::MmaF64_m8n8k4, DMMA on sm_80+): 8 warps as 2 x 4,
-// each a (BM/2) x (BN/4) warp tile of m8n8k4 atoms whose fragments are read from the same
-// shared slices through the atom's (lane, i) -> (row, col) maps; the host picks it on
-// sm_80+ devices (below sm_80 the kernel compiles and traps if launched).
+// with tensor-core math, the atom of the storage type (cc::MmaAtomFor): float64
+// MmaF64_m8n8k4 (DMMA), float32 MmaTf32_m16n8k8 (HMMA; only under precision="tf32"),
+// float16 MmaF16_m16n8k16 (HMMA, float accumulation).  8 warps as 2 x 4, each a
+// (BM/2) x (BN/4) warp tile of atoms.  Operands are staged in shared memory in the
+// atom's element type (tf32 rounded once at staging, half as half) and read through
+// the atom's (lane, i) -> (row, col) maps, or for f16 with ldmatrix.trans (the slices
+// are k-major, so .trans hands each lane the (m, k) pairs the fragment wants).  The
+// A rows are padded by 16 bytes (32 for double) so the fragment reads are bank-conflict
+// free.  The host picks it on sm_80+ devices (below sm_80 it compiles and traps).
 //
 // Math.  CUPYCONV_BLOCK_THREADS (256) threads laid out 16 x 16, each owning a
 // TM x TN = (BM/16) x (BN/16) register block of CONTIGUOUS rows tm*TM.. and columns
@@ -93,9 +98,16 @@ __device__ __noinline__ Index weight_tap_offset(const ConvParams<R>& p, Index w_
   return off;
 }
 
-/// Whether the accumulator is double (the tensor-core variant's DMMA atom).
-template <typename U> struct IsDouble { static constexpr bool value = false; };
-template <> struct IsDouble<double> { static constexpr bool value = true; };
+/// What a kernel stages in shared memory for an operand element: the accumulator type
+/// (FMA variants), the tf32-rounded float (tf32 atom) or the element itself (f16, f64).
+template <typename S, bool kTf32, typename T>
+CC_DEVICE S to_stage(T v) {
+  if constexpr (kTf32) {
+    return round_tf32(v);
+  } else {
+    return to_accum<S>(v);
+  }
+}
 
 /// Position of a GEMM-K index as (tap, channel), advanced without division.
 template <typename Index>
@@ -115,7 +127,7 @@ struct TapChannel {
 }  // namespace cc
 
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kVariant>
-__global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((kVariant == 1 && sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
+__global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((kVariant >= 1 && sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
 implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __restrict__ x, const T* __restrict__ w,
                     T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
@@ -129,20 +141,27 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   constexpr int kAPerThread = BK / kARowsStep;   ///< A elements fetched per thread per slice
   constexpr int kBColsStep = kThreads / BK;      ///< B loader: columns covered per pass
   constexpr int kBPerThread = BN / kBColsStep;   ///< B elements fetched per thread per slice
-  constexpr int kPadB = 4;                       ///< B row padding: conflict-free stores
   static_assert(BM % kThreadsM == 0 && BN % kThreadsN == 0, "Require BM, BN multiples of 16");
   static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | threads and (threads/BM) | BK");
   static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | threads and (threads/BK) | BN");
   static_assert(kVariant >= 0 && kVariant <= 2, "kVariant is 0 (general), 1 (tap-aligned) or 2 (tensor cores)");
   constexpr bool kAligned = kVariant >= 1;
   constexpr bool kMma = kVariant == 2;
-  static_assert(!kMma || cc::IsDouble<Acc>::value, "the tensor-core variant is the float64 DMMA atom");
-  static_assert(2 * BK * (BM + BN + kPadB) * sizeof(Acc) <= 48 * 1024,
+  using Atom = typename cc::MmaAtomFor<T>::type;
+  static_assert(!kMma || cc::MmaAtomFor<T>::kDefined, "tensor cores take float64, float32 (tf32) or float16");
+  static_assert(!kMma || sizeof(Acc) == sizeof(typename Atom::CElement), "the atom accumulates in Acc");
+  /// shared-memory element: the atom's operand type (tensor cores), else the accumulator
+  using S = typename cc::Conditional<kMma, typename Atom::AElement, Acc>::type;
+  constexpr bool kTf32 = kMma && sizeof(T) == 4;
+  constexpr bool kLdmatrix = kMma && sizeof(S) == 2;      ///< f16 fragments through ldmatrix.trans
+  constexpr int kPadA = kMma ? (sizeof(S) == 8 ? 4 : 16 / static_cast<int>(sizeof(S))) : 0;
+  constexpr int kPadB = sizeof(S) == 2 ? 8 : 4;           ///< B row padding: conflict-free (16-byte rows)
+  static_assert(2 * BK * (BM + kPadA + BN + kPadB) * sizeof(S) <= 48 * 1024,
                 "Tile exceeds 48 KiB of static shared memory");
 
   cc::require_block_shape();
-  CUPYCONV_STATIC_SHARED(Acc, smem_a, [2][BK][BM]);  // 16-byte aligned; poisoned per block when emulated
-  CUPYCONV_STATIC_SHARED(Acc, smem_b, [2][BK][BN + kPadB]);
+  CUPYCONV_STATIC_SHARED(S, smem_a, [2][BK][BM + kPadA]);  // 16-byte aligned; poisoned per block when emulated
+  CUPYCONV_STATIC_SHARED(S, smem_b, [2][BK][BN + kPadB]);
 
   const int tid = static_cast<int>(threadIdx.x);
   const Index g = static_cast<Index>(p.g0) + static_cast<Index>(blockIdx.z);
@@ -185,8 +204,8 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   b_cur.advance(0, cpg);
   Index b_tap = -1, b_off = 0;
 
-  Acc frag_a[kAPerThread];
-  Acc frag_b[kBPerThread];
+  S frag_a[kAPerThread];
+  S frag_b[kBPerThread];
 
   auto fetch = [&](Index k0) {
     cc::TapChannel<Index> cur = a_cur;
@@ -194,7 +213,7 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
     for (int j = 0; j < kAPerThread; ++j) {
       if (j > 0) cur.advance(kARowsStep, cpg);
       const Index r = k0 + a_k + kARowsStep * j;
-      Acc v = cc::zero<Acc>();
+      S v = cc::zero<S>();
       if (a_valid && r < Kr) {
         if (cur.tap != a_tap) {                   // crossed to another tap: one remap
           a_tap = cur.tap;
@@ -202,7 +221,7 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
           a_off = t.off;
           a_inside = t.inside;
         }
-        v = cc::to_accum<Acc>(a_inside ? x[a_off + cur.c * x_stride_c] : cval);
+        v = cc::to_stage<S, kTf32>(a_inside ? x[a_off + cur.c * x_stride_c] : cval);
       }
       frag_a[j] = v;
     }
@@ -216,7 +235,7 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
 #pragma unroll
     for (int j = 0; j < kBPerThread; ++j) {
       const Index col = block_n + b_n + kBColsStep * j;
-      frag_b[j] = (r_ok && col < Kg) ? cc::to_accum<Acc>(w[w_r + col * w_stride_k]) : cc::zero<Acc>();
+      frag_b[j] = (r_ok && col < Kg) ? cc::to_stage<S, kTf32>(w[w_r + col * w_stride_k]) : cc::zero<S>();
     }
     a_cur.advance(BK, cpg);                       // cursors to the next slice
     b_cur.advance(BK, cpg);
@@ -237,7 +256,6 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = cc::zero<Acc>();
   // tensor-core layout (kMma): warps 2 x 4, warp tile WM x WN of AM x AN atoms
-  using Atom = cc::MmaF64_m8n8k4;
   constexpr int kWarpsM = 2;
   constexpr int kWarpsN = kThreads / 32 / kWarpsM;
   constexpr int WM = BM / kWarpsM, WN = BN / kWarpsN;
@@ -246,29 +264,52 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
                 "tensor-core tile must be whole atoms");
   const int lane = tid & 31;
   const int wm0 = ((tid >> 5) % kWarpsM) * WM, wn0 = ((tid >> 5) / kWarpsM) * WN;
-  Acc macc[AM][AN][2];
+  typename Atom::FragC macc[AM][AN];
 #pragma unroll
   for (int i = 0; i < AM; ++i)
 #pragma unroll
-    for (int j = 0; j < AN; ++j) macc[i][j][0] = macc[i][j][1] = cc::zero<Acc>();
+    for (int j = 0; j < AN; ++j)
+#pragma unroll
+      for (int e = 0; e < Atom::kCRegs; ++e) macc[i][j][e] = cc::zero<typename Atom::CRegister>();
   auto mma_slice = [&](int buf) {
     if constexpr (kMma) {
+      if constexpr (cc::kHasMma) {
 #pragma unroll
-      for (int kk = 0; kk < BK; kk += Atom::kK) {
-        Acc af[AM][1], bf[AN][1];
-        const cc::MmaCoord ca = Atom::a_coord(lane, 0), cb = Atom::b_coord(lane, 0);
+        for (int kk = 0; kk < BK; kk += Atom::kK) {
+          typename Atom::FragA af[AM];
+          typename Atom::FragB bf[AN];
+          if constexpr (kLdmatrix) {   // (k, m) / (k, n) slices: .trans gives the (m, k) pairs
+            using Ld = cc::LdmatrixM8n8;
+            const int ma = Ld::src_matrix(lane, 4), mb = Ld::src_matrix(lane, 2), row = Ld::src_row(lane);
 #pragma unroll
-        for (int i = 0; i < AM; ++i) af[i][0] = smem_a[buf][kk + ca.col][wm0 + i * Atom::kM + ca.row];
+            for (int i = 0; i < AM; ++i)   // matrix q: k block q >> 1, m block q & 1
+              cc::ldmatrix<4, true>(af[i], &smem_a[buf][kk + 8 * (ma >> 1) + row][wm0 + i * Atom::kM + 8 * (ma & 1)]);
 #pragma unroll
-        for (int j = 0; j < AN; ++j) bf[j][0] = smem_b[buf][kk + cb.row][wn0 + j * Atom::kN + cb.col];
-        if constexpr (cc::kHasMma) {
+            for (int j = 0; j < AN; ++j)   // matrix q: k block q
+              cc::ldmatrix<2, true>(bf[j], &smem_b[buf][kk + 8 * mb + row][wn0 + j * Atom::kN]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < Atom::kARegs; ++e) {
+              const cc::MmaCoord c = Atom::a_coord(lane, e);
+#pragma unroll
+              for (int i = 0; i < AM; ++i)
+                af[i][e] = cc::operand_register(smem_a[buf][kk + c.col][wm0 + i * Atom::kM + c.row]);
+            }
+#pragma unroll
+            for (int e = 0; e < Atom::kBRegs; ++e) {
+              const cc::MmaCoord c = Atom::b_coord(lane, e);
+#pragma unroll
+              for (int j = 0; j < AN; ++j)
+                bf[j][e] = cc::operand_register(smem_b[buf][kk + c.row][wn0 + j * Atom::kN + c.col]);
+            }
+          }
 #pragma unroll
           for (int i = 0; i < AM; ++i)
 #pragma unroll
             for (int j = 0; j < AN; ++j) Atom::mma(macc[i][j], af[i], bf[j], macc[i][j]);
-        } else {
-          cc::require(false, "the tensor-core implicit GEMM needs sm_80 or newer");
         }
+      } else {
+        cc::require(false, "the tensor-core implicit GEMM needs sm_80 or newer");
       }
     } else {
 #pragma unroll
@@ -289,7 +330,7 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
     cc::require(cpg % BK == 0, "tap-aligned implicit GEMM needs C/G % BK == 0");
     const Index taps = static_cast<Index>(p.taps);
     const Index a_step = static_cast<Index>(kARowsStep) * x_stride_c;
-    const Acc a_fill = a_valid ? cc::to_accum<Acc>(cval) : cc::zero<Acc>();
+    const S a_fill = a_valid ? cc::to_stage<S, kTf32>(cval) : cc::zero<S>();
     bool a_load = false;
     auto set_tap = [&](Index tap) {       // once per tap: both offsets, out of line
       if (a_valid) {
@@ -302,12 +343,12 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
     auto fetch_slice = [&](Index c0) {    // the slice's channels c0.. of the current tap
       const Index a_addr = a_off + (c0 + a_k) * x_stride_c;
 #pragma unroll
-      for (int j = 0; j < kAPerThread; ++j) frag_a[j] = a_load ? cc::to_accum<Acc>(x[a_addr + j * a_step]) : a_fill;
+      for (int j = 0; j < kAPerThread; ++j) frag_a[j] = a_load ? cc::to_stage<S, kTf32>(x[a_addr + j * a_step]) : a_fill;
       const Index w_r = b_off + (c0 + b_k) * w_stride_c;
 #pragma unroll
       for (int j = 0; j < kBPerThread; ++j) {
         const Index col = block_n + b_n + kBColsStep * j;
-        frag_b[j] = col < Kg ? cc::to_accum<Acc>(w[w_r + col * w_stride_k]) : cc::zero<Acc>();
+        frag_b[j] = col < Kg ? cc::to_stage<S, kTf32>(w[w_r + col * w_stride_k]) : cc::zero<S>();
       }
     };
     set_tap(0);
@@ -351,7 +392,7 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
 #pragma unroll
       for (int j = 0; j < AN; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
+        for (int e = 0; e < Atom::kCElems; ++e) {
           const cc::MmaCoord c = Atom::c_coord(lane, e);
           const Index m = block_m + wm0 + i * Atom::kM + c.row;
           const Index col = block_n + wn0 + j * Atom::kN + c.col;

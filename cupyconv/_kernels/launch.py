@@ -32,7 +32,7 @@ __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "run_implicit_gemm_fprop", "run_direct",
+    "implicit_gemm_tile", "run_implicit_gemm_fprop", "run_direct",
 ]
 
 #: CUDA grid limits.
@@ -294,13 +294,27 @@ def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = 
     k((_grid_stride_blocks(total),), (registry.THREADS,), (p, col, dx))
 
 
+def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[int, int, int, int]:
+    """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
+    problem fills (many rows, enough channels), tensor-core tiles first where allowed
+    (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first."""
+    cpg = problem.in_channels // problem.groups
+    usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
+              and registry.tensor_core_tile(t, problem.dtype, mma, tf32)]
+    usable.sort(key=lambda t: t[3] != 2)       # tensor cores first (stable otherwise)
+    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
+    return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
+
+
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
                             tile: Optional[Tuple[int, int, int, int]] = None,
-                            index64: Optional[bool] = None, mma: bool = False) -> None:
+                            index64: Optional[bool] = None, mma: bool = False,
+                            tf32: bool = False) -> None:
     """``y = alpha * conv(x, w) + beta * y + bias`` with the tiled implicit GEMM.
 
     ``mma``: the device has the tensor-core atoms (sm_80+), so the automatic tile choice
-    may take a tensor-core tile (variant 2); an explicit ``tile`` is taken as given.
+    takes a tensor-core tile (variant 2) first when one fits; for float32 only with
+    ``tf32`` (``precision="tf32"``).  An explicit ``tile`` is taken as given.
 
     Zero workspace.  The batch is split into launches when ``gridDim.x``
     would pass its limit, the groups into launches of at most 65535.
@@ -312,12 +326,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
         return
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
-    if tile is None:     # the largest tile the problem fills: many rows, enough channels
-        usable = [t for t in tiles if registry.gemm_tile_fits(t, cpg) and (mma or t[3] != 2)]
-        fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-        # else the smallest (most CTAs), tap-aligned first
-        tile = fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
-    tile = tuple(tile)
+    tile = implicit_gemm_tile(problem, mma, tf32) if tile is None else tuple(tile)
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):

@@ -9,6 +9,7 @@ launched.  A name expression spells out the whole specialisation::
     col2vol<cc::complex<double>, 5, long long>
     implicit_gemm_fprop<float, float, 3, int, 128, 64, 8, 1>  # T, Acc, R, Index, BM, BN, BK, VARIANT
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
+    winograd_input<cc::half, float, 3, int, 8>                # T, Acc (compute), R, Index, MAX_ALPHA
 
 Instantiations are compiled in *groups* of one source file, one element
 type and one rank (both index types and every tile in one NVRTC program),
@@ -32,7 +33,8 @@ __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
-    "name_expression", "gemm_tiles", "gemm_tile_fits", "direct_tiles", "instantiations", "group_instantiations",
+    "name_expression", "gemm_tiles", "gemm_tile_fits", "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
 
@@ -144,6 +146,10 @@ FAMILIES: Dict[str, KernelFamily] = {
                      "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
+        KernelFamily("winograd_input", "conv/winograd_transform.cu",
+                     "winograd_input<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
+        KernelFamily("winograd_output", "conv/winograd_transform.cu",
+                     "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
     )
 }
 
@@ -196,18 +202,32 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
 
     ``VARIANT`` 1 is the tap-aligned variant for ``C/G % BK == 0`` (every K-slice in one
     weight tap: the boundary remap leaves the hot loop), float32's compiled for two
-    resident CTAs per SM; 2 is tap-aligned with tensor-core math (float64 DMMA atoms,
-    sm_80+ devices only: the launcher takes it when told the device has them); 0 is the
-    general variant (any channel count).  float32 has a
-    128x128 aligned tile (8x8 outputs per thread: twice the math per gathered
-    element of 128x64); float64 stops at 128x64, whose 8x4 float64 block already
-    fills the 128 registers a thread may have at two resident CTAs.
+    resident CTAs per SM; 2 is tap-aligned with tensor-core math, the atom of the dtype
+    (float64 DMMA m8n8k4, float32 TF32 m16n8k8 -- only under ``precision="tf32"`` --,
+    float16 m16n8k16 with float accumulation; sm_80+ devices only: the launcher takes
+    them when told the device has them, see :func:`tensor_core_tile`); 0 is the general
+    variant (any channel count).  float32 has a 128x128 aligned FMA tile (8x8 outputs per
+    thread: twice the math per gathered element of 128x64); float64 stops at 128x64,
+    whose 8x4 float64 block already fills the 128 registers a thread may have at two
+    resident CTAs.
     """
     if np.dtype(dtype) == np.float32:
-        return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0))
+        return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
+                (128, 128, 8, 2), (64, 64, 8, 2))
     if np.dtype(dtype) == np.float64:
         return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0))
+    if np.dtype(dtype) == np.float16:
+        return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0))
     return ((64, 64, 8, 0),)
+
+
+def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
+    """Whether ``tile`` may run: its tensor-core variant needs a device with the atoms
+    (``mma``), and float32's TF32 atom also ``precision="tf32"`` (``tf32``); every other
+    tile may."""
+    if tile[3] != 2:
+        return True
+    return mma and (tf32 or np.dtype(dtype) != np.float32)
 
 
 def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
@@ -226,12 +246,28 @@ def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
     return ((1, 2048), (1, 256)) if rank == 1 else ((64, 64), (64, 32), (1, 256))
 
 
+#: Largest ``alpha = m + r - 1`` per axis the Winograd transform kernels take (their
+#: ``MAX_ALPHA``; every ``alpha`` in [2, 8] is specialised inside one kernel).  8 covers
+#: every tile the default error gates allow (F(2, 7), F(4, 5), F(6, 3)); the CUDA path
+#: plans larger-growth limits within it.
+WINOGRAD_MAX_ALPHA = 8
+
+
+def winograd_tiles(dtype) -> Tuple[Tuple[int, ...], ...]:
+    """``((MAX_ALPHA,),)`` for the float and complex dtypes, ``()`` for int64 (Winograd's
+    fractions would not keep integers exact)."""
+    return () if dtype_spec(dtype).dtype.kind in "iu" else ((WINOGRAD_MAX_ALPHA,),)
+
+
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
-    """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled."""
+    """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled, ``()``
+    when the family has no instance for the dtype."""
     if family == "implicit_gemm_fprop":
         return gemm_tiles(dtype)
     if family == "direct_conv":
         return direct_tiles(rank)
+    if family in ("winograd_input", "winograd_output"):
+        return winograd_tiles(dtype)
     return ((),)
 
 

@@ -26,7 +26,7 @@ def conv_problem(x_shape, x_dtype, w_shape, w_dtype, bias_dtype, stride, padding
     problem = ConvProblem.create(
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
-        layout=layout, dtype=args.compute_dtype(result), flip=False)
+        layout=layout, dtype=args.problem_dtype(result), flip=False)
     return problem, result
 
 
@@ -81,8 +81,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     method : {'auto', 'direct', 'gemm', 'implicit_gemm', 'fft', 'separable', 'winograd'}, optional
         ``separable`` (single channel or depthwise) needs kernels that are outer
         products of 1-D factors (``auto`` checks the data before choosing it);
-        ``winograd`` (CPU, float data) runs Winograd tiles within an error gate
-        (docs/winograd.md).
+        ``winograd`` (float data; NumPy or the GPU's transform kernels) runs Winograd
+        tiles within an error gate (docs/winograd.md).
     out : ndarray, optional
         Array of the output's shape to write into.
     workspace_limit : int, optional

@@ -72,7 +72,10 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
         The forward call's geometry (see :func:`cupyconv.conv`).
     cval : scalar, optional
         Ignored: the constant fill does not depend on ``x`` (its gradient is 0).
-    method : {'auto', 'gemm', 'fft'}, optional
+    method : {'auto', 'gemm', 'fft', 'implicit_gemm', 'winograd'}, optional
+        ``implicit_gemm`` (CUDA path: the forward kernel, tensor-core tiles included, on
+        ``dy`` and the flipped, channel-transposed kernel; stride 1 and constant
+        padding of at most ``dilation * (kernel - 1)`` only).
     workspace_limit : int, optional
         Bytes the column buffer may use (chunked over images, at least one).
 
@@ -96,14 +99,14 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
     xp = args.array_module_of(dy=dy, w=w)
     dy, w = _checked(("dy", "w"), (args.as_array(xp, dy), args.as_array(xp, w)))
     result = args.gradient_dtype(dy.dtype, w.dtype)
-    compute = args.compute_dtype(result)
-    args.check_cval(cval, compute, padding_mode)      # ignored, but still a number
+    storage = args.problem_dtype(result)
+    args.check_cval(cval, storage, padding_mode)      # ignored, but still a number
     input_shape = args.normalize_shape(input_shape, "input_shape")
     if len(input_shape) != w.ndim:
         raise ValueError(f"input_shape must have {w.ndim} entries (the rank of w); "
                          f"got input_shape={input_shape}")
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
-                       dtype=compute, op=GRAD_INPUT,
+                       dtype=storage, op=GRAD_INPUT,
                        **_geometry(stride, padding, dilation, groups, padding_mode, layout))
     _check_dy(problem, dy, "input_shape", input_shape)
     return _run(problem, xp, result, method, workspace_limit, precision=precision, output=dy,
@@ -126,7 +129,9 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
     stride, padding, dilation, groups, padding_mode, cval, layout
         The forward call's geometry; ``cval`` matters here (the constant
         border multiplies the weights).
-    method : {'auto', 'gemm', 'fft'}, optional
+    method : {'auto', 'gemm', 'fft', 'implicit_gemm'}, optional
+        ``implicit_gemm`` (CUDA path: the forward kernel, tensor-core tiles included,
+        with the images as the reduction; any stride, dilation and padding mode).
     workspace_limit : int, optional
 
     Returns
@@ -151,7 +156,7 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
         raise ValueError(f"weight_shape must have {x.ndim} entries (the rank of x); "
                          f"got weight_shape={weight_shape}")
     problem = _problem("weight_shape", weight_shape, x_shape=x.shape, w_shape=weight_shape,
-                       dtype=args.compute_dtype(result), op=GRAD_WEIGHT, cval=cval,
+                       dtype=args.problem_dtype(result), op=GRAD_WEIGHT, cval=cval,
                        **_geometry(stride, padding, dilation, groups, padding_mode, layout))
     _check_dy(problem, dy, "weight_shape", weight_shape)
     return _run(problem, xp, result, method, workspace_limit, precision=precision,
@@ -265,7 +270,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     input_shape = ((n,) + tuple(out) + (c_out,)) if cl else ((n, c_out) + tuple(out))
     result = args.gradient_dtype(x.dtype, w.dtype, *([] if bias is None else [args.as_array(xp, bias).dtype]))
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
-                       dtype=args.compute_dtype(result), op=GRAD_INPUT, conjugate=False,
+                       dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
                        **_geometry(stride, pads, dilation, groups, "constant", layout))
     bias = check_bias(bias, c_out, xp)
     views = logical_views(problem, xp, output=x, filter=w)

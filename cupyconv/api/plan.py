@@ -152,7 +152,7 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     problem = ConvProblem.create(
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
-        layout=layout, dtype=args.compute_dtype(result), flip=False)
+        layout=layout, dtype=args.problem_dtype(result), flip=False)
     problem = with_precision(problem, precision, result)
     if backend is None:
         forced = get_backend()

@@ -88,8 +88,8 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, preci
     method : {'auto', 'direct', 'fft', 'gemm', 'implicit_gemm', 'separable', 'winograd'}, optional
         Algorithm.  ``auto`` chooses by a cost model (any rank); see
         :func:`choose_algorithm`.  ``separable`` runs one 1-D pass per axis and
-        needs a kernel that is an outer product of 1-D factors; ``winograd`` (CPU,
-        float data, kernels up to 7 taps per axis) runs Winograd tiles within an
+        needs a kernel that is an outer product of 1-D factors; ``winograd`` (float
+        data, kernels up to 7 taps per axis; CPU or GPU) runs Winograd tiles within an
         error gate (docs/winograd.md).
     axes : int or sequence of int, optional
         Convolve only along these axes (as :func:`scipy.signal.fftconvolve`);

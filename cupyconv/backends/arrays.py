@@ -10,8 +10,8 @@ import numpy as np
 
 from ..core.args import array_module_of
 
-__all__ = ["all_finite", "max_magnitude", "to_tf32", "pad_input", "fold_padding", "oriented_weights", "grouped_weights",
-           "zeros_result", "axis_index"]
+__all__ = ["all_finite", "max_magnitude", "to_tf32", "in_float32", "pad_input", "fold_padding",
+           "oriented_weights", "grouped_weights", "zeros_result", "axis_index"]
 
 
 def pad_input(problem, x):
@@ -106,3 +106,24 @@ def to_tf32(a):
     finite = xp.isfinite(a)
     rounded = xp.where(finite, bits + np.uint32(0x1000), bits) & np.uint32(0xFFFFE000)
     return rounded.astype(np.uint32, copy=False).view(np.float32)
+
+
+def in_float32(problem, operands):
+    """``(problem, operands)`` of a float16 problem computed in float32, else as given.
+
+    The one widening of the float16 contract (docs/semantics.md, "Precision contract"):
+    each operand present is cast to float32 once (exact: every float16 is a float32),
+    ``cval`` is rounded to float16 as padding float16 data with it would (the GPU's half
+    kernels do the same), and the problem's dtype becomes float32, so the algorithm that
+    runs it computes in float32 (a tap sum adds exact float16 products).  The result is
+    float32; the public function rounds it to float16 once.
+    """
+    if problem.dtype != np.float16:
+        return problem, operands
+    arrays = {role: operands.get(role).astype(np.float32)
+              for role in ("activation", "filter", "output") if operands.get(role) is not None}
+    cval = problem.cval
+    if cval != 0:
+        with np.errstate(over="ignore"):         # beyond 65504: inf, as float16 padding is
+            cval = float(np.float16(np.real(cval)))
+    return problem.with_(dtype=np.dtype(np.float32), cval=cval), operands.replace(**arrays)

@@ -1,5 +1,5 @@
-"""The ``winograd`` algorithm, array-module generic (NumPy on the CPU; the GPU path has
-no transform kernels yet).
+"""The ``winograd`` algorithm, array-module generic (NumPy on the CPU), and the planning
+the GPU path (:mod:`cupyconv.backends.cuda.winograd`, transform kernels) shares with it.
 
 A forward problem is padded once in its boundary mode, then split per axis into dense
 stride-1 pieces (:func:`cupyconv.core.winograd.axis_pieces`: polyphase for the stride,
@@ -14,6 +14,10 @@ piece is one Winograd convolution with the per-axis tiles of
 4. ``A^T`` along each axis (the output transform), tiles back into the output.
 
 Phases of a stride add into the output; residues of a dilation fill disjoint outputs.
+
+The input gradient of a stride-1 problem with constant padding is a stride-1 forward
+correlation of ``dy`` with the flipped, channel-transposed kernel
+(:func:`grad_input_forward`, :func:`grad_input_operands`), which runs the same way.
 """
 from __future__ import annotations
 
@@ -23,11 +27,15 @@ import math
 import numpy as np
 
 from .. import config
+from .._vocabulary import GRAD_INPUT
+from ..core import ConvProblem
 from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile, error_growth,
                              transforms)
 from .arrays import all_finite, oriented_weights, pad_input
 
-__all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit"]
+__all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
+           "grad_input_applies", "grad_input_forward", "grad_input_operands", "transform_weights",
+           "compute_dtype", "wide_weights"]
 
 
 def growth_limit(dtype):
@@ -44,9 +52,9 @@ def _pieces(problem):
     return list(itertools.product(*per_axis))
 
 
-def plan_tiles(problem):
-    """``[(pieces, tile), ...]`` per N-D piece, or a reason string when a piece has no
-    tile within the error gate."""
+def plan_tiles(problem, max_alpha=None):
+    """``[(pieces, tile), ...]`` per N-D piece of a forward ``problem``, or a reason string
+    when a piece has no tile within the error gate (and ``alpha <= max_alpha``)."""
     limit = growth_limit(problem.dtype)
     plan = []
     for pieces in _pieces(problem):
@@ -54,7 +62,7 @@ def plan_tiles(problem):
         if all(r == 1 for r in rs):
             plan.append((pieces, (1,) * len(rs)))
             continue
-        tile = best_tile(rs, np.dtype(problem.dtype).itemsize, limit)
+        tile = best_tile(rs, np.dtype(problem.dtype).itemsize, limit, max_alpha)
         if tile is None and max(rs) > MAX_TAPS:
             return f"winograd tiles are built for kernels of at most {MAX_TAPS} taps per axis"
         if tile is None:
@@ -66,9 +74,66 @@ def plan_tiles(problem):
     return plan
 
 
-def can_implement(problem):
-    """``(ok, reason)`` for the forward ``problem`` (float/complex data, finite ``cval``,
-    a tile within the error gate for every piece)."""
+def grad_input_forward(problem):
+    """``(forward, crop)``: the stride-1 forward problem whose output is the input
+    gradient of the stride-1, constant-padded ``problem``, and the slices of ``dy`` it reads.
+
+    ``dx = correlate(dy, flip(W^T))`` with padding ``(d(k-1) - pb, d(k-1) - pa)`` per
+    axis (full padding minus the forward padding, dilation carried over); a negative
+    padding crops ``dy`` instead (outputs that read only padding contribute nothing).
+    """
+    crop, pads = [], []
+    for k, d, (pb, pa), o in zip(problem.kernel_shape, problem.dilation, problem.padding,
+                                 problem.out_shape):
+        span = d * (k - 1)
+        crop.append(slice(max(pb - span, 0), o - max(pa - span, 0)))
+        pads.append((max(span - pb, 0), max(span - pa, 0)))
+    g = problem.groups
+    fwd = ConvProblem.create(
+        x_shape=(problem.batch, problem.out_channels) + tuple(c.stop - c.start for c in crop),
+        w_shape=(problem.in_channels, problem.out_channels // g) + problem.kernel_shape,
+        padding=tuple(pads), dilation=problem.dilation, groups=g, dtype=problem.dtype,
+        flip=not problem.flip)
+    if fwd.out_shape != problem.in_shape:
+        raise RuntimeError(  # a programming error in this function, not user input
+            f"winograd input gradient: forward output {fwd.out_shape} != input {problem.in_shape}")
+    return fwd, tuple(crop)
+
+
+def grad_input_operands(problem, dy, w, xp=np):
+    """``(forward, x, w)`` of :func:`grad_input_forward`: ``dy`` cropped (a view) and the
+    weights ``W'[g*Cg + c, k] = W[g*Kg + k, c]`` (conjugated for the complex adjoint)."""
+    fwd, crop = grad_input_forward(problem)
+    g = problem.groups
+    kg, cg = problem.out_channels // g, problem.in_channels // g
+    wt = w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2).reshape(fwd.w_shape)
+    if problem.conjugate and wt.dtype.kind == "c":
+        wt = xp.conj(wt)
+    return fwd, dy[(slice(None), slice(None)) + crop], wt
+
+
+def grad_input_applies(problem):
+    """``(ok, reason)``: whether the input gradient of ``problem`` is a stride-1 forward
+    correlation (stride 1, constant padding; ``cval`` does not enter a gradient)."""
+    if any(s != 1 for s in problem.stride):
+        return False, ("winograd computes the input gradient of stride-1 problems only "
+                       f"(stride {problem.stride}); gemm and fft take the others")
+    if problem.padding_mode != "constant":
+        return False, ("winograd computes the input gradient with constant padding only "
+                       f"(padding_mode={problem.padding_mode!r}); gemm takes the others")
+    return True, ""
+
+
+def can_implement(problem, max_alpha=None):
+    """``(ok, reason)`` for ``problem`` (float/complex data, finite ``cval``, a tile within
+    the error gate for every piece; the input gradient of stride-1, constant-padded
+    problems through :func:`grad_input_forward`).  ``max_alpha`` bounds the tiles (GPU)."""
+    if problem.op == GRAD_INPUT:
+        ok, why = grad_input_applies(problem)
+        if not ok:
+            return ok, why
+        if problem.dtype.kind in "fc" and all(n > 0 for n in problem.in_shape):
+            problem = grad_input_forward(problem)[0]
     if problem.dtype.kind not in "fc":
         return False, (f"winograd computes float and complex data only (the transforms' "
                        f"fractions would not keep {problem.dtype} exact)")
@@ -78,7 +143,7 @@ def can_implement(problem):
         return False, "a 1-tap kernel saves no multiplications"
     if max(problem.kernel_shape) > MAX_TAPS:
         return False, f"winograd tiles are built for kernels of at most {MAX_TAPS} taps per axis"
-    plan = plan_tiles(problem)
+    plan = plan_tiles(problem, max_alpha)
     if isinstance(plan, str):
         return False, plan
     return True, ""
@@ -86,22 +151,26 @@ def can_implement(problem):
 
 def data_ok(operands):
     """Non-finite data would spread to a whole tile (outputs that never read it)."""
-    if all(all_finite(a) for a in (operands.activation, operands.filter)):
+    if all(a is None or all_finite(a) for a in (operands.activation, operands.filter,
+                                                  operands.output)):
         return True, ""
     return False, "non-finite data would spread to whole Winograd tiles"
 
 
-def _compute_dtype(dtype):
+def compute_dtype(dtype):
+    """The dtype the transforms and the GEMM run in (float32 for float16)."""
     return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
 
 
 def workspace_bytes(problem):
     """The padded input, transformed input and products of the largest piece (x2 for the
     transforms' temporaries)."""
+    if problem.op == GRAD_INPUT:
+        problem = grad_input_forward(problem)[0]
     plan = plan_tiles(problem)
     if isinstance(plan, str):
         return 0
-    item = _compute_dtype(problem.dtype).itemsize
+    item = compute_dtype(problem.dtype).itemsize
     padded = problem.batch * problem.in_channels * math.prod(problem.padded_shape())
     worst = 0
     for pieces, tile in plan:
@@ -117,6 +186,21 @@ def _along(a, mat, axis, xp):
     if mat.shape == (1, 1) and mat[0, 0] == 1:
         return a
     return xp.moveaxis(xp.tensordot(a, mat, axes=([axis], [1])), -1, axis)
+
+
+def transform_weights(w, groups, tile, cdtype, xp):
+    """``U`` ``(P, G, K/G, Cg)`` in ``cdtype``: the weights ``w`` ``(K, Cg, *r)``
+    (float64/complex128) through ``G`` along each axis, in float64, transform positions
+    first (row-major over the axes' ``alpha``)."""
+    rank = len(tile)
+    u = w
+    for a, (m, r) in enumerate(zip(tile, w.shape[2:])):
+        u = _along(u, xp.asarray(transforms(m, r).arrays(np.float64)[1]), 2 + a, xp)
+    u = u.astype(cdtype)                                      # (K, Cg, alpha...)
+    npos = math.prod(u.shape[2:])
+    k, cg = u.shape[:2]
+    u = xp.transpose(u, tuple(range(2, 2 + rank)) + (0, 1))
+    return u.reshape(npos, groups, k // groups, cg)
 
 
 def _dense(xv, w, groups, tile, counts, cdtype, xp):
@@ -141,17 +225,11 @@ def _dense(xv, w, groups, tile, counts, cdtype, xp):
     v = win.astype(cdtype)                                    # (N, C, T..., alpha...)
     for a, (_, _, bt) in enumerate(mats):
         v = _along(v, xp.asarray(bt.astype(real)), 2 + rank + a, xp)
-    u = w
-    for a, (_, g, _) in enumerate(mats):
-        u = _along(u, xp.asarray(g), 2 + a, xp)              # (K, Cg, alpha...) float64
-    u = u.astype(cdtype)
     npos, tprod = math.prod(alphas), math.prod(ntiles)
-    cg, kg = c // groups, k // groups
-    # (alpha..., C, N, T...) -> (P, G, Cg, N*T); (alpha..., K, Cg) -> (P, G, Kg, Cg)
+    # (alpha..., C, N, T...) -> (P, G, Cg, N*T); U: (P, G, Kg, Cg)
     v = xp.transpose(v, tuple(range(2 + rank, 2 + 2 * rank)) + (1, 0) + spatial)
-    v = v.reshape(npos, groups, cg, n * tprod)
-    u = xp.transpose(u, tuple(range(2, 2 + rank)) + (0, 1)).reshape(npos, groups, kg, cg)
-    prod = xp.matmul(u, v).reshape(tuple(alphas) + (k, n) + tuple(ntiles))
+    v = v.reshape(npos, groups, c // groups, n * tprod)
+    prod = xp.matmul(transform_weights(w, groups, tile, cdtype, xp), v).reshape(tuple(alphas) + (k, n) + tuple(ntiles))
     for a, (at, _, _) in enumerate(mats):
         prod = _along(prod, xp.asarray(at.astype(real)), a, xp)   # (m..., K, N, T...)
     order = (rank + 1, rank) + tuple(q for a in range(rank) for q in (rank + 2 + a, a))
@@ -159,14 +237,24 @@ def _dense(xv, w, groups, tile, counts, cdtype, xp):
     return y[(slice(None), slice(None)) + tuple(slice(0, q) for q in counts)]
 
 
+def wide_weights(problem, w, xp=np):
+    """The oriented weights in float64 (complex128 for complex data): the weight
+    transform's precision."""
+    return xp.asarray(oriented_weights(problem, w)).astype(
+        np.complex128 if problem.dtype.kind == "c" else np.float64)
+
+
 def run(problem, operands, xp=np):
-    """``y`` ``(N, K, *O)`` of a forward ``problem`` by Winograd tiles."""
+    """``y`` ``(N, K, *O)`` of a forward ``problem`` (``dx`` ``(N, C, *S)`` of an input
+    gradient, :func:`grad_input_forward`) by Winograd tiles."""
+    if problem.op == GRAD_INPUT:
+        problem, x, w = grad_input_operands(problem, operands.output, operands.filter, xp)
+        return run(problem, operands.replace(activation=x, filter=w, output=None), xp)
     plan = plan_tiles(problem)
     if isinstance(plan, str):
         raise ValueError(f"method='winograd' cannot run this problem: {plan}")
-    cdtype = _compute_dtype(problem.dtype)
-    w = xp.asarray(oriented_weights(problem, operands.filter)).astype(
-        np.complex128 if problem.dtype.kind == "c" else np.float64)
+    cdtype = compute_dtype(problem.dtype)
+    w = wide_weights(problem, operands.filter, xp)
     x = pad_input(problem, operands.activation)
     y = xp.zeros((problem.batch, problem.out_channels) + tuple(problem.out_shape), dtype=cdtype)
     for pieces, tile in plan:

@@ -20,7 +20,7 @@ __all__ = [
     "array_module_of", "as_array", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
-    "compute_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
+    "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
 ]
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
@@ -341,7 +341,7 @@ def gradient_dtype(*dtypes):
 
 
 def compute_dtype(dtype):
-    """The dtype the arithmetic runs in for a given result dtype.
+    """The dtype the arithmetic (the accumulation) runs in for a given result dtype.
 
     float16 accumulates in float32; integers and bool in int64 (exact, with
     two's-complement wraparound identical to scipy's once cast back).
@@ -349,6 +349,18 @@ def compute_dtype(dtype):
     dtype = np.dtype(dtype)
     if dtype == np.float16:
         return np.dtype(np.float32)
+    return problem_dtype(dtype)
+
+
+def problem_dtype(dtype):
+    """The dtype of a problem (its operands as the engine receives them) for a result dtype.
+
+    As :func:`compute_dtype`, except that float16 stays float16: its operands are not
+    widened before dispatch.  The CUDA path computes it natively (half storage, float32
+    accumulation, one rounding); the CPU backends cast the operands to float32 once in
+    ``Backend.prepare`` (docs/semantics.md, "Precision contract").
+    """
+    dtype = np.dtype(dtype)
     if dtype.kind in "biu":
         return np.dtype(np.uint64) if dtype == np.uint64 else np.dtype(np.int64)
     return dtype

@@ -149,7 +149,7 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
             (nb, 1) if per_kernel else (1, 1)) + s2,
         padding=padding, groups=nb if per_kernel else 1, padding_mode=padding_mode,
         cval=cval if padding_mode == "constant" else 0,
-        dtype=args.compute_dtype(result), flip=True)
+        dtype=args.problem_dtype(result), flip=True)
     order = batch_axes + tuple(axes)
     full = batch_shape + problem.out_shape
     result_shape = tuple(full[i] for i in np.argsort(order))

@@ -244,24 +244,29 @@ def verify_polyphase(r: int, stride: int, n_out: int = 4) -> bool:
     return True
 
 
-def best_tile(r: Sequence[int], itemsize: int,
-              limit: Optional[float] = None) -> Optional[Tuple[int, ...]]:
-    """See :func:`_best_tile` (memoised per kernel extents, item size and limit)."""
-    return _best_tile(tuple(int(v) for v in r), int(itemsize), limit)
+def best_tile(r: Sequence[int], itemsize: int, limit: Optional[float] = None,
+              max_alpha: Optional[int] = None) -> Optional[Tuple[int, ...]]:
+    """See :func:`_best_tile` (memoised per kernel extents, item size, limit and
+    ``max_alpha``)."""
+    return _best_tile(tuple(int(v) for v in r), int(itemsize), limit,
+                      None if max_alpha is None else int(max_alpha))
 
 
 @functools.lru_cache(maxsize=1024)
-def _best_tile(r: Tuple[int, ...], itemsize: int,
-               limit: Optional[float] = None) -> Optional[Tuple[int, ...]]:
+def _best_tile(r: Tuple[int, ...], itemsize: int, limit: Optional[float] = None,
+               max_alpha: Optional[int] = None) -> Optional[Tuple[int, ...]]:
     """Per axis the output tile ``m`` with the fewest multiplications per output whose
     N-D error growth stays within the limit (default :data:`MAX_ERROR_GROWTH` for the
-    dtype size); ``None`` when even F(2, r) on every kernel axis exceeds it.  Axes with
-    one tap get ``m = 1`` (no transform)."""
+    dtype size) and, when given, whose ``alpha = m + r - 1`` stays within ``max_alpha``
+    on every axis (the GPU transform kernels' bound); ``None`` when even F(2, r) on every
+    kernel axis exceeds them.  Axes with one tap get ``m = 1`` (no transform)."""
     limit = MAX_ERROR_GROWTH.get(itemsize, 10.0) if limit is None else limit
     choices: Dict[Tuple[int, ...], Tuple[float, float]] = {}
     if any(rk > MAX_TAPS for rk in r):
         return None
-    axes = [(1,) if rk == 1 else TILE_OUTPUTS for rk in r]
+    axes = [(1,) if rk == 1 else tuple(m for m in TILE_OUTPUTS
+                                       if max_alpha is None or m + rk - 1 <= max_alpha)
+            for rk in r]
     for tile in itertools.product(*axes):
         growth = math.prod(error_growth(transforms(m, rk)) for m, rk in zip(tile, r) if rk > 1)
         if growth > limit:

@@ -89,9 +89,9 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     for name, a in operands.items():
         arguments.check_dtype(a, name)
     result = arguments.result_dtype(*(a.dtype for a in operands.values()))
-    compute = arguments.compute_dtype(result)
+    storage = arguments.problem_dtype(result)   # float16 blocks stay float16
     # The in-memory code validates the geometry on zero-stride stand-ins.
-    stand = {name: _blocks.stand_in(a.shape, compute) for name, a in operands.items()}
+    stand = {name: _blocks.stand_in(a.shape, storage) for name, a in operands.items()}
     problem = prepare_conv(
         stand["x"], stand["w"], stand.get("bias"), stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
@@ -103,7 +103,7 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         chan, spatial = 1, range(2, x.ndim)
     else:
         chan, spatial = x.ndim - 1, range(1, x.ndim - 1)
-    x = x.astype(compute).rechunk({chan: -1})
+    x = x.astype(storage).rechunk({chan: -1})
     pad_width = [(0, 0)] * x.ndim
     plans = {}
     for i, ax in enumerate(spatial):

@@ -39,10 +39,10 @@ def _dask_signal(in1, in2, mode, method, axes, correlate):
     result = arguments.result_dtype(x.dtype, in2.dtype)
     # The in-memory planner validates mode/axes/shapes (and decides scipy's
     # valid-mode swap) from the shapes alone.
-    compute = arguments.compute_dtype(result)
+    storage = arguments.problem_dtype(result)
     check_mode(mode)
     norm_axes = None if x.ndim == 0 else arguments.normalize_axes(axes, x.ndim)
-    call = signal_call(tuple(x.shape), np.dtype(compute), tuple(in2.shape), np.dtype(compute),
+    call = signal_call(tuple(x.shape), storage, tuple(in2.shape), storage,
                        mode, norm_axes, correlate)
     operation = correlate_in_memory if correlate else convolve_in_memory
     meta = _blocks.meta_like(xp, x.ndim, result)

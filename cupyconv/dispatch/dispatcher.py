@@ -103,7 +103,7 @@ def _choose(problem, backend, limit):
     result = _result_bytes(problem)
     rejected, fitting, unfit = {}, [], {}
     for name, spec in ALGORITHMS.items():
-        if backend.name not in spec.backends or problem.op not in spec.ops:
+        if not spec.serves(problem.op, backend.name):
             rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
             continue
         ok, why = backend.can_implement(problem, name)
@@ -209,9 +209,8 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 # ------------------------------------------------------------------------- run
 def _explicit(problem, backend, method, limit):
     spec = ALGORITHMS.get(method)
-    if spec is None or problem.op not in spec.ops or backend.name not in spec.backends:
-        valid = [n for n, a in ALGORITHMS.items()
-                 if problem.op in a.ops and backend.name in a.backends]
+    if spec is None or not spec.serves(problem.op, backend.name):
+        valid = [n for n, a in ALGORITHMS.items() if a.serves(problem.op, backend.name)]
         raise ValueError(f"method={method!r} cannot compute the {problem.op} on the "
                          f"{backend.name} backend; choose {describe_choices(['auto'] + valid)}")
     ok, why = backend.can_implement(problem, method)

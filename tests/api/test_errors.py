@@ -176,12 +176,15 @@ DY = np.ones((2, 6, 4, 4))
 GRAD_ERRORS = [
     ("grad-input-method-direct",
      lambda: cupyconv.conv_grad_input(DY, W, X.shape, groups=2, method="direct"), ValueError,
-     r"Acceptable method flags are 'auto', 'gemm' or 'fft'; got method='direct'"),
-    ("grad-weight-method-implicit",
+     r"Acceptable method flags are 'auto', 'implicit_gemm', 'gemm', 'fft' or 'winograd'; "
+     r"got method='direct'"),
+    ("grad-weight-method-implicit-on-numpy",       # the CUDA path only
      lambda: cupyconv.conv_grad_weight(X, DY, W.shape, groups=2, method="implicit_gemm"),
-     ValueError, r"Acceptable method flags are 'auto', 'gemm' or 'fft'"),
+     ValueError, r"method='implicit_gemm' cannot compute the grad_weight on the numpy "
+                 r"backend; choose 'auto', 'gemm' or 'fft'"),
     ("transpose-method-direct", lambda: cupyconv.conv_transpose(DY, W[:, :1], method="direct"),
-     ValueError, r"Acceptable method flags are 'auto', 'gemm' or 'fft'"),
+     ValueError, r"Acceptable method flags are 'auto', 'implicit_gemm', 'gemm', 'fft' or "
+                 r"'winograd'"),
     ("grad-input-workspace-zero",
      lambda: cupyconv.conv_grad_input(DY, W, X.shape, groups=2, workspace_limit=0), ValueError,
      r"workspace_limit must be >= 1"),

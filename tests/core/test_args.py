@@ -102,15 +102,18 @@ def test_normalize_axes_errors(axes, exc, match):
 # ----------------------------------------------------------------- method
 
 def test_methods_per_op():
-    """The gradients accept 'auto', 'gemm' and 'fft'; the forward pass every algorithm."""
-    for m in ("auto", "direct", "implicit_gemm", "gemm", "fft"):
+    """The gradients accept 'auto', 'implicit_gemm', 'gemm' and 'fft' (and the input
+    gradient 'winograd'); the forward pass every algorithm."""
+    for m in ("auto", "direct", "implicit_gemm", "gemm", "fft", "winograd"):
         assert args.normalize_method(m, FORWARD) == m
-    for op in (GRAD_INPUT, GRAD_WEIGHT):
-        for m in ("auto", "gemm", "fft"):
+    allowed = {GRAD_INPUT: ("auto", "implicit_gemm", "gemm", "fft", "winograd"),
+               GRAD_WEIGHT: ("auto", "implicit_gemm", "gemm", "fft")}
+    for op, methods in allowed.items():
+        for m in methods:
             assert args.normalize_method(m, op) == m
-        for m in ("direct", "implicit_gemm", "winograd", None):
+        for m in ("direct", "separable", None) + (("winograd",) if op == GRAD_WEIGHT else ()):
             with pytest.raises(ValueError, match=r"Acceptable method flags are 'auto', "
-                                                 r"'gemm' or 'fft'; got method="):
+                                                 r"'implicit_gemm', 'gemm'(,| or) 'fft'"):
                 args.normalize_method(m, op)
 
 
@@ -159,6 +162,9 @@ def test_check_cval_rejects(cval, compute, mode, exc, match):
 def test_result_and_compute_dtypes(dtypes, result, compute):
     assert args.result_dtype(*dtypes) == np.dtype(result)
     assert args.compute_dtype(result) == np.dtype(compute)
+    # the problem (storage) dtype: float16 stays float16, the rest as compute_dtype
+    storage = np.float16 if result == "float16" else compute
+    assert args.problem_dtype(result) == np.dtype(storage)
 
 
 @pytest.mark.parametrize("dtypes, want", [

@@ -103,7 +103,7 @@ def test_autotune_on_the_emulated_path(rng, restore_config, monkeypatch):
         y1 = cupyconv.conv(x, w, padding=1)
         first = len(calls)
         y2 = cupyconv.conv(x, w, padding=1)
-    assert set(calls) == {"direct", "implicit_gemm", "gemm", "fft"}   # every candidate
-    assert first == 2 * 4 + 1              # warm-up + one timed run each, then the winner
+    assert set(calls) == {"direct", "implicit_gemm", "gemm", "fft", "winograd"}   # every candidate
+    assert first == 2 * 5 + 1              # warm-up + one timed run each, then the winner
     assert calls[first:] == [calls[first - 1]]     # the winner again, alone
     np.testing.assert_array_equal(y1, y2)

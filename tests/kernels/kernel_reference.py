@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from cupyconv._kernels import launch
 from cupyconv.core.problem import ConvProblem
 
 MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
@@ -166,3 +167,31 @@ def ref_conv(problem, x_logical, w_logical, bias=None, alpha=1, beta=0, y0=None)
     if bias is not None:
         y = y + bias.reshape((1, -1) + (1,) * problem.ndim)
     return y.astype(problem.dtype)
+
+
+# ---------------------------------------------------------------------------
+# Forward kernels against the reference
+# ---------------------------------------------------------------------------
+
+def inputs(problem, rng, x_view="contig", w_view="contig"):
+    """Small-integer logical operands and their physical views."""
+    x_log = small_ints(rng, (problem.batch, problem.in_channels) + problem.in_shape, problem.dtype)
+    w_log = small_ints(rng, (problem.out_channels, problem.in_channels // problem.groups)
+                       + problem.kernel_shape, problem.dtype, scope=2)
+    x = make_view(to_physical(x_log, problem.layout), x_view)
+    w = make_view(to_physical(w_log, problem.layout), w_view)
+    return x_log, w_log, x, w
+
+
+def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="contig", bias=False,
+                  alpha=1, beta=0, y_layout_view="contig", **kwargs):
+    """Runs a forward kernel family on small integers; asserts the exact reference."""
+    x_log, w_log, x, w = inputs(problem, rng, x_view, w_view)
+    b = small_ints(rng, (problem.out_channels,), problem.dtype) if bias else None
+    y0_log = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, problem.dtype)
+    y = make_view(to_physical(y0_log, problem.layout), y_layout_view)
+    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run(loader, problem, x, w, y, bias=b, alpha=alpha, beta=beta, **kwargs)
+    ref = ref_conv(problem, x_log, w_log, b, alpha, beta, y0_log)
+    np.testing.assert_array_equal(to_logical(y, problem.layout), ref)
+    return y

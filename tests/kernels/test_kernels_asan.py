@@ -59,6 +59,21 @@ _SCRIPT = textwrap.dedent("""
     y = to_physical(np.zeros((2, 6) + p.out_shape, np.float64), "channels_last")
     launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=(64, 64, 8, 2))
     assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), "tensor-core"
+    # the TF32 and float16 tensor-core tiles (C/G = 16; f16 through ldmatrix)
+    p = make_problem(n=2, c=32, k=6, g=2, s=(5, 4, 3), ks=(3, 2, 2), stride=(2, 1, 2),
+                     dilation=(1, 2, 1), padding=((4, 1), (0, 3), (1, 1)), mode="reflect",
+                     layout="channels_last", dtype=np.float32, flip=True)
+    for dtype, tiles in ((np.float32, [(128, 128, 8, 2), (64, 64, 8, 2)]),
+                         (np.float16, [(128, 128, 16, 2), (64, 64, 16, 2)])):
+        p = p.with_(dtype=np.dtype(dtype))
+        xl = small_ints(rng, (2, 32, 5, 4, 3), dtype)
+        wl = small_ints(rng, (6, 16, 3, 2, 2), dtype)
+        x = make_view(to_physical(xl, "channels_last"), "flipped")
+        w = make_view(to_physical(wl, "channels_last"), "strided")
+        for tile in tiles:
+            y = to_physical(np.zeros((2, 6) + p.out_shape, dtype), "channels_last")
+            launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
+            assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), tile
     print("ASAN-KERNELS-OK")
 """)
 

@@ -19,8 +19,9 @@ from cupyconv._emulation import emulation_available  # noqa: E402
 from cupyconv._kernels import launch, registry  # noqa: E402
 
 from problem_lists import spatial_geometry  # noqa: E402
-from kernel_reference import (MODES, emu_loader, hypothesis_settings, make_problem, make_view,  # noqa: E402
-                         ref_col2vol, ref_conv, ref_vol2col, small_ints, to_logical, to_physical)
+from kernel_reference import (MODES, check_forward, emu_loader, hypothesis_settings,  # noqa: E402
+                              inputs as _inputs, make_problem, make_view, ref_col2vol, ref_vol2col,
+                              small_ints, to_logical, to_physical)
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
@@ -50,15 +51,6 @@ def geometries(draw, rank, *, max_groups=2, max_cpg=3, max_kpg=3, max_batch=2, m
                 cval=draw(st.integers(-2, 2)) if mode == "constant" else 0,  # else unused
                 layout=draw(st.sampled_from(("channels_first", "channels_last"))),
                 flip=draw(st.booleans()))
-
-
-def _inputs(problem, rng, x_view="contig", w_view="contig"):
-    x_log = small_ints(rng, (problem.batch, problem.in_channels) + problem.in_shape, problem.dtype)
-    w_log = small_ints(rng, (problem.out_channels, problem.in_channels // problem.groups)
-                       + problem.kernel_shape, problem.dtype, scope=2)
-    x = make_view(to_physical(x_log, problem.layout), x_view)
-    w = make_view(to_physical(w_log, problem.layout), w_view)
-    return x_log, w_log, x, w
 
 
 def _col_shape(problem, n_count):
@@ -153,19 +145,6 @@ def test_col2vol_is_adjoint_of_vol2col(rank, mode, data):
 # Implicit GEMM and direct
 # ---------------------------------------------------------------------------
 
-def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="contig", bias=False,
-                  alpha=1, beta=0, y_layout_view="contig", **kwargs):
-    x_log, w_log, x, w = _inputs(problem, rng, x_view, w_view)
-    b = small_ints(rng, (problem.out_channels,), problem.dtype) if bias else None
-    y0_log = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, problem.dtype)
-    y = make_view(to_physical(y0_log, problem.layout), y_layout_view)
-    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
-    run(loader, problem, x, w, y, bias=b, alpha=alpha, beta=beta, **kwargs)
-    ref = ref_conv(problem, x_log, w_log, b, alpha, beta, y0_log)
-    np.testing.assert_array_equal(to_logical(y, problem.layout), ref)
-    return y
-
-
 # (2, F16): half storage with float accumulation; small-integer results stay
 # below 2**11, so the half outputs are exact too.
 GEMM_CASES = [(1, F64), (2, F64), (3, F64), (4, F64), (2, F32), (2, C128), (1, I64), (3, C64),
@@ -204,34 +183,6 @@ def test_implicit_gemm_tap_aligned_matches_reference(rank, dtype, data):
     tiles = [t for t in fitting_tiles(problem) if t[3]]
     assert tiles, "every C/G multiple of 8 has a tap-aligned tile"
     check_gemm_drawn(problem, data)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("rank,layout", [(1, "channels_last"), (2, "channels_first"),
-                                         (3, "channels_last")])
-def test_tensor_core_tile_matches_reference(rank, layout, mode):
-    """float64 variant 2 (DMMA atoms, emulated as the PTX warp collective): every padding
-    mode, groups, both layouts, tile non-multiples in M and K/G."""
-    s = {1: (37,), 2: (9, 11), 3: (5, 6, 7)}[rank]
-    problem = make_problem(n=2, c=16, k=70, g=2, s=s, ks=(3,) * rank, stride=(1,) * rank,
-                           dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
-                           layout=layout, dtype=F64, flip=True, cval=-2 if mode == "constant" else 0)
-    check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
-                  x_view="flipped", w_view="strided", bias=True, beta=1, tile=(64, 64, 8, 2))
-
-
-def test_tensor_core_tile_is_chosen_only_with_mma():
-    problem = make_problem(n=2, c=16, k=8, g=1, s=(40, 40), ks=(3, 3), stride=(1, 1),
-                           dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=F64)
-    chosen = []
-    def loader(source, names):
-        chosen.extend(names)
-        return emu_loader()(source, names)
-    x, w = np.zeros(problem.x_shape), np.zeros(problem.w_shape)
-    launch.run_implicit_gemm_fprop(loader, problem, x, w, np.zeros(problem.y_shape), mma=True)
-    assert chosen[-1].endswith("64, 64, 8, 2>")
-    launch.run_implicit_gemm_fprop(loader, problem, x, w, np.zeros(problem.y_shape))
-    assert not chosen[-1].endswith(", 2>")
 
 
 def test_tap_aligned_tile_rejects_unaligned_channels():

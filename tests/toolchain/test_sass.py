@@ -267,9 +267,10 @@ def test_no_local_memory_in_hot_loops(rank3_float32_sm90, family):
 
 def test_math_in_compute_hot_loops(rank3_float32_sm90):
     """The compute kernels' hot loop is the one with their FMAs: the implicit GEMM's
-    K-loop holds BM*BN*BK / threads FFMA per thread."""
+    K-loop holds BM*BN*BK / threads FFMA per thread (the tensor-core tiles' MMA counts:
+    test_tensor_core_tiles_run_mma)."""
     for r in rank3_float32_sm90.values():
-        if r.family == "implicit_gemm_fprop":
+        if r.family == "implicit_gemm_fprop" and r.tile[3] != 2:
             bm, bn, bk = r.tile[:3]
             assert r.loop.math == bm * bn * bk // registry.THREADS, r.name
         elif r.family == "direct_conv":
@@ -289,34 +290,49 @@ def test_main_tiles_meet_the_speed_floors(rank3_float32_sm90):
     assert g.ctas["sm_90"] >= 2 and d.ctas["sm_90"] >= 2, (g.ctas, d.ctas)
 
 
-def test_float64_tensor_core_tile_runs_dmma(tmp_path):
-    """Issue 12: the float64 tensor-core tile's hot loop is DMMA (no DFMA), zero spills,
-    two CTAs per SM on sm_90."""
+#: (dtype, atom M x N x K, its SASS opcode, the FMA opcode it replaces)
+_TC_ATOMS = {"float64": ((8, 8, 4), "DMMA", "DFMA"), "float32": ((16, 8, 8), "HMMA", "FFMA"),
+             "float16": ((16, 8, 16), "HMMA", "FFMA")}
+
+
+@pytest.mark.parametrize("dtype", sorted(_TC_ATOMS))
+def test_tensor_core_tiles_run_mma(tmp_path, dtype):
+    """Issue 12: every tensor-core tile's hot loop is the dtype's MMA (DMMA for float64,
+    HMMA for TF32 and float16: one atom per warp per (atom M x N x K) of the slice, no
+    FMA), float16's fragments through LDSM; zero spills; two CTAs per SM on sm_90."""
     why = _tools_reason()
     if why is not None:
         pytest.skip(f"SASS needs NVRTC and the disassembler: {why}")
     from cupyconv._compile import compile_group
     from cupyconv._compile.build import parse_ptxas_log
     from cupyconv._compile.occupancy import ctas_per_sm
-    name = registry.name_expression("implicit_gemm_fprop", "float64", 3, False, (64, 64, 8, 2))
-    path, meta, _, _ = compile_group("conv/implicit_gemm_fprop.cu", [name], "sm_90", root=tmp_path)
-    symbol = meta["lowered"][name]
-    instrs = sass.disassemble(path)[symbol]
-    body = sass.hot_loop(instrs, "math").instructions(instrs)
-    ops = [i.opcode.split(".")[0] for i in body]
-    assert ops.count("DMMA") == 64 * 64 * 8 // (8 * 8 * 4) // 8 and "DFMA" not in ops
-    usage = parse_ptxas_log(meta["log"])[symbol]
-    assert usage["spill_stores"] == usage["spill_loads"] == 0
-    assert ctas_per_sm("sm_90", usage["registers"], usage["smem_bytes"], registry.THREADS) >= 2
+    (am, an, ak), mma, fma = _TC_ATOMS[dtype]
+    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] == 2]
+    names = [registry.name_expression("implicit_gemm_fprop", dtype, 3, False, t) for t in tiles]
+    path, meta, _, _ = compile_group("conv/implicit_gemm_fprop.cu", names, "sm_90", root=tmp_path)
+    disassembled, usage = sass.disassemble(path), parse_ptxas_log(meta["log"])
+    for tile, name in zip(tiles, names):
+        symbol = meta["lowered"][name]
+        instrs = disassembled[symbol]
+        ops = [i.opcode.split(".")[0] for i in sass.hot_loop(instrs, "math").instructions(instrs)]
+        bm, bn, bk = tile[:3]
+        assert ops.count(mma) == bm * bn * bk // (am * an * ak) // 8 and fma not in ops, (tile, ops)
+        if dtype == "float16":
+            assert ops.count("LDSM") == (bm // 2 // am + bn // 4 // an) * bk // ak, (tile, ops)
+        u = usage[symbol]
+        assert u["spill_stores"] == u["spill_loads"] == 0, (tile, u)
+        assert ctas_per_sm("sm_90", u["registers"], u["smem_bytes"], registry.THREADS) >= 2, (tile, u)
 
 
 def test_vector_loads_where_designed(rank3_float32_sm90):
     """16-byte shared loads (LDS.128) where the design has them: the direct kernel's 2-D
     tiles read their input windows and the implicit GEMM its contiguous A/B fragments with
     them.  Global loads are scalar gathers today in every family (no cp.async, no
-    channels-last 16-byte path yet: issue 11, part 2), so no global-width floor."""
+    channels-last 16-byte path yet: issue 11, part 2), so no global-width floor.  (The
+    tensor-core tiles read one fragment element per lane per register, or LDSM.)"""
     for r in rank3_float32_sm90.values():
-        if (r.family == "direct_conv" and r.tile[0] > 1) or r.family == "implicit_gemm_fprop":
+        if (r.family == "direct_conv" and r.tile[0] > 1) or (
+                r.family == "implicit_gemm_fprop" and r.tile[3] != 2):
             assert 128 in r.loop.shared_load_bits, (r.name, r.loop)
 
 

@@ -5,7 +5,8 @@ interface.
 The runner (:mod:`.runners`) is what differs: CuPy arrays and NVRTC cubins,
 or NumPy arrays and the same ``.cu`` kernels built with g++.  Forward
 algorithms are in :mod:`.algorithms` (``separable``'s 1-D passes in
-:mod:`.separable`), the gradients' column-buffer GEMMs in
+:mod:`.separable`, ``winograd``'s transform kernels in :mod:`.winograd`, which also
+computes stride-1 input gradients), the gradients' column-buffer GEMMs in
 :mod:`.gradients`, FFT is the array-module-generic
 :mod:`cupyconv.backends.fft_conv` (cuFFT through ``cupyx.scipy.fft``).
 """
@@ -14,16 +15,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..._kernels import launch
-from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT
-from .. import fft_conv
+from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
+from .. import fft_conv, winograd_conv
 from ...core.args import LONG_DOUBLE
+from ...core.problem import Operands
+from ..arrays import in_float32
 from ..base import Backend, OutOfMemoryError
 from ..separable_factors import NotSeparable
-from . import algorithms, cost, gradients, separable
+from . import algorithms, cost, gradients, implicit_grads, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
-__all__ = ["CudaBackend", "FREE_MEMORY_FRACTION", "CupyRunner", "EmulatedRunner",
-           "DeviceInfo", "runner_for"]
+__all__ = ["CudaBackend", "FREE_MEMORY_FRACTION", "NATIVE_HALF", "CupyRunner",
+           "EmulatedRunner", "DeviceInfo", "runner_for"]
 
 _LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the CPU "
                     "(NumPy arrays on the 'numpy' backend) or cast to float64/complex128")
@@ -31,6 +34,33 @@ _LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the
 #: Fraction of free device memory one algorithm's workspace may use when
 #: neither the call nor ``config.workspace_limit`` sets a limit.
 FREE_MEMORY_FRACTION = 0.5
+
+#: ``(op, algorithm)`` pairs that compute float16 natively: half storage, float32
+#: accumulation, one rounding in the kernel's epilogue -- the direct and implicit-GEMM
+#: kernels (the implicit-GEMM gradients are the forward kernel on role-swapped operands),
+#: and the forward ``gemm``, whose half columns are a copy (exact) and whose GEMM sums in
+#: float32 (``runner.matmul``).  Every other algorithm computes a float16 problem in
+#: float32 (operands cast once, the result rounded once by the public function): FFT
+#: spectra, the separable passes' partial results, Winograd transforms, ``col2vol``'s sums
+#: of overlapping columns and the weight gradient's sums of batch chunks would each round
+#: again in half.
+NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "gemm"),
+                         (GRAD_INPUT, "implicit_gemm"), (GRAD_WEIGHT, "implicit_gemm")})
+
+
+def _widened(problem, algorithm, operands):
+    """``(problem, operands)`` as ``algorithm`` computes them (float16 in float32 unless
+    :data:`NATIVE_HALF`)."""
+    if (problem.op, algorithm) in NATIVE_HALF:
+        return problem, operands
+    return in_float32(problem, operands)
+
+
+def _computed(problem, algorithm):
+    """``(the problem algorithm computes, bytes of its float32 copies of x, w and y)``: what
+    ``can_implement`` and the workspace judge, so a float16 problem is ranked as it runs."""
+    wide, _ = _widened(problem, algorithm, Operands())
+    return wide, (wide.bytes_moved if wide is not problem else 0)
 
 
 class CudaBackend(Backend):
@@ -46,16 +76,20 @@ class CudaBackend(Backend):
         return self.runner.device
 
     def can_implement(self, problem, algorithm):
-        spec = ALGORITHMS[algorithm]
-        if problem.op not in spec.ops:
-            return False, f"{algorithm} serves {sorted(spec.ops)}, not {problem.op}"
+        why = ALGORITHMS[algorithm].refusal(problem.op, self.name)
+        if why:
+            return False, why
         if problem.dtype in LONG_DOUBLE:
             return False, _LONG_DOUBLE_WHY.format(dtype=problem.dtype)
+        problem, _ = _computed(problem, algorithm)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
     def data_ok(self, problem, algorithm, operands):
+        if algorithm == "winograd":
+            return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
+        problem, operands = _widened(problem, algorithm, Operands(filter=operands.filter))
         try:
             separable.pass_plan(problem, operands.filter)
         except NotSeparable as exc:
@@ -63,11 +97,19 @@ class CudaBackend(Backend):
         return True, ""
 
     def min_workspace_bytes(self, problem, algorithm):
+        wide, copies = _computed(problem, algorithm)
+        if copies:
+            return copies + self.min_workspace_bytes(wide, algorithm)
         if algorithm == "gemm":
             return problem.column_bytes(1)
+        if algorithm == "winograd":
+            return winograd.min_workspace_bytes(problem)
         return self.workspace_bytes(problem, algorithm)
 
     def workspace_bytes(self, problem, algorithm, workspace_limit=None):
+        wide, copies = _computed(problem, algorithm)
+        if copies:
+            return copies + self.workspace_bytes(wide, algorithm, workspace_limit)
         if algorithm == "gemm":
             nb = algorithms.gemm_batch_chunk(problem, workspace_limit)
             return problem.column_bytes(max(nb, 1))
@@ -75,10 +117,15 @@ class CudaBackend(Backend):
             return fft_conv.workspace_bytes(problem)
         if algorithm == "separable":
             return separable.workspace_bytes(problem)
+        if algorithm == "winograd":
+            return winograd.workspace_bytes(problem, workspace_limit)
         return 0
 
     def predict_times(self, problem, names):
-        return cost.predict_times(problem, self.device, names)
+        times = {}
+        for name in names:          # each on the problem it computes (float16 or float32)
+            times.update(cost.predict_times(_computed(problem, name)[0], self.device, [name]))
+        return times
 
     def default_workspace_limit(self):
         return int(self.device.free_memory * FREE_MEMORY_FRACTION)
@@ -94,7 +141,8 @@ class CudaBackend(Backend):
         return problem
 
     def prepare(self, problem, operands):
-        """Views the kernels can address: uint64 as int64, unaddressable operands copied."""
+        """Views the kernels can address: uint64 as int64, unaddressable operands copied
+        (float16 stays float16: ``run`` widens what does not compute it natively)."""
         if problem.dtype in LONG_DOUBLE:
             raise TypeError(_LONG_DOUBLE_WHY.format(dtype=problem.dtype))
         problem = problem.with_(layout="channels_first")   # operands are channels-first views
@@ -112,6 +160,7 @@ class CudaBackend(Backend):
 
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         runner = self.runner
+        problem, operands = _widened(problem, algorithm, operands)
         if algorithm == "fft":
             need = fft_conv.workspace_bytes(problem)
             if need > min(workspace_limit, self.available_memory()):
@@ -126,6 +175,12 @@ class CudaBackend(Backend):
         if problem.op == FORWARD:
             y = algorithms.run(problem, operands.activation, operands.filter, algorithm,
                                runner, workspace_limit)
+        elif problem.op == GRAD_INPUT and algorithm == "winograd":
+            y = winograd.grad_input(problem, operands.output, operands.filter, runner,
+                                    workspace_limit)
+        elif algorithm == "implicit_gemm":     # the gradients as forward problems
+            y = implicit_grads.run(problem, operands, runner,
+                                   algorithms.tensor_core_flags(problem, runner.device))
         elif problem.op == GRAD_INPUT:
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit)

@@ -5,7 +5,8 @@ the logical views ``x`` ``(N, C, *S)`` and ``w`` ``(K, C/G, *KS)`` (any
 strides: the kernels index them as they are), a runner and a workspace
 limit, and returns ``y`` ``(N, K, *O)``.  (``fft`` is the shared
 :mod:`cupyconv.backends.fft_conv`; ``separable`` is :mod:`.separable`, one direct-kernel
-pass per axis; the gradients are in :mod:`.gradients`.)  The same code drives CuPy arrays
+pass per axis; ``winograd`` is :mod:`.winograd`, transform kernels around a batched GEMM;
+the gradients are in :mod:`.gradients`.)  The same code drives CuPy arrays
 (``CupyRunner``) and NumPy arrays through the CPU emulation layer
 (``EmulatedRunner``).
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 import math
 
 from ..._kernels import launch
+from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
-from . import separable
+from . import implicit_grads, separable, winograd
 
-__all__ = ["can_implement", "gemm_batch_chunk", "run"]
+__all__ = ["can_implement", "gemm_batch_chunk", "run", "tensor_core_flags"]
 
 
 def _fft_ok(problem):
@@ -33,6 +35,8 @@ def can_implement(problem, algorithm, device):
     if algorithm == "direct":
         return launch.can_implement_direct(problem, device.smem_per_block)
     if algorithm == "implicit_gemm":
+        if problem.op != FORWARD:
+            return implicit_grads.can_implement(problem)
         return launch.can_implement_implicit_gemm(problem)
     if algorithm == "gemm":
         return launch.can_implement_vol2col(problem)
@@ -40,6 +44,8 @@ def can_implement(problem, algorithm, device):
         return _fft_ok(problem)
     if algorithm == "separable":
         return separable.can_implement(problem, device.smem_per_block)
+    if algorithm == "winograd":
+        return winograd.can_implement(problem, device)
     raise ValueError(f"unknown algorithm {algorithm!r}")
 
 
@@ -62,11 +68,17 @@ def _direct(problem, x, w, runner, workspace_limit):
     return y
 
 
+def tensor_core_flags(problem, device):
+    """The implicit GEMM's tensor-core switches for ``problem`` on ``device``: the atoms
+    exist (sm_80+), and float32 asked for TF32."""
+    return dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
+
+
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
     y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
                         dtype=problem.dtype)
     launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y,
-                                   mma=runner.device.arch >= 80)
+                                   **tensor_core_flags(problem, runner.device))
     return y
 
 
@@ -88,13 +100,13 @@ def _gemm(problem, x, w, runner, workspace_limit):
         count = min(nb, problem.batch - n0)
         launch.run_vol2col(runner.loader, problem, x, col, n0=n0, n_count=count)
         cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
-        res = runner.matmul(wmat, cols).reshape(g, kg, count, positions)
+        res = runner.matmul(wmat, cols, precision=problem.precision).reshape(g, kg, count, positions)
         yg[n0:n0 + count] = res.transpose(2, 0, 1, 3)
     return y.reshape((problem.batch, problem.out_channels) + problem.out_shape)
 
 
 _IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm,
-          "separable": separable.run}
+          "separable": separable.run, "winograd": winograd.run}
 
 
 def run(problem, x, w, algorithm, runner, workspace_limit=None):

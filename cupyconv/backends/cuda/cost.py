@@ -23,18 +23,38 @@ import os
 import re
 import warnings
 
+from ..._kernels import launch
 from ..._paths import cache_root
+from ..._vocabulary import FORWARD
 from .. import fft_conv
-from . import separable
+from . import algorithms, implicit_grads, separable, winograd
 
-__all__ = ["predict_times", "EFFICIENCY", "efficiency_path", "efficiencies"]
+__all__ = ["predict_times", "EFFICIENCY", "TENSOR_FLOPS_PER_SM_CLOCK", "tensor_peak_flops",
+           "efficiency_path", "efficiencies"]
 
 #: Fraction of FP32 peak each algorithm reaches on large problems when nothing was
 #: measured on this device (CUDA cores, no tensor cores): the fractions
 #: ``benchmarks.reference_cases`` measured on an H200 on 2026-11-30
 #: (docs/benchmarks/gpu_h200_2026-11-30.md; 256-channel 3x3 layers for implicit_gemm,
 #: gemm, fft, the single-channel 256^3 * 5^3 convolve for direct).
-EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2)
+EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2, winograd=0.5,
+                  # Fractions of the TENSOR-CORE peak (:func:`tensor_peak_flops`) for the
+                  # implicit GEMM's tensor-core tiles and cuBLAS's tensor-core GEMMs: estimates
+                  # until ``benchmarks.tensor_cores`` (in scripts/device_check.sh) has measured
+                  # them on the device.
+                  implicit_gemm_tc=0.3, gemm_tc=0.5)
+# ``winograd``: the fraction of peak its batched GEMMs reach, an UNCALIBRATED estimate
+# (gemm's cuBLAS fraction rounded down for the smaller per-position GEMMs); its transforms
+# are costed as memory traffic.  No device has measured it yet (docs/winograd.md).
+
+#: Dense tensor-core FLOPs (an FMA counts 2) per SM per clock of the ``mma.sync`` atoms
+#: the kernels use, by compute capability (NVIDIA A100 / H100 architecture whitepapers:
+#: A100 19.5 / 156 / 312 TFLOP/s float64 / TF32 / float16 at 108 SMs x 1.41 GHz; H100 SXM
+#: 67 / 495 / 989 at 132 SMs x 1.83-1.98 GHz).  Other devices: no entry, the FMA peak.
+TENSOR_FLOPS_PER_SM_CLOCK = {
+    80: {"float64": 128, "tf32": 1024, "float16": 2048},
+    90: {"float64": 256, "tf32": 2048, "float16": 4096},
+}
 
 
 def efficiency_path(device_name):
@@ -81,9 +101,20 @@ def _stencil(problem, peak, bw, eff):
     return max(problem.flops / (peak * eff), problem.bytes_moved / bw) + LAUNCH_S
 
 
+def tensor_peak_flops(problem, device):
+    """Peak FLOP/s of the tensor-core atom ``problem``'s data would use on ``device``
+    (float64 DMMA, float32 under ``precision="tf32"``, float16), or ``None``."""
+    kind = problem.dtype.name
+    if kind == "float32":
+        kind = "tf32" if problem.precision == "tf32" else None
+    rate = TENSOR_FLOPS_PER_SM_CLOCK.get(device.arch, {}).get(kind)
+    return None if rate is None else rate * device.sm_count * device.clock_hz
+
+
 def predict_times(problem, device, candidates):
     """``{algorithm: seconds}`` for each candidate on ``device``."""
     peak = device.peak_flops(problem.dtype)
+    tc_peak = tensor_peak_flops(problem, device)
     bw = device.bandwidth
     item = problem.dtype.itemsize
     flops = problem.flops
@@ -91,12 +122,21 @@ def predict_times(problem, device, candidates):
     eff_of = efficiencies(device.name)
     times = {}
     for name in candidates:
-        if name in ("direct", "implicit_gemm"):
-            eff = eff_of[name]
+        if name == "direct":
+            t = _stencil(problem, peak, bw, eff_of[name])
+        elif name == "implicit_gemm":
+            # the gradients run as forward problems (.implicit_grads)
+            fwd = problem if problem.op == FORWARD else implicit_grads.forward_problem(problem)
+            tile = launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
+            rate, eff = peak, eff_of[name]
+            if tc_peak and tile[3] == 2:
+                rate, eff = tc_peak, eff_of["implicit_gemm_tc"]
             # Tiny channel counts leave the GEMM tiles mostly empty.
-            if name == "implicit_gemm":
-                eff *= min(1.0, problem.gemm_n / 64) ** 0.5 * min(1.0, problem.gemm_k / 32) ** 0.5
-            t = _stencil(problem, peak, bw, eff)
+            eff *= min(1.0, fwd.gemm_n / 64) ** 0.5 * min(1.0, fwd.gemm_k / 32) ** 0.5
+            if problem.op != FORWARD:     # no split-K: few CTAs leave SMs idle
+                ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
+                eff *= min(1.0, ctas / (2 * device.sm_count))
+            t = _stencil(problem, rate, bw, eff)
         elif name == "separable":
             # one direct launch per pass: its taps, its input read and its output written
             t = sum(_stencil(p, peak, bw, eff_of["direct"])
@@ -104,7 +144,9 @@ def predict_times(problem, device, candidates):
         elif name == "gemm":
             cols = problem.column_bytes()
             tiny = min(1.0, problem.gemm_n / 16)
-            t = (2 * cols / bw + flops / (peak * eff_of["gemm"] * max(tiny, 0.05))
+            # cuBLAS: float64 on DMMA, float16 on HMMA by itself (sm_80+); TF32 as asked
+            rate, eff = (tc_peak, eff_of["gemm_tc"]) if tc_peak else (peak, eff_of["gemm"])
+            t = (2 * cols / bw + flops / (rate * eff * max(tiny, 0.05))
                  + base_bytes / bw + 2 * LAUNCH_S)
         elif name == "fft":
             fwd = fft_conv.transposed_forward(problem)
@@ -116,6 +158,10 @@ def predict_times(problem, device, candidates):
             spectra = 2 * max(item, 4) * npts * transforms
             t = (max(fft_flops / (peak * eff_of["fft"]), 3 * spectra / bw)
                  + 6 * LAUNCH_S)
+        elif name == "winograd":
+            w_flops, w_bytes, launches = winograd.work(problem)
+            t = (w_flops / (peak * eff_of["winograd"]) + w_bytes / bw
+                 + launches * LAUNCH_S)
         else:
             continue
         times[name] = t

@@ -72,7 +72,8 @@ def grad_input(problem, dy, w, runner, workspace_limit):
     col, nb = _column_buffer(problem, runner, workspace_limit)
     for n0, count in _chunks(problem, nb):
         cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
-        runner.matmul(wt, _dy_matrix(xp, problem, dy, n0, count), out=cols)
+        runner.matmul(wt, _dy_matrix(xp, problem, dy, n0, count), out=cols,
+                      precision=problem.precision)
         launch.run_col2vol(runner.loader, problem, col, dx, n0=n0, n_count=count)
     return dx
 
@@ -89,7 +90,8 @@ def grad_weight(problem, x, dy, runner, workspace_limit):
         cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
         if problem.conjugate and cols.dtype.kind == "c":
             cols = xp.conj(cols)
-        part = runner.matmul(_dy_matrix(xp, problem, dy, n0, count), cols.transpose(0, 2, 1))
+        part = runner.matmul(_dy_matrix(xp, problem, dy, n0, count), cols.transpose(0, 2, 1),
+                             precision=problem.precision)
         if dw is None:
             dw = part
         else:

@@ -99,20 +99,26 @@ class CupyRunner:
         self.peak_workspace = max(self.peak_workspace, nbytes)
         return arr
 
-    def matmul(self, a, b, out=None):
-        """``cupy.matmul`` with the cuBLAS compute type set explicitly: float32 in float32
-        (never TF32, whatever ``CUPY_TF32`` says; ``precision='tf32'`` rounds the operands
-        itself), the previous setting restored after."""
-        try:       # CuPy's own (private) switch; any CuPy without it keeps its default
-            from cupy._core import _routines_linalg as linalg
-            previous = linalg.get_compute_type(np.float32)
-            linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_FP32)
-        except Exception:  # noqa: BLE001 - no switch: plain matmul, CuPy's default
-            return self._cupy.matmul(a, b, out=out)
+    def matmul(self, a, b, out=None, precision="highest"):
+        """``cupy.matmul`` with the cuBLAS compute type set explicitly, the previous
+        settings restored after: float32 is FP32 (never TF32, whatever ``CUPY_TF32``
+        says) unless ``precision="tf32"``, which asks for cuBLAS's TF32 tensor-core
+        compute type (the dispatcher has already rounded the operands with ``cvt.rna``, so
+        cuBLAS's own conversion changes nothing: products exact, sums in float32, the
+        contract of every algorithm); float16 products are summed in float32 and rounded
+        once to half.
+        (CuPy 14.2's batched matmul -- the one these GEMMs call -- casts half operands to
+        float32 itself and copies the float32 result into the half output; its 2-D path
+        calls ``cublasGemmEx`` with ``CUBLAS_COMPUTE_32F`` for half, and so does newer
+        CuPy's batched one: ``cupy/_core/_routines_linalg.pyx``.)  The device running out
+        of memory is :class:`OutOfMemoryError`, so the dispatcher can fall back."""
+        restore = _pin_compute_types(tf32=precision == "tf32")
         try:
             return self._cupy.matmul(a, b, out=out)
+        except self._cupy.cuda.memory.OutOfMemoryError as exc:
+            raise OutOfMemoryError(f"GEMM: {exc}") from exc
         finally:
-            linalg.set_compute_type(np.float32, previous)
+            restore()
 
     def free_cached(self):
         self._cupy.get_default_memory_pool().free_all_blocks()
@@ -123,6 +129,34 @@ class CupyRunner:
     @property
     def device(self):
         return _cupy_device_info(self.device_id, self._cupy.cuda.runtime.memGetInfo()[0])
+
+
+#: Operand dtypes whose cuBLAS compute type :meth:`CupyRunner.matmul` pins (to float32;
+#: float32's to TF32 under ``precision="tf32"``).
+_PINNED_COMPUTE = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+def _pin_compute_types(tf32=False):
+    """Set CuPy's (private) cuBLAS compute-type switch to float32 for float16 and float32
+    GEMMs (float32's to TF32 when ``tf32``); returns the function that restores the
+    previous settings.  A CuPy without the switch (or part of it) keeps its default for
+    what could not be set."""
+    previous = []
+    try:
+        from cupy._core import _routines_linalg as linalg
+        for dtype in _PINNED_COMPUTE:
+            before = linalg.get_compute_type(dtype)
+            wanted = (linalg.COMPUTE_TYPE_TF32 if tf32 and dtype == np.float32
+                      else linalg.COMPUTE_TYPE_FP32)
+            linalg.set_compute_type(dtype, wanted)
+            previous.append((dtype, before))
+    except Exception:  # noqa: BLE001 - no switch: CuPy's default
+        pass
+
+    def restore():
+        for dtype, before in previous:
+            linalg.set_compute_type(dtype, before)
+    return restore
 
 
 #: ``cudaDeviceAttr`` numbers (CUDA runtime API, ``driver_types.h``); CUDA 13
@@ -207,9 +241,19 @@ class EmulatedRunner:
         return np.empty(shape, dtype=dtype)
 
     @staticmethod
-    def matmul(a, b, out=None):
-        """``numpy.matmul`` (the CPU has no TF32)."""
-        return np.matmul(a, b, out=out)
+    def matmul(a, b, out=None, precision="highest"):
+        """``numpy.matmul`` (the CPU has no TF32: under ``precision="tf32"`` the operands
+        arrive rounded, so the products are the TF32 ones); float16 operands are multiplied in
+        float32 and the result rounded once to half, as cuBLAS's ``CUBLAS_COMPUTE_32F``
+        (NumPy's own half matmul is not documented to accumulate in float)."""
+        if np.result_type(a, b) != np.float16:
+            return np.matmul(a, b, out=out)
+        with np.errstate(over="ignore"):         # beyond 65504: inf, silently as on a GPU
+            res = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+        if out is None:
+            return res
+        out[...] = res
+        return out
 
     def free_cached(self):
         pass

@@ -10,6 +10,7 @@ from scipy.signal import fftconvolve as scipy_fftconvolve, oaconvolve as scipy_o
 
 from ..._vocabulary import ALGORITHMS
 from .. import fft, fft_conv, winograd_conv
+from ..arrays import in_float32
 from ..base import Backend, host_available_memory
 from . import cost, direct, gemm, separable
 
@@ -27,15 +28,20 @@ class NumpyBackend(Backend):
     xp = np
 
     def can_implement(self, problem, algorithm):
-        spec = ALGORITHMS[algorithm]
-        if problem.op not in spec.ops:
-            return False, f"{algorithm} serves {sorted(spec.ops)}, not {problem.op}"
+        why = ALGORITHMS[algorithm].refusal(problem.op, self.name)
+        if why:
+            return False, why
         if algorithm == "separable" and not separable.applies(problem):
             return False, ("separable needs one filter per input channel (single channel "
                            "or depthwise) and a kernel over two axes or more")
         if algorithm == "winograd":
             return winograd_conv.can_implement(problem)
         return True, ""
+
+    def prepare(self, problem, operands):
+        """float16 computes in float32 on the CPU (NumPy has no float-accumulating half
+        arithmetic): the operands are cast once and rounded back once by the caller."""
+        return in_float32(problem, operands)
 
     def data_ok(self, problem, algorithm, operands):
         if algorithm == "winograd":

@@ -143,8 +143,13 @@ def _separable(problem, cplx):
 def _winograd(problem, cplx):
     """Per N-D piece: the input transform (one pass per axis over the tiles), the batched
     GEMM over channels per transform position, the output transform; plus the padded
-    copy."""
+    copy.  An input gradient is costed as its forward problem
+    (:func:`~cupyconv.backends.winograd_conv.grad_input_forward`)."""
     c = CPU
+    if problem.op == GRAD_INPUT:
+        if not winograd_conv.grad_input_applies(problem)[0]:
+            return math.inf
+        problem = winograd_conv.grad_input_forward(problem)[0]
     plan = winograd_conv.plan_tiles(problem)
     if isinstance(plan, str):
         return math.inf

@@ -48,3 +48,37 @@ def test_path_is_per_device(monkeypatch, tmp_path):
     monkeypatch.delenv("CUPYCONV_EFFICIENCY", raising=False)
     monkeypatch.setenv("CUPYCONV_CACHE_DIR", str(tmp_path))
     assert cost.efficiency_path("NVIDIA H200").endswith("efficiency/nvidia-h200.json")
+
+
+def _layer(dtype, precision="highest", channels=64):
+    from cupyconv.core.problem import ConvProblem
+    return ConvProblem.create(x_shape=(8, channels, 32, 32), w_shape=(64, channels, 3, 3),
+                              padding=1, dtype=dtype, precision=precision)
+
+
+@pytest.mark.parametrize("dtype,precision,atom", [("float64", "highest", "float64"),
+                                                  ("float32", "tf32", "tf32"),
+                                                  ("float16", "highest", "float16")])
+def test_tensor_core_tiles_use_the_tensor_peak(eff_file, dtype, precision, atom):
+    """The implicit GEMM's prediction on an sm_80 device follows the tensor-core peak
+    (and its own efficiency) where a tensor-core tile runs the problem, the FMA peak
+    where none fits (C/G not a multiple of the tile's K) or on an older device."""
+    import dataclasses
+    device = EmulatedRunner.NOMINAL
+    fast = cost.predict_times(_layer(dtype, precision), device, ["implicit_gemm"])["implicit_gemm"]
+    odd = _layer(dtype, precision, channels=60)
+    unaligned = cost.predict_times(odd, device, ["implicit_gemm"])["implicit_gemm"]
+    old = dataclasses.replace(device, arch=70)
+    fma = cost.predict_times(_layer(dtype, precision), old, ["implicit_gemm"])["implicit_gemm"]
+    peak = cost.tensor_peak_flops(_layer(dtype, precision), device)
+    assert peak == cost.TENSOR_FLOPS_PER_SM_CLOCK[80][atom] * device.sm_count * device.clock_hz
+    assert cost.tensor_peak_flops(_layer(dtype, precision), old) is None
+    assert fast < fma and fast < unaligned
+
+
+def test_float32_highest_stays_on_the_fma_peak(eff_file):
+    device = EmulatedRunner.NOMINAL
+    assert cost.tensor_peak_flops(_layer("float32"), device) is None
+    highest = cost.predict_times(_layer("float32"), device, ["implicit_gemm", "gemm"])
+    tf32 = cost.predict_times(_layer("float32", "tf32"), device, ["implicit_gemm", "gemm"])
+    assert all(tf32[k] < highest[k] for k in highest)

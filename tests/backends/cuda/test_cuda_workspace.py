@@ -174,4 +174,8 @@ def test_device_out_of_memory_in_fft_becomes_a_fallback(runner, rng, monkeypatch
     y, name = dispatcher.run(p, Operands(activation=x, filter=w), backend, method="fft",
                              stats=stats)
     assert name != "fft" and any(s.startswith("fft:") for s in stats["fallbacks"])
-    np.testing.assert_array_equal(y, ref_conv(x, w, padding=1))
+    ref = ref_conv(x, w, padding=1)
+    if name == "winograd":     # its fractions round: float64 within 1e-13 of the exact sums
+        np.testing.assert_allclose(y, ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    else:
+        np.testing.assert_array_equal(y, ref)

@@ -1,0 +1,154 @@
+"""The tensor-core tiles on a GPU against cuDNN, and their measured efficiencies.
+
+``python -m benchmarks.tensor_cores [--out DIR] [--budget SECONDS] [--no-save]``
+
+Issue 12's cases, timed with CUDA events (medians after a warm-up) in the same run:
+
+1. the reference layer N=32, C=K=256, 56x56, 3x3 (padding 1) and its 3-D version at
+   32^3 (N=4), in float64 (ours: ``implicit_gemm`` on DMMA and ``gemm`` on cuBLAS;
+   PyTorch/cuDNN float64), float32 with TF32 (ours ``precision="tf32"``; cuDNN with
+   ``allow_tf32``) and float16 (ours native half; cuDNN float16);
+2. a 4-D layer, N=2, C=K=32, 16^4, 3^4: no peer has a 4-D GPU convolution, let alone
+   a tensor-core one.
+
+Goals (issue 12): float64 >= 2x cuDNN float64, TF32 >= 0.9x cuDNN TF32, float16 >= 0.9x
+cuDNN float16.  Each of our timings is also a fraction of the tensor-core peak
+(:func:`cupyconv.backends.cuda.cost.tensor_peak_flops`); the best per algorithm becomes
+the cost model's ``implicit_gemm_tc`` / ``gemm_tc`` efficiency, merged into the device's
+efficiency file (unless ``--no-save``), and every row goes to
+``DIR/tensor_cores.json``.  Prints a table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import cupyconv
+from cupyconv.backends.cuda import cost
+from cupyconv.core.problem import ConvProblem
+from cupyconv.dispatch import backend_for
+
+from .timing import time_cuda
+
+CASES = [   # name, x shape, w shape
+    ("layer2d 256ch 56^2 3x3", (32, 256, 56, 56), (256, 256, 3, 3)),
+    ("layer3d 256ch 32^3 3^3", (4, 256, 32, 32, 32), (256, 256, 3, 3, 3)),
+    ("conv4d 32ch 16^4 3^4", (2, 32, 16, 16, 16, 16), (32, 32, 3, 3, 3, 3)),
+]
+#: label -> (dtype, precision, our methods, cuDNN TF32 switch)
+KINDS = {
+    "float64": ("float64", "highest", ("implicit_gemm", "gemm"), False),
+    "tf32": ("float32", "tf32", ("implicit_gemm", "gemm"), True),
+    "float16": ("float16", "highest", ("implicit_gemm",), False),
+}
+GOALS = {"float64": 2.0, "tf32": 0.9, "float16": 0.9}
+
+
+def _cudnn(x, w, tf32):
+    """PyTorch's conv2d/conv3d (cuDNN) on the same data, or ``None`` (4-D, no torch)."""
+    if x.ndim - 2 > 3:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+    tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+    fn = torch.nn.functional.conv2d if x.ndim == 4 else torch.nn.functional.conv3d
+    return lambda: fn(tx, tw, padding=1)
+
+
+def _time(fn, budget):
+    try:
+        return time_cuda(fn, repeat=5, warmup=1, budget=budget), ""
+    except Exception as exc:  # noqa: BLE001 - a method that cannot run is recorded
+        return None, f"{type(exc).__name__}: {exc}"[:120]
+
+
+def _save(device_name, best):
+    """Merge the measured tensor-core efficiencies into the device's file."""
+    path = cost.efficiency_path(device_name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        data = {}
+    merged = dict(data.get("efficiency") or {}) if isinstance(data, dict) else {}
+    merged.update(best)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(dict(device=device_name, efficiency=merged), fh, indent=1)
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.tensor_cores")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--budget", type=float, default=3.0, help="seconds per timed callable")
+    ap.add_argument("--no-save", action="store_true", help="do not write the cost model's file")
+    opts = ap.parse_args(argv)
+    if "cuda" not in cupyconv.available_backends():
+        print("tensor_cores: needs a CUDA device", file=sys.stderr)
+        return 2
+    import cupy as cp
+    device = backend_for(cp).device
+    rng = np.random.default_rng(0)
+    rows, best = [], {}
+    for name, xs, ws in CASES:
+        for kind, (dtype, precision, methods, tf32) in KINDS.items():
+            x = cp.asarray(rng.standard_normal(xs).astype(dtype))
+            w = cp.asarray(rng.standard_normal(ws).astype(dtype))
+            problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding=1, dtype=dtype,
+                                         precision=precision)
+            peak = cost.tensor_peak_flops(problem, device)
+            timed = {f"cupyconv {m}": (lambda m=m: cupyconv.conv(
+                x, w, padding=1, method=m, precision=precision)) for m in methods}
+            peer = _cudnn(x, w, tf32)
+            if peer is not None:
+                timed["cuDNN"] = peer
+            seconds = {}
+            for label, fn in timed.items():
+                t0 = time.perf_counter()
+                s, note = _time(fn, opts.budget)
+                seconds[label] = s
+                frac = problem.flops / s / peak if s and peak else None
+                rows.append(dict(case=name, kind=kind, who=label, seconds=s, tc_fraction=frac,
+                                 note=note, wall=time.perf_counter() - t0))
+                if label.startswith("cupyconv ") and frac:
+                    key = label.split()[1] + "_tc"
+                    best[key] = max(best.get(key, 0.0), min(frac, 1.0))
+                print(f"{name:<24} {kind:<8} {label:<24} "
+                      + (f"{s * 1e3:9.2f} ms" + (f"  {frac:6.1%} of tensor peak" if frac else "")
+                         if s else f"   failed  {note}"), flush=True)
+            ours = seconds.get("cupyconv implicit_gemm")
+            if ours and seconds.get("cuDNN"):
+                rows[-1]["speedup_vs_cudnn"] = seconds["cuDNN"] / ours
+            x = w = timed = peer = None      # free the operands before the next kind
+            cp.get_default_memory_pool().free_all_blocks()
+    result = dict(device=device.name, arch=device.arch, efficiency=best, goals=GOALS, rows=rows,
+                  date=time.strftime("%Y-%m-%d"))
+    os.makedirs(opts.out, exist_ok=True)
+    with open(os.path.join(opts.out, "tensor_cores.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    if not opts.no_save and best:
+        print(f"efficiencies for the cost model: {_save(device.name, best)}")
+    print("\n| case | kind | who | ms | % tensor peak | cuDNN / ours (goal) |\n"
+          "|---|---|---|---:|---:|---:|")
+    for r in rows:
+        ms = f"{r['seconds'] * 1e3:.2f}" if r["seconds"] else "failed"
+        pct = f"{r['tc_fraction']:.1%}" if r["tc_fraction"] else ""
+        ratio = (f"{r['speedup_vs_cudnn']:.2f}x ({GOALS[r['kind']]}x)"
+                 if "speedup_vs_cudnn" in r else "")
+        print(f"| {r['case']} | {r['kind']} | {r['who']} | {ms} | {pct} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The ``winograd`` algorithm on the GPU against ``implicit_gemm`` and ``gemm`` (and PyTorch /
+cuDNN float32 when importable), same run: issue 15's GPU goals.
+
+``python -m benchmarks.winograd_gpu [--rounds 10] [--small]``
+
+Per case (:data:`benchmarks.winograd_cpu.CASES`, CuPy arrays): the tiles the CUDA path
+plans, the multiplications saved, the workspace, the relative RMS error against a float64
+``direct`` reference, and the median milliseconds (CUDA events) of ``winograd``,
+``implicit_gemm``, ``gemm`` and cuDNN, with winograd's speed-up over implicit_gemm.  Prints
+nothing but a reason when CuPy sees no device; never run by the tests.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+
+from .timing import time_cuda
+from .winograd_cpu import CASES
+
+GOALS = ("3-D 3x3x3 float32 (TF32 off): winograd >= 1.5x implicit_gemm and >= 1.0x cuDNN; "
+         "float64 F(4,3) in 3-D: >= 2x float64 implicit_gemm")
+
+
+def _device_reason():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "CuPy sees no CUDA device"
+    except Exception as exc:  # noqa: BLE001 - any failure means "no GPU here"
+        return f"no usable CuPy/CUDA: {exc}"
+    return None
+
+
+def _cudnn(x, w, rounds):
+    """cuDNN float32 through PyTorch (TF32 off), or None when torch is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if x.dtype != np.float32 or not torch.cuda.is_available():
+        return None
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+    conv = getattr(torch.nn.functional, f"conv{x.ndim - 2}d", None)
+    if conv is None:
+        return None
+    pad = tuple(k // 2 for k in w.shape[2:])
+    return time_cuda(lambda: conv(xt, wt, padding=pad), repeat=rounds)
+
+
+def run_case(name, xs, ws, dtype, rounds, small):
+    import cupy
+    import cupyconv
+    from cupyconv._kernels import registry
+    from cupyconv.backends.winograd_conv import plan_tiles
+    from cupyconv.core import ConvProblem
+    if small:
+        xs = xs[:2] + tuple(max(s // 2, 4) for s in xs[2:])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = (rng.standard_normal(ws) / math.sqrt(math.prod(ws[1:]))).astype(dtype)
+    problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding="same", dtype=np.dtype(dtype))
+    plan = plan_tiles(problem, registry.WINOGRAD_MAX_ALPHA)
+    tile = plan[0][1] if not isinstance(plan, str) else None
+    row = dict(name=name, dtype=dtype, tile=tile, times={})
+    if tile is not None:
+        row["mult_saved"] = math.prod(m * k / (m + k - 1) for m, k in zip(tile, ws[2:]))
+    xd, wd = cupy.asarray(x), cupy.asarray(w)
+    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding="same",
+                        method="gemm")
+    for method in ("winograd", "implicit_gemm", "gemm"):
+        try:
+            y = cupy.asnumpy(cupyconv.conv(xd, wd, padding="same", method=method))
+        except (ValueError, cupyconv.OutOfMemoryError) as exc:
+            row["times"][method] = f"refused: {exc}"
+            continue
+        if method == "winograd":
+            row["error"] = float(np.sqrt(np.mean((y - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
+        row["times"][method] = 1e3 * time_cuda(
+            lambda m=method: cupyconv.conv(xd, wd, padding="same", method=m), repeat=rounds)
+    cudnn = _cudnn(x, w, rounds)
+    if cudnn is not None:
+        row["times"]["cudnn"] = 1e3 * cudnn
+    return row
+
+
+def _ms(value):
+    return f"{value:.2f}" if isinstance(value, float) else "-"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--small", action="store_true")
+    opts = parser.parse_args(argv)
+    why = _device_reason()
+    if why is not None:
+        print(f"winograd_gpu: skipped ({why})")
+        return 0
+    print(f"goals: {GOALS}")
+    print("| case | dtype | tile | mults saved | winograd ms | implicit_gemm ms | gemm ms "
+          "| cuDNN ms | vs implicit_gemm | winograd rel. RMS error |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for case in CASES:
+        r = run_case(*case, opts.rounds, opts.small)
+        t = r["times"]
+        wino, ig = t.get("winograd"), t.get("implicit_gemm")
+        speedup = (f"{ig / wino:.2f}x" if isinstance(wino, float) and isinstance(ig, float)
+                   else "-")
+        print(f"| {r['name']} | {r['dtype']} | {r['tile']} | {r.get('mult_saved', 0):.2f}x "
+              f"| {_ms(wino)} | {_ms(ig)} | {_ms(t.get('gemm'))} | {_ms(t.get('cudnn'))} "
+              f"| {speedup} | {r.get('error', math.nan):.2e} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

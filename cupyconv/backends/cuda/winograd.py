@@ -1,0 +1,200 @@
+"""The ``winograd`` algorithm on the CUDA path, written once against a runner.
+
+The planning is :mod:`cupyconv.backends.winograd_conv`'s (pieces from
+:func:`~cupyconv.core.winograd.axis_pieces`, tiles from
+:func:`~cupyconv.core.winograd.best_tile` within the error gate, bounded here by the
+transform kernels' ``alpha <= registry.WINOGRAD_MAX_ALPHA``).  Per piece and batch chunk:
+
+1. ``winograd_input`` kernel: the boundary gather (every padding mode, no padded copy)
+   and ``B^T`` along each axis, written as ``V`` ``(P, G, C/G, n*T)``;
+2. ``runner.matmul`` (cuBLAS batched GEMM, FP32 compute for float32) of the transformed
+   weights ``U`` ``(P, G, K/G, C/G)`` (``G`` along each axis in float64 on the array
+   module, once per piece) with ``V`` into ``M`` ``(P, G, K/G, n*T)``;
+3. ``winograd_output`` kernel: ``A^T`` along each axis, tiles scattered into ``y``; the
+   first piece of each dilation residue writes, further stride phases add.
+
+float16 computes in float32; when stride phases add, they add in a float32 buffer that
+is rounded to float16 once at the end.  The input gradient of a stride-1, constant-padded
+problem is the forward problem of :func:`~cupyconv.backends.winograd_conv.grad_input_forward`.
+Bias is added by the API layer.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._kernels import registry, winograd_launch as wl
+from ..._vocabulary import GRAD_INPUT
+from ...core.winograd import transforms
+from .. import winograd_conv
+from ..base import OutOfMemoryError
+
+__all__ = ["can_implement", "workspace_bytes", "min_workspace_bytes", "work", "run",
+           "grad_input"]
+
+#: The largest ``alpha = m + r - 1`` per axis the transform kernels take.
+MAX_ALPHA = registry.WINOGRAD_MAX_ALPHA
+
+
+def _forward(problem):
+    """The forward problem the algorithm computes for ``problem``."""
+    return winograd_conv.grad_input_forward(problem)[0] if problem.op == GRAD_INPUT else problem
+
+
+def _plan(problem):
+    """``[(pieces, tile, axes), ...]`` of a forward problem (``axes``: the kernels'
+    :class:`~cupyconv._kernels.winograd_launch.PieceAxis` per axis), or a reason."""
+    plan = winograd_conv.plan_tiles(problem, MAX_ALPHA)
+    if isinstance(plan, str):
+        return plan
+    padded = problem.padded_shape()
+    return [(pieces, tile, tuple(
+        wl.PieceAxis(m=m, alpha=p.r + m - 1, count=p.count, in_start=p.in_start,
+                     in_step=p.in_step, padded=n, out_start=p.out_start, out_step=p.out_step)
+        for p, m, n in zip(pieces, tile, padded))) for pieces, tile in plan]
+
+
+def can_implement(problem, device):
+    """``(ok, reason)``: the algorithm's checks (:func:`winograd_conv.can_implement`, the
+    input gradient's stride and padding) and the transform kernels' (dtype, shared memory)."""
+    ok, why = winograd_conv.can_implement(problem, MAX_ALPHA)
+    if not ok:
+        return ok, why
+    fwd = _forward(problem) if all(n > 0 for n in problem.in_shape) else problem
+    plan = _plan(fwd)
+    if isinstance(plan, str):
+        return False, plan
+    return wl.can_implement_winograd(fwd, [axes for _, _, axes in plan], device.smem_per_block)
+
+
+def _sums_in_buffer(problem, plan):
+    """float16 with stride phases that add: they add in a float32 buffer."""
+    keys = [tuple(p.out_start for p in pieces) for pieces, _, _ in plan]
+    return problem.dtype == np.float16 and len(set(keys)) < len(keys)
+
+
+def _per_image(problem, plan):
+    """Workspace elements per image of the largest piece: ``V`` and ``M``."""
+    return max(math.prod(a.alpha for a in axes) * math.prod(a.tiles for a in axes)
+               * (problem.in_channels + problem.out_channels) for _, _, axes in plan)
+
+
+def _chunk(problem, plan, workspace_limit):
+    """Images per chunk so ``V`` and ``M`` fit ``workspace_limit`` (0: not even one)."""
+    if workspace_limit is None:
+        return problem.batch
+    item = wl.compute_dtype(problem.dtype).itemsize
+    room = workspace_limit - _buffer_bytes(problem, plan)
+    return int(min(problem.batch, max(room, 0) // max(item * _per_image(problem, plan), 1)))
+
+
+def _buffer_bytes(problem, plan):
+    if not _sums_in_buffer(problem, plan):
+        return 0
+    return 4 * problem.batch * problem.out_channels * math.prod(problem.out_shape)
+
+
+def workspace_bytes(problem, workspace_limit=None):
+    """Bytes of ``V`` and ``M`` for the images of one chunk (all of them without a limit),
+    plus float16's float32 sum buffer."""
+    fwd = _forward(problem)
+    plan = _plan(fwd)
+    if isinstance(plan, str):
+        return 0
+    nb = max(_chunk(fwd, plan, workspace_limit), 1)
+    item = wl.compute_dtype(fwd.dtype).itemsize
+    return nb * item * _per_image(fwd, plan) + _buffer_bytes(fwd, plan)
+
+
+def min_workspace_bytes(problem):
+    """Workspace of a one-image chunk."""
+    return workspace_bytes(problem, 0)
+
+
+def work(problem):
+    """``(gemm_flops, bytes, launches)`` of the algorithm for the cost model: the GEMMs
+    over the transform positions; the input transform reads every tile's inputs once from
+    global memory (overlaps through the cache) and writes ``V``, the GEMM reads ``V`` and
+    writes ``M``, the output transform reads ``M`` and writes ``y`` (or adds to it)."""
+    fwd = _forward(problem)
+    plan = _plan(fwd)
+    if isinstance(plan, str):
+        return math.inf, math.inf, 0
+    item = wl.compute_dtype(fwd.dtype).itemsize
+    cplx = 4 if fwd.is_complex else 1
+    cg = fwd.in_channels // fwd.groups
+    flops = nbytes = 0
+    for _, _, axes in plan:
+        cols = fwd.batch * math.prod(a.tiles for a in axes)
+        pos = math.prod(a.alpha for a in axes)
+        outs = fwd.batch * fwd.out_channels * math.prod(a.count for a in axes)
+        flops += 2 * cplx * pos * cols * fwd.out_channels * cg
+        nbytes += item * (pos * cols * (2 * fwd.in_channels + 2 * fwd.out_channels) + 2 * outs)
+    nbytes += fwd.dtype.itemsize * fwd.batch * fwd.in_channels * math.prod(fwd.in_shape)
+    return flops, nbytes, 3 * len(plan)
+
+
+def _matrices(pieces, tile, dtype, which, xp):
+    """The device stack of ``B^T`` (``which`` 2) or ``A^T`` (0) per axis of a piece."""
+    mats = [transforms(m, p.r).arrays(np.float64)[which] for p, m in zip(pieces, tile)]
+    return xp.asarray(wl.matrix_stack(mats, dtype))
+
+
+def run(problem, x, w, runner, workspace_limit=None):
+    """``y`` ``(N, K, *O)`` of a forward ``problem`` (channels-first views, any strides)."""
+    xp = runner.xp
+    plan = _plan(problem)
+    if isinstance(plan, str):
+        raise ValueError(f"method='winograd' cannot run this problem: {plan}")
+    nb = _chunk(problem, plan, workspace_limit)
+    if nb < 1:
+        raise OutOfMemoryError(
+            f"winograd needs {min_workspace_bytes(problem)} bytes of transformed tiles for "
+            f"one image; workspace_limit is {workspace_limit}")
+    cdtype = wl.compute_dtype(problem.dtype)
+    smem = runner.device.smem_per_block
+    g, n = problem.groups, problem.batch
+    kg, cg = problem.out_channels // g, problem.in_channels // g
+    y = xp.empty((n, problem.out_channels) + problem.out_shape, dtype=problem.dtype)
+    if _sums_in_buffer(problem, plan):
+        ysum = runner.workspace(y.shape, np.float32)
+        yproblem = problem.with_(dtype=np.dtype(np.float32))
+    else:
+        ysum, yproblem = y, problem
+    per = _per_image(problem, plan)
+    work_buf = runner.workspace((nb * per,), cdtype)
+    wide = winograd_conv.wide_weights(problem, w, xp)
+    seen = set()
+    for pieces, tile, axes in plan:
+        u = winograd_conv.transform_weights(
+            wide[(slice(None), slice(None)) + tuple(p.taps for p in pieces)], g, tile, cdtype, xp)
+        u = xp.ascontiguousarray(u)
+        bt = _matrices(pieces, tile, problem.dtype, 2, xp)
+        at = _matrices(pieces, tile, problem.dtype, 0, xp)
+        key = tuple(p.out_start for p in pieces)
+        accumulate = key in seen
+        seen.add(key)
+        npos, ntiles = math.prod(a.alpha for a in axes), math.prod(a.tiles for a in axes)
+        for n0 in range(0, n, nb):
+            count = min(nb, n - n0)
+            cols = count * ntiles
+            v = work_buf[: npos * problem.in_channels * cols]
+            m = work_buf[npos * problem.in_channels * cols:
+                         npos * (problem.in_channels + problem.out_channels) * cols]
+            wl.run_winograd_input(runner.loader, problem, axes, x, bt, v, n0=n0, n_count=count,
+                                  smem_limit=smem)
+            prod = m.reshape(npos, g, kg, cols)
+            runner.matmul(u, v.reshape(npos, g, cg, cols), out=prod, precision=problem.precision)
+            wl.run_winograd_output(runner.loader, yproblem, axes, m, at, ysum, n0=n0,
+                                   n_count=count, accumulate=accumulate, smem_limit=smem)
+    if ysum is not y:
+        y[...] = ysum
+    return y
+
+
+def grad_input(problem, dy, w, runner, workspace_limit=None):
+    """``dx`` ``(N, C, *S)`` of a stride-1, constant-padded ``problem``: the forward
+    Winograd convolution of ``dy`` with the flipped, channel-transposed kernel."""
+    fwd, x, wt = winograd_conv.grad_input_operands(problem, dy, w, runner.xp)
+    return run(fwd, x, wt, runner, workspace_limit)

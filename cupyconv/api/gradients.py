@@ -73,9 +73,9 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
     cval : scalar, optional
         Ignored: the constant fill does not depend on ``x`` (its gradient is 0).
     method : {'auto', 'gemm', 'fft', 'implicit_gemm', 'winograd'}, optional
-        ``implicit_gemm`` (CUDA path: the forward kernel, tensor-core tiles included, on
-        ``dy`` and the flipped, channel-transposed kernel; stride 1 and constant
-        padding of at most ``dilation * (kernel - 1)`` only).
+        ``implicit_gemm`` (CUDA path, tensor-core tiles included): the forward kernel on
+        ``dy`` and the flipped, channel-transposed kernel for stride 1 and constant
+        padding, else the column buffer with the kernel as its GEMM.
     workspace_limit : int, optional
         Bytes the column buffer may use (chunked over images, at least one).
 

@@ -3,7 +3,8 @@ included, on the CUDA path (emulated here; on a GPU too, marked ``gpu``).
 
 The weight gradient is the forward kernel on the role-swapped operands (any stride,
 dilation, padding mode); the input gradient likewise for stride-1, constant-padding
-problems.  One body per case, against the NumPy backend's column-buffer gradient in
+problems, and otherwise the column buffer whose GEMM is the kernel as a 1-tap problem,
+then col2vol.  One body per case, against the NumPy backend's column-buffer gradient in
 float64.  Tolerances (relative-norm error): float64 1e-12 (sums of a few hundred float64
 products); TF32 2**-10 (each product of two tf32-rounded operands is off by at most
 2 * 2**-11 relative) and more than 30x the float32 FMA tiles' error on the same data (TF32
@@ -81,10 +82,7 @@ def tiles(monkeypatch):
     return seen
 
 
-def _ops_for(geo, mode):
-    """Both gradients where the input gradient applies (stride 1, constant padding)."""
-    dgrad = mode == "constant" and all(v == 1 for v in geo[3])
-    return ("weight", "input") if dgrad else ("weight",)
+OPS = ("weight", "input")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -94,7 +92,7 @@ def test_float64_gradients_on_dmma(dev, tiles, geo, mode):
     dilations, both layouts (alternating over the modes)."""
     layout = ("channels_first", "channels_last")[MODES.index(mode) % 2]
     rng = np.random.default_rng(MODES.index(mode) + 10 * geo[0])
-    for op in _ops_for(geo, mode):
+    for op in OPS:
         x, w, dy = _case(op, geo, np.float64, mode, layout, rng)
         del tiles[:]
         got = _ours(dev, op, geo, x, w, dy, mode, layout)
@@ -106,7 +104,7 @@ def test_float64_gradients_on_dmma(dev, tiles, geo, mode):
 def test_tf32_gradients_on_tensor_cores(dev, tiles, geo):
     mode, layout = "constant", "channels_first"
     rng = np.random.default_rng(geo[0])
-    for op in _ops_for(geo, mode):
+    for op in OPS:
         x, w, dy = _case(op, geo, np.float32, mode, layout, rng)
         ref = _ref(op, geo, x, w, dy, mode, layout)
         del tiles[:]
@@ -128,17 +126,30 @@ def test_float16_gradients_on_tensor_cores(dev, tiles, geo):
     assert tiles and all(t[3] == 2 for t in tiles), tiles
 
 
-@pytest.mark.parametrize("why,kw", [
-    ("stride 1", dict(stride=2)),
-    ("constant padding", dict(padding_mode="reflect")),
-    ("at most dilation", dict(padding=3)),
-])
-def test_input_gradient_limits_are_clear_errors(dev, why, kw):
+@pytest.mark.parametrize("kw", [dict(stride=2), dict(padding_mode="reflect"), dict(padding=3)],
+                         ids=["strided", "reflect", "wide-padding"])
+def test_input_gradients_that_are_not_convolutions_use_the_column_buffer(dev, tiles, kw):
+    """Strided, non-constant or over-padded input gradients: the column buffer (the gemm
+    algorithm's workspace) with the kernel as its GEMM, on tensor-core tiles."""
+    from cupyconv.backends.cuda import implicit_grads
+    from cupyconv.core.problem import ConvProblem
+    from cupyconv.dispatch import backend_for
     geo = dict(stride=1, padding=1, padding_mode="constant") | kw
-    dy_shape = cupyconv.conv(np.zeros((2, 8, 9, 9)), np.zeros((8, 8, 3, 3)), **geo).shape
-    with dev.scope(), pytest.raises(ValueError, match=why):
-        conv_grad_input(dev.to_dev(np.zeros(dy_shape)), dev.to_dev(np.zeros((8, 8, 3, 3))),
-                        (2, 8, 9, 9), method="implicit_gemm", **geo)
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 16, 9, 9)), rng.standard_normal((8, 16, 3, 3))
+    dy = rng.standard_normal(cupyconv.conv(x, w, **geo).shape)
+    ref = conv_grad_input(dy, w, x.shape, method="gemm", **geo)
+    del tiles[:]
+    with dev.scope():
+        got = dev.to_host(conv_grad_input(dev.to_dev(dy), dev.to_dev(w), x.shape,
+                                          method="implicit_gemm", **geo))
+        problem = ConvProblem.create(x_shape=x.shape, w_shape=w.shape, op="grad_input", **geo)
+        backend = backend_for(dev.xp)
+        assert implicit_grads.needs_columns(problem)
+        assert backend.workspace_bytes(problem, "implicit_gemm") == \
+            backend.workspace_bytes(problem, "gemm") > 0
+    assert _rel(got, ref) <= 1e-12
+    assert tiles and all(t[3] == 2 for t in tiles), tiles
 
 
 def test_numpy_backend_declines_with_a_reason():

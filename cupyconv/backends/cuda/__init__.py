@@ -37,7 +37,8 @@ FREE_MEMORY_FRACTION = 0.5
 
 #: ``(op, algorithm)`` pairs that compute float16 natively: half storage, float32
 #: accumulation, one rounding in the kernel's epilogue -- the direct and implicit-GEMM
-#: kernels (the implicit-GEMM gradients are the forward kernel on role-swapped operands),
+#: kernels (the implicit-GEMM gradients are the forward kernel on role-swapped operands;
+#: not its input gradients through the column buffer, whose col2vol sums would round again),
 #: and the forward ``gemm``, whose half columns are a copy (exact) and whose GEMM sums in
 #: float32 (``runner.matmul``).  Every other algorithm computes a float16 problem in
 #: float32 (operands cast once, the result rounded once by the public function): FFT
@@ -51,9 +52,9 @@ NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWA
 def _widened(problem, algorithm, operands):
     """``(problem, operands)`` as ``algorithm`` computes them (float16 in float32 unless
     :data:`NATIVE_HALF`)."""
-    if (problem.op, algorithm) in NATIVE_HALF:
+    if (problem.op, algorithm) in NATIVE_HALF and not _columns(problem, algorithm):
         return problem, operands
-    return in_float32(problem, operands)
+    return in_float32(problem, operands)     # (the column path's col2vol would round again)
 
 
 def _computed(problem, algorithm):
@@ -61,6 +62,12 @@ def _computed(problem, algorithm):
     ``can_implement`` and the workspace judge, so a float16 problem is ranked as it runs."""
     wide, _ = _widened(problem, algorithm, Operands())
     return wide, (wide.bytes_moved if wide is not problem else 0)
+
+
+def _columns(problem, algorithm):
+    """Whether ``algorithm`` runs ``problem`` through the column buffer besides ``gemm``:
+    the implicit GEMM's input gradients that are not convolutions of ``dy``."""
+    return algorithm == "implicit_gemm" and implicit_grads.needs_columns(problem)
 
 
 class CudaBackend(Backend):
@@ -100,7 +107,7 @@ class CudaBackend(Backend):
         wide, copies = _computed(problem, algorithm)
         if copies:
             return copies + self.min_workspace_bytes(wide, algorithm)
-        if algorithm == "gemm":
+        if algorithm == "gemm" or _columns(problem, algorithm):
             return problem.column_bytes(1)
         if algorithm == "winograd":
             return winograd.min_workspace_bytes(problem)
@@ -110,7 +117,7 @@ class CudaBackend(Backend):
         wide, copies = _computed(problem, algorithm)
         if copies:
             return copies + self.workspace_bytes(wide, algorithm, workspace_limit)
-        if algorithm == "gemm":
+        if algorithm == "gemm" or _columns(problem, algorithm):
             nb = algorithms.gemm_batch_chunk(problem, workspace_limit)
             return problem.column_bytes(max(nb, 1))
         if algorithm == "fft":
@@ -178,6 +185,11 @@ class CudaBackend(Backend):
         elif problem.op == GRAD_INPUT and algorithm == "winograd":
             y = winograd.grad_input(problem, operands.output, operands.filter, runner,
                                     workspace_limit)
+        elif algorithm == "implicit_gemm" and implicit_grads.needs_columns(problem):
+            y = gradients.grad_input(problem, operands.output, operands.filter, runner,
+                                     workspace_limit, gemm=implicit_grads.column_gemm(
+                                         problem, runner,
+                                         algorithms.tensor_core_flags(problem, runner.device)))
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
                                    algorithms.tensor_core_flags(problem, runner.device))

@@ -125,8 +125,15 @@ def predict_times(problem, device, candidates):
         if name == "direct":
             t = _stencil(problem, peak, bw, eff_of[name])
         elif name == "implicit_gemm":
-            # the gradients run as forward problems (.implicit_grads)
-            fwd = problem if problem.op == FORWARD else implicit_grads.forward_problem(problem)
+            # the gradients run as forward problems (.implicit_grads); an input gradient
+            # that is not a convolution of dy as the column GEMM, plus the columns' traffic
+            columns = implicit_grads.needs_columns(problem)
+            if problem.op == FORWARD:
+                fwd = problem
+            elif columns:
+                fwd = implicit_grads.column_problem(problem, problem.batch)
+            else:
+                fwd = implicit_grads.forward_problem(problem)
             tile = launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
             rate, eff = peak, eff_of[name]
             if tc_peak and tile[3] == 2:
@@ -137,6 +144,8 @@ def predict_times(problem, device, candidates):
                 ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
                 eff *= min(1.0, ctas / (2 * device.sm_count))
             t = _stencil(problem, rate, bw, eff)
+            if columns:
+                t += 2 * problem.column_bytes() / bw + LAUNCH_S
         elif name == "separable":
             # one direct launch per pass: its taps, its input read and its output written
             t = sum(_stencil(p, peak, bw, eff_of["direct"])

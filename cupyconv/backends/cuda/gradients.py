@@ -59,8 +59,9 @@ def _dy_matrix(xp, problem, dy, n0, count):
         problem.groups, problem.gemm_n, count * positions)
 
 
-def grad_input(problem, dy, w, runner, workspace_limit):
-    """``dx`` ``(N, C, *S)`` = ``col2vol(W^H dy)``."""
+def grad_input(problem, dy, w, runner, workspace_limit, gemm=None):
+    """``dx`` ``(N, C, *S)`` = ``col2vol(W^H dy)``; ``gemm(a, b, out)`` computes the
+    batched product (default: ``runner.matmul``, cuBLAS on CuPy)."""
     xp = runner.xp
     g, kdim = problem.groups, problem.gemm_k
     positions = math.prod(problem.out_shape)
@@ -72,8 +73,11 @@ def grad_input(problem, dy, w, runner, workspace_limit):
     col, nb = _column_buffer(problem, runner, workspace_limit)
     for n0, count in _chunks(problem, nb):
         cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
-        runner.matmul(wt, _dy_matrix(xp, problem, dy, n0, count), out=cols,
-                      precision=problem.precision)
+        if gemm is None:
+            runner.matmul(wt, _dy_matrix(xp, problem, dy, n0, count), out=cols,
+                          precision=problem.precision)
+        else:
+            gemm(wt, _dy_matrix(xp, problem, dy, n0, count), cols)
         launch.run_col2vol(runner.loader, problem, col, dx, n0=n0, n_count=count)
     return dx
 

@@ -16,8 +16,13 @@ it on the role-swapped views.
 - **input gradient** (stride 1, constant padding, padding at most the dilated kernel's
   extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``) with
   the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side; its
-  output is ``S`` exactly.  (Strided or non-constant-mode adjoints are not convolutions
-  of ``dy``: those stay on the column buffer, :mod:`.gradients`.)
+  output is ``S`` exactly, no workspace.  Every other input gradient (strides, the other
+  padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
+  algorithm of :mod:`.gradients` with its GEMM ``W^T dy`` on the implicit GEMM too: per
+  batch chunk a rank-1, 1-tap forward problem (``groups`` = G, ``K/G`` input channels,
+  ``C/G * prod(KS)`` output channels, the chunk's output positions as its length), then
+  ``col2vol`` (:func:`column_gemm`; the backend runs it); the workspace is the gemm
+  algorithm's column buffer.
 
 One launch per group for the weight gradient (its batch differs per group), one launch
 for the input gradient.  No split-K yet: the weight gradient's reduction runs over all
@@ -26,11 +31,23 @@ for the input gradient.  No split-K yet: the weight gradient's reduction runs ov
 """
 from __future__ import annotations
 
+import math
+
 from ..._kernels import launch
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ...core.problem import ConvProblem
 
-__all__ = ["can_implement", "forward_problem", "run"]
+__all__ = ["can_implement", "column_gemm", "column_problem", "forward_problem", "is_convolution",
+           "needs_columns", "run"]
+
+
+def is_convolution(problem):
+    """Whether the input gradient ``problem`` is a forward convolution of ``dy`` (stride 1,
+    constant padding of at most ``dilation * (kernel - 1)`` per side); else it runs the
+    column-buffer algorithm with the implicit GEMM as its GEMM."""
+    return (all(s == 1 for s in problem.stride) and problem.padding_mode == "constant"
+            and all(max(pair) <= d * (k - 1) for pair, k, d in
+                    zip(problem.padding, problem.kernel_shape, problem.dilation)))
 
 
 def can_implement(problem):
@@ -38,20 +55,48 @@ def can_implement(problem):
     if problem.dtype.kind == "c":
         return False, ("the implicit GEMM's gradients take real dtypes (complex gradients "
                        "use the conjugate; the column-buffer path has it)")
-    if problem.op == GRAD_INPUT:
-        if any(s != 1 for s in problem.stride):
-            return False, ("the input gradient on the implicit GEMM needs stride 1 (a strided "
-                           "adjoint is not a convolution of dy)")
-        if problem.padding_mode != "constant":
-            return False, ("the input gradient on the implicit GEMM needs constant padding (the "
-                           f"adjoint of {problem.padding_mode!r} folds onto the edges)")
-        for (before, after), k, d in zip(problem.padding, problem.kernel_shape, problem.dilation):
-            if max(before, after) > d * (k - 1):
-                return False, ("the input gradient on the implicit GEMM needs padding of at most "
-                               "dilation * (kernel - 1) per side")
-    elif problem.op != GRAD_WEIGHT:
+    if problem.op not in (GRAD_INPUT, GRAD_WEIGHT):
         raise ValueError(f"not a gradient: {problem.op}")
+    if problem.op == GRAD_INPUT and not is_convolution(problem):
+        return launch.can_implement_implicit_gemm(column_problem(problem, 1))
     return launch.can_implement_implicit_gemm(forward_problem(problem))
+
+
+def needs_columns(problem):
+    """Whether ``problem`` runs the column-buffer algorithm (an input gradient that is not a
+    convolution of ``dy``), with its workspace."""
+    return problem.op == GRAD_INPUT and not is_convolution(problem)
+
+
+def _gemm_problem(problem, g, rows, inner, cols):
+    """The 1-tap, rank-1 forward problem whose output ``(1, g * rows, cols)`` is the batched
+    product ``a[g] @ b[g]`` of ``a`` ``(g, rows, inner)`` (the weights) and ``b``
+    ``(g, inner, cols)`` (the input): ``inner`` channels per group, ``cols`` positions."""
+    return ConvProblem.create(x_shape=(1, g * inner, cols), w_shape=(g * rows, inner, 1),
+                              groups=g, dtype=problem.dtype, precision=problem.precision)
+
+
+def column_problem(problem, count):
+    """The forward problem whose output is the column buffer of ``count`` images of the
+    input gradient ``problem``: ``cols[g] = W_g^T dy_g`` (:func:`.gradients.grad_input`)."""
+    return _gemm_problem(problem, problem.groups, problem.gemm_k, problem.gemm_n,
+                         count * math.prod(problem.out_shape))
+
+
+def column_gemm(problem, runner, flags):
+    """``gemm(a, b, out)`` for :func:`.gradients.grad_input` on the kernel: ``out[g] =
+    a[g] @ b[g]`` with ``a`` = W^T ``(G, C/G*taps, K/G)`` and ``b`` = dy ``(G, K/G, cols)``."""
+    xp = runner.xp
+
+    def gemm(a, b, out):
+        g, rows, inner = a.shape
+        cols = b.shape[2]
+        launch.run_implicit_gemm_fprop(
+            runner.loader, _gemm_problem(problem, g, rows, inner, cols),
+            xp.ascontiguousarray(b).reshape(1, g * inner, cols),
+            xp.ascontiguousarray(a).reshape(g * rows, inner, 1), out.reshape(1, g * rows, cols),
+            **flags)
+    return gemm
 
 
 def forward_problem(problem):
@@ -89,8 +134,10 @@ def _transposed_weights(xp, problem, w):
 
 
 def run(problem, operands, runner, flags):
-    """The gradient ``problem`` on the implicit GEMM; ``flags`` are the launcher's
-    tensor-core switches (:func:`.algorithms.tensor_core_flags`)."""
+    """The gradient ``problem`` on the implicit GEMM, without workspace (not for the input
+    gradients :func:`needs_columns` names: those run :func:`.gradients.grad_input` with
+    :func:`column_gemm`); ``flags`` are the launcher's tensor-core switches
+    (:func:`.algorithms.tensor_core_flags`)."""
     xp = runner.xp
     fwd = forward_problem(problem)
     if problem.op == GRAD_INPUT:

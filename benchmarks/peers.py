@@ -340,3 +340,20 @@ def peers_for(device, names=None):
 def applies(peer, case) -> Optional[str]:
     """``None`` when ``peer`` can run ``case``, else the reason."""
     return peer.applies(case)
+
+
+def cudnn_conv(x, w, padding, tf32=False):
+    """PyTorch's conv2d/conv3d (cuDNN, ``benchmark`` on, TF32 as asked) on CuPy arrays
+    ``x``, ``w`` as a no-argument callable, or ``None`` (rank above 3, no PyTorch)."""
+    if x.ndim - 2 > 3:
+        return None                                  # no 4-D GPU convolution anywhere
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+    tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+    fn = torch.nn.functional.conv2d if x.ndim == 4 else torch.nn.functional.conv3d
+    return lambda: fn(tx, tw, padding=padding)

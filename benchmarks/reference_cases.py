@@ -34,6 +34,7 @@ from cupyconv.backends.cuda import cost
 from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch import backend_for
 
+from .peers import cudnn_conv
 from .timing import time_cuda
 
 CASES = [
@@ -70,18 +71,9 @@ def _peers(cp, kind, x, w, geo):
         out["cupyx.signal.convolve"] = lambda: csig.convolve(x, w, mode="same")
         out["cupyx.ndimage.convolve"] = lambda: cnd.convolve(x, w, mode="constant")
         return out
-    if x.ndim - 2 > 3:
-        return out                                   # no 4-D GPU convolution anywhere
-    try:
-        import torch
-    except ImportError:
-        return out
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
-    fn = torch.nn.functional.conv2d if x.ndim == 4 else torch.nn.functional.conv3d
-    out["torch cuDNN (TF32 off)"] = lambda: fn(tx, tw, padding=geo.get("padding", 0))
+    peer = cudnn_conv(x, w, geo.get("padding", 0))
+    if peer is not None:
+        out["torch cuDNN (TF32 off)"] = peer
     return out
 
 

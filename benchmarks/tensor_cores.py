@@ -33,6 +33,7 @@ from cupyconv.backends.cuda import cost
 from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch import backend_for
 
+from .peers import cudnn_conv
 from .timing import time_cuda
 
 CASES = [   # name, x shape, w shape
@@ -47,22 +48,6 @@ KINDS = {
     "float16": ("float16", "highest", ("implicit_gemm",), False),
 }
 GOALS = {"float64": 2.0, "tf32": 0.9, "float16": 0.9}
-
-
-def _cudnn(x, w, tf32):
-    """PyTorch's conv2d/conv3d (cuDNN) on the same data, or ``None`` (4-D, no torch)."""
-    if x.ndim - 2 > 3:
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
-    tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
-    fn = torch.nn.functional.conv2d if x.ndim == 4 else torch.nn.functional.conv3d
-    return lambda: fn(tx, tw, padding=1)
 
 
 def _time(fn, budget):
@@ -110,7 +95,7 @@ def main(argv=None):
             peak = cost.tensor_peak_flops(problem, device)
             timed = {f"cupyconv {m}": (lambda m=m: cupyconv.conv(
                 x, w, padding=1, method=m, precision=precision)) for m in methods}
-            peer = _cudnn(x, w, tf32)
+            peer = cudnn_conv(x, w, 1, tf32)
             if peer is not None:
                 timed["cuDNN"] = peer
             seconds = {}

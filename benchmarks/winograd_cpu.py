@@ -29,18 +29,23 @@ CASES = [
 ]
 
 
-def run_case(name, xs, ws, dtype, rounds, small):
-    import cupyconv
-    from cupyconv.backends.numpy import NumpyBackend
-    from cupyconv.backends.winograd_conv import plan_tiles
+def case_inputs(xs, ws, dtype, small):
+    """``(x, w, problem)`` of one case ("same" padding; ``small`` halves the extents)."""
     from cupyconv.core import ConvProblem
-    from cupyconv.dispatch import choose
     if small:
         xs = xs[:2] + tuple(max(s // 2, 4) for s in xs[2:])
     rng = np.random.default_rng(0)
     x = rng.standard_normal(xs).astype(dtype)
     w = (rng.standard_normal(ws) / math.sqrt(math.prod(ws[1:]))).astype(dtype)
-    problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding="same", dtype=np.dtype(dtype))
+    return x, w, ConvProblem.create(x_shape=xs, w_shape=ws, padding="same", dtype=np.dtype(dtype))
+
+
+def run_case(name, xs, ws, dtype, rounds, small):
+    import cupyconv
+    from cupyconv.backends.numpy import NumpyBackend
+    from cupyconv.backends.winograd_conv import plan_tiles
+    from cupyconv.dispatch import choose
+    x, w, problem = case_inputs(xs, ws, dtype, small)
     backend = NumpyBackend()
     plan = plan_tiles(problem)
     tile = plan[0][1] if not isinstance(plan, str) else None

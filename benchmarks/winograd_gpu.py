@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 from .timing import time_cuda
-from .winograd_cpu import CASES
+from .peers import cudnn_conv
+from .winograd_cpu import CASES, case_inputs
 
 GOALS = ("3-D 3x3x3 float32 (TF32 off): winograd >= 1.5x implicit_gemm and >= 1.0x cuDNN; "
          "float64 F(4,3) in 3-D: >= 2x float64 implicit_gemm")
@@ -33,36 +34,12 @@ def _device_reason():
     return None
 
 
-def _cudnn(x, w, rounds):
-    """cuDNN float32 through PyTorch (TF32 off), or None when torch is not importable."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if x.dtype != np.float32 or not torch.cuda.is_available():
-        return None
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
-    conv = getattr(torch.nn.functional, f"conv{x.ndim - 2}d", None)
-    if conv is None:
-        return None
-    pad = tuple(k // 2 for k in w.shape[2:])
-    return time_cuda(lambda: conv(xt, wt, padding=pad), repeat=rounds)
-
-
 def run_case(name, xs, ws, dtype, rounds, small):
     import cupy
     import cupyconv
     from cupyconv._kernels import registry
     from cupyconv.backends.winograd_conv import plan_tiles
-    from cupyconv.core import ConvProblem
-    if small:
-        xs = xs[:2] + tuple(max(s // 2, 4) for s in xs[2:])
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(xs).astype(dtype)
-    w = (rng.standard_normal(ws) / math.sqrt(math.prod(ws[1:]))).astype(dtype)
-    problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding="same", dtype=np.dtype(dtype))
+    x, w, problem = case_inputs(xs, ws, dtype, small)
     plan = plan_tiles(problem, registry.WINOGRAD_MAX_ALPHA)
     tile = plan[0][1] if not isinstance(plan, str) else None
     row = dict(name=name, dtype=dtype, tile=tile, times={})
@@ -81,9 +58,9 @@ def run_case(name, xs, ws, dtype, rounds, small):
             row["error"] = float(np.sqrt(np.mean((y - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
         row["times"][method] = 1e3 * time_cuda(
             lambda m=method: cupyconv.conv(xd, wd, padding="same", method=m), repeat=rounds)
-    cudnn = _cudnn(x, w, rounds)
-    if cudnn is not None:
-        row["times"]["cudnn"] = 1e3 * cudnn
+    cudnn = cudnn_conv(xd, wd, tuple(k // 2 for k in ws[2:])) if dtype == "float32" else None
+    if cudnn is not None:                                   # TF32 off
+        row["times"]["cudnn"] = 1e3 * time_cuda(cudnn, repeat=rounds)
     return row
 
 

@@ -16,7 +16,6 @@ near-tie element.
 """
 from __future__ import annotations
 
-import contextlib
 
 import numpy as np
 import pytest
@@ -25,6 +24,7 @@ import cupyconv
 from cupyconv._kernels import launch
 from cupyconv._vocabulary import ALGORITHMS
 
+from backends.cuda.conftest import Device
 from helpers import (assert_matches_reference, conv_bounds, ref_conv, ref_convolve,
                      rel_norm_error)
 
@@ -37,29 +37,6 @@ U32 = 2.0**-24
 HALF_MAX = float(np.finfo(F16).max)
 
 
-class _On:
-    """One backend: the arrays' module, the scope that selects it, host copies."""
-
-    def __init__(self, name):
-        self.name = name
-        if name == "cuda":
-            import cupy
-            self.xp = cupy
-        else:
-            self.xp = np
-
-    def scope(self):
-        return contextlib.nullcontext() if self.name == "cuda" else cupyconv.use_backend(
-            self.name)
-
-    def dev(self, a):
-        return self.xp.asarray(a)
-
-    @staticmethod
-    def host(a):
-        return a.get() if hasattr(a, "get") else np.asarray(a)
-
-
 def _param(name):
     return pytest.param(name, marks=[pytest.mark.gpu] if name == "cuda" else [], id=name)
 
@@ -68,7 +45,7 @@ def _param(name):
 def on(request):
     if request.param not in cupyconv.available_backends():
         pytest.skip(f"backend {request.param!r} is not available here")
-    return _On(request.param)
+    return Device(request.param)
 
 
 def _forward_algorithms(backend):
@@ -135,8 +112,8 @@ def test_every_forward_algorithm_within_the_float16_bound(on, rng):
             if method == "fft" and kw.get("cval") and on.name != "numpy":
                 continue            # the GPU FFT path takes zero padding only
             with on.scope():
-                y = cupyconv.conv(on.dev(xi), on.dev(wi), method=method, **kw)
-            _check_half_result(on.host(y), ref, bounds, method, f"{on.name} {method} {kw}")
+                y = cupyconv.conv(on.to_dev(xi), on.to_dev(wi), method=method, **kw)
+            _check_half_result(on.to_host(y), ref, bounds, method, f"{on.name} {method} {kw}")
 
 
 @pytest.mark.parametrize("fn", ["convolve", "correlate"])
@@ -145,11 +122,11 @@ def test_signal_functions_within_the_float16_bound(on, fn, rng):
     for method in ("direct", "gemm", "fft", "auto"):
         for mode in ("full", "same", "valid"):
             with on.scope():
-                y = getattr(cupyconv, fn)(on.dev(a), on.dev(b), mode, method=method)
+                y = getattr(cupyconv, fn)(on.to_dev(a), on.to_dev(b), mode, method=method)
             ref = ref_convolve(a, b, mode, correlate=fn == "correlate")
             absref = ref_convolve(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)),
                                   mode, correlate=fn == "correlate")
-            y = on.host(y)
+            y = on.to_host(y)
             assert y.dtype == F16
             err = rel_norm_error(y, ref, absref)
             assert err <= U16 + 64 * U32, (fn, method, mode, err)
@@ -176,7 +153,7 @@ def test_float32_accumulation_and_overflow_every_algorithm(on):
         if method in ("separable", "winograd"):
             continue                        # 2-D kernels only / at most 7 taps
         with on.scope():
-            y = on.host(cupyconv.conv(on.dev(x), on.dev(w), method=method))
+            y = on.to_host(cupyconv.conv(on.to_dev(x), on.to_dev(w), method=method))
         assert y.dtype == F16
         assert y[0, 0, 0] == 4096, (on.name, method, y[0, 0, 0])
         assert np.isposinf(y[0, 1, 0]) and np.isneginf(y[0, 2, 0]), (on.name, method, y)
@@ -191,7 +168,7 @@ def test_products_and_partial_sums_beyond_half_range(on):
                            ([40000, 40000, -40000], [1, 1, 1], 40000.0)):
             a, b = np.array(a, F16), np.array(b, F16)
             for method in ("direct", "implicit_gemm", "gemm"):
-                y = on.host(cupyconv.convolve(on.dev(a), on.dev(b), "valid", method=method))
+                y = on.to_host(cupyconv.convolve(on.to_dev(a), on.to_dev(b), "valid", method=method))
                 assert y.dtype == F16 and y[0] == want, (on.name, method, y)
 
 
@@ -201,7 +178,7 @@ def test_constant_border_beyond_half_range_is_inf(on):
     x = np.ones((1, 1, 4), F16)
     w = np.ones((1, 1, 3), F16)
     with on.scope():
-        y = on.host(cupyconv.conv(on.dev(x), on.dev(w), padding=1, cval=1e5, method="direct"))
+        y = on.to_host(cupyconv.conv(on.to_dev(x), on.to_dev(w), padding=1, cval=1e5, method="direct"))
     assert np.isposinf(y[0, 0, [0, -1]]).all() and (y[0, 0, 1:-1] == 3).all()
 
 
@@ -279,15 +256,15 @@ def test_gradients_and_transpose_within_the_float16_bound(on, rng):
                                         groups=2)
     for method in ("gemm", "fft"):
         with on.scope():
-            got = (cupyconv.conv_grad_input(on.dev(dy), on.dev(w), x.shape, method=method,
+            got = (cupyconv.conv_grad_input(on.to_dev(dy), on.to_dev(w), x.shape, method=method,
                                             **geo),
-                   cupyconv.conv_grad_weight(on.dev(x), on.dev(dy), w.shape, method=method,
+                   cupyconv.conv_grad_weight(on.to_dev(x), on.to_dev(dy), w.shape, method=method,
                                              **geo),
-                   cupyconv.conv_transpose(on.dev(x), on.dev(w.reshape(4, 3, 3, 3)),
+                   cupyconv.conv_transpose(on.to_dev(x), on.to_dev(w.reshape(4, 3, 3, 3)),
                                            groups=2, method=method))
         for y, want, scale, k in zip(got, (want_dx, want_dw, want_t), (abs_dx, abs_dw, abs_t),
                                      (6 * 9, 2 * 4 * 3, 4 * 9)):
-            y = on.host(y)
+            y = on.to_host(y)
             assert y.dtype == F16
             err = rel_norm_error(y, want, scale)
             assert err <= U16 + max(2 * k, 64) * U32, (on.name, method, err)
@@ -301,16 +278,16 @@ def test_entry_points_keep_their_dtypes_and_agree(on, rng):
     a, b = _half(rng, (10, 9)), _half(rng, (3, 3))
     x, w = _half(rng, (2, 3, 8, 8)), _half(rng, (4, 3, 3, 3))
     with on.scope():
-        d = on.dev
+        d = on.to_dev
         y = cupyconv.conv(d(x), d(w), padding=1)
         plan = cupyconv.plan_conv(x.shape, w.shape, F16, padding=1, backend=on.name)
         assert plan.problem.dtype == F16
-        np.testing.assert_array_equal(on.host(plan(d(x), d(w))), on.host(y))
+        np.testing.assert_array_equal(on.to_host(plan(d(x), d(w))), on.to_host(y))
         op = cupyconv.ConvOperator(d(b), a.shape, "same", method="direct")
         assert op.dtype == F16
         np.testing.assert_array_equal(
-            on.host(op.matvec(d(a).ravel())).reshape(a.shape),
-            on.host(cupyconv.convolve(d(a), d(b), "same", method="direct")))
+            on.to_host(op.matvec(d(a).ravel())).reshape(a.shape),
+            on.to_host(cupyconv.convolve(d(a), d(b), "same", method="direct")))
         assert op.rmatvec(d(a).ravel()).dtype == F16
         assert cupyconv.conv(d(x), d(w), d(np.ones(4, F16))).dtype == F16
         assert cupyconv.convolve2d(d(a), d(b)).dtype == F16

@@ -26,7 +26,7 @@ def backend(request):
 
 
 class Device:
-    """Array movement and the backend scope for one backend."""
+    """Array movement and the backend scope for one backend ("numpy", "emulated", "cuda")."""
 
     def __init__(self, name):
         self.name = name
@@ -43,9 +43,10 @@ class Device:
         return a.get() if hasattr(a, "get") else np.asarray(a)
 
     def scope(self):
+        """``use_backend`` for the NumPy-array backends; CuPy arrays pick "cuda" themselves."""
         import contextlib
-        if self.name == "emulated":
-            return cupyconv.use_backend("emulated")
+        if self.name != "cuda":
+            return cupyconv.use_backend(self.name)
         return contextlib.nullcontext()
 
 

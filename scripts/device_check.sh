@@ -55,17 +55,17 @@ TESTS=(tests/backends/cuda tests/api tests/examples tests/toolchain)
 step info 20 "$PY" -m cupyconv info
 step glue-smoke 50 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
-step gpu-tests 120 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
-step demo 45 "$PY" -m cupyconv demo
+step gpu-tests 110 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
+step demo 40 "$PY" -m cupyconv demo
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
-step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
+step reference 50 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
 # issue 12: the tensor-core tiles against cuDNN float64 / TF32 / float16 and a 4-D layer;
 # merges the measured implicit_gemm_tc / gemm_tc efficiencies into the cost model's file
-step tensor-cores 75 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
+step tensor-cores 100 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 # issue 15: the Winograd transform kernels against our implicit GEMM, gemm and cuDNN
 step winograd 45 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
-step bench 60 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step bench 55 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 rm -f "$TMP"
 
 echo

@@ -95,7 +95,12 @@ def main(argv=None):
             peak = cost.tensor_peak_flops(problem, device)
             timed = {f"cupyconv {m}": (lambda m=m: cupyconv.conv(
                 x, w, padding=1, method=m, precision=precision)) for m in methods}
-            peer = cudnn_conv(x, w, 1, tf32)
+            try:
+                peer = cudnn_conv(x, w, 1, tf32)
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot start is recorded
+                peer = None
+                rows.append(dict(case=name, kind=kind, who="cuDNN", seconds=None, tc_fraction=None,
+                                 note=f"{type(exc).__name__}: {exc}"[:120], wall=0.0))
             if peer is not None:
                 timed["cuDNN"] = peer
             seconds = {}

@@ -35,7 +35,7 @@ from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch import backend_for
 
 from .peers import cudnn_conv
-from .timing import time_cuda
+from .timing import time_cuda_or_note
 
 CASES = [
     # name, kind, x shape, w shape, geometry
@@ -77,6 +77,26 @@ def _peers(cp, kind, x, w, geo):
     return out
 
 
+def save_efficiencies(device_name, best, merge=False):
+    """Write ``best`` (algorithm -> measured fraction) to the cost model's file of the
+    device, replacing it, or with ``merge`` updating the fractions already there; returns
+    the path."""
+    path = cost.efficiency_path(device_name)
+    merged = {}
+    if merge:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            merged = dict(data.get("efficiency") or {}) if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            pass
+    merged.update(best)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(dict(device=device_name, efficiency=merged), fh, indent=1)
+    return path
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.reference_cases")
     ap.add_argument("--out", default=".")
@@ -99,11 +119,7 @@ def main(argv=None):
         timed.update(_peers(cp, kind, x, w, geo))
         for label, fn in timed.items():
             t0 = time.perf_counter()
-            try:
-                seconds = time_cuda(fn, repeat=5, warmup=1, budget=opts.budget)
-                note = ""
-            except Exception as exc:  # noqa: BLE001 - a method that cannot run is recorded
-                seconds, note = None, f"{type(exc).__name__}: {exc}"[:120]
+            seconds, note = time_cuda_or_note(fn, opts.budget)
             frac = flops / seconds / peak if seconds else None
             rows.append(dict(case=name, who=label, seconds=seconds, peak_fraction=frac,
                              note=note, wall=time.perf_counter() - t0))
@@ -121,11 +137,7 @@ def main(argv=None):
     with open(os.path.join(opts.out, "reference_cases.json"), "w") as fh:
         json.dump(result, fh, indent=1)
     if not opts.no_save and best:
-        path = cost.efficiency_path(device.name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as fh:
-            json.dump(dict(device=device.name, efficiency=best), fh, indent=1)
-        print(f"efficiencies for the cost model: {path}")
+        print(f"efficiencies for the cost model: {save_efficiencies(device.name, best)}")
     print("\n| case | who | ms | % FP32 peak |\n|---|---|---:|---:|")
     for r in rows:
         ms = f"{r['seconds'] * 1e3:.2f}" if r["seconds"] else "failed"

@@ -34,7 +34,8 @@ from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch import backend_for
 
 from .peers import cudnn_conv
-from .timing import time_cuda
+from .reference_cases import save_efficiencies
+from .timing import time_cuda_or_note
 
 CASES = [   # name, x shape, w shape
     ("layer2d 256ch 56^2 3x3", (32, 256, 56, 56), (256, 256, 3, 3)),
@@ -48,29 +49,6 @@ KINDS = {
     "float16": ("float16", "highest", ("implicit_gemm",), False),
 }
 GOALS = {"float64": 2.0, "tf32": 0.9, "float16": 0.9}
-
-
-def _time(fn, budget):
-    try:
-        return time_cuda(fn, repeat=5, warmup=1, budget=budget), ""
-    except Exception as exc:  # noqa: BLE001 - a method that cannot run is recorded
-        return None, f"{type(exc).__name__}: {exc}"[:120]
-
-
-def _save(device_name, best):
-    """Merge the measured tensor-core efficiencies into the device's file."""
-    path = cost.efficiency_path(device_name)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        data = {}
-    merged = dict(data.get("efficiency") or {}) if isinstance(data, dict) else {}
-    merged.update(best)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(dict(device=device_name, efficiency=merged), fh, indent=1)
-    return path
 
 
 def main(argv=None):
@@ -106,7 +84,7 @@ def main(argv=None):
             seconds = {}
             for label, fn in timed.items():
                 t0 = time.perf_counter()
-                s, note = _time(fn, opts.budget)
+                s, note = time_cuda_or_note(fn, opts.budget)
                 seconds[label] = s
                 frac = problem.flops / s / peak if s and peak else None
                 rows.append(dict(case=name, kind=kind, who=label, seconds=s, tc_fraction=frac,
@@ -128,7 +106,8 @@ def main(argv=None):
     with open(os.path.join(opts.out, "tensor_cores.json"), "w") as fh:
         json.dump(result, fh, indent=1)
     if not opts.no_save and best:
-        print(f"efficiencies for the cost model: {_save(device.name, best)}")
+        print(f"efficiencies for the cost model: "
+              f"{save_efficiencies(device.name, best, merge=True)}")
     print("\n| case | kind | who | ms | % tensor peak | cuDNN / ours (goal) |\n"
           "|---|---|---|---:|---:|---:|")
     for r in rows:

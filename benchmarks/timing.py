@@ -13,8 +13,8 @@ import tracemalloc
 
 import numpy as np
 
-__all__ = ["time_cpu", "time_cuda", "timer_for", "peak_memory", "measure_ceilings",
-           "roofline"]
+__all__ = ["time_cpu", "time_cuda", "time_cuda_or_note", "timer_for", "peak_memory",
+           "measure_ceilings", "roofline"]
 
 
 def _finish(samples, out):
@@ -74,6 +74,15 @@ def time_cuda(fn, repeat=10, warmup=2, budget=None, samples=None):
         if budget is not None and time.perf_counter() - start_wall > budget:
             break
     return _finish(taken, samples)
+
+
+def time_cuda_or_note(fn, budget, repeat=5, warmup=1):
+    """``(median seconds, "")`` of :func:`time_cuda`, or ``(None, "Error: message")`` when
+    ``fn`` raises: a method that cannot run is a recorded row, not a crash."""
+    try:
+        return time_cuda(fn, repeat=repeat, warmup=warmup, budget=budget), ""
+    except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+        return None, f"{type(exc).__name__}: {exc}"[:120]
 
 
 def timer_for(xp):

@@ -32,7 +32,8 @@ __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "implicit_gemm_tile", "run_implicit_gemm_fprop", "run_direct",
+    "implicit_gemm_tile", "run_implicit_gemm_fprop", "run_direct", "check_addressable",
+    "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
 
 #: CUDA grid limits.
@@ -50,7 +51,7 @@ _INT32_LIMIT = 2**31 - 1 - 2**20
 # Checks
 # ---------------------------------------------------------------------------
 
-def _check_addressable(**arrays) -> None:
+def check_addressable(**arrays) -> None:
     """Raise ``ValueError`` naming the first operand the kernels cannot address."""
     for name, a in arrays.items():
         if a is None:
@@ -104,7 +105,8 @@ def _choose_index64(problem, arrays_strides, extra):
     return worst > _INT32_LIMIT
 
 
-def _dtype_ok(problem) -> Tuple[bool, str]:
+def dtype_ok(problem) -> Tuple[bool, str]:
+    """``(ok, reason)``: whether the kernels are instantiated for ``problem.dtype``."""
     try:
         registry.dtype_spec(problem.dtype)
     except TypeError as exc:
@@ -116,12 +118,12 @@ def _dtype_ok(problem) -> Tuple[bool, str]:
 
 def can_implement_vol2col(problem) -> Tuple[bool, str]:
     """Whether vol2col/col2vol support ``problem`` (dtype and rank only)."""
-    return _dtype_ok(problem)
+    return dtype_ok(problem)
 
 
 def can_implement_implicit_gemm(problem) -> Tuple[bool, str]:
     """Whether :func:`run_implicit_gemm_fprop` supports ``problem``."""
-    ok, why = _dtype_ok(problem)
+    ok, why = dtype_ok(problem)
     if not ok:
         return ok, why
     bn = min(t[1] for t in registry.gemm_tiles(problem.dtype))
@@ -184,7 +186,7 @@ def direct_tile(problem, smem_limit: int = SHARED_MEMORY_LIMIT):
 
 def can_implement_direct(problem, smem_limit: int = SHARED_MEMORY_LIMIT) -> Tuple[bool, str]:
     """Whether :func:`run_direct` supports ``problem`` within ``smem_limit`` bytes."""
-    ok, why = _dtype_ok(problem)
+    ok, why = dtype_ok(problem)
     if not ok:
         return ok, why
     if direct_tile(problem, smem_limit) is None:
@@ -212,7 +214,8 @@ def kernel_for(module, family: str, dtype, rank: int, index64: bool, tile=()):
     return module.get_function(name)
 
 
-def _grid_stride_blocks(total: int) -> int:
+def grid_stride_blocks(total: int) -> int:
+    """Blocks of a grid-stride launch over ``total`` threads' work (capped)."""
     return max(1, min(-(-total // registry.THREADS), _GRID_STRIDE_BLOCKS))
 
 
@@ -224,16 +227,19 @@ def _shape_lcs(problem, which: str):
     return problem.batch, problem.out_channels, problem.out_shape
 
 
-def _strides(problem, array, which: str):
+def operand_strides(problem, array, which: str):
+    """``(logical element strides, (lead, channels, spatial shape))`` of operand ``which``
+    (``"x"``, ``"w"`` or ``"y"``) of ``problem`` as the kernels index it."""
     st = logical_strides(array, problem.layout, problem.ndim)
     return st, _shape_lcs(problem, which)
 
 
-def _check_dtype(problem, *arrays) -> None:
-    for a in arrays:
+def check_dtype(problem, **arrays) -> None:
+    """Raise ``TypeError`` naming the first operand whose dtype is not the problem's."""
+    for name, a in arrays.items():
         if a is not None and np.dtype(a.dtype) != np.dtype(problem.dtype):
-            raise TypeError(f"array dtype {np.dtype(a.dtype).name} does not match the problem dtype "
-                            f"{np.dtype(problem.dtype).name}")
+            raise TypeError(f"{name} dtype {np.dtype(a.dtype).name} does not match the problem "
+                            f"dtype {np.dtype(problem.dtype).name}")
 
 
 def _bias_args(bias, y):
@@ -251,8 +257,9 @@ def _bias_args(bias, y):
 def _column_launch(problem, col, vol, n0, n_count, family):
     """Shared checks of vol2col/col2vol; returns ``(n_count, M, col_size)``."""
     _require(can_implement_vol2col(problem))
-    _check_dtype(problem, vol, col)
-    _check_addressable(**{"col": col, ("x" if family == "vol2col" else "dx"): vol})
+    operands = {"col": col, ("x" if family == "vol2col" else "dx"): vol}
+    check_dtype(problem, **operands)
+    check_addressable(**operands)
     n_count = problem.batch - n0 if n_count is None else int(n_count)
     m = n_count * math.prod(problem.out_shape)
     col_size = problem.in_channels * problem.taps * m
@@ -271,12 +278,12 @@ def run_vol2col(module, problem, x, col, n0: int = 0, n_count: Optional[int] = N
     total = problem.in_channels * m
     if total == 0:
         return
-    xs = _strides(problem, x, "x")
+    xs = operand_strides(problem, x, "x")
     if index64 is None:
         index64 = choose_index64(problem, xs, extra=col_size + total)
     p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, grid_divisors=(m, 1, 1))
     k = kernel_for(module, "vol2col", problem.dtype, problem.ndim, index64)
-    k((_grid_stride_blocks(total),), (registry.THREADS,), (p, x, col))
+    k((grid_stride_blocks(total),), (registry.THREADS,), (p, x, col))
 
 
 def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = None,
@@ -286,12 +293,12 @@ def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = 
     total = n_count * problem.in_channels * math.prod(problem.in_shape)
     if total == 0:
         return
-    xs = _strides(problem, dx, "x")
+    xs = operand_strides(problem, dx, "x")
     if index64 is None:
         index64 = choose_index64(problem, xs, extra=col_size + total)
     p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, alpha=alpha, beta=beta)
     k = kernel_for(module, "col2vol", problem.dtype, problem.ndim, index64)
-    k((_grid_stride_blocks(total),), (registry.THREADS,), (p, col, dx))
+    k((grid_stride_blocks(total),), (registry.THREADS,), (p, col, dx))
 
 
 def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[int, int, int, int]:
@@ -320,8 +327,8 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     would pass its limit, the groups into launches of at most 65535.
     """
     _require(can_implement_implicit_gemm(problem))
-    _check_dtype(problem, x, w, y, bias)
-    _check_addressable(x=x, w=w, y=y, bias=bias)
+    check_dtype(problem, x=x, w=w, y=y, bias=bias)
+    check_addressable(x=x, w=w, y=y, bias=bias)
     if 0 in problem.y_shape:
         return
     tiles = registry.gemm_tiles(problem.dtype)
@@ -333,7 +340,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
     bm, bn = tile[:2]
-    xs, ws, ys = _strides(problem, x, "x"), _strides(problem, w, "w"), _strides(problem, y, "y")
+    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)
@@ -356,8 +363,8 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
                smem_limit: int = SHARED_MEMORY_LIMIT, index64: Optional[bool] = None) -> None:
     """``y = alpha * conv(x, w) + beta * y + bias`` with the direct (stencil) kernel."""
     _require(can_implement_direct(problem, smem_limit))
-    _check_dtype(problem, x, w, y, bias)
-    _check_addressable(x=x, w=w, y=y, bias=bias)
+    check_dtype(problem, x=x, w=w, y=y, bias=bias)
+    check_addressable(x=x, w=w, y=y, bias=bias)
     if 0 in problem.y_shape:
         return
     r = problem.ndim
@@ -368,7 +375,7 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     tiles_w, tiles_h = -(-ow // tw), -(-oh // th)
     outer = math.prod(problem.out_shape[:-2]) if r >= 2 else 1
     total_blocks = problem.batch * problem.out_channels * tiles_w * tiles_h * outer
-    xs, ws, ys = _strides(problem, x, "x"), _strides(problem, w, "w"), _strides(problem, y, "y")
+    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=total_blocks)
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)

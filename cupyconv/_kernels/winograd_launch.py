@@ -24,8 +24,8 @@ from typing import Sequence, Tuple
 import numpy as np
 
 from . import registry
-from .launch import (SHARED_MEMORY_LIMIT, _check_addressable, _dtype_ok, _grid_stride_blocks,
-                     _strides, choose_index64, kernel_for)
+from .launch import (SHARED_MEMORY_LIMIT, check_addressable, check_dtype, choose_index64,
+                     dtype_ok, grid_stride_blocks, kernel_for, operand_strides)
 from .._lru import memoized
 from .params import FAST_DIVMOD_DTYPE, fast_divmod_params, pack_conv_params
 
@@ -131,7 +131,7 @@ def can_implement_winograd(problem, axes_list, smem_limit: int = SHARED_MEMORY_L
                            ) -> Tuple[bool, str]:
     """Whether the transform kernels can run every piece of ``axes_list`` (a list of
     per-piece :class:`PieceAxis` sequences) of ``problem`` (its dtype and rank)."""
-    ok, why = _dtype_ok(problem)
+    ok, why = dtype_ok(problem)
     if not ok:
         return ok, why
     dtype = problem.dtype
@@ -194,8 +194,14 @@ def _launch(module, family, problem, axes, arrays, conv_kw, channels, n0, n_coun
     kern = kernel_for(module, family, problem.dtype, problem.ndim, index64,
                       registry.winograd_tiles(problem.dtype)[0])
     smem = tb * int(wp["pitch"]) * compute_dtype(problem.dtype).itemsize
-    kern((_grid_stride_blocks(-(-items // tb) * registry.THREADS),), (registry.THREADS,),
+    kern((grid_stride_blocks(-(-items // tb) * registry.THREADS),), (registry.THREADS,),
          (p, wp) + tuple(arrays), shared_mem=smem)
+
+
+def _piece_elements(axes, channels, n_count):
+    """Elements of one piece's transform buffer: positions x channels x columns."""
+    return (math.prod(a.alpha for a in axes) * channels * n_count
+            * math.prod(a.tiles for a in axes))
 
 
 def _check_work(name, array, dtype, need):
@@ -209,14 +215,11 @@ def run_winograd_input(module, problem, axes: Sequence[PieceAxis], x, mats, v, n
                        n_count=None, index64=None, smem_limit: int = SHARED_MEMORY_LIMIT) -> None:
     """``v[p][c][col]`` (contiguous, compute dtype) = ``B^T`` of every tile of ``x``'s piece."""
     n_count = problem.batch - n0 if n_count is None else int(n_count)
-    if np.dtype(x.dtype) != np.dtype(problem.dtype):
-        raise TypeError(f"x dtype {np.dtype(x.dtype).name} does not match the problem dtype "
-                        f"{np.dtype(problem.dtype).name}")
-    need = (math.prod(a.alpha for a in axes) * problem.in_channels * n_count
-            * math.prod(a.tiles for a in axes))
+    check_dtype(problem, x=x)
+    need = _piece_elements(axes, problem.in_channels, n_count)
     _check_work("v", v, problem.dtype, need)
-    _check_addressable(x=x, v=v, mats=mats)
-    _launch(module, "winograd_input", problem, axes, (x, mats, v), ("x", _strides(problem, x, "x")),
+    check_addressable(x=x, v=v, mats=mats)
+    _launch(module, "winograd_input", problem, axes, (x, mats, v), ("x", operand_strides(problem, x, "x")),
             problem.in_channels, n0, n_count, False, index64, smem_limit, need)
 
 
@@ -226,13 +229,10 @@ def run_winograd_output(module, problem, axes: Sequence[PieceAxis], prod, mats, 
     """``y`` (=, or += with ``accumulate``) ``A^T`` of the products ``prod[p][k][col]``;
     ``y`` is of the problem dtype, any strides."""
     n_count = problem.batch - n0 if n_count is None else int(n_count)
-    if np.dtype(y.dtype) != np.dtype(problem.dtype):
-        raise TypeError(f"y dtype {np.dtype(y.dtype).name} does not match the problem dtype "
-                        f"{np.dtype(problem.dtype).name}")
-    need = (math.prod(a.alpha for a in axes) * problem.out_channels * n_count
-            * math.prod(a.tiles for a in axes))
+    check_dtype(problem, y=y)
+    need = _piece_elements(axes, problem.out_channels, n_count)
     _check_work("prod", prod, problem.dtype, need)
-    _check_addressable(prod=prod, mats=mats, y=y)
+    check_addressable(prod=prod, mats=mats, y=y)
     _launch(module, "winograd_output", problem, axes, (prod, mats, y),
-            ("y", _strides(problem, y, "y")), problem.out_channels, n0, n_count, accumulate,
+            ("y", operand_strides(problem, y, "y")), problem.out_channels, n0, n_count, accumulate,
             index64, smem_limit, need)

@@ -17,7 +17,8 @@ Phases of a stride add into the output; residues of a dilation fill disjoint out
 
 The input gradient of a stride-1 problem with constant padding is a stride-1 forward
 correlation of ``dy`` with the flipped, channel-transposed kernel
-(:func:`grad_input_forward`, :func:`grad_input_operands`), which runs the same way.
+(:func:`~cupyconv.backends.grad_forward.grad_input_forward`, shared with the implicit
+GEMM), which runs the same way.
 """
 from __future__ import annotations
 
@@ -28,13 +29,13 @@ import numpy as np
 
 from .. import config
 from .._vocabulary import GRAD_INPUT
-from ..core import ConvProblem
 from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile, error_growth,
                              transforms)
 from .arrays import all_finite, oriented_weights, pad_input
+from .grad_forward import grad_input_forward, grad_input_operands
 
 __all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
-           "grad_input_applies", "grad_input_forward", "grad_input_operands", "transform_weights",
+           "grad_input_applies", "transform_weights",
            "compute_dtype", "wide_weights"]
 
 
@@ -74,44 +75,6 @@ def plan_tiles(problem, max_alpha=None):
     return plan
 
 
-def grad_input_forward(problem):
-    """``(forward, crop)``: the stride-1 forward problem whose output is the input
-    gradient of the stride-1, constant-padded ``problem``, and the slices of ``dy`` it reads.
-
-    ``dx = correlate(dy, flip(W^T))`` with padding ``(d(k-1) - pb, d(k-1) - pa)`` per
-    axis (full padding minus the forward padding, dilation carried over); a negative
-    padding crops ``dy`` instead (outputs that read only padding contribute nothing).
-    """
-    crop, pads = [], []
-    for k, d, (pb, pa), o in zip(problem.kernel_shape, problem.dilation, problem.padding,
-                                 problem.out_shape):
-        span = d * (k - 1)
-        crop.append(slice(max(pb - span, 0), o - max(pa - span, 0)))
-        pads.append((max(span - pb, 0), max(span - pa, 0)))
-    g = problem.groups
-    fwd = ConvProblem.create(
-        x_shape=(problem.batch, problem.out_channels) + tuple(c.stop - c.start for c in crop),
-        w_shape=(problem.in_channels, problem.out_channels // g) + problem.kernel_shape,
-        padding=tuple(pads), dilation=problem.dilation, groups=g, dtype=problem.dtype,
-        flip=not problem.flip)
-    if fwd.out_shape != problem.in_shape:
-        raise RuntimeError(  # a programming error in this function, not user input
-            f"winograd input gradient: forward output {fwd.out_shape} != input {problem.in_shape}")
-    return fwd, tuple(crop)
-
-
-def grad_input_operands(problem, dy, w, xp=np):
-    """``(forward, x, w)`` of :func:`grad_input_forward`: ``dy`` cropped (a view) and the
-    weights ``W'[g*Cg + c, k] = W[g*Kg + k, c]`` (conjugated for the complex adjoint)."""
-    fwd, crop = grad_input_forward(problem)
-    g = problem.groups
-    kg, cg = problem.out_channels // g, problem.in_channels // g
-    wt = w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2).reshape(fwd.w_shape)
-    if problem.conjugate and wt.dtype.kind == "c":
-        wt = xp.conj(wt)
-    return fwd, dy[(slice(None), slice(None)) + crop], wt
-
-
 def grad_input_applies(problem):
     """``(ok, reason)``: whether the input gradient of ``problem`` is a stride-1 forward
     correlation (stride 1, constant padding; ``cval`` does not enter a gradient)."""
@@ -127,7 +90,7 @@ def grad_input_applies(problem):
 def can_implement(problem, max_alpha=None):
     """``(ok, reason)`` for ``problem`` (float/complex data, finite ``cval``, a tile within
     the error gate for every piece; the input gradient of stride-1, constant-padded
-    problems through :func:`grad_input_forward`).  ``max_alpha`` bounds the tiles (GPU)."""
+    problems through :func:`~.grad_forward.grad_input_forward`).  ``max_alpha`` bounds the tiles (GPU)."""
     if problem.op == GRAD_INPUT:
         ok, why = grad_input_applies(problem)
         if not ok:
@@ -246,7 +209,7 @@ def wide_weights(problem, w, xp=np):
 
 def run(problem, operands, xp=np):
     """``y`` ``(N, K, *O)`` of a forward ``problem`` (``dx`` ``(N, C, *S)`` of an input
-    gradient, :func:`grad_input_forward`) by Winograd tiles."""
+    gradient, :func:`~.grad_forward.grad_input_forward`) by Winograd tiles."""
     if problem.op == GRAD_INPUT:
         problem, x, w = grad_input_operands(problem, operands.output, operands.filter, xp)
         return run(problem, operands.replace(activation=x, filter=w, output=None), xp)

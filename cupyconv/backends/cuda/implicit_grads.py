@@ -15,8 +15,9 @@ it on the role-swapped views.
   the first ``KS`` are ``dw`` (reversed for a flipped, ``convolve``-style, problem).
 - **input gradient** (stride 1, constant padding, padding at most the dilated kernel's
   extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``) with
-  the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side; its
-  output is ``S`` exactly, no workspace.  Every other input gradient (strides, the other
+  the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
+  (:mod:`cupyconv.backends.grad_forward`, shared with Winograd); its output is ``S``
+  exactly, no workspace.  Every other input gradient (strides, the other
   padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
   algorithm of :mod:`.gradients` with its GEMM ``W^T dy`` on the implicit GEMM too: per
   batch chunk a rank-1, 1-tap forward problem (``groups`` = G, ``K/G`` input channels,
@@ -36,6 +37,7 @@ import math
 from ..._kernels import launch
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ...core.problem import ConvProblem
+from ..grad_forward import grad_input_forward, grad_input_operands
 
 __all__ = ["can_implement", "column_gemm", "column_problem", "forward_problem", "is_convolution",
            "needs_columns", "run"]
@@ -101,36 +103,21 @@ def column_gemm(problem, runner, flags):
 
 def forward_problem(problem):
     """The forward problem the implicit GEMM runs for the gradient ``problem`` (per group
-    for the weight gradient, whose ``groups`` is 1)."""
+    for the weight gradient, whose ``groups`` is 1; the input gradient's is
+    :func:`~cupyconv.backends.grad_forward.grad_input_forward`'s, shared with Winograd)."""
+    if problem.op == GRAD_INPUT:
+        return grad_input_forward(problem)[0]
     g = problem.groups
-    common = dict(dtype=problem.dtype, precision=problem.precision, layout="channels_first")
-    if problem.op == GRAD_WEIGHT:
-        return ConvProblem.create(
-            x_shape=(problem.in_channels // g, problem.batch) + problem.in_shape,
-            w_shape=(problem.out_channels // g, problem.batch) + problem.out_shape,
-            stride=problem.dilation, dilation=problem.stride, padding=problem.padding,
-            padding_mode=problem.padding_mode, cval=problem.cval, **common)
-    pads = tuple((d * (k - 1) - b, d * (k - 1) - a) for (b, a), k, d in
-                 zip(problem.padding, problem.kernel_shape, problem.dilation))
     return ConvProblem.create(
-        x_shape=(problem.batch, problem.out_channels) + problem.out_shape,
-        w_shape=(problem.in_channels, problem.out_channels // g) + problem.kernel_shape,
-        dilation=problem.dilation, padding=pads, groups=g, flip=not problem.flip, **common)
+        x_shape=(problem.in_channels // g, problem.batch) + problem.in_shape,
+        w_shape=(problem.out_channels // g, problem.batch) + problem.out_shape,
+        stride=problem.dilation, dilation=problem.stride, padding=problem.padding,
+        padding_mode=problem.padding_mode, cval=problem.cval, dtype=problem.dtype,
+        precision=problem.precision)
 
 
 def _swap01(a):
     return a.transpose((1, 0) + tuple(range(2, a.ndim)))
-
-
-def _transposed_weights(xp, problem, w):
-    """``(C, K/G, *KS)``: per group the kernel with its two channel axes swapped."""
-    g = problem.groups
-    kg, cg = problem.out_channels // g, problem.in_channels // g
-    if g == 1:
-        return _swap01(w)                                            # a view
-    parts = w.reshape((g, kg, cg) + problem.kernel_shape)
-    return xp.ascontiguousarray(parts.transpose((0, 2, 1) + tuple(range(3, parts.ndim)))).reshape(
-        (problem.in_channels, kg) + problem.kernel_shape)
 
 
 def run(problem, operands, runner, flags):
@@ -139,13 +126,12 @@ def run(problem, operands, runner, flags):
     :func:`column_gemm`); ``flags`` are the launcher's tensor-core switches
     (:func:`.algorithms.tensor_core_flags`)."""
     xp = runner.xp
-    fwd = forward_problem(problem)
     if problem.op == GRAD_INPUT:
+        fwd, dy, wt = grad_input_operands(problem, operands.output, operands.filter, xp)
         dx = xp.empty(fwd.y_shape, dtype=problem.dtype)
-        launch.run_implicit_gemm_fprop(runner.loader, fwd, operands.output,
-                                       _transposed_weights(xp, problem, operands.filter), dx,
-                                       **flags)
+        launch.run_implicit_gemm_fprop(runner.loader, fwd, dy, wt, dx, **flags)
         return dx
+    fwd = forward_problem(problem)
     g = problem.groups
     kg, cg = problem.out_channels // g, problem.in_channels // g
     dw = xp.empty((problem.out_channels, cg) + problem.kernel_shape, dtype=problem.dtype)

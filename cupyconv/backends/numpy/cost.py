@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT
 from .. import fft, fft_conv, winograd_conv
+from ..grad_forward import grad_input_forward
 from . import separable
 from .direct import CHUNK, compiled_applies, line_axis, scipy_line_applies, scipy_nd_applies
 
@@ -144,12 +145,12 @@ def _winograd(problem, cplx):
     """Per N-D piece: the input transform (one pass per axis over the tiles), the batched
     GEMM over channels per transform position, the output transform; plus the padded
     copy.  An input gradient is costed as its forward problem
-    (:func:`~cupyconv.backends.winograd_conv.grad_input_forward`)."""
+    (:func:`~cupyconv.backends.grad_forward.grad_input_forward`)."""
     c = CPU
     if problem.op == GRAD_INPUT:
         if not winograd_conv.grad_input_applies(problem)[0]:
             return math.inf
-        problem = winograd_conv.grad_input_forward(problem)[0]
+        problem = grad_input_forward(problem)[0]
     plan = winograd_conv.plan_tiles(problem)
     if isinstance(plan, str):
         return math.inf

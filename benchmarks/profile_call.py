@@ -25,10 +25,14 @@ def _cases(xp):
     w2 = xp.asarray(rng.standard_normal((32, 16, 3, 3)).astype(f32))
     a = xp.asarray(rng.standard_normal((256, 256)).astype(f32))
     k = xp.asarray(rng.standard_normal((3, 3)).astype(f32))
+    v = xp.asarray(rng.standard_normal((32, 32, 32)).astype(f32))
     import cupyconv
+    import cupyconv.ndimage
     return {
         "conv 2-D N4 16->32 32x32 3x3": lambda: cupyconv.conv(x2, w2, padding=1),
         "convolve 256x256 * 3x3 same": lambda: cupyconv.convolve(a, k, "same"),
+        # issue 13: three 1-D passes, the ndimage path's own overhead
+        "ndimage.gaussian_filter 32^3 s=1.5": lambda: cupyconv.ndimage.gaussian_filter(v, 1.5),
     }
 
 

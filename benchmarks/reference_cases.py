@@ -13,9 +13,11 @@ warm-up), in the same run:
 3. a 4-D 8->8 channel 24^4 * 3^4 ``conv``: no peer has a 4-D GPU convolution.
 
 Each of our timings is also a fraction of the device's FP32 peak (counted FLOPs /
-time / peak from :class:`~cupyconv.backends.cuda.runners.DeviceInfo`).  The best
-fraction per algorithm over the cases is the efficiency the GPU cost model uses:
-it is written to :func:`cupyconv.backends.cuda.cost.efficiency_path` (unless
+time / peak from :class:`~cupyconv.backends.cuda.runners.DeviceInfo`), and the
+efficiency for which the cost model predicts it (:func:`~cupyconv.backends.cuda.cost.calibrate`:
+each algorithm in its own model's terms, the FFT's transforms and channel mixing, not
+the direct FLOP count).  The largest per efficiency entry over the cases is what the
+GPU cost model then uses: it is written to :func:`cupyconv.backends.cuda.cost.efficiency_path` (unless
 ``--no-save``) and, with every timing, to ``DIR/reference_cases.json``.
 Prints a table last.
 """
@@ -46,7 +48,7 @@ CASES = [
     ("conv4d 8->8 24^4 3^4", "conv", (2, 8, 24, 24, 24, 24), (8, 8, 3, 3, 3, 3),
      dict(padding=1)),
 ]
-METHODS = ("direct", "implicit_gemm", "gemm", "fft")
+METHODS = ("direct", "implicit_gemm", "gemm", "fft", "winograd")
 
 
 def _problem(kind, xs, ws, geo):
@@ -114,7 +116,8 @@ def main(argv=None):
     for name, kind, xs, ws, geo in CASES:
         x = cp.asarray(rng.standard_normal(xs, dtype=np.float32))
         w = cp.asarray(rng.standard_normal(ws, dtype=np.float32))
-        flops = _problem(kind, xs, ws, geo).flops
+        problem = _problem(kind, xs, ws, geo)
+        flops = problem.flops
         timed = {f"cupyconv {m}": _ours(cp, kind, x, w, geo, m) for m in METHODS}
         timed.update(_peers(cp, kind, x, w, geo))
         for label, fn in timed.items():
@@ -123,9 +126,9 @@ def main(argv=None):
             frac = flops / seconds / peak if seconds else None
             rows.append(dict(case=name, who=label, seconds=seconds, peak_fraction=frac,
                              note=note, wall=time.perf_counter() - t0))
-            if label.startswith("cupyconv ") and frac:
-                algo = label.split()[1]
-                best[algo] = max(best.get(algo, 0.0), min(frac, 1.0))
+            if label.startswith("cupyconv ") and seconds:
+                key, fitted = cost.calibrate(problem, device, label.split()[1], seconds)
+                best[key] = max(best.get(key, 0.0), fitted)
             print(f"{name:<26} {label:<26} "
                   + (f"{seconds * 1e3:9.2f} ms  {frac:6.1%} of FP32 peak" if seconds
                      else f"   failed  {note}"), flush=True)

@@ -14,6 +14,7 @@
 #   tensor_cores.json         float64 (DMMA) / TF32 / float16 tiles vs cuDNN, % of tensor peak
 #   (the Winograd GPU table is in device_check.log)
 #   bench/all_quick_cuda.{json,md,_speedup.png,_roofline.png}
+#   (the per-call profile of small calls is in device_check.log)
 # and prints a short summary table LAST.
 set -u
 cd "$(dirname "$0")/.."
@@ -48,24 +49,32 @@ step() {   # step NAME LIMIT_SECONDS COMMAND...
 }
 
 TESTS=(tests/backends/cuda tests/api tests/examples tests/toolchain)
+# the device's sm_NN (the build step compiles for it alone)
+ARCH=$("$PY" -c "import cupy; print('sm_' + cupy.cuda.Device().compute_capability)" \
+       2>/dev/null || echo sm_90)
 
-# First the glue (params struct by value, mangled names, loader, streams): one launch
-# per kernel family x rank 1-3 x dtype, compared with the NumPy backend (cold cache:
-# this step also compiles those kernels with NVRTC).
-step info 20 "$PY" -m cupyconv info
-step glue-smoke 50 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
+# A cold kernel cache made the first run's steps spend their time in NVRTC (one implicit
+# GEMM group: 6-9 s): compile every kernel of ranks 1-5 first, in parallel on all cores
+# (`python -m cupyconv build`), into the user cache the later steps load from.
+step info 10 "$PY" -m cupyconv info
+step warm-cache 75 "$PY" -m cupyconv build --arch "$ARCH" --ranks 1-5 --quiet
+# The glue (params struct by value, mangled names, loader, streams): one launch per
+# kernel family x rank 1-3 x dtype, compared with the NumPy backend.
+step glue-smoke 35 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
-step gpu-tests 110 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
-step demo 40 "$PY" -m cupyconv demo
+step gpu-tests 95 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
+step demo 15 "$PY" -m cupyconv demo
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
-step reference 50 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 8
+step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
 # issue 12: the tensor-core tiles against cuDNN float64 / TF32 / float16 and a 4-D layer;
 # merges the measured implicit_gemm_tc / gemm_tc efficiencies into the cost model's file
-step tensor-cores 100 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
+step tensor-cores 60 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 # issue 15: the Winograd transform kernels against our implicit GEMM, gemm and cuDNN
-step winograd 45 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
-step bench 55 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step winograd 25 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
+step bench 80 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+# issue 13: where a small call's host time goes (conv, convolve, a 3-pass ndimage filter)
+step profile 20 "$PY" -m benchmarks.profile_call --backend cuda --calls 100 --top 15
 rm -f "$TMP"
 
 echo

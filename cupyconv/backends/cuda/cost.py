@@ -29,15 +29,16 @@ from ..._vocabulary import FORWARD
 from .. import fft_conv
 from . import algorithms, implicit_grads, separable, winograd
 
-__all__ = ["predict_times", "EFFICIENCY", "TENSOR_FLOPS_PER_SM_CLOCK", "tensor_peak_flops",
-           "efficiency_path", "efficiencies"]
+__all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
+           "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate"]
 
 #: Fraction of FP32 peak each algorithm reaches on large problems when nothing was
 #: measured on this device (CUDA cores, no tensor cores): the fractions
 #: ``benchmarks.reference_cases`` measured on an H200 on 2026-11-30
 #: (docs/benchmarks/gpu_h200_2026-11-30.md; 256-channel 3x3 layers for implicit_gemm,
 #: gemm, fft, the single-channel 256^3 * 5^3 convolve for direct).
-EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2, winograd=0.5,
+EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2, fft_mix=0.15,
+                  winograd=0.5,
                   # Fractions of the TENSOR-CORE peak (:func:`tensor_peak_flops`) for the
                   # implicit GEMM's tensor-core tiles and cuBLAS's tensor-core GEMMs: estimates
                   # until ``benchmarks.tensor_cores`` (in scripts/device_check.sh) has measured
@@ -46,6 +47,16 @@ EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2, winograd=
 # ``winograd``: the fraction of peak its batched GEMMs reach, an UNCALIBRATED estimate
 # (gemm's cuBLAS fraction rounded down for the smaller per-position GEMMs); its transforms
 # are costed as memory traffic.  No device has measured it yet (docs/winograd.md).
+# ``fft_mix``: the fraction of peak of the channel mixing of ``fft`` (a complex product
+# per frequency over the input channels, ``einsum``): 2026-11-30's H200 run timed the 2-D
+# 256-channel layer at 7.67 ms, against 1.68 ms predicted without this term.
+
+#: Host time per call of each algorithm, seconds: the floor of its times over the small
+#: cases of the quick bench on the H200 host (CuPy 14, docs/benchmarks/gpu_h200_2026-12-01:
+#: direct 0.26 ms, implicit_gemm 0.29, gemm 0.44, fft 1.2, winograd 1.6 on problems of
+#: microseconds of device work).  Ranks algorithms on small problems, where it is all.
+HOST_S = dict(direct=2.5e-4, separable=2.5e-4, implicit_gemm=2.8e-4, gemm=4.2e-4, fft=1.1e-3,
+              winograd=1.5e-3)
 
 #: Dense tensor-core FLOPs (an FMA counts 2) per SM per clock of the ``mma.sync`` atoms
 #: the kernels use, by compute capability (NVIDIA A100 / H100 architecture whitepapers:
@@ -111,15 +122,16 @@ def tensor_peak_flops(problem, device):
     return None if rate is None else rate * device.sm_count * device.clock_hz
 
 
-def predict_times(problem, device, candidates):
-    """``{algorithm: seconds}`` for each candidate on ``device``."""
+def predict_times(problem, device, candidates, efficiency=None):
+    """``{algorithm: seconds}`` for each candidate on ``device`` (``efficiency``: a full
+    mapping replacing :func:`efficiencies`, as :func:`calibrate` varies one entry)."""
     peak = device.peak_flops(problem.dtype)
     tc_peak = tensor_peak_flops(problem, device)
     bw = device.bandwidth
     item = problem.dtype.itemsize
     flops = problem.flops
     base_bytes = problem.bytes_moved
-    eff_of = efficiencies(device.name)
+    eff_of = efficiency or efficiencies(device.name)
     times = {}
     for name in candidates:
         if name == "direct":
@@ -165,13 +177,52 @@ def predict_times(problem, device, candidates):
                           + fwd.batch * fwd.out_channels)
             fft_flops = 2.5 * transforms * npts * math.log2(max(npts, 2))
             spectra = 2 * max(item, 4) * npts * transforms
+            # channel mixing: a complex multiply-add per (n, k, c) and frequency
+            mixing = cg * fwd.out_channels > fwd.groups
+            mix_flops = 8 * fwd.batch * fwd.out_channels * cg * npts if mixing else 0
             t = (max(fft_flops / (peak * eff_of["fft"]), 3 * spectra / bw)
-                 + 6 * LAUNCH_S)
+                 + mix_flops / (peak * eff_of["fft_mix"]) + 6 * LAUNCH_S)
         elif name == "winograd":
             w_flops, w_bytes, launches = winograd.work(problem)
             t = (w_flops / (peak * eff_of["winograd"]) + w_bytes / bw
                  + launches * LAUNCH_S)
         else:
             continue
-        times[name] = t
+        times[name] = t + HOST_S.get(name, 0.0)
     return times
+
+
+def efficiency_key(problem, device, name):
+    """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
+    if name == "implicit_gemm" and problem.op == FORWARD and tensor_peak_flops(problem, device):
+        tile = launch.implicit_gemm_tile(problem, **algorithms.tensor_core_flags(problem, device))
+        return "implicit_gemm_tc" if tile[3] == 2 else name
+    if name == "gemm" and tensor_peak_flops(problem, device):
+        return "gemm_tc"
+    if name == "fft":
+        fwd = fft_conv.transposed_forward(problem)
+        return "fft_mix" if fwd.in_channels * fwd.out_channels > fwd.groups ** 2 else name
+    return "direct" if name == "separable" else name
+
+
+def calibrate(problem, device, name, seconds):
+    """``(key, fraction)``: the efficiency of :func:`efficiency_key` for which the model
+    predicts the measured ``seconds`` of ``name`` on ``problem`` (bisection; the model is
+    monotone in it), clamped to [1e-4, 1]: what a benchmark writes to the device's file,
+    so that every algorithm is calibrated in its own model's terms (the FFT's transforms
+    and channel mixing, not the direct FLOP count)."""
+    key = efficiency_key(problem, device, name)
+    eff = dict(efficiencies(device.name))
+
+    def predicted(fraction):
+        eff[key] = fraction
+        return predict_times(problem, device, [name], efficiency=eff)[name]
+    lo, hi = 1e-4, 1.0
+    if predicted(hi) >= seconds:
+        return key, hi
+    if predicted(lo) <= seconds:
+        return key, lo
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if predicted(mid) > seconds else (lo, mid)
+    return key, math.sqrt(lo * hi)

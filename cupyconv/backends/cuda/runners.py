@@ -26,6 +26,7 @@ from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
 from ..._kernels import registry
 from ..base import OutOfMemoryError
+from .cublas_gemm import batched_matmul
 
 __all__ = ["DeviceInfo", "CupyRunner", "EmulatedRunner", "runner_for"]
 
@@ -100,25 +101,27 @@ class CupyRunner:
         return arr
 
     def matmul(self, a, b, out=None, precision="highest"):
-        """``cupy.matmul`` with the cuBLAS compute type set explicitly, the previous
-        settings restored after: float32 is FP32 (never TF32, whatever ``CUPY_TF32``
-        says) unless ``precision="tf32"``, which asks for cuBLAS's TF32 tensor-core
-        compute type (the dispatcher has already rounded the operands with ``cvt.rna``, so
-        cuBLAS's own conversion changes nothing: products exact, sums in float32, the
-        contract of every algorithm); float16 products are summed in float32 and rounded
-        once to half.
-        (CuPy 14.2's batched matmul -- the one these GEMMs call -- casts half operands to
-        float32 itself and copies the float32 result into the half output; its 2-D path
-        calls ``cublasGemmEx`` with ``CUBLAS_COMPUTE_32F`` for half, and so does newer
-        CuPy's batched one: ``cupy/_core/_routines_linalg.pyx``.)  The device running out
-        of memory is :class:`OutOfMemoryError`, so the dispatcher can fall back."""
-        restore = _pin_compute_types(tf32=precision == "tf32")
+        """``a @ b`` on cuBLAS with the compute type stated
+        (:func:`.cublas_gemm.batched_matmul`): float32 is FP32 FMA unless
+        ``precision="tf32"`` (``CUBLAS_COMPUTE_32F_FAST_TF32``; the dispatcher has already
+        rounded the operands with ``cvt.rna``, so cuBLAS's own conversion changes nothing:
+        products exact, sums in float32, the contract of every algorithm); float16 is half
+        in and out with float32 sums (one rounding); float64 ``CUBLAS_COMPUTE_64F`` (DMMA
+        on sm_80+).  Other dtypes and layouts cuBLAS cannot read as a strided batch go
+        through ``cupy.matmul`` with CuPy's compute-type switch pinned the same way (it
+        reaches only CuPy's 2-D path).  The device running out of memory is
+        :class:`OutOfMemoryError`, so the dispatcher can fall back."""
         try:
-            return self._cupy.matmul(a, b, out=out)
+            res = batched_matmul(self._cupy, a, b, out=out, precision=precision)
+            if res is not None:
+                return res
+            restore = _pin_compute_types(tf32=precision == "tf32")
+            try:
+                return self._cupy.matmul(a, b, out=out)
+            finally:
+                restore()
         except self._cupy.cuda.memory.OutOfMemoryError as exc:
             raise OutOfMemoryError(f"GEMM: {exc}") from exc
-        finally:
-            restore()
 
     def free_cached(self):
         self._cupy.get_default_memory_pool().free_all_blocks()

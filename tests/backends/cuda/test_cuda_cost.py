@@ -34,7 +34,30 @@ def test_measured_values_replace_the_defaults_and_change_predictions(eff_file):
     assert eff["implicit_gemm"] == cost.EFFICIENCY["implicit_gemm"] / 2
     assert eff["gemm"] == cost.EFFICIENCY["gemm"] and "bogus" not in eff   # out of (0, 1]
     after = cost.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
-    assert after > 1.5 * before
+    host = cost.HOST_S["implicit_gemm"]               # the per-call host time stays
+    assert after - host > 1.5 * (before - host)
+
+
+def test_calibrate_recovers_the_efficiency_that_predicts_a_time(eff_file):
+    """calibrate() inverts the model: the fraction it returns, put back in, predicts the
+    measured time (for the FFT: the channel-mixing entry on a channel-mixing layer)."""
+    from cupyconv.core.problem import ConvProblem
+    device = EmulatedRunner.NOMINAL
+    layer = ConvProblem.create(x_shape=(4, 64, 24, 24, 24), w_shape=(64, 64, 3, 3, 3),
+                               padding=1, dtype="float32")
+    for name, want_key in [("implicit_gemm", "implicit_gemm"), ("gemm", "gemm"),
+                           ("fft", "fft_mix"), ("winograd", "winograd"), ("direct", "direct")]:
+        model = cost.predict_times(layer, device, [name])[name]
+        key, fraction = cost.calibrate(layer, device, name, 3 * model)
+        assert key == want_key
+        assert fraction < cost.EFFICIENCY[key]                        # slower: less efficient
+        eff = dict(cost.efficiencies(device.name), **{key: fraction})
+        again = cost.predict_times(layer, device, [name], efficiency=eff)[name]
+        assert again == pytest.approx(3 * model, rel=1e-6)
+    single = ConvProblem.create(x_shape=(1, 1, 64, 64, 64), w_shape=(1, 1, 5, 5, 5),
+                                padding=2, dtype="float32")
+    assert cost.calibrate(single, device, "fft", 1.0)[0] == "fft"    # no mixing
+    assert cost.calibrate(layer, device, "gemm", 1e-9)[1] == 1.0      # faster than any model
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"efficiency": 3}', "[1, 2]"])

@@ -2,16 +2,22 @@
 
 Each algorithm is bounded below by its arithmetic (FLOPs over a fraction of
 the device's peak) and its memory traffic (bytes over the device's DRAM
-bandwidth); the larger of the two plus launch latency is the prediction.
-The efficiency fractions are the model's only tuned numbers; device numbers
-(SMs, clocks, bandwidth, FP64 ratio) come from :class:`DeviceInfo`.
+bandwidth); the larger of the two plus launch latency is its device time, and
+the prediction is the larger of that and the algorithm's host time per call
+(:data:`HOST_S`: asynchronous launches overlap the two).  Launches too small to
+fill the device are slowed by their fill fraction (the direct kernel's outputs,
+the implicit GEMM's CTAs).  The efficiency fractions and host times are the
+model's tuned numbers, fitted to measured runs (:func:`calibrate`,
+``benchmarks/fit_cost_model.py``); device numbers (SMs, clocks, bandwidth, FP64
+ratio) come from :class:`DeviceInfo`.
 ``separable`` is the sum of the ``direct`` predictions of its 1-D passes (each a
 direct-kernel launch on a depthwise problem, :func:`.separable.pass_problems`), so
 it shares ``direct``'s efficiency.
 
 Measured efficiencies replace the defaults when a JSON file for the device
-exists: ``benchmarks/reference_cases.py`` (run by ``scripts/device_check.sh``)
-writes ``{"device": name, "efficiency": {algorithm: fraction}}`` to
+exists: ``benchmarks/reference_cases.py`` and ``benchmarks/tensor_cores.py`` (run by
+``scripts/device_check.sh``) write ``{"device": name, "efficiency": {entry: fraction}}``
+(each fitted with :func:`calibrate`) to
 :func:`efficiency_path`; ``$CUPYCONV_EFFICIENCY`` names another file.
 """
 from __future__ import annotations
@@ -32,29 +38,44 @@ from . import algorithms, implicit_grads, separable, winograd
 __all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate"]
 
-#: Fraction of FP32 peak each algorithm reaches on large problems when nothing was
-#: measured on this device (CUDA cores, no tensor cores): the fractions
-#: ``benchmarks.reference_cases`` measured on an H200 on 2026-11-30
-#: (docs/benchmarks/gpu_h200_2026-11-30.md; 256-channel 3x3 layers for implicit_gemm,
-#: gemm, fft, the single-channel 256^3 * 5^3 convolve for direct).
-EFFICIENCY = dict(direct=0.04, implicit_gemm=0.45, gemm=0.58, fft=0.2, fft_mix=0.15,
-                  winograd=0.5,
-                  # Fractions of the TENSOR-CORE peak (:func:`tensor_peak_flops`) for the
-                  # implicit GEMM's tensor-core tiles and cuBLAS's tensor-core GEMMs: estimates
-                  # until ``benchmarks.tensor_cores`` (in scripts/device_check.sh) has measured
-                  # them on the device.
-                  implicit_gemm_tc=0.3, gemm_tc=0.5)
-# ``winograd``: the fraction of peak its batched GEMMs reach, an UNCALIBRATED estimate
-# (gemm's cuBLAS fraction rounded down for the smaller per-position GEMMs); its transforms
-# are costed as memory traffic.  No device has measured it yet (docs/winograd.md).
+#: Fraction of peak each algorithm reaches on large problems when nothing was measured on
+#: this device: fitted to the H200 runs of 2026-11-30 and 2026-12-01
+#: (``python -m benchmarks.fit_cost_model docs/benchmarks/gpu_h200_2026-12-01/first_run``
+#: prints every fitted value; docs/benchmarks/gpu_h200_2026-12-01/README.md the table).
+#: The FMA entries are fractions of the FP32/FP64 peak, the ``*_tc_*`` ones of the
+#: tensor-core peak (:func:`tensor_peak_flops`).
+EFFICIENCY = dict(
+    # the 256-channel layers: implicit_gemm 0.51 / 0.46, gemm 0.64 / 0.71 (the column
+    # traffic counted apart); direct 0.047 on the single-channel 256^3 * 5^3 convolve
+    direct=0.04, implicit_gemm=0.45, gemm=0.6,
+    # the FFT's transforms (single channel) and its channel mixing: 0.14 / 0.02 / 0.003 on
+    # the 2-D, 3-D, 4-D channel layers; the median, so the FFT does not win those by error
+    fft=0.2, fft_mix=0.02,
+    # winograd: no large layer measured yet; the small cases of benchmarks.winograd_gpu ran
+    # 4-5x slower than implicit_gemm, so a tenth of the first estimate (0.5) until the
+    # reference step of the device check calibrates it
+    winograd=0.05,
+    # float64 DMMA tiles 0.30 / 0.27 / 0.21; cuBLAS DGEMM 0.88 / 0.95 / 0.57
+    implicit_gemm_tc_float64=0.28, gemm_tc_float64=0.85,
+    # TF32 and float16 mma.sync tiles: 0.079 / 0.070 and 0.075 / 0.068 (issue-bound on the
+    # scalar gather, docs/kernels.md); cuBLAS TF32 / float16 through the stated compute type
+    # (cublas_gemm.py) is not measured yet: the cuBLAS GEMM estimate
+    implicit_gemm_tc_tf32=0.07, implicit_gemm_tc_float16=0.07,
+    gemm_tc_tf32=0.5, gemm_tc_float16=0.5,
+)
 # ``fft_mix``: the fraction of peak of the channel mixing of ``fft`` (a complex product
-# per frequency over the input channels, ``einsum``): 2026-11-30's H200 run timed the 2-D
+# per frequency over the input channels, ``einsum``): the first H200 run timed the 2-D
 # 256-channel layer at 7.67 ms, against 1.68 ms predicted without this term.
 
 #: Host time per call of each algorithm, seconds: the floor of its times over the small
 #: cases of the quick bench on the H200 host (CuPy 14, docs/benchmarks/gpu_h200_2026-12-01:
 #: direct 0.26 ms, implicit_gemm 0.29, gemm 0.44, fft 1.2, winograd 1.6 on problems of
-#: microseconds of device work).  Ranks algorithms on small problems, where it is all.
+#: microseconds of device work).  Ranks algorithms on small problems, where it is all; on
+#: large ones it overlaps the device's work (asynchronous launches), so a prediction is
+#: the larger of the two.
+#: ``PASS_HOST_S``: each further 1-D pass of ``separable`` (a launch and its Python), an
+#: estimate.
+PASS_HOST_S = 4e-5
 HOST_S = dict(direct=2.5e-4, separable=2.5e-4, implicit_gemm=2.8e-4, gemm=4.2e-4, fft=1.1e-3,
               winograd=1.5e-3)
 
@@ -107,18 +128,41 @@ def efficiencies(device_name):
 LAUNCH_S = 8e-6
 
 
+#: Resident threads per SM the fill factor counts against (2048 on sm_80/sm_90).
+THREADS_PER_SM = 2048
+
+
+def _fill(threads, device):
+    """The fraction of the device a launch of ``threads`` (one per output) keeps busy."""
+    return min(1.0, max(threads, 1) / (device.sm_count * THREADS_PER_SM))
+
+
 def _stencil(problem, peak, bw, eff):
     """One tap-sum kernel launch: the larger of arithmetic and compulsory traffic."""
     return max(problem.flops / (peak * eff), problem.bytes_moved / bw) + LAUNCH_S
 
 
-def tensor_peak_flops(problem, device):
-    """Peak FLOP/s of the tensor-core atom ``problem``'s data would use on ``device``
-    (float64 DMMA, float32 under ``precision="tf32"``, float16), or ``None``."""
+def _direct(problem, peak, bw, eff, device):
+    """The direct kernel: a thread per output, so a small output leaves SMs idle (the
+    H200 run's single-channel cases: a 162^2 output ran at a tenth of a 256^3 one's rate)."""
+    outputs = problem.batch * max(problem.out_channels * math.prod(problem.out_shape),
+                                  problem.in_channels * math.prod(problem.in_shape))
+    return _stencil(problem, peak, bw, eff * _fill(outputs, device))
+
+
+def tensor_kind(problem):
+    """The tensor-core arithmetic ``problem``'s data would use: ``"float64"`` (DMMA),
+    ``"tf32"`` (float32 under ``precision="tf32"``), ``"float16"``, or ``None``."""
     kind = problem.dtype.name
     if kind == "float32":
-        kind = "tf32" if problem.precision == "tf32" else None
-    rate = TENSOR_FLOPS_PER_SM_CLOCK.get(device.arch, {}).get(kind)
+        return "tf32" if problem.precision == "tf32" else None
+    return kind if kind in ("float64", "float16") else None
+
+
+def tensor_peak_flops(problem, device):
+    """Peak FLOP/s of the tensor-core atom ``problem``'s data would use on ``device``
+    (:func:`tensor_kind`), or ``None``."""
+    rate = TENSOR_FLOPS_PER_SM_CLOCK.get(device.arch, {}).get(tensor_kind(problem))
     return None if rate is None else rate * device.sm_count * device.clock_hz
 
 
@@ -134,8 +178,9 @@ def predict_times(problem, device, candidates, efficiency=None):
     eff_of = efficiency or efficiencies(device.name)
     times = {}
     for name in candidates:
+        host = HOST_S.get(name, 0.0)
         if name == "direct":
-            t = _stencil(problem, peak, bw, eff_of[name])
+            t = _direct(problem, peak, bw, eff_of[name], device)
         elif name == "implicit_gemm":
             # the gradients run as forward problems (.implicit_grads); an input gradient
             # that is not a convolution of dy as the column GEMM, plus the columns' traffic
@@ -149,24 +194,28 @@ def predict_times(problem, device, candidates, efficiency=None):
             tile = launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
             rate, eff = peak, eff_of[name]
             if tc_peak and tile[3] == 2:
-                rate, eff = tc_peak, eff_of["implicit_gemm_tc"]
-            # Tiny channel counts leave the GEMM tiles mostly empty.
-            eff *= min(1.0, fwd.gemm_n / 64) ** 0.5 * min(1.0, fwd.gemm_k / 32) ** 0.5
-            if problem.op != FORWARD:     # no split-K: few CTAs leave SMs idle
-                ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
-                eff *= min(1.0, ctas / (2 * device.sm_count))
+                rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
+            # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the
+            # H200 run's 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs
+            # leave SMs idle (no split-K).
+            eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
+            ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
+            eff *= min(1.0, max(ctas, 1) / (2 * device.sm_count))
             t = _stencil(problem, rate, bw, eff)
             if columns:
                 t += 2 * problem.column_bytes() / bw + LAUNCH_S
         elif name == "separable":
-            # one direct launch per pass: its taps, its input read and its output written
-            t = sum(_stencil(p, peak, bw, eff_of["direct"])
-                    for _, p in separable.pass_problems(problem))
+            # one direct launch per pass: its taps, its input read and its output written;
+            # each pass after the first adds its launch's host time
+            passes = [p for _, p in separable.pass_problems(problem)]
+            t = sum(_direct(p, peak, bw, eff_of["direct"], device) for p in passes)
+            host += PASS_HOST_S * (len(passes) - 1)
         elif name == "gemm":
             cols = problem.column_bytes()
             tiny = min(1.0, problem.gemm_n / 16)
             # cuBLAS: float64 on DMMA, float16 on HMMA by itself (sm_80+); TF32 as asked
-            rate, eff = (tc_peak, eff_of["gemm_tc"]) if tc_peak else (peak, eff_of["gemm"])
+            rate, eff = ((tc_peak, eff_of["gemm_tc_" + tensor_kind(problem)]) if tc_peak
+                         else (peak, eff_of["gemm"]))
             t = (2 * cols / bw + flops / (rate * eff * max(tiny, 0.05))
                  + base_bytes / bw + 2 * LAUNCH_S)
         elif name == "fft":
@@ -188,7 +237,8 @@ def predict_times(problem, device, candidates, efficiency=None):
                  + launches * LAUNCH_S)
         else:
             continue
-        times[name] = t + HOST_S.get(name, 0.0)
+        # the launches are asynchronous: the host's time overlaps the device's
+        times[name] = max(t, host)
     return times
 
 
@@ -196,9 +246,9 @@ def efficiency_key(problem, device, name):
     """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
     if name == "implicit_gemm" and problem.op == FORWARD and tensor_peak_flops(problem, device):
         tile = launch.implicit_gemm_tile(problem, **algorithms.tensor_core_flags(problem, device))
-        return "implicit_gemm_tc" if tile[3] == 2 else name
+        return "implicit_gemm_tc_" + tensor_kind(problem) if tile[3] == 2 else name
     if name == "gemm" and tensor_peak_flops(problem, device):
-        return "gemm_tc"
+        return "gemm_tc_" + tensor_kind(problem)
     if name == "fft":
         fwd = fft_conv.transposed_forward(problem)
         return "fft_mix" if fwd.in_channels * fwd.out_channels > fwd.groups ** 2 else name

@@ -75,7 +75,7 @@ def test_path_is_per_device(monkeypatch, tmp_path):
 
 def _layer(dtype, precision="highest", channels=64):
     from cupyconv.core.problem import ConvProblem
-    return ConvProblem.create(x_shape=(8, channels, 32, 32), w_shape=(64, channels, 3, 3),
+    return ConvProblem.create(x_shape=(32, channels, 64, 64), w_shape=(64, channels, 3, 3),
                               padding=1, dtype=dtype, precision=precision)
 
 

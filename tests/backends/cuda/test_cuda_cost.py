@@ -105,3 +105,22 @@ def test_float32_highest_stays_on_the_fma_peak(eff_file):
     highest = cost.predict_times(_layer("float32"), device, ["implicit_gemm", "gemm"])
     tf32 = cost.predict_times(_layer("float32", "tf32"), device, ["implicit_gemm", "gemm"])
     assert all(tf32[k] < highest[k] for k in highest)
+
+
+def test_small_launches_are_slowed_by_their_fill_and_floored_by_host_time(eff_file):
+    """A direct launch of few outputs leaves SMs idle: its FLOP rate is lower than a
+    large one's; and no prediction is below the algorithm's host time per call."""
+    from cupyconv.core.problem import ConvProblem
+    device = EmulatedRunner.NOMINAL
+
+    def rate(shape):
+        p = ConvProblem.create(x_shape=(1, 1) + shape, w_shape=(1, 1, 31, 31), dtype="float64")
+        t = cost.predict_times(p, device, ["direct"])["direct"]
+        return p.flops / t, t
+    small, t_small = rate((192, 192))
+    large, _ = rate((2048, 2048))
+    assert small < 0.5 * large
+    tiny = ConvProblem.create(x_shape=(1, 1, 4), w_shape=(1, 1, 3), dtype="float32")
+    times = cost.predict_times(tiny, device, sorted(cost.HOST_S))
+    assert all(times[n] >= cost.HOST_S[n] for n in times)
+    assert times["direct"] == min(times.values())

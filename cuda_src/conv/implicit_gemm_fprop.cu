@@ -44,6 +44,7 @@
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
 #include "../common/mma_atoms.cuh"
+#include "../common/cp_async.cuh"
 
 namespace cc {
 
@@ -156,12 +157,17 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   constexpr bool kLdmatrix = kMma && sizeof(S) == 2;      ///< f16 fragments through ldmatrix.trans
   constexpr int kPadA = kMma ? (sizeof(S) == 8 ? 4 : 16 / static_cast<int>(sizeof(S))) : 0;
   constexpr int kPadB = sizeof(S) == 2 ? 8 : 4;           ///< B row padding: conflict-free (16-byte rows)
-  static_assert(2 * BK * (BM + kPadA + BN + kPadB) * sizeof(S) <= 48 * 1024,
+  /// float64 / TF32 tensor-core tiles stage their operands with cp.async, kStages slices in
+  /// flight (the element is the operand itself: TF32 rounds when a fragment is read);
+  /// float16 (2-byte elements, below cp.async's 4) and the FMA tiles go through registers.
+  constexpr bool kAsync = kMma && sizeof(S) == sizeof(T) && sizeof(T) >= 4;
+  constexpr int kStages = kAsync ? 4 : 2;
+  static_assert(kStages * BK * (BM + kPadA + BN + kPadB) * sizeof(S) <= 48 * 1024,
                 "Tile exceeds 48 KiB of static shared memory");
 
   cc::require_block_shape();
-  CUPYCONV_STATIC_SHARED(S, smem_a, [2][BK][BM + kPadA]);  // 16-byte aligned; poisoned per block when emulated
-  CUPYCONV_STATIC_SHARED(S, smem_b, [2][BK][BN + kPadB]);
+  CUPYCONV_STATIC_SHARED(S, smem_a, [kStages][BK][BM + kPadA]);  // 16-byte aligned; poisoned per block when emulated
+  CUPYCONV_STATIC_SHARED(S, smem_b, [kStages][BK][BN + kPadB]);
 
   const int tid = static_cast<int>(threadIdx.x);
   const Index g = static_cast<Index>(p.g0) + static_cast<Index>(blockIdx.z);
@@ -351,24 +357,94 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
         frag_b[j] = col < Kg ? cc::to_stage<S, kTf32>(w[w_r + col * w_stride_k]) : cc::zero<S>();
       }
     };
-    set_tap(0);
-    fetch_slice(0);
-    stash(0);
-    __syncthreads();
-    int buf = 0;
-    Index c_first = BK;                   // slice (tap 0, c 0) is already staged
-    for (Index tap = 0; tap < taps; ++tap) {
-      if (tap > 0) set_tap(tap);
-      for (Index c0 = c_first; c0 < cpg; c0 += BK) {   // the hot loop
-        fetch_slice(c0);                  // global loads overlap the FMAs below
-        mma_slice(buf);
-        stash(buf ^ 1);
-        __syncthreads();
-        buf ^= 1;
+    if constexpr (kAsync) {
+      // kStages-deep cp.async pipeline over the slices (tap, c0) in order.  The producer
+      // cursor runs kStages - 1 slices ahead of the math; each iteration waits for its
+      // slice's group, one barrier (the slice landed for every thread, and every warp is
+      // done with the stage the producer refills next), issues a slice, multiplies.
+      // Padding and rows/columns outside the GEMM are plain shared stores (cval, zero),
+      // visible after the same barrier.
+      const Index slices = taps * (cpg / BK);
+      Index p_tap = 0, p_c0 = 0;
+      set_tap(0);
+      // `live` false (past the last slice): the copies read nothing and zero-fill a stage no
+      // iteration reads, so the loop has one path (no duplicated body around a branch)
+      auto issue = [&](int stage, bool live) {
+        const Index a_addr = a_off + (p_c0 + a_k) * x_stride_c;
+#pragma unroll
+        for (int j = 0; j < kAPerThread; ++j) {
+          S* dst = &smem_a[stage][a_k + kARowsStep * j][a_m];
+          if (a_load) {
+            cc::cp_async_zfill<sizeof(S)>(dst, x + a_addr + j * a_step, live ? sizeof(S) : 0);
+          } else {
+            *dst = a_fill;
+          }
+        }
+        const Index w_r = b_off + (p_c0 + b_k) * w_stride_c;
+#pragma unroll
+        for (int j = 0; j < kBPerThread; ++j) {
+          const Index col = block_n + b_n + kBColsStep * j;
+          S* dst = &smem_b[stage][b_k][b_n + kBColsStep * j];
+          if (col < Kg) {
+            cc::cp_async_zfill<sizeof(S)>(dst, w + w_r + col * w_stride_k, live ? sizeof(S) : 0);
+          } else {
+            *dst = cc::zero<S>();
+          }
+        }
+        p_c0 += BK;
+        if (p_c0 == cpg) {
+          p_c0 = 0;
+          if (++p_tap < taps) set_tap(p_tap);
+        }
+      };
+#pragma unroll
+      for (int st = 0; st < kStages - 1; ++st) {
+        issue(st, st < slices);
+        cc::cp_async_commit();
       }
-      c_first = 0;
+      int read = 0, write = kStages - 1;
+      for (Index sl = 0; sl < slices; ++sl) {   // the hot loop
+        cc::cp_async_wait_group<kStages - 2>();
+        if constexpr (kTf32) {   // its copies landed for this thread: it rounds its own once
+#pragma unroll
+          for (int j = 0; j < kAPerThread; ++j) {   // (a fill is rounded already: idempotent)
+            S& e = smem_a[read][a_k + kARowsStep * j][a_m];
+            e = cc::round_tf32(e);
+          }
+#pragma unroll
+          for (int j = 0; j < kBPerThread; ++j) {
+            S& e = smem_b[read][b_k][b_n + kBColsStep * j];
+            e = cc::round_tf32(e);
+          }
+        }
+        __syncthreads();
+        issue(write, sl + (kStages - 1) < slices);
+        cc::cp_async_commit();
+        mma_slice(read);
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
+      }
+      cc::cp_async_wait_all();
+    } else {
+      set_tap(0);
+      fetch_slice(0);
+      stash(0);
+      __syncthreads();
+      int buf = 0;
+      Index c_first = BK;                   // slice (tap 0, c 0) is already staged
+      for (Index tap = 0; tap < taps; ++tap) {
+        if (tap > 0) set_tap(tap);
+        for (Index c0 = c_first; c0 < cpg; c0 += BK) {   // the hot loop
+          fetch_slice(c0);                  // global loads overlap the FMAs below
+          mma_slice(buf);
+          stash(buf ^ 1);
+          __syncthreads();
+          buf ^= 1;
+        }
+        c_first = 0;
+      }
+      mma_slice(buf);                       // the last staged slice
     }
-    mma_slice(buf);                       // the last staged slice
   } else {
     const Index k_tiles = (Kr + BK - 1) / BK;
     fetch(Index(0));

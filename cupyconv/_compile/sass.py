@@ -314,8 +314,10 @@ class LoopStats:
 
 
 def loop_stats(instructions: Iterable[Instruction]) -> LoopStats:
-    """Counts over the given instructions (a loop body)."""
-    ins = list(instructions)
+    """Counts over the given instructions (a loop body).  Instructions predicated on
+    ``!PT`` (never true) are left out: ptxas pads an ``LDGSTS`` with such ``LDS RZ, [RZ]``
+    placeholders, which never issue."""
+    ins = [s for s in instructions if s.predicate != "!PT"]
     lds = [s for s in ins if s.base in _SHARED_LOADS]
     ldg = [s for s in ins if s.base in _GLOBAL_LOADS]
     return LoopStats(

@@ -232,7 +232,8 @@ unrolled); the implicit GEMM's hot loop is its K-loop (BM*BN*BK/256 FFMA per thr
 windows) and the implicit GEMM (A/B fragments); and on the tiles the launchers prefer
 (32-bit indices) the implicit GEMM's hot-loop **math share >= 0.60** and the direct
 kernel's **math per shared load >= 4**, each with **>= 2 CTAs per SM** on sm_90.  Global loads are scalar gathers in every
-family today (no cp.async, no 16-byte channels-last path yet), so no global-width floor is
+family today (the float64/TF32 tensor-core tiles copy them with 4/8-byte cp.async; no
+16-byte channels-last path yet), so no global-width floor is
 pinned; vol2col and col2vol gather scalars by design.  The parser and the hot-loop finder
 are unit-tested on fixed SASS listings in the same file.
 """

@@ -159,6 +159,17 @@ def test_hot_loop_memory_criterion():
         sass.hot_loop(instrs, "bogus")
 
 
+def test_never_executed_placeholders_are_not_counted():
+    """ptxas pads an LDGSTS with ``@!PT LDS RZ, [RZ]`` placeholders that never issue: they
+    are no shared loads of the loop."""
+    body = ["MOV R2, RZ ;", "@!PT LDS RZ, [RZ] ;", "@!PT LDS RZ, [RZ] ;",
+            "@P5 LDGSTS.E [R83], desc[UR14][R68.64], !P0 ;", "LDS R4, [R0] ;",
+            "FFMA R10, R4, R4, R10 ;", "@P2 BRA 0x10 ;", "EXIT ;"]
+    instrs = sass.parse_sass(listing("_Z1fv", body))["_Z1fv"]
+    stats = sass.loop_stats(sass.hot_loop(instrs).instructions(instrs))
+    assert stats.shared_loads == 1 and stats.instructions == 4 and stats.global_loads == 1
+
+
 def test_no_loop_and_subroutine_loops_ignored():
     body = [
         "CALL.REL.NOINC 0x30 ;",              # 0x00
@@ -299,7 +310,9 @@ _TC_ATOMS = {"float64": ((8, 8, 4), "DMMA", "DFMA"), "float32": ((16, 8, 8), "HM
 def test_tensor_core_tiles_run_mma(tmp_path, dtype):
     """Issue 12: every tensor-core tile's hot loop is the dtype's MMA (DMMA for float64,
     HMMA for TF32 and float16: one atom per warp per (atom M x N x K) of the slice, no
-    FMA), float16's fragments through LDSM; zero spills; two CTAs per SM on sm_90."""
+    FMA), float16's fragments through LDSM, float64's and TF32's operands through the
+    cp.async pipeline (LDGSTS, one barrier per slice); zero spills; two CTAs per SM on
+    sm_90."""
     why = _tools_reason()
     if why is not None:
         pytest.skip(f"SASS needs NVRTC and the disassembler: {why}")
@@ -319,6 +332,9 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
         assert ops.count(mma) == bm * bn * bk // (am * an * ak) // 8 and fma not in ops, (tile, ops)
         if dtype == "float16":
             assert ops.count("LDSM") == (bm // 2 // am + bn // 4 // an) * bk // ak, (tile, ops)
+        else:   # float64 / TF32: operands staged by cp.async, one LDGSTS per element, no LDG
+            assert ops.count("LDGSTS") == (bm + bn) * bk // registry.THREADS, (tile, ops)
+            assert "LDG" not in ops and ops.count("BAR") == 1, (tile, ops)
         u = usage[symbol]
         assert u["spill_stores"] == u["spill_loads"] == 0, (tile, u)
         assert ctas_per_sm("sm_90", u["registers"], u["smem_bytes"], registry.THREADS) >= 2, (tile, u)
@@ -327,8 +343,9 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
 def test_vector_loads_where_designed(rank3_float32_sm90):
     """16-byte shared loads (LDS.128) where the design has them: the direct kernel's 2-D
     tiles read their input windows and the implicit GEMM its contiguous A/B fragments with
-    them.  Global loads are scalar gathers today in every family (no cp.async, no
-    channels-last 16-byte path yet: issue 11, part 2), so no global-width floor.  (The
+    them.  Global loads are scalar gathers today in every family (the float64/TF32
+    tensor-core tiles copy them with 4/8-byte cp.async; no channels-last 16-byte path
+    yet: issue 11, part 2), so no global-width floor.  (The
     tensor-core tiles read one fragment element per lane per register, or LDSM.)"""
     for r in rank3_float32_sm90.values():
         if (r.family == "direct_conv" and r.tile[0] > 1) or (

@@ -12,6 +12,7 @@
 #   glue_smoke.json           every kernel family x rank 1-3 x dtype on CuPy arrays vs NumPy
 #   reference_cases.json      the issue's reference layers vs cuDNN/cupyx, % of FP32 peak
 #   tensor_cores.json         float64 (DMMA) / TF32 / float16 tiles vs cuDNN, % of tensor peak
+#   ndimage_gpu.json          cupyconv.ndimage vs cupyx.scipy.ndimage; separable vs fft
 #   (the Winograd GPU table is in device_check.log)
 #   bench/all_quick_cuda.{json,md,_speedup.png,_roofline.png}
 #   (the per-call profile of small calls is in device_check.log)
@@ -57,12 +58,12 @@ ARCH=$("$PY" -c "import cupy; print('sm_' + cupy.cuda.Device().compute_capabilit
 # GEMM group: 6-9 s): compile every kernel of ranks 1-5 first, in parallel on all cores
 # (`python -m cupyconv build`), into the user cache the later steps load from.
 step info 10 "$PY" -m cupyconv info
-step warm-cache 75 "$PY" -m cupyconv build --arch "$ARCH" --ranks 1-5 --quiet
+step warm-cache 70 "$PY" -m cupyconv build --arch "$ARCH" --ranks 1-5 --quiet
 # The glue (params struct by value, mangled names, loader, streams): one launch per
 # kernel family x rank 1-3 x dtype, compared with the NumPy backend.
 step glue-smoke 35 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
-step gpu-tests 95 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
+step gpu-tests 90 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
 step demo 15 "$PY" -m cupyconv demo
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
@@ -71,8 +72,10 @@ step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
 # merges the measured implicit_gemm_tc / gemm_tc efficiencies into the cost model's file
 step tensor-cores 60 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 # issue 15: the Winograd transform kernels against our implicit GEMM, gemm and cuDNN
-step winograd 25 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
-step bench 80 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step winograd 20 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
+# issue 13: cupyconv.ndimage against cupyx.scipy.ndimage, separable against fft (40^4 * 7^4)
+step ndimage 30 "$PY" -m benchmarks.ndimage_gpu --budget 1 --json "$OUT/ndimage_gpu.json"
+step bench 60 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 # issue 13: where a small call's host time goes (conv, convolve, a 3-pass ndimage filter)
 step profile 20 "$PY" -m benchmarks.profile_call --backend cuda --calls 100 --top 15
 rm -f "$TMP"

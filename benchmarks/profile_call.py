@@ -58,6 +58,11 @@ def main(argv=None):
                 fn()
             sync()
             per = (time.perf_counter() - t0) / opts.calls
+            split = ""
+            if opts.backend == "cuda":
+                from .timing import host_device_split
+                host, device = host_device_split(fn, repeat=opts.calls)
+                split = f"; host {1e6 * host:.1f} us, device {1e6 * device:.1f} us per call"
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(opts.calls):
@@ -68,7 +73,7 @@ def main(argv=None):
             stats = pstats.Stats(prof, stream=out)
             stats.sort_stats("cumulative").print_stats(opts.top)
             stats.sort_stats("tottime").print_stats(opts.top)
-            print(f"===== {name}: {1e6 * per:.1f} us per call ({opts.calls} calls)")
+            print(f"===== {name}: {1e6 * per:.1f} us per call ({opts.calls} calls){split}")
             print(out.getvalue())
     return 0
 

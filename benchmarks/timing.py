@@ -13,7 +13,8 @@ import tracemalloc
 
 import numpy as np
 
-__all__ = ["time_cpu", "time_cuda", "time_cuda_or_note", "timer_for", "peak_memory",
+__all__ = ["time_cpu", "time_cuda", "time_cuda_or_note", "host_device_split", "timer_for",
+           "peak_memory",
            "measure_ceilings", "roofline"]
 
 
@@ -83,6 +84,17 @@ def time_cuda_or_note(fn, budget, repeat=5, warmup=1):
         return time_cuda(fn, repeat=repeat, warmup=warmup, budget=budget), ""
     except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
         return None, f"{type(exc).__name__}: {exc}"[:120]
+
+
+def host_device_split(fn, repeat=10):
+    """``(host seconds, device seconds)`` per call of ``fn``, means over ``repeat`` calls
+    after one warm-up, from :func:`cupyx.profiler.benchmark`: the host's wall time of
+    the call and the device time between events recorded before and after it.  Host time
+    close to the device time means the call is bound by its Python and launches; device
+    time well above it, by its kernels."""
+    from cupyx.profiler import benchmark
+    res = benchmark(fn, n_repeat=max(repeat, 1), n_warmup=1)
+    return float(np.mean(res.cpu_times)), float(np.mean(res.gpu_times[0]))
 
 
 def timer_for(xp):

@@ -6,7 +6,10 @@ cuDNN float32 when importable), same run: issue 15's GPU goals.
 Per case (:data:`benchmarks.winograd_cpu.CASES`, CuPy arrays): the tiles the CUDA path
 plans, the multiplications saved, the workspace, the relative RMS error against a float64
 ``direct`` reference, and the median milliseconds (CUDA events) of ``winograd``,
-``implicit_gemm``, ``gemm`` and cuDNN, with winograd's speed-up over implicit_gemm.  Prints
+``implicit_gemm``, ``gemm`` and cuDNN, with winograd's speed-up over implicit_gemm, and for
+winograd and implicit_gemm the host / device time per call
+(:func:`benchmarks.timing.host_device_split`: which of Python and launches or the kernels
+bounds the call; the first GPU run found every small case near 2 ms).  Prints
 nothing but a reason when CuPy sees no device; never run by the tests.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ import math
 
 import numpy as np
 
-from .timing import time_cuda
+from .timing import host_device_split, time_cuda
 from .peers import cudnn_conv
 from .winograd_cpu import CASES, case_inputs
 
@@ -56,12 +59,19 @@ def run_case(name, xs, ws, dtype, rounds, small):
             continue
         if method == "winograd":
             row["error"] = float(np.sqrt(np.mean((y - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
-        row["times"][method] = 1e3 * time_cuda(
-            lambda m=method: cupyconv.conv(xd, wd, padding="same", method=m), repeat=rounds)
+        call = lambda m=method: cupyconv.conv(xd, wd, padding="same", method=m)  # noqa: E731
+        row["times"][method] = 1e3 * time_cuda(call, repeat=rounds)
+        if method in ("winograd", "implicit_gemm"):
+            row.setdefault("split", {})[method] = host_device_split(call, repeat=rounds)
     cudnn = cudnn_conv(xd, wd, tuple(k // 2 for k in ws[2:])) if dtype == "float32" else None
     if cudnn is not None:                                   # TF32 off
         row["times"]["cudnn"] = 1e3 * time_cuda(cudnn, repeat=rounds)
     return row
+
+
+def _split(row, method):
+    host, device = row.get("split", {}).get(method, (None, None))
+    return "-" if host is None else f"{1e3 * host:.2f} / {1e3 * device:.2f}"
 
 
 def _ms(value):
@@ -79,8 +89,9 @@ def main(argv=None):
         return 0
     print(f"goals: {GOALS}")
     print("| case | dtype | tile | mults saved | winograd ms | implicit_gemm ms | gemm ms "
-          "| cuDNN ms | vs implicit_gemm | winograd rel. RMS error |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| cuDNN ms | vs implicit_gemm | winograd rel. RMS error "
+          "| winograd host / device ms | implicit_gemm host / device ms |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case in CASES:
         r = run_case(*case, opts.rounds, opts.small)
         t = r["times"]
@@ -89,7 +100,8 @@ def main(argv=None):
                    else "-")
         print(f"| {r['name']} | {r['dtype']} | {r['tile']} | {r.get('mult_saved', 0):.2f}x "
               f"| {_ms(wino)} | {_ms(ig)} | {_ms(t.get('gemm'))} | {_ms(t.get('cudnn'))} "
-              f"| {speedup} | {r.get('error', math.nan):.2e} |", flush=True)
+              f"| {speedup} | {r.get('error', math.nan):.2e} "
+              f"| {_split(r, 'winograd')} | {_split(r, 'implicit_gemm')} |", flush=True)
     return 0
 
 

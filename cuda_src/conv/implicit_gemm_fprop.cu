@@ -39,7 +39,9 @@
 // tile's rows are padded by 4 elements so the loaders' stores are bank-conflict free.
 // Shared memory is double buffered: the next K-slice is fetched into registers while
 // the current one is multiplied, then stored to the other buffer; one
-// __syncthreads per K-slice.  The epilogue fuses alpha, beta and the bias.
+// __syncthreads per K-slice.  The float64 and TF32 tensor-core tiles instead copy their
+// slices global -> shared with cp.async, 4 stages (3 slices in flight, kAsync below).
+// The epilogue fuses alpha, beta and the bias.
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "../platform.cuh"
 #include "../common/conv_common.cuh"
@@ -402,27 +404,38 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
         issue(st, st < slices);
         cc::cp_async_commit();
       }
-      int read = 0, write = kStages - 1;
-      for (Index sl = 0; sl < slices; ++sl) {   // the hot loop
-        cc::cp_async_wait_group<kStages - 2>();
-        if constexpr (kTf32) {   // its copies landed for this thread: it rounds its own once
+      // the loop, instantiated with and without the TF32 rounding pass (a uniform switch
+      // taken once, not per slice): each thread rounds its own landed copies once, unless
+      // the host says the operands are TF32 already (p.aux[0]: the dispatcher rounds them
+      // under precision="tf32"; the tensor core would ignore the low bits of others)
+      auto pipeline = [&](const bool round) {     // inlined twice, `round` a constant
+        int read = 0, write = kStages - 1;
+        for (Index sl = 0; sl < slices; ++sl) {   // the hot loop
+          cc::cp_async_wait_group<kStages - 2>();
+          if (round) {
 #pragma unroll
-          for (int j = 0; j < kAPerThread; ++j) {   // (a fill is rounded already: idempotent)
-            S& e = smem_a[read][a_k + kARowsStep * j][a_m];
-            e = cc::round_tf32(e);
-          }
+            for (int j = 0; j < kAPerThread; ++j) {   // (a fill is rounded already: idempotent)
+              S& e = smem_a[read][a_k + kARowsStep * j][a_m];
+              e = cc::round_tf32(e);
+            }
 #pragma unroll
-          for (int j = 0; j < kBPerThread; ++j) {
-            S& e = smem_b[read][b_k][b_n + kBColsStep * j];
-            e = cc::round_tf32(e);
+            for (int j = 0; j < kBPerThread; ++j) {
+              S& e = smem_b[read][b_k][b_n + kBColsStep * j];
+              e = cc::round_tf32(e);
+            }
           }
+          __syncthreads();
+          issue(write, sl + (kStages - 1) < slices);
+          cc::cp_async_commit();
+          mma_slice(read);
+          read = read + 1 == kStages ? 0 : read + 1;
+          write = write + 1 == kStages ? 0 : write + 1;
         }
-        __syncthreads();
-        issue(write, sl + (kStages - 1) < slices);
-        cc::cp_async_commit();
-        mma_slice(read);
-        read = read + 1 == kStages ? 0 : read + 1;
-        write = write + 1 == kStages ? 0 : write + 1;
+      };
+      if (kTf32 && p.aux[0] == 0) {
+        pipeline(true);
+      } else {
+        pipeline(false);
       }
       cc::cp_async_wait_all();
     } else {

@@ -321,7 +321,10 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
 
     ``mma``: the device has the tensor-core atoms (sm_80+), so the automatic tile choice
     takes a tensor-core tile (variant 2) first when one fits; for float32 only with
-    ``tf32`` (``precision="tf32"``).  An explicit ``tile`` is taken as given.
+    ``tf32`` (``precision="tf32"``), which also says the operands are rounded to TF32
+    already (the dispatcher rounds every algorithm's operands under that precision), so
+    the TF32 tile skips its own rounding (``params.aux[0]``); without it a TF32 tile (an
+    explicit ``tile``) rounds what it stages.  An explicit ``tile`` is taken as given.
 
     Zero workspace.  The batch is split into launches when ``gridDim.x``
     would pass its limit, the groups into launches of at most 65535.
@@ -354,7 +357,8 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
             gz = min(MAX_GRID_YZ, problem.groups - g0)
             p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
                                  n0=n0, n_count=n_count, g0=g0, alpha=alpha, beta=beta,
-                                 bias_stride=bias_stride, has_bias=has_bias)
+                                 bias_stride=bias_stride, has_bias=has_bias,
+                                 aux=(int(bool(tf32)), 0, 0, 0))
             grid = (-(-(n_count * out_size) // bm), grid_y, gz)
             kern(grid, (registry.THREADS,), (p, x, w, y, bias_arr))
 

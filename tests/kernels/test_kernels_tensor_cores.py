@@ -126,28 +126,6 @@ def test_float16_tiles_within_one_rounding(tile):
         assert _rel(_run(problem, x, w, t), exact) <= 2.0 ** -11 + 2e-5, t
 
 
-@pytest.mark.parametrize("tile", [t for d, t in TC_TILES if d == F32])
-def test_tf32_tiles_skip_rounding_operands_said_rounded(tile):
-    """With ``tf32=True`` (precision="tf32": the dispatcher has rounded the operands) the
-    TF32 tile stages them as they are: on unrounded data the tensor core then reads their
-    top 19 bits (truncation), which the result shows -- it matches the truncated
-    operands' convolution and not the rounded ones' (so the flag reaches the kernel)."""
-    problem, x, w = _random_case(F32, np.random.default_rng(6))
-    y = np.zeros(problem.y_shape, problem.dtype)
-    launch.run_implicit_gemm_fprop(emu_loader(), problem, x, w, y, tile=tile, tf32=True)
-
-    def truncated(a):
-        return (a.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(F64)
-    trunc = ref_conv(problem.with_(dtype=F64), truncated(x), truncated(w))
-    rounded = ref_conv(problem.with_(dtype=F64), to_tf32(x).astype(F64), to_tf32(w).astype(F64))
-    assert _rel(y, trunc) <= 2e-5 < _rel(y, rounded)
-    # on operands rounded beforehand both paths agree
-    y2 = np.zeros(problem.y_shape, problem.dtype)
-    launch.run_implicit_gemm_fprop(emu_loader(), problem, to_tf32(x), to_tf32(w), y2, tile=tile,
-                                   tf32=True)
-    assert _rel(y2, rounded) <= 2e-5
-
-
 @pytest.mark.parametrize("tile", [t for d, t in TC_TILES if d == F16])
 def test_float16_tiles_accumulate_in_float(tile):
     """4096 products of 1 * 1: a half accumulator stalls at 2048 (2048 + 1 rounds back

@@ -82,7 +82,8 @@ def fit(rows, device):
         if cost.HOST_S.get(algo, 0.0) >= 0.5 * seconds:
             continue
         key, value = cost.calibrate(problem, device, algo, seconds)
-        fitted.setdefault(key, []).append((value, label, algo))
+        if value is not None:
+            fitted.setdefault(key, []).append((value, label, algo))
     return fitted
 
 

@@ -128,7 +128,8 @@ def main(argv=None):
                              note=note, wall=time.perf_counter() - t0))
             if label.startswith("cupyconv ") and seconds:
                 key, fitted = cost.calibrate(problem, device, label.split()[1], seconds)
-                best[key] = max(best.get(key, 0.0), fitted)
+                if fitted is not None:
+                    best[key] = max(best.get(key, 0.0), fitted)
             print(f"{name:<26} {label:<26} "
                   + (f"{seconds * 1e3:9.2f} ms  {frac:6.1%} of FP32 peak" if seconds
                      else f"   failed  {note}"), flush=True)

@@ -93,7 +93,7 @@ def main(argv=None):
                                  note=note, wall=time.perf_counter() - t0))
                 if label.startswith("cupyconv ") and label != "cupyconv auto" and s:
                     key, fitted = cost.calibrate(problem, device, label.split()[1], s)
-                    if key.endswith("_tc"):
+                    if fitted is not None and "_tc_" in key:
                         best[key] = max(best.get(key, 0.0), fitted)
                 print(f"{name:<24} {kind:<8} {label:<24} "
                       + (f"{s * 1e3:9.2f} ms" + (f"  {frac:6.1%} of tensor peak" if frac else "")

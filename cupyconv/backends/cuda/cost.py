@@ -258,7 +258,8 @@ def efficiency_key(problem, device, name):
 def calibrate(problem, device, name, seconds):
     """``(key, fraction)``: the efficiency of :func:`efficiency_key` for which the model
     predicts the measured ``seconds`` of ``name`` on ``problem`` (bisection; the model is
-    monotone in it), clamped to [1e-4, 1]: what a benchmark writes to the device's file,
+    monotone in it), clamped to [1e-4, 1]; ``None`` where the model predicts no finite
+    time (an algorithm it considers unable to run): what a benchmark writes to the device's file,
     so that every algorithm is calibrated in its own model's terms (the FFT's transforms
     and channel mixing, not the direct FLOP count)."""
     key = efficiency_key(problem, device, name)
@@ -268,6 +269,8 @@ def calibrate(problem, device, name, seconds):
         eff[key] = fraction
         return predict_times(problem, device, [name], efficiency=eff)[name]
     lo, hi = 1e-4, 1.0
+    if not math.isfinite(predicted(hi)):      # the model has no prediction to fit
+        return key, None
     if predicted(hi) >= seconds:
         return key, hi
     if predicted(lo) <= seconds:

@@ -58,6 +58,9 @@ def test_calibrate_recovers_the_efficiency_that_predicts_a_time(eff_file):
                                 padding=2, dtype="float32")
     assert cost.calibrate(single, device, "fft", 1.0)[0] == "fft"    # no mixing
     assert cost.calibrate(layer, device, "gemm", 1e-9)[1] == 1.0      # faster than any model
+    half = ConvProblem.create(x_shape=(4, 64, 24, 24, 24), w_shape=(64, 64, 3, 3, 3),
+                              padding=1, dtype="float16")
+    assert cost.calibrate(half, device, "winograd", 1e-3) == ("winograd", None)  # no model
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"efficiency": 3}', "[1, 2]"])

@@ -182,16 +182,8 @@ def predict_times(problem, device, candidates, efficiency=None):
         if name == "direct":
             t = _direct(problem, peak, bw, eff_of[name], device)
         elif name == "implicit_gemm":
-            # the gradients run as forward problems (.implicit_grads); an input gradient
-            # that is not a convolution of dy as the column GEMM, plus the columns' traffic
             columns = implicit_grads.needs_columns(problem)
-            if problem.op == FORWARD:
-                fwd = problem
-            elif columns:
-                fwd = implicit_grads.column_problem(problem, problem.batch)
-            else:
-                fwd = implicit_grads.forward_problem(problem)
-            tile = launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
+            fwd, tile = _implicit_forward(problem, device)
             rate, eff = peak, eff_of[name]
             if tc_peak and tile[3] == 2:
                 rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
@@ -242,10 +234,23 @@ def predict_times(problem, device, candidates, efficiency=None):
     return times
 
 
+def _implicit_forward(problem, device):
+    """The forward problem the implicit GEMM runs for ``problem`` and its tile: the
+    gradients run as forward problems (.implicit_grads); an input gradient that is not a
+    convolution of dy as the column GEMM (its columns' traffic costed apart)."""
+    if problem.op == FORWARD:
+        fwd = problem
+    elif implicit_grads.needs_columns(problem):
+        fwd = implicit_grads.column_problem(problem, problem.batch)
+    else:
+        fwd = implicit_grads.forward_problem(problem)
+    return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
+
+
 def efficiency_key(problem, device, name):
     """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
-    if name == "implicit_gemm" and problem.op == FORWARD and tensor_peak_flops(problem, device):
-        tile = launch.implicit_gemm_tile(problem, **algorithms.tensor_core_flags(problem, device))
+    if name == "implicit_gemm" and tensor_peak_flops(problem, device):
+        tile = _implicit_forward(problem, device)[1]
         return "implicit_gemm_tc_" + tensor_kind(problem) if tile[3] == 2 else name
     if name == "gemm" and tensor_peak_flops(problem, device):
         return "gemm_tc_" + tensor_kind(problem)
@@ -259,9 +264,9 @@ def calibrate(problem, device, name, seconds):
     """``(key, fraction)``: the efficiency of :func:`efficiency_key` for which the model
     predicts the measured ``seconds`` of ``name`` on ``problem`` (bisection; the model is
     monotone in it), clamped to [1e-4, 1]; ``None`` where the model predicts no finite
-    time (an algorithm it considers unable to run): what a benchmark writes to the device's file,
-    so that every algorithm is calibrated in its own model's terms (the FFT's transforms
-    and channel mixing, not the direct FLOP count)."""
+    time (an algorithm it considers unable to run).  What a benchmark writes to the
+    device's file, so that every algorithm is calibrated in its own model's terms (the
+    FFT's transforms and channel mixing, not the direct FLOP count)."""
     key = efficiency_key(problem, device, name)
     eff = dict(efficiencies(device.name))
 

@@ -18,7 +18,9 @@ cost model predicts each (:func:`~cupyconv.backends.cuda.cost.calibrate`), the l
 per entry, becomes the cost model's ``implicit_gemm_tc`` / ``gemm_tc`` efficiency, merged
 into the device's efficiency file (unless ``--no-save``), and every row goes to
 ``DIR/tensor_cores.json``.  ``method="auto"`` is timed too: the ratio against cuDNN is
-what a user gets (auto), with our fastest algorithm's in brackets.  Prints a table last.
+what a user gets (auto), with our fastest algorithm's in brackets; and the implicit GEMM
+on the same data channels-last (the tensor-core tiles' 16-byte channel copies, tile
+variant 3; not a calibration point).  Prints a table last.
 """
 from __future__ import annotations
 
@@ -75,6 +77,12 @@ def main(argv=None):
             peak = cost.tensor_peak_flops(problem, device)
             timed = {f"cupyconv {m}": (lambda m=m: cupyconv.conv(
                 x, w, padding=1, method=m, precision=precision)) for m in ("auto",) + methods}
+            # the same data channels-last: the tiles' 16-byte channel copies (variant 3)
+            xl = cp.ascontiguousarray(cp.moveaxis(x, 1, -1))
+            wl = cp.ascontiguousarray(cp.moveaxis(w, 1, -1))
+            timed["cupyconv implicit_gemm channels_last"] = lambda: cupyconv.conv(
+                xl, wl, padding=1, method="implicit_gemm", precision=precision,
+                layout="channels_last")
             try:
                 peer = cudnn_conv(x, w, 1, tf32)
             except Exception as exc:  # noqa: BLE001 - a peer that cannot start is recorded
@@ -91,7 +99,8 @@ def main(argv=None):
                 frac = problem.flops / s / peak if s and peak else None
                 rows.append(dict(case=name, kind=kind, who=label, seconds=s, tc_fraction=frac,
                                  note=note, wall=time.perf_counter() - t0))
-                if label.startswith("cupyconv ") and label != "cupyconv auto" and s:
+                if label.startswith("cupyconv ") and len(label.split()) == 2 and s \
+                        and label != "cupyconv auto":
                     key, fitted = cost.calibrate(problem, device, label.split()[1], s)
                     if fitted is not None and "_tc_" in key:
                         best[key] = max(best.get(key, 0.0), fitted)
@@ -103,7 +112,7 @@ def main(argv=None):
                 # what a user gets (method="auto"), and our fastest algorithm
                 rows[-1]["speedup_vs_cudnn"] = seconds["cuDNN"] / seconds["cupyconv auto"]
                 rows[-1]["best_vs_cudnn"] = seconds["cuDNN"] / min(ours)
-            x = w = timed = peer = None      # free the operands before the next kind
+            x = w = xl = wl = timed = peer = None      # free the operands before the next kind
             cp.get_default_memory_pool().free_all_blocks()
     result = dict(device=device.name, arch=device.arch, efficiency=best, goals=GOALS, rows=rows,
                   date=time.strftime("%Y-%m-%d"))

@@ -32,6 +32,10 @@
 // are k-major, so .trans hands each lane the (m, k) pairs the fragment wants).  The
 // A rows are padded by 16 bytes (32 for double) so the fragment reads are bank-conflict
 // free.  The host picks it on sm_80+ devices (below sm_80 it compiles and traps).
+// 3: variant 2 on channels-last operands (x_stride_c == w_stride_c == 1, strides and
+// addresses 16-byte aligned: the host checks): slices staged k-contiguous, [m][k] and
+// [n][k], one 16-byte cp.async of A and one of B per thread, f16 fragments by ldmatrix
+// without .trans.
 //
 // Math.  CUPYCONV_BLOCK_THREADS (256) threads laid out 16 x 16, each owning a
 // TM x TN = (BM/16) x (BN/16) register block of CONTIGUOUS rows tm*TM.. and columns
@@ -43,91 +47,7 @@
 // slices global -> shared with cp.async, 4 stages (3 slices in flight, kAsync below).
 // The epilogue fuses alpha, beta and the bias.
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
-#include "../platform.cuh"
-#include "../common/conv_common.cuh"
-#include "../common/mma_atoms.cuh"
-#include "../common/cp_async.cuh"
-
-namespace cc {
-
-/// Reads N consecutive elements from shared memory: 16-byte vector loads when the
-/// fragment is whole vectors (its start is then 16-byte aligned), else scalar loads.
-template <typename Acc, int N>
-CC_DEVICE void load_fragment(const Acc* __restrict__ src, Acc (&dst)[N]) {
-  struct alignas(16) Vec { Acc v[16 / sizeof(Acc) > 0 ? 16 / sizeof(Acc) : 1]; };
-  constexpr int kVec = sizeof(Vec) / sizeof(Acc);
-  if constexpr (sizeof(Acc) <= 16 && (N * sizeof(Acc)) % 16 == 0) {
-#pragma unroll
-    for (int v = 0; v < N / kVec; ++v) {
-      const Vec chunk = reinterpret_cast<const Vec*>(src)[v];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) dst[v * kVec + e] = chunk.v[e];
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < N; ++e) dst[e] = src[e];
-  }
-}
-
-/// Offset of x at the padded coordinates `base + dilation * tap_eff` of weight tap
-/// `tap` (row offset `x_row` added) and whether it is inside (constant padding
-/// outside reads cval).  Out of line: it runs once per crossed tap, so it stays out
-/// of the main loop's instruction stream.
-template <typename Index>
-struct TapOffset {
-  Index off;    ///< element offset
-  bool inside;  ///< false: constant padding (read cval)
-};
-
-template <int R, typename Index>
-__device__ __noinline__ TapOffset<Index> gather_tap_offset(const ConvParams<R>& p,
-                                                           const Index (&base)[R], Index x_row,
-                                                           Index tap) {
-  Index kappa[R];
-  split_tap(p, tap, kappa);
-  bool inside;
-  const Index off = gather_offset(p, x_row, base, kappa, inside);
-  return TapOffset<Index>{off, inside};
-}
-
-/// Offset of w at weight tap `tap` (out of line, as gather_tap_offset).
-template <int R, typename Index>
-__device__ __noinline__ Index weight_tap_offset(const ConvParams<R>& p, Index w_row, Index tap) {
-  Index kappa[R];
-  split_tap(p, tap, kappa);
-  Index off = w_row;
-#pragma unroll
-  for (int i = 0; i < R; ++i) off += kappa[i] * static_cast<Index>(p.w_stride[i]);
-  return off;
-}
-
-/// What a kernel stages in shared memory for an operand element: the accumulator type
-/// (FMA variants), the tf32-rounded float (tf32 atom) or the element itself (f16, f64).
-template <typename S, bool kTf32, typename T>
-CC_DEVICE S to_stage(T v) {
-  if constexpr (kTf32) {
-    return round_tf32(v);
-  } else {
-    return to_accum<S>(v);
-  }
-}
-
-/// Position of a GEMM-K index as (tap, channel), advanced without division.
-template <typename Index>
-struct TapChannel {
-  Index tap;  ///< linear weight tap
-  Index c;    ///< channel within the group
-  /// Moves forward by `step` (< anything; loops once per crossed tap).
-  CC_DEVICE void advance(Index step, Index cpg) {
-    c += step;
-    while (c >= cpg) {
-      c -= cpg;
-      ++tap;
-    }
-  }
-};
-
-}  // namespace cc
+#include "implicit_gemm_parts.cuh"
 
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kVariant>
 __global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((kVariant >= 1 && sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
@@ -147,29 +67,40 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   static_assert(BM % kThreadsM == 0 && BN % kThreadsN == 0, "Require BM, BN multiples of 16");
   static_assert(kThreads % BM == 0 && BK % kARowsStep == 0, "Require BM | threads and (threads/BM) | BK");
   static_assert(kThreads % BK == 0 && BN % kBColsStep == 0, "Require BK | threads and (threads/BK) | BN");
-  static_assert(kVariant >= 0 && kVariant <= 2, "kVariant is 0 (general), 1 (tap-aligned) or 2 (tensor cores)");
+  static_assert(kVariant >= 0 && kVariant <= 3,
+                "kVariant is 0 (general), 1 (tap-aligned), 2 (tensor cores) or 3 (tensor cores, channels-last)");
   constexpr bool kAligned = kVariant >= 1;
-  constexpr bool kMma = kVariant == 2;
+  constexpr bool kMma = kVariant >= 2;
+  /// channels-last operands (x_stride_c == w_stride_c == 1, 16-byte aligned: the host
+  /// checks): slices are staged k-contiguous, [m][k] and [n][k], by 16-byte cp.async
+  constexpr bool kNhwc = kVariant == 3;
   using Atom = typename cc::MmaAtomFor<T>::type;
   static_assert(!kMma || cc::MmaAtomFor<T>::kDefined, "tensor cores take float64, float32 (tf32) or float16");
   static_assert(!kMma || sizeof(Acc) == sizeof(typename Atom::CElement), "the atom accumulates in Acc");
   /// shared-memory element: the atom's operand type (tensor cores), else the accumulator
   using S = typename cc::Conditional<kMma, typename Atom::AElement, Acc>::type;
   constexpr bool kTf32 = kMma && sizeof(T) == 4;
-  constexpr bool kLdmatrix = kMma && sizeof(S) == 2;      ///< f16 fragments through ldmatrix.trans
+  constexpr bool kLdmatrix = kMma && sizeof(S) == 2;      ///< f16 fragments through ldmatrix
   constexpr int kPadA = kMma ? (sizeof(S) == 8 ? 4 : 16 / static_cast<int>(sizeof(S))) : 0;
   constexpr int kPadB = sizeof(S) == 2 ? 8 : 4;           ///< B row padding: conflict-free (16-byte rows)
-  /// float64 / TF32 tensor-core tiles stage their operands with cp.async, kStages slices in
-  /// flight (the element is the operand itself: TF32 rounds when a fragment is read);
-  /// float16 (2-byte elements, below cp.async's 4) and the FMA tiles go through registers.
-  constexpr bool kAsync = kMma && sizeof(S) == sizeof(T) && sizeof(T) >= 4;
-  constexpr int kStages = kAsync ? 4 : 2;
-  static_assert(kStages * BK * (BM + kPadA + BN + kPadB) * sizeof(S) <= 48 * 1024,
-                "Tile exceeds 48 KiB of static shared memory");
+  /// The tensor-core tiles whose staged element is the operand itself (float64, TF32; all
+  /// of them channels-last) stage with cp.async, kStages - 1 slices in flight; float16
+  /// channels-first (2-byte gather, below cp.async's 4) and the FMA tiles go through
+  /// registers, double buffered.
+  constexpr bool kAsync = kMma && sizeof(S) == sizeof(T) && (kNhwc || sizeof(T) >= 4);
+  constexpr int kChunk = 16 / static_cast<int>(sizeof(S));    ///< elements per 16-byte copy
+  constexpr int kChunksK = kNhwc ? BK / kChunk : 1;            ///< 16-byte copies per slice row
+  static_assert(!kNhwc || BK % kChunk == 0, "channels-last slices are whole 16-byte copies");
+  // smem_a / smem_b: [stage][k][m or n] (k-major), or [stage][m or n][k] channels-last
+  constexpr int kARows = kNhwc ? BM : BK, kACols = kNhwc ? BK + kPadA : BM + kPadA;
+  constexpr int kBRows = kNhwc ? BN : BK, kBCols = kNhwc ? BK + kPadA : BN + kPadB;
+  constexpr int kStageBytes = (kARows * kACols + kBRows * kBCols) * static_cast<int>(sizeof(S));
+  constexpr int kStages = !kAsync ? 2 : (4 * kStageBytes <= 48 * 1024 ? 4 : 3);
+  static_assert(kStages * kStageBytes <= 48 * 1024, "Tile exceeds 48 KiB of static shared memory");
 
   cc::require_block_shape();
-  CUPYCONV_STATIC_SHARED(S, smem_a, [kStages][BK][BM + kPadA]);  // 16-byte aligned; poisoned per block when emulated
-  CUPYCONV_STATIC_SHARED(S, smem_b, [kStages][BK][BN + kPadB]);
+  CUPYCONV_STATIC_SHARED(S, smem_a, [kStages][kARows][kACols]);  // 16-byte aligned; poisoned per block when emulated
+  CUPYCONV_STATIC_SHARED(S, smem_b, [kStages][kBRows][kBCols]);
 
   const int tid = static_cast<int>(threadIdx.x);
   const Index g = static_cast<Index>(p.g0) + static_cast<Index>(blockIdx.z);
@@ -184,10 +115,12 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   const Index w_stride_c = static_cast<Index>(p.w_stride_c);
   const Index w_stride_k = static_cast<Index>(p.w_stride_k);
 
-  // A loader: fixed row a_m; k-rows a_k + kARowsStep * j of each slice ---------
-  const int a_m = tid % BM;
-  const int a_k = tid / BM;
-  const bool a_valid = block_m + a_m < M;
+  // A loader: fixed row a_m; k-rows a_k + kARowsStep * j of each slice (channels-last:
+  // the a_k-th 16-byte copy of row a_m; threads past the tile's copies idle) ---------
+  const int a_m = kNhwc ? tid / kChunksK : tid % BM;
+  const int a_k = kNhwc ? tid % kChunksK : tid / BM;
+  const bool a_row = !kNhwc || a_m < BM;
+  const bool a_valid = a_row && block_m + a_m < M;
   Index a_base[R];
   Index a_x_n = 0;
   {
@@ -204,9 +137,10 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   Index a_tap = -1, a_off = 0;
   bool a_inside = false;
 
-  // B loader: fixed k-row b_k; columns b_n + kBColsStep * j ----------------------
-  const int b_k = tid % BK;
-  const int b_n = tid / BK;
+  // B loader: fixed k-row b_k; columns b_n + kBColsStep * j (channels-last: the b_k-th
+  // 16-byte copy of column b_n) ---------------------------------------------------
+  const int b_k = kNhwc ? tid % kChunksK : tid % BK;
+  const int b_n = kNhwc ? tid / kChunksK : tid / BK;
   const Index w_g = g * Kg * w_stride_k;
   cc::TapChannel<Index> b_cur{0, static_cast<Index>(b_k)};
   b_cur.advance(0, cpg);
@@ -279,6 +213,13 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
     for (int j = 0; j < AN; ++j)
 #pragma unroll
       for (int e = 0; e < Atom::kCRegs; ++e) macc[i][j][e] = cc::zero<typename Atom::CRegister>();
+  // element (k, m) of A's and (k, n) of B's slice in stage `buf`, whichever way it is stored
+  auto a_at = [&](int buf, int k, int m) -> S& {
+    if constexpr (kNhwc) { return smem_a[buf][m][k]; } else { return smem_a[buf][k][m]; }
+  };
+  auto b_at = [&](int buf, int k, int n) -> S& {
+    if constexpr (kNhwc) { return smem_b[buf][n][k]; } else { return smem_b[buf][k][n]; }
+  };
   auto mma_slice = [&](int buf) {
     if constexpr (kMma) {
       if constexpr (cc::kHasMma) {
@@ -286,29 +227,34 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
         for (int kk = 0; kk < BK; kk += Atom::kK) {
           typename Atom::FragA af[AM];
           typename Atom::FragB bf[AN];
-          if constexpr (kLdmatrix) {   // (k, m) / (k, n) slices: .trans gives the (m, k) pairs
+          if constexpr (kLdmatrix) {
+            // (k, m) / (k, n) slices: .trans hands each lane its (m, k) pairs; channels-last
+            // (m, k) / (n, k) slices are the fragments' own order (no .trans).  A lane gives
+            // the address of row `row` of matrix q (k rows k-major, m or n rows k-contiguous)
             using Ld = cc::LdmatrixM8n8;
             const int ma = Ld::src_matrix(lane, 4), mb = Ld::src_matrix(lane, 2), row = Ld::src_row(lane);
+            constexpr int kr = kNhwc ? 0 : 1, mr = 1 - kr;   // which index the row walks
 #pragma unroll
             for (int i = 0; i < AM; ++i)   // matrix q: k block q >> 1, m block q & 1
-              cc::ldmatrix<4, true>(af[i], &smem_a[buf][kk + 8 * (ma >> 1) + row][wm0 + i * Atom::kM + 8 * (ma & 1)]);
+              cc::ldmatrix<4, !kNhwc>(af[i], &a_at(buf, kk + 8 * (ma >> 1) + kr * row,
+                                                   wm0 + i * Atom::kM + 8 * (ma & 1) + mr * row));
 #pragma unroll
             for (int j = 0; j < AN; ++j)   // matrix q: k block q
-              cc::ldmatrix<2, true>(bf[j], &smem_b[buf][kk + 8 * mb + row][wn0 + j * Atom::kN]);
+              cc::ldmatrix<2, !kNhwc>(bf[j], &b_at(buf, kk + 8 * mb + kr * row, wn0 + j * Atom::kN + mr * row));
           } else {
 #pragma unroll
             for (int e = 0; e < Atom::kARegs; ++e) {
               const cc::MmaCoord c = Atom::a_coord(lane, e);
 #pragma unroll
               for (int i = 0; i < AM; ++i)
-                af[i][e] = cc::operand_register(smem_a[buf][kk + c.col][wm0 + i * Atom::kM + c.row]);
+                af[i][e] = cc::operand_register(a_at(buf, kk + c.col, wm0 + i * Atom::kM + c.row));
             }
 #pragma unroll
             for (int e = 0; e < Atom::kBRegs; ++e) {
               const cc::MmaCoord c = Atom::b_coord(lane, e);
 #pragma unroll
               for (int j = 0; j < AN; ++j)
-                bf[j][e] = cc::operand_register(smem_b[buf][kk + c.row][wn0 + j * Atom::kN + c.col]);
+                bf[j][e] = cc::operand_register(b_at(buf, kk + c.row, wn0 + j * Atom::kN + c.col));
             }
           }
 #pragma unroll
@@ -372,6 +318,28 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
       // `live` false (past the last slice): the copies read nothing and zero-fill a stage no
       // iteration reads, so the loop has one path (no duplicated body around a branch)
       auto issue = [&](int stage, bool live) {
+        if constexpr (kNhwc) {   // one 16-byte copy of A's row a_m and one of B's column b_n
+          if (a_row) {
+            S* dst = &smem_a[stage][a_m][a_k * kChunk];
+            if (a_load) {
+              cc::cp_async_zfill<16>(dst, x + a_off + p_c0 + a_k * kChunk, live ? 16 : 0);
+            } else {
+#pragma unroll
+              for (int e = 0; e < kChunk; ++e) dst[e] = a_fill;
+            }
+          }
+          if (b_n < BN) {
+            const Index col = block_n + b_n;
+            S* dst = &smem_b[stage][b_n][b_k * kChunk];
+            if (col < Kg) {
+              cc::cp_async_zfill<16>(dst, w + b_off + col * w_stride_k + p_c0 + b_k * kChunk,
+                                     live ? 16 : 0);
+            } else {
+#pragma unroll
+              for (int e = 0; e < kChunk; ++e) dst[e] = cc::zero<S>();
+            }
+          }
+        } else {
         const Index a_addr = a_off + (p_c0 + a_k) * x_stride_c;
 #pragma unroll
         for (int j = 0; j < kAPerThread; ++j) {
@@ -393,6 +361,7 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
             *dst = cc::zero<S>();
           }
         }
+        }
         p_c0 += BK;
         if (p_c0 == cpg) {
           p_c0 = 0;
@@ -412,16 +381,24 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
         int read = 0, write = kStages - 1;
         for (Index sl = 0; sl < slices; ++sl) {   // the hot loop
           cc::cp_async_wait_group<kStages - 2>();
-          if (round) {
+          if constexpr (kTf32) {
+            if (round && kNhwc) {   // (a fill is rounded already: idempotent)
 #pragma unroll
-            for (int j = 0; j < kAPerThread; ++j) {   // (a fill is rounded already: idempotent)
-              S& e = smem_a[read][a_k + kARowsStep * j][a_m];
-              e = cc::round_tf32(e);
-            }
+              for (int e = 0; e < kChunk; ++e) {
+                if (a_row) a_at(read, a_k * kChunk + e, a_m) = cc::round_tf32(a_at(read, a_k * kChunk + e, a_m));
+                if (b_n < BN) b_at(read, b_k * kChunk + e, b_n) = cc::round_tf32(b_at(read, b_k * kChunk + e, b_n));
+              }
+            } else if (round) {
 #pragma unroll
-            for (int j = 0; j < kBPerThread; ++j) {
-              S& e = smem_b[read][b_k][b_n + kBColsStep * j];
-              e = cc::round_tf32(e);
+              for (int j = 0; j < kAPerThread; ++j) {
+                S& e = smem_a[read][a_k + kARowsStep * j][a_m];
+                e = cc::round_tf32(e);
+              }
+#pragma unroll
+              for (int j = 0; j < kBPerThread; ++j) {
+                S& e = smem_b[read][b_k][b_n + kBColsStep * j];
+                e = cc::round_tf32(e);
+              }
             }
           }
           __syncthreads();

@@ -304,13 +304,37 @@ def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = 
 def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[int, int, int, int]:
     """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
     problem fills (many rows, enough channels), tensor-core tiles first where allowed
-    (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first."""
+    (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
+    Never the channels-last variant 3: the launcher takes it for a chosen variant-2 tile
+    when the operands allow (:func:`channels_last_reason`)."""
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
-              and registry.tensor_core_tile(t, problem.dtype, mma, tf32)]
+              and registry.tensor_core_tile(t, problem.dtype, mma, tf32) and t[3] != 3]
     usable.sort(key=lambda t: t[3] != 2)       # tensor cores first (stable otherwise)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
+
+
+def _address(a) -> int:
+    """The address of an array's first element (CuPy: on the device; NumPy: on the host)."""
+    iface = getattr(a, "__cuda_array_interface__", None) or a.__array_interface__
+    return int(iface["data"][0])
+
+
+def channels_last_reason(problem, xs, ws, x, w) -> str:
+    """Why the channels-last tensor-core variant (tile variant 3) cannot read ``x`` and
+    ``w`` (``""`` when it can): its slices are 16-byte copies of consecutive channels, so
+    both channel strides must be 1 and every other stride and both start addresses
+    multiples of 16 bytes.  (``xs``/``ws``: :func:`operand_strides`.)"""
+    chunk = 16 // np.dtype(problem.dtype).itemsize
+    (x_lead, x_c, x_sp), (w_lead, w_c, w_sp) = xs[0], ws[0]
+    if x_c != 1 or w_c != 1:
+        return "the channels of x and w are not contiguous (channel strides must be 1)"
+    if any(int(st) % chunk for st in (x_lead, w_lead) + tuple(x_sp) + tuple(w_sp)):
+        return f"a stride of x or w is not a multiple of 16 bytes ({chunk} elements)"
+    if _address(x) % 16 or _address(w) % 16:
+        return "x or w does not start on a 16-byte boundary"
+    return ""
 
 
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
@@ -336,14 +360,22 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
         return
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
-    tile = implicit_gemm_tile(problem, mma, tf32) if tile is None else tuple(tile)
+    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
+    if tile is None:
+        tile = implicit_gemm_tile(problem, mma, tf32)
+        last = tile[:3] + (3,)
+        if tile[3] == 2 and last in tiles and not channels_last_reason(problem, xs, ws, x, w):
+            tile = last                  # the same tensor-core tile, 16-byte channel copies
+    tile = tuple(tile)
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
+    if tile[3] == 3 and channels_last_reason(problem, xs, ws, x, w):
+        raise ValueError(f"tile {tile} is the channels-last tensor-core variant: "
+                         f"{channels_last_reason(problem, xs, ws, x, w)}")
     bm, bn = tile[:2]
-    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)

@@ -205,7 +205,9 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     resident CTAs per SM; 2 is tap-aligned with tensor-core math, the atom of the dtype
     (float64 DMMA m8n8k4, float32 TF32 m16n8k8 -- only under ``precision="tf32"`` --,
     float16 m16n8k16 with float accumulation; sm_80+ devices only: the launcher takes
-    them when told the device has them, see :func:`tensor_core_tile`); 0 is the general
+    them when told the device has them, see :func:`tensor_core_tile`); 3 is variant 2 on
+    channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
+    tile when the operands' strides and addresses allow); 0 is the general
     variant (any channel count).  float32 has a 128x128 aligned FMA tile (8x8 outputs per
     thread: twice the math per gathered element of 128x64); float64 stops at 128x64,
     whose 8x4 float64 block already fills the 128 registers a thread may have at two
@@ -213,11 +215,12 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     """
     if np.dtype(dtype) == np.float32:
         return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
-                (128, 128, 8, 2), (64, 64, 8, 2))
+                (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float64:
-        return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0))
+        return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float16:
-        return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0))
+        return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
+                (64, 64, 16, 3))
     return ((64, 64, 8, 0),)
 
 
@@ -225,7 +228,7 @@ def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> boo
     """Whether ``tile`` may run: its tensor-core variant needs a device with the atoms
     (``mma``), and float32's TF32 atom also ``precision="tf32"`` (``tf32``); every other
     tile may."""
-    if tile[3] != 2:
+    if tile[3] < 2:
         return True
     return mma and (tf32 or np.dtype(dtype) != np.float32)
 

@@ -177,3 +177,30 @@ def test_forward_on_tensor_cores(dev, tiles, dtype, precision, bound):
                                         precision=precision))
     assert got.dtype == dtype and _rel(got, ref) <= bound
     assert tiles and all(t[3] == 2 for t in tiles), tiles
+
+
+@pytest.mark.parametrize("dtype,precision,bound", [
+    (np.float64, "highest", 1e-12), (np.float32, "tf32", 2.0 ** -10),
+    (np.float16, "highest", 2.0 ** -11 + 2e-5)])
+def test_channels_last_forward_on_16_byte_copies(dev, tiles, dtype, precision, bound):
+    """The forward on contiguous channels-last operands lands on the tensor-core tiles'
+    channels-last twin (variant 3: 16-byte channel copies), within the dtype's bound; the
+    same data through a flipped view (channels not contiguous) on variant 2."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 9, 7, 5, 32)).astype(dtype)
+    w = rng.standard_normal((24, 3, 2, 3, 16)).astype(dtype)
+    kw = dict(padding=1, groups=2, padding_mode="reflect", layout="channels_last")
+    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), **kw)
+    views = (lambda a: a,                                          # contiguous
+             lambda a: np.ascontiguousarray(a[::-1])[::-1],         # batch reversed
+             lambda a: np.ascontiguousarray(a[..., ::-1])[..., ::-1])   # channels reversed
+    for view in views:
+        del tiles[:]
+        with dev.scope():
+            xd = dev.to_dev(view(x))     # (CuPy copies a NumPy view: contiguous again;
+            # under TF32 the kernel reads the dispatcher's rounded copy, layout kept)
+            variant = 3 if precision == "tf32" or xd.strides[-1] == xd.itemsize else 2
+            got = dev.to_host(cupyconv.conv(xd, dev.to_dev(w), method="implicit_gemm",
+                                            precision=precision, **kw))
+        assert got.dtype == dtype and _rel(got, ref) <= bound
+        assert tiles and all(t[3] == variant for t in tiles), (variant, tiles)

@@ -24,6 +24,8 @@ pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulatio
 F16, F32, F64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 #: every compiled tensor-core tile, with its dtype
 TC_TILES = [(dt, t) for dt in (F64, F32, F16) for t in registry.gemm_tiles(dt) if t[3] == 2]
+#: the channels-last variant (16-byte channel copies) of the tensor-core tiles
+NHWC_TILES = [(dt, t) for dt in (F64, F32, F16) for t in registry.gemm_tiles(dt) if t[3] == 3]
 #: spatial extents per rank: M and K/G are non-multiples of every tile
 SHAPES = {1: (37,), 2: (9, 11), 3: (5, 6, 7), 4: (3, 4, 3, 4)}
 
@@ -165,3 +167,60 @@ def test_tensor_core_tile_choice(dtype):
     odd = make_problem(n=2, c=12, k=8, g=1, s=(20, 20), ks=(3, 3), stride=(1, 1),   # C/G % 8
                        dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=dtype)
     assert _chosen(odd, mma=True, tf32=True)[3] == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tile", NHWC_TILES, ids=lambda v: str(v))
+def test_channels_last_tiles_match_reference(dtype, tile, mode):
+    """The channels-last variant (tile variant 3: slices staged k-contiguous by 16-byte
+    cp.async, float16 fragments by ldmatrix without .trans): every padding mode (cval
+    filled by plain stores), ranks 1-4 across the modes, groups (the group's channel
+    offset stays 16-byte aligned), bias, beta, M and K/G off the tile grid."""
+    i = MODES.index(mode)
+    rank = 1 + i % 4
+    problem = make_problem(n=2, c=4 * tile[2], k=70, g=2, s=SHAPES[rank],
+                           ks=(2,) * rank if rank == 4 else (3,) * rank, stride=(1,) * rank,
+                           dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
+                           layout="channels_last", dtype=dtype, flip=True,
+                           cval=-2 if mode == "constant" else 0)
+    check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
+                  bias=True, beta=1, tile=tile)
+
+
+@pytest.mark.parametrize("dtype,tile", NHWC_TILES, ids=lambda v: str(v))
+def test_channels_last_reverse_schedule_matches_normal(dtype, tile):
+    problem = make_problem(n=2, c=2 * tile[2], k=10, g=2, s=(7, 9), ks=(3, 2), stride=(2, 1),
+                           dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap",
+                           layout="channels_last", dtype=dtype)
+    outs = [check_forward("implicit_gemm_fprop", problem, emu_loader(mode),
+                          np.random.default_rng(12), bias=True, tile=tile)
+            for mode in ("normal", "reverse")]
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("dtype", [F64, F32, F16])
+def test_launcher_takes_channels_last_tiles_where_operands_allow(dtype, monkeypatch):
+    """Without an explicit tile the launcher upgrades its tensor-core tile to variant 3 on
+    contiguous channels-last operands, keeps variant 2 on a view whose channels are not
+    contiguous (flipped), and refuses an explicit variant 3 it cannot run."""
+    taken = []
+    real = launch.kernel_for
+
+    def spy(module, family, dt, rank, index64, tile):
+        taken.append(tuple(tile))
+        return real(module, family, dt, rank, index64, tile)
+    monkeypatch.setattr(launch, "kernel_for", spy)
+    flags = dict(mma=True, tf32=dtype == F32)
+    for view, variant in (("contig", 3), ("flipped", 2)):
+        problem = make_problem(n=2, c=32, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),
+                               dilation=(1, 1), padding=((1, 1), (1, 1)), mode="reflect",
+                               layout="channels_last", dtype=dtype)
+        check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(3),
+                      x_view=view, **flags)
+        assert taken[-1][3] == variant, (view, taken)
+    first = make_problem(n=1, c=32, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),
+                         dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=dtype)
+    tile = next(t for d, t in NHWC_TILES if d == dtype)
+    with pytest.raises(ValueError, match="channels-last"):
+        check_forward("implicit_gemm_fprop", first, emu_loader(), np.random.default_rng(3),
+                      tile=tile)

@@ -281,7 +281,7 @@ def test_math_in_compute_hot_loops(rank3_float32_sm90):
     K-loop holds BM*BN*BK / threads FFMA per thread (the tensor-core tiles' MMA counts:
     test_tensor_core_tiles_run_mma)."""
     for r in rank3_float32_sm90.values():
-        if r.family == "implicit_gemm_fprop" and r.tile[3] != 2:
+        if r.family == "implicit_gemm_fprop" and r.tile[3] < 2:
             bm, bn, bk = r.tile[:3]
             assert r.loop.math == bm * bn * bk // registry.THREADS, r.name
         elif r.family == "direct_conv":
@@ -311,8 +311,8 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
     """Issue 12: every tensor-core tile's hot loop is the dtype's MMA (DMMA for float64,
     HMMA for TF32 and float16: one atom per warp per (atom M x N x K) of the slice, no
     FMA), float16's fragments through LDSM, float64's and TF32's operands through the
-    cp.async pipeline (LDGSTS, one barrier per slice); zero spills; two CTAs per SM on
-    sm_90."""
+    cp.async pipeline (LDGSTS, one barrier per slice), the channels-last variant's through
+    two 16-byte LDGSTS per thread; zero spills; two CTAs per SM on sm_90."""
     why = _tools_reason()
     if why is not None:
         pytest.skip(f"SASS needs NVRTC and the disassembler: {why}")
@@ -320,7 +320,7 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
     from cupyconv._compile.build import parse_ptxas_log
     from cupyconv._compile.occupancy import ctas_per_sm
     (am, an, ak), mma, fma = _TC_ATOMS[dtype]
-    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] == 2]
+    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] >= 2]
     names = [registry.name_expression("implicit_gemm_fprop", dtype, 3, False, t) for t in tiles]
     path, meta, _, _ = compile_group("conv/implicit_gemm_fprop.cu", names, "sm_90", root=tmp_path)
     disassembled, usage = sass.disassemble(path), parse_ptxas_log(meta["log"])
@@ -332,7 +332,12 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
         assert ops.count(mma) == bm * bn * bk // (am * an * ak) // 8 and fma not in ops, (tile, ops)
         if dtype == "float16":
             assert ops.count("LDSM") == (bm // 2 // am + bn // 4 // an) * bk // ak, (tile, ops)
-        else:   # float64 / TF32: operands staged by cp.async, one LDGSTS per element, no LDG
+        loop = sass.hot_loop(instrs, "math").instructions(instrs)
+        if tile[3] == 3:   # channels-last: one 16-byte cp.async of A and one of B per thread
+            copies = [i for i in loop if i.base == "LDGSTS"]
+            assert len(copies) == 2 and {i.width_bits for i in copies} == {128}, (tile, ops)
+            assert "LDG" not in ops and ops.count("BAR") == 1, (tile, ops)
+        elif dtype != "float16":   # float64 / TF32: cp.async, one LDGSTS per element, no LDG
             assert ops.count("LDGSTS") == (bm + bn) * bk // registry.THREADS, (tile, ops)
             assert "LDG" not in ops and ops.count("BAR") == 1, (tile, ops)
         u = usage[symbol]
@@ -343,14 +348,16 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
 def test_vector_loads_where_designed(rank3_float32_sm90):
     """16-byte shared loads (LDS.128) where the design has them: the direct kernel's 2-D
     tiles read their input windows and the implicit GEMM its contiguous A/B fragments with
-    them.  Global loads are scalar gathers today in every family (the float64/TF32
-    tensor-core tiles copy them with 4/8-byte cp.async; no channels-last 16-byte path
-    yet: issue 11, part 2), so no global-width floor.  (The
-    tensor-core tiles read one fragment element per lane per register, or LDSM.)"""
+    them.  Global loads are scalar gathers in every family on channels-first data (the
+    float64/TF32 tensor-core tiles copy them with 4/8-byte cp.async); the channels-last
+    tensor-core tiles (variant 3) copy 16 bytes (LDGSTS.128).  (The tensor-core tiles
+    read one fragment element per lane per register, or LDSM.)"""
     for r in rank3_float32_sm90.values():
         if (r.family == "direct_conv" and r.tile[0] > 1) or (
-                r.family == "implicit_gemm_fprop" and r.tile[3] != 2):
+                r.family == "implicit_gemm_fprop" and r.tile[3] < 2):
             assert 128 in r.loop.shared_load_bits, (r.name, r.loop)
+        if r.family == "implicit_gemm_fprop" and r.tile[3] == 3:
+            assert r.loop.global_load_bits == (128,), (r.name, r.loop)
 
 
 def test_resource_tables_from_build_reports():

@@ -1,0 +1,89 @@
+// cupyconv: the implicit GEMM's per-thread helpers (conv/implicit_gemm_fprop.cu): vector
+// fragment reads, the once-per-tap offsets (out of line), the staging conversion and the
+// (tap, channel) cursor of GEMM-K.
+#pragma once
+#include "../platform.cuh"
+#include "../common/conv_common.cuh"
+#include "../common/mma_atoms.cuh"
+#include "../common/cp_async.cuh"
+
+namespace cc {
+
+/// Reads N consecutive elements from shared memory: 16-byte vector loads when the
+/// fragment is whole vectors (its start is then 16-byte aligned), else scalar loads.
+template <typename Acc, int N>
+CC_DEVICE void load_fragment(const Acc* __restrict__ src, Acc (&dst)[N]) {
+  struct alignas(16) Vec { Acc v[16 / sizeof(Acc) > 0 ? 16 / sizeof(Acc) : 1]; };
+  constexpr int kVec = sizeof(Vec) / sizeof(Acc);
+  if constexpr (sizeof(Acc) <= 16 && (N * sizeof(Acc)) % 16 == 0) {
+#pragma unroll
+    for (int v = 0; v < N / kVec; ++v) {
+      const Vec chunk = reinterpret_cast<const Vec*>(src)[v];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) dst[v * kVec + e] = chunk.v[e];
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) dst[e] = src[e];
+  }
+}
+
+/// Offset of x at the padded coordinates `base + dilation * tap_eff` of weight tap
+/// `tap` (row offset `x_row` added) and whether it is inside (constant padding
+/// outside reads cval).  Out of line: it runs once per crossed tap, so it stays out
+/// of the main loop's instruction stream.
+template <typename Index>
+struct TapOffset {
+  Index off;    ///< element offset
+  bool inside;  ///< false: constant padding (read cval)
+};
+
+template <int R, typename Index>
+__device__ __noinline__ TapOffset<Index> gather_tap_offset(const ConvParams<R>& p,
+                                                           const Index (&base)[R], Index x_row,
+                                                           Index tap) {
+  Index kappa[R];
+  split_tap(p, tap, kappa);
+  bool inside;
+  const Index off = gather_offset(p, x_row, base, kappa, inside);
+  return TapOffset<Index>{off, inside};
+}
+
+/// Offset of w at weight tap `tap` (out of line, as gather_tap_offset).
+template <int R, typename Index>
+__device__ __noinline__ Index weight_tap_offset(const ConvParams<R>& p, Index w_row, Index tap) {
+  Index kappa[R];
+  split_tap(p, tap, kappa);
+  Index off = w_row;
+#pragma unroll
+  for (int i = 0; i < R; ++i) off += kappa[i] * static_cast<Index>(p.w_stride[i]);
+  return off;
+}
+
+/// What a kernel stages in shared memory for an operand element: the accumulator type
+/// (FMA variants), the tf32-rounded float (tf32 atom) or the element itself (f16, f64).
+template <typename S, bool kTf32, typename T>
+CC_DEVICE S to_stage(T v) {
+  if constexpr (kTf32) {
+    return round_tf32(v);
+  } else {
+    return to_accum<S>(v);
+  }
+}
+
+/// Position of a GEMM-K index as (tap, channel), advanced without division.
+template <typename Index>
+struct TapChannel {
+  Index tap;  ///< linear weight tap
+  Index c;    ///< channel within the group
+  /// Moves forward by `step` (< anything; loops once per crossed tap).
+  CC_DEVICE void advance(Index step, Index cpg) {
+    c += step;
+    while (c >= cpg) {
+      c -= cpg;
+      ++tap;
+    }
+  }
+};
+
+}  // namespace cc

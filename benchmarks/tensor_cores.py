@@ -15,7 +15,7 @@ Goals (issue 12): float64 >= 2x cuDNN float64, TF32 >= 0.9x cuDNN TF32, float16 
 cuDNN float16.  Each of our timings is also a fraction of the tensor-core peak
 (:func:`cupyconv.backends.cuda.cost.tensor_peak_flops`); the efficiency for which the
 cost model predicts each (:func:`~cupyconv.backends.cuda.cost.calibrate`), the largest
-per entry, becomes the cost model's ``implicit_gemm_tc`` / ``gemm_tc`` efficiency, merged
+per entry, becomes the cost model's ``implicit_gemm_tc_*`` / ``gemm_tc_*`` efficiency, merged
 into the device's efficiency file (unless ``--no-save``), and every row goes to
 ``DIR/tensor_cores.json``.  ``method="auto"`` is timed too: the ratio against cuDNN is
 what a user gets (auto), with our fastest algorithm's in brackets; and the implicit GEMM

@@ -69,7 +69,8 @@ step demo 15 "$PY" -m cupyconv demo
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
 step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
 # issue 12: the tensor-core tiles against cuDNN float64 / TF32 / float16 and a 4-D layer;
-# merges the measured implicit_gemm_tc / gemm_tc efficiencies into the cost model's file
+# merges the fitted implicit_gemm_tc_* / gemm_tc_* efficiencies into the cost model's file;
+# also times method="auto" and the channels-last (16-byte copy) tiles
 step tensor-cores 60 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 # issue 15: the Winograd transform kernels against our implicit GEMM, gemm and cuDNN
 step winograd 20 "$PY" -m benchmarks.winograd_gpu --small --rounds 5

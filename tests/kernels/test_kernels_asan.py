@@ -74,6 +74,20 @@ _SCRIPT = textwrap.dedent("""
             y = to_physical(np.zeros((2, 6) + p.out_shape, dtype), "channels_last")
             launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
             assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), tile
+    # the channels-last tensor-core tiles (variant 3): 16-byte copies of contiguous
+    # channels; arrays of exactly their size, so a copy past a row's end overflows
+    for dtype, tiles in ((np.float64, [(64, 64, 8, 3)]),
+                         (np.float32, [(128, 128, 8, 3), (64, 64, 8, 3)]),
+                         (np.float16, [(128, 128, 16, 3), (64, 64, 16, 3)])):
+        p = p.with_(dtype=np.dtype(dtype))
+        xl = small_ints(rng, (2, 32, 5, 4, 3), dtype)
+        wl = small_ints(rng, (6, 16, 3, 2, 2), dtype)
+        x = np.ascontiguousarray(to_physical(xl, "channels_last"))
+        w = np.ascontiguousarray(to_physical(wl, "channels_last"))
+        for tile in tiles:
+            y = to_physical(np.zeros((2, 6) + p.out_shape, dtype), "channels_last")
+            launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
+            assert np.array_equal(to_logical(y, "channels_last"), ref_conv(p, xl, wl)), tile
     print("ASAN-KERNELS-OK")
 """)
 

@@ -23,13 +23,7 @@ struct OutputPosition {
     Index nl;
     FastDivmod<Index>(p.div_out_size).divmod(m, nl, o);
     n = static_cast<Index>(p.n0) + nl;
-    Index rest = o;
-#pragma unroll
-    for (int i = R - 1; i >= 0; --i) {
-      Index q;
-      FastDivmod<Index>(p.div_out[i]).divmod(rest, q, coord[i]);
-      rest = q;
-    }
+    split_row_major(p.div_out, o, coord);
   }
 
   /// Offset of y[n, k, coord] for output channel k.
@@ -44,12 +38,7 @@ struct OutputPosition {
 /// Splits a linear tap index (row-major over the kernel axes) into per-axis taps.
 template <int R, typename Index>
 CC_DEVICE void split_tap(const ConvParams<R>& p, Index tap, Index (&kappa)[R]) {
-#pragma unroll
-  for (int i = R - 1; i >= 0; --i) {
-    Index q;
-    FastDivmod<Index>(p.div_k[i]).divmod(tap, q, kappa[i]);
-    tap = q;
-  }
+  split_row_major(p.div_k, tap, kappa);
 }
 
 /// Effective (position-space) tap of weight tap `kappa` on axis i.

@@ -77,4 +77,16 @@ struct FastDivmod<long long> {
   }
 };
 
+/// Splits `v`, a row-major index over R axes, into its per-axis coordinates by the
+/// axes' divisors (the last axis fastest).
+template <int R, typename Index>
+CC_DEVICE void split_row_major(const FastDivmodParams (&div)[R], Index v, Index (&coord)[R]) {
+#pragma unroll
+  for (int i = R - 1; i >= 0; --i) {
+    Index q;
+    FastDivmod<Index>(div[i]).divmod(v, q, coord[i]);
+    v = q;
+  }
+}
+
 }  // namespace cc

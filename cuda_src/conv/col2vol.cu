@@ -36,12 +36,7 @@ col2vol(const cc::ConvParams<R> p, const T* __restrict__ col, T* __restrict__ dx
     div_in_size.divmod(static_cast<Index>(t), nc, s_lin);
     div_C.divmod(nc, nl, c);
     Index s[R];
-#pragma unroll
-    for (int i = R - 1; i >= 0; --i) {
-      Index q;
-      cc::FastDivmod<Index>(p.div_in[i]).divmod(s_lin, q, s[i]);
-      s_lin = q;
-    }
+    cc::split_row_major(p.div_in, s_lin, s);
 
     cc::AxisPreimages<Index> axis[R];
     bool any = true;

@@ -43,8 +43,9 @@
 // tile's rows are padded by 4 elements so the loaders' stores are bank-conflict free.
 // Shared memory is double buffered: the next K-slice is fetched into registers while
 // the current one is multiplied, then stored to the other buffer; one
-// __syncthreads per K-slice.  The float64 and TF32 tensor-core tiles instead copy their
-// slices global -> shared with cp.async, 4 stages (3 slices in flight, kAsync below).
+// __syncthreads per K-slice.  The float64 and TF32 tensor-core tiles, and every
+// channels-last one, instead copy their slices global -> shared with cp.async, 3 slices
+// in flight (kAsync below).
 // The epilogue fuses alpha, beta and the bias.
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "implicit_gemm_parts.cuh"
@@ -213,13 +214,6 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
     for (int j = 0; j < AN; ++j)
 #pragma unroll
       for (int e = 0; e < Atom::kCRegs; ++e) macc[i][j][e] = cc::zero<typename Atom::CRegister>();
-  // element (k, m) of A's and (k, n) of B's slice in stage `buf`, whichever way it is stored
-  auto a_at = [&](int buf, int k, int m) -> S& {
-    if constexpr (kNhwc) { return smem_a[buf][m][k]; } else { return smem_a[buf][k][m]; }
-  };
-  auto b_at = [&](int buf, int k, int n) -> S& {
-    if constexpr (kNhwc) { return smem_b[buf][n][k]; } else { return smem_b[buf][k][n]; }
-  };
   auto mma_slice = [&](int buf) {
     if constexpr (kMma) {
       if constexpr (cc::kHasMma) {
@@ -236,25 +230,25 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
             constexpr int kr = kNhwc ? 0 : 1, mr = 1 - kr;   // which index the row walks
 #pragma unroll
             for (int i = 0; i < AM; ++i)   // matrix q: k block q >> 1, m block q & 1
-              cc::ldmatrix<4, !kNhwc>(af[i], &a_at(buf, kk + 8 * (ma >> 1) + kr * row,
+              cc::ldmatrix<4, !kNhwc>(af[i], &cc::slice_at<kNhwc>(smem_a, buf, kk + 8 * (ma >> 1) + kr * row,
                                                    wm0 + i * Atom::kM + 8 * (ma & 1) + mr * row));
 #pragma unroll
             for (int j = 0; j < AN; ++j)   // matrix q: k block q
-              cc::ldmatrix<2, !kNhwc>(bf[j], &b_at(buf, kk + 8 * mb + kr * row, wn0 + j * Atom::kN + mr * row));
+              cc::ldmatrix<2, !kNhwc>(bf[j], &cc::slice_at<kNhwc>(smem_b, buf, kk + 8 * mb + kr * row, wn0 + j * Atom::kN + mr * row));
           } else {
 #pragma unroll
             for (int e = 0; e < Atom::kARegs; ++e) {
               const cc::MmaCoord c = Atom::a_coord(lane, e);
 #pragma unroll
               for (int i = 0; i < AM; ++i)
-                af[i][e] = cc::operand_register(a_at(buf, kk + c.col, wm0 + i * Atom::kM + c.row));
+                af[i][e] = cc::operand_register(cc::slice_at<kNhwc>(smem_a, buf, kk + c.col, wm0 + i * Atom::kM + c.row));
             }
 #pragma unroll
             for (int e = 0; e < Atom::kBRegs; ++e) {
               const cc::MmaCoord c = Atom::b_coord(lane, e);
 #pragma unroll
               for (int j = 0; j < AN; ++j)
-                bf[j][e] = cc::operand_register(b_at(buf, kk + c.row, wn0 + j * Atom::kN + c.col));
+                bf[j][e] = cc::operand_register(cc::slice_at<kNhwc>(smem_b, buf, kk + c.row, wn0 + j * Atom::kN + c.col));
             }
           }
 #pragma unroll
@@ -315,52 +309,48 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
       const Index slices = taps * (cpg / BK);
       Index p_tap = 0, p_c0 = 0;
       set_tap(0);
-      // `live` false (past the last slice): the copies read nothing and zero-fill a stage no
-      // iteration reads, so the loop has one path (no duplicated body around a branch)
+      // This thread's copies of a slice: channels-last, one 16-byte copy of A's row a_m
+      // (channels a_k * kChunk..) and one of B's column b_n (threads past the tile's copies
+      // idle); else kAPerThread / kBPerThread single elements.  `live` false (past the last
+      // slice): the copies read nothing and zero-fill a stage no iteration reads, so the
+      // loop has one path (no duplicated body around a branch).
+      constexpr int kCopiesA = kNhwc ? 1 : kAPerThread, kCopiesB = kNhwc ? 1 : kBPerThread;
+      constexpr int kCopyElems = kNhwc ? kChunk : 1;
+      constexpr int kCopyBytes = kCopyElems * static_cast<int>(sizeof(S));
+      const Index x_cs = kNhwc ? Index(1) : x_stride_c, w_cs = kNhwc ? Index(1) : w_stride_c;
+      const Index a_jstep = kARowsStep * x_cs;   // between a thread's k-major A elements
+      const bool b_col = !kNhwc || b_n < BN;
+      auto own_a_k = [&](int j) { return kNhwc ? a_k * kChunk : a_k + kARowsStep * j; };
+      auto own_b_k = [&](int j) { return kNhwc ? b_k * kChunk : b_k; };
+      auto own_b_n = [&](int j) { return kNhwc ? b_n : b_n + kBColsStep * j; };
       auto issue = [&](int stage, bool live) {
-        if constexpr (kNhwc) {   // one 16-byte copy of A's row a_m and one of B's column b_n
-          if (a_row) {
-            S* dst = &smem_a[stage][a_m][a_k * kChunk];
+        if (a_row) {
+          const Index a_src = a_off + (p_c0 + own_a_k(0)) * x_cs;
+#pragma unroll
+          for (int j = 0; j < kCopiesA; ++j) {
+            S* dst = &cc::slice_at<kNhwc>(smem_a, stage, own_a_k(j), a_m);
             if (a_load) {
-              cc::cp_async_zfill<16>(dst, x + a_off + p_c0 + a_k * kChunk, live ? 16 : 0);
+              cc::cp_async_zfill<kCopyBytes>(dst, x + a_src + j * a_jstep,
+                                             live ? kCopyBytes : 0);
             } else {
 #pragma unroll
-              for (int e = 0; e < kChunk; ++e) dst[e] = a_fill;
+              for (int e = 0; e < kCopyElems; ++e) dst[e] = a_fill;
             }
           }
-          if (b_n < BN) {
-            const Index col = block_n + b_n;
-            S* dst = &smem_b[stage][b_n][b_k * kChunk];
+        }
+        if (b_col) {
+          const Index w_src = b_off + (p_c0 + own_b_k(0)) * w_cs;
+#pragma unroll
+          for (int j = 0; j < kCopiesB; ++j) {
+            const Index col = block_n + own_b_n(j);
+            S* dst = &cc::slice_at<kNhwc>(smem_b, stage, own_b_k(j), own_b_n(j));
             if (col < Kg) {
-              cc::cp_async_zfill<16>(dst, w + b_off + col * w_stride_k + p_c0 + b_k * kChunk,
-                                     live ? 16 : 0);
+              cc::cp_async_zfill<kCopyBytes>(dst, w + w_src + col * w_stride_k, live ? kCopyBytes : 0);
             } else {
 #pragma unroll
-              for (int e = 0; e < kChunk; ++e) dst[e] = cc::zero<S>();
+              for (int e = 0; e < kCopyElems; ++e) dst[e] = cc::zero<S>();
             }
           }
-        } else {
-        const Index a_addr = a_off + (p_c0 + a_k) * x_stride_c;
-#pragma unroll
-        for (int j = 0; j < kAPerThread; ++j) {
-          S* dst = &smem_a[stage][a_k + kARowsStep * j][a_m];
-          if (a_load) {
-            cc::cp_async_zfill<sizeof(S)>(dst, x + a_addr + j * a_step, live ? sizeof(S) : 0);
-          } else {
-            *dst = a_fill;
-          }
-        }
-        const Index w_r = b_off + (p_c0 + b_k) * w_stride_c;
-#pragma unroll
-        for (int j = 0; j < kBPerThread; ++j) {
-          const Index col = block_n + b_n + kBColsStep * j;
-          S* dst = &smem_b[stage][b_k][b_n + kBColsStep * j];
-          if (col < Kg) {
-            cc::cp_async_zfill<sizeof(S)>(dst, w + w_r + col * w_stride_k, live ? sizeof(S) : 0);
-          } else {
-            *dst = cc::zero<S>();
-          }
-        }
         }
         p_c0 += BK;
         if (p_c0 == cpg) {
@@ -382,23 +372,23 @@ implicit_gemm_fprop(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
         for (Index sl = 0; sl < slices; ++sl) {   // the hot loop
           cc::cp_async_wait_group<kStages - 2>();
           if constexpr (kTf32) {
-            if (round && kNhwc) {   // (a fill is rounded already: idempotent)
+            if (round && a_row) {   // (a fill is rounded already: idempotent)
 #pragma unroll
-              for (int e = 0; e < kChunk; ++e) {
-                if (a_row) a_at(read, a_k * kChunk + e, a_m) = cc::round_tf32(a_at(read, a_k * kChunk + e, a_m));
-                if (b_n < BN) b_at(read, b_k * kChunk + e, b_n) = cc::round_tf32(b_at(read, b_k * kChunk + e, b_n));
-              }
-            } else if (round) {
+              for (int j = 0; j < kCopiesA; ++j)
 #pragma unroll
-              for (int j = 0; j < kAPerThread; ++j) {
-                S& e = smem_a[read][a_k + kARowsStep * j][a_m];
-                e = cc::round_tf32(e);
-              }
+                for (int e = 0; e < kCopyElems; ++e) {
+                  S& v = cc::slice_at<kNhwc>(smem_a, read, own_a_k(j) + e, a_m);
+                  v = cc::round_tf32(v);
+                }
+            }
+            if (round && b_col) {
 #pragma unroll
-              for (int j = 0; j < kBPerThread; ++j) {
-                S& e = smem_b[read][b_k][b_n + kBColsStep * j];
-                e = cc::round_tf32(e);
-              }
+              for (int j = 0; j < kCopiesB; ++j)
+#pragma unroll
+                for (int e = 0; e < kCopyElems; ++e) {
+                  S& v = cc::slice_at<kNhwc>(smem_b, read, own_b_k(j) + e, own_b_n(j));
+                  v = cc::round_tf32(v);
+                }
             }
           }
           __syncthreads();

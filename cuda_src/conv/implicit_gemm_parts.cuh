@@ -71,6 +71,17 @@ CC_DEVICE S to_stage(T v) {
   }
 }
 
+/// Element (k, mn) of stage `buf` of a staged A or B slice array: `[stage][k][mn]`
+/// (k-major), or `[stage][mn][k]` when kKContiguous (the channels-last tiles).
+template <bool kKContiguous, typename Slices>
+CC_DEVICE auto& slice_at(Slices& s, int buf, int k, int mn) {
+  if constexpr (kKContiguous) {
+    return s[buf][mn][k];
+  } else {
+    return s[buf][k][mn];
+  }
+}
+
 /// Position of a GEMM-K index as (tap, channel), advanced without division.
 template <typename Index>
 struct TapChannel {

@@ -192,13 +192,37 @@ CC_DEVICE void tile_strides(const WinogradPiece<R>& wp, int (&sst)[R]) {
 /// Splits a tile index t (row-major over the tile grid) into per-axis tile coordinates.
 template <int R, typename Index>
 CC_DEVICE void tile_coords(const WinogradPiece<R>& wp, Index t, Index (&j)[R]) {
-#pragma unroll
-  for (int i = R - 1; i >= 0; --i) {
-    Index q;
-    FastDivmod<Index>(wp.div_tiles[i]).divmod(t, q, j[i]);
-    t = q;
-  }
+  split_row_major(wp.div_tiles, t, j);
 }
+
+/// The items of a piece's transform -- (image of the launch, channel, tile), numbered
+/// image-major -- and where each sits in V / M: [position][channel][column], column =
+/// image * tiles + tile (the layout the batched GEMM reads and writes).
+template <typename Index>
+struct TransformItems {
+  FastDivmod<Index> div_T;    ///< by the tiles of an image
+  FastDivmod<Index> div_ch;   ///< by the channels (C for V, K for M)
+  Index tiles, channels, cols;
+
+  template <int R>
+  CC_DEVICE explicit TransformItems(const WinogradPiece<R>& wp)
+      : div_T(wp.div_T), div_ch(wp.div_channels), tiles(static_cast<Index>(wp.tile_count)),
+        channels(static_cast<Index>(wp.channels)), cols(static_cast<Index>(wp.cols)) {}
+
+  /// Item -> image within the launch, channel and tile.
+  CC_DEVICE void split(Index item, Index& n, Index& ch, Index& t) const {
+    Index nch;
+    div_T.divmod(item, nch, t);
+    div_ch.divmod(nch, n, ch);
+  }
+
+  /// Offset in V / M of the item's element at transform position `pos`.
+  CC_DEVICE Index offset(int pos, Index item) const {
+    Index n, ch, t;
+    split(item, n, ch, t);
+    return (static_cast<Index>(pos) * channels + ch) * cols + n * tiles + t;
+  }
+};
 
 }  // namespace cc
 
@@ -222,11 +246,8 @@ winograd_input(const cc::ConvParams<R> p, const cc::WinogradPiece<R> wp, const T
   const int tb = static_cast<int>(wp.tiles_per_block);
   const int vol = static_cast<int>(wp.vol);
   const int pitch = static_cast<int>(wp.pitch);
-  const Index T_ = static_cast<Index>(wp.tile_count);
-  const Index cols = static_cast<Index>(wp.cols);
-  const Index C = static_cast<Index>(p.C);
+  const cc::TransformItems<Index> items(wp);
   const cc::FastDivmod<int> div_vol(wp.div_vol), div_tb(wp.div_tb);
-  const cc::FastDivmod<Index> div_T(wp.div_T), div_C(wp.div_channels);
   int sst[R];
   cc::tile_strides(wp, sst);
 
@@ -238,9 +259,8 @@ winograd_input(const cc::ConvParams<R> p, const cc::WinogradPiece<R> wp, const T
     for (int e = threadIdx.x; e < ntiles * vol; e += cc::kBlockThreads) {
       int tl, a_lin;
       div_vol.divmod(e, tl, a_lin);
-      Index nc, t, nl, c;
-      div_T.divmod(static_cast<Index>(first + tl), nc, t);
-      div_C.divmod(nc, nl, c);
+      Index nl, c, t;
+      items.split(static_cast<Index>(first + tl), nl, c, t);
       Index j[R];
       cc::tile_coords(wp, t, j);
       Index off = (static_cast<Index>(p.n0) + nl) * static_cast<Index>(p.x_stride_n) +
@@ -278,10 +298,7 @@ winograd_input(const cc::ConvParams<R> p, const cc::WinogradPiece<R> wp, const T
       int pos, tl;
       div_tb.divmod(e, pos, tl);
       if (tl >= ntiles) continue;   // only in the last, partial chunk
-      Index nc, t, nl, c;
-      div_T.divmod(static_cast<Index>(first + tl), nc, t);
-      div_C.divmod(nc, nl, c);
-      v[(static_cast<Index>(pos) * C + c) * cols + nl * T_ + t] = tile[tl * pitch + pos];
+      v[items.offset(pos, static_cast<Index>(first + tl))] = tile[tl * pitch + pos];
     }
   }
 }
@@ -304,12 +321,9 @@ winograd_output(const cc::ConvParams<R> p, const cc::WinogradPiece<R> wp, const 
   const int vol = static_cast<int>(wp.vol);
   const int out_vol = static_cast<int>(wp.out_vol);
   const int pitch = static_cast<int>(wp.pitch);
-  const Index T_ = static_cast<Index>(wp.tile_count);
-  const Index cols = static_cast<Index>(wp.cols);
-  const Index K = static_cast<Index>(p.K);
+  const cc::TransformItems<Index> items(wp);
   const bool accumulate = wp.accumulate != 0;
   const cc::FastDivmod<int> div_out_vol(wp.div_out_vol), div_tb(wp.div_tb);
-  const cc::FastDivmod<Index> div_T(wp.div_T), div_K(wp.div_channels);
   int sst[R];
   cc::tile_strides(wp, sst);
 
@@ -322,10 +336,7 @@ winograd_output(const cc::ConvParams<R> p, const cc::WinogradPiece<R> wp, const 
       int pos, tl;
       div_tb.divmod(e, pos, tl);
       if (tl >= ntiles) continue;
-      Index nk, t, nl, k;
-      div_T.divmod(static_cast<Index>(first + tl), nk, t);
-      div_K.divmod(nk, nl, k);
-      tile[tl * pitch + pos] = prod[(static_cast<Index>(pos) * K + k) * cols + nl * T_ + t];
+      tile[tl * pitch + pos] = prod[items.offset(pos, static_cast<Index>(first + tl))];
     }
     __syncthreads();
     // 2. A^T along every axis, alpha_i -> m_i valid elements in place
@@ -342,9 +353,8 @@ winograd_output(const cc::ConvParams<R> p, const cc::WinogradPiece<R> wp, const 
     for (int e = threadIdx.x; e < ntiles * out_vol; e += cc::kBlockThreads) {
       int tl, o_lin;
       div_out_vol.divmod(e, tl, o_lin);
-      Index nk, t, nl, k;
-      div_T.divmod(static_cast<Index>(first + tl), nk, t);
-      div_K.divmod(nk, nl, k);
+      Index nl, k, t;
+      items.split(static_cast<Index>(first + tl), nl, k, t);
       Index j[R];
       cc::tile_coords(wp, t, j);
       int soff = tl * pitch;

@@ -29,6 +29,9 @@ from cupyconv.backends.cuda import cost
 from cupyconv.backends.cuda.runners import DeviceInfo
 from cupyconv.core.problem import ConvProblem
 
+from . import reference_cases, tensor_cores
+from .problems import cases
+
 
 def _load(folder, *names):
     for name in names:
@@ -41,8 +44,6 @@ def _load(folder, *names):
 
 def measurements(folder):
     """``[(label, problem, algorithm, seconds)]`` from a device run's files."""
-    from . import reference_cases, tensor_cores
-    from .problems import cases
     out = []
     ref = _load(folder, "reference_cases.json")
     if ref:
@@ -50,7 +51,7 @@ def measurements(folder):
         for r in ref["rows"]:
             if r["who"].startswith("cupyconv ") and r["seconds"] and r["case"] in shapes:
                 name, kind, xs, ws, geo = shapes[r["case"]]
-                out.append((r["case"], reference_cases._problem(kind, xs, ws, geo),
+                out.append((r["case"], reference_cases.case_problem(kind, xs, ws, geo),
                             r["who"].split()[1], r["seconds"]))
     tc = _load(folder, "tensor_cores.json")
     if tc:

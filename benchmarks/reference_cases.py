@@ -51,7 +51,8 @@ CASES = [
 METHODS = ("direct", "implicit_gemm", "gemm", "fft", "winograd")
 
 
-def _problem(kind, xs, ws, geo):
+def case_problem(kind, xs, ws, geo):
+    """The :class:`ConvProblem` of one of :data:`CASES`."""
     if kind == "signal":
         pads = tuple((k // 2, (k - 1) // 2) for k in ws)
         return ConvProblem.create(x_shape=(1, 1) + xs, w_shape=(1, 1) + ws, padding=pads,
@@ -99,24 +100,34 @@ def save_efficiencies(device_name, best, merge=False):
     return path
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.reference_cases")
+def device_options(name, budget, argv):
+    """``(options, cupy, DeviceInfo)`` of a calibrating GPU benchmark ``name`` (``--out``,
+    ``--budget`` seconds per timed callable, ``--no-save``), or ``None`` (said on stderr)
+    without a CUDA device."""
+    ap = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}")
     ap.add_argument("--out", default=".")
-    ap.add_argument("--budget", type=float, default=20.0, help="seconds per timed callable")
+    ap.add_argument("--budget", type=float, default=budget, help="seconds per timed callable")
     ap.add_argument("--no-save", action="store_true", help="do not write the cost model's file")
     opts = ap.parse_args(argv)
     if "cuda" not in cupyconv.available_backends():
-        print("reference_cases: needs a CUDA device", file=sys.stderr)
-        return 2
+        print(f"{name}: needs a CUDA device", file=sys.stderr)
+        return None
     import cupy as cp
-    device = backend_for(cp).device
+    return opts, cp, backend_for(cp).device
+
+
+def main(argv=None):
+    found = device_options("reference_cases", 20.0, argv)
+    if found is None:
+        return 2
+    opts, cp, device = found
     peak = device.peak_flops(np.float32)
     rng = np.random.default_rng(0)
     rows, best = [], {}
     for name, kind, xs, ws, geo in CASES:
         x = cp.asarray(rng.standard_normal(xs, dtype=np.float32))
         w = cp.asarray(rng.standard_normal(ws, dtype=np.float32))
-        problem = _problem(kind, xs, ws, geo)
+        problem = case_problem(kind, xs, ws, geo)
         flops = problem.flops
         timed = {f"cupyconv {m}": _ours(cp, kind, x, w, geo, m) for m in METHODS}
         timed.update(_peers(cp, kind, x, w, geo))

@@ -24,7 +24,6 @@ variant 3; not a calibration point).  Prints a table last.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -35,10 +34,9 @@ import numpy as np
 import cupyconv
 from cupyconv.backends.cuda import cost
 from cupyconv.core.problem import ConvProblem
-from cupyconv.dispatch import backend_for
 
 from .peers import cudnn_conv
-from .reference_cases import save_efficiencies
+from .reference_cases import device_options, save_efficiencies
 from .timing import time_cuda_or_note
 
 CASES = [   # name, x shape, w shape
@@ -56,16 +54,10 @@ GOALS = {"float64": 2.0, "tf32": 0.9, "float16": 0.9}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.tensor_cores")
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--budget", type=float, default=3.0, help="seconds per timed callable")
-    ap.add_argument("--no-save", action="store_true", help="do not write the cost model's file")
-    opts = ap.parse_args(argv)
-    if "cuda" not in cupyconv.available_backends():
-        print("tensor_cores: needs a CUDA device", file=sys.stderr)
+    found = device_options("tensor_cores", 3.0, argv)
+    if found is None:
         return 2
-    import cupy as cp
-    device = backend_for(cp).device
+    opts, cp, device = found
     rng = np.random.default_rng(0)
     rows, best = [], {}
     for name, xs, ws in CASES:

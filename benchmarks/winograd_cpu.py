@@ -40,22 +40,29 @@ def case_inputs(xs, ws, dtype, small):
     return x, w, ConvProblem.create(x_shape=xs, w_shape=ws, padding="same", dtype=np.dtype(dtype))
 
 
+def planned_tile(problem, max_alpha=None):
+    """``{"tile": ...}`` of the first piece's planned Winograd tile (None when no tile
+    passes the gate), with ``"mult_saved"``: the multiplications it saves against a direct
+    tap sum, prod(m * r / (m + r - 1)) over the axes."""
+    from cupyconv.backends.winograd_conv import plan_tiles
+    plan = plan_tiles(problem, max_alpha)
+    if isinstance(plan, str):
+        return dict(tile=None)
+    tile = plan[0][1]
+    return dict(tile=tile, mult_saved=math.prod(
+        m * k / (m + k - 1) for m, k in zip(tile, problem.kernel_shape)))
+
+
 def run_case(name, xs, ws, dtype, rounds, small):
     import cupyconv
     from cupyconv.backends.numpy import NumpyBackend
-    from cupyconv.backends.winograd_conv import plan_tiles
     from cupyconv.dispatch import choose
     x, w, problem = case_inputs(xs, ws, dtype, small)
     backend = NumpyBackend()
-    plan = plan_tiles(problem)
-    tile = plan[0][1] if not isinstance(plan, str) else None
     ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding="same",
                         method="direct")
-    row = dict(name=name, dtype=dtype, tile=tile,
+    row = dict(name=name, dtype=dtype, **planned_tile(problem),
                workspace_mb=backend.workspace_bytes(problem, "winograd") / 2**20)
-    if tile is not None:
-        r = ws[2:]
-        row["mult_saved"] = math.prod(m * k / (m + k - 1) for m, k in zip(tile, r))
     errs = {}
     for method in ("direct", "winograd", "gemm", "fft"):
         y = cupyconv.conv(x, w, padding="same", method=method)

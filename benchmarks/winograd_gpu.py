@@ -21,7 +21,7 @@ import numpy as np
 
 from .timing import host_device_split, time_cuda
 from .peers import cudnn_conv
-from .winograd_cpu import CASES, case_inputs
+from .winograd_cpu import CASES, case_inputs, planned_tile
 
 GOALS = ("3-D 3x3x3 float32 (TF32 off): winograd >= 1.5x implicit_gemm and >= 1.0x cuDNN; "
          "float64 F(4,3) in 3-D: >= 2x float64 implicit_gemm")
@@ -41,13 +41,9 @@ def run_case(name, xs, ws, dtype, rounds, small):
     import cupy
     import cupyconv
     from cupyconv._kernels import registry
-    from cupyconv.backends.winograd_conv import plan_tiles
     x, w, problem = case_inputs(xs, ws, dtype, small)
-    plan = plan_tiles(problem, registry.WINOGRAD_MAX_ALPHA)
-    tile = plan[0][1] if not isinstance(plan, str) else None
-    row = dict(name=name, dtype=dtype, tile=tile, times={})
-    if tile is not None:
-        row["mult_saved"] = math.prod(m * k / (m + k - 1) for m, k in zip(tile, ws[2:]))
+    row = dict(name=name, dtype=dtype, times={},
+               **planned_tile(problem, registry.WINOGRAD_MAX_ALPHA))
     xd, wd = cupy.asarray(x), cupy.asarray(w)
     ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding="same",
                         method="gemm")

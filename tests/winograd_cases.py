@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from cupyconv.backends.winograd_conv import plan_tiles
 from cupyconv.core import ConvProblem
 from cupyconv.core import winograd as wg
+from cupyconv.dispatch import choose
 
 from helpers import PADDING_MODES
 
@@ -84,3 +85,19 @@ def problem_of(geo, x, w):
                               padding=tuple(geo["padding"]), dilation=tuple(geo["dilation"]),
                               groups=geo["groups"], padding_mode=geo["mode"],
                               layout=geo["layout"], dtype=x.dtype)
+
+
+def check_gate_keeps_auto_away(backend):
+    """The error gate on ``backend``: a 3x3x3 layer's tile passes and ``auto`` may rank
+    ``winograd``; a 7x7 layer's tiles all fail the default limit (the reason says so) and
+    ``auto`` never ranks it.  Returns ``(ok, lossy)`` for backend-specific checks."""
+    ok = ConvProblem.create(x_shape=(2, 16, 24, 24, 24), w_shape=(16, 16, 3, 3, 3),
+                            padding=1, dtype=np.float32)
+    lossy = ConvProblem.create(x_shape=(2, 16, 24, 24), w_shape=(16, 16, 7, 7), padding=3,
+                               dtype=np.float32)
+    assert backend.can_implement(ok, "winograd")[0]
+    refused, why = backend.can_implement(lossy, "winograd")
+    assert not refused and "error growth" in why and "above the limit of 10" in why
+    assert "winograd" not in choose(lossy, backend).ranked
+    assert "winograd" in choose(ok, backend).ranked
+    return ok, lossy

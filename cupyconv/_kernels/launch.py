@@ -361,20 +361,20 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
     xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
-    if tile is None:
-        tile = implicit_gemm_tile(problem, mma, tf32)
-        last = tile[:3] + (3,)
-        if tile[3] == 2 and last in tiles and not channels_last_reason(problem, xs, ws, x, w):
-            tile = last                  # the same tensor-core tile, 16-byte channel copies
-    tile = tuple(tile)
+    explicit = tile is not None
+    tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
+    twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
+    if (not explicit and tile[3] == 2 and twin in tiles
+            and not channels_last_reason(problem, xs, ws, x, w)):
+        tile = twin
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    if tile[3] == 3 and channels_last_reason(problem, xs, ws, x, w):
-        raise ValueError(f"tile {tile} is the channels-last tensor-core variant: "
-                         f"{channels_last_reason(problem, xs, ws, x, w)}")
+    reason = channels_last_reason(problem, xs, ws, x, w) if explicit and tile[3] == 3 else ""
+    if reason:
+        raise ValueError(f"tile {tile} is the channels-last tensor-core variant: {reason}")
     bm, bn = tile[:2]
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)

@@ -71,9 +71,7 @@ def matrix_layout(shape, strides, itemsize):
         return None
     dims = [(n, s) for n, s in zip(shape[:-2], el[:-2]) if n != 1]
     batch = math.prod(n for n, _ in dims)
-    if not dims:
-        stride = 0
-    elif all(s == 0 for _, s in dims):
+    if all(s == 0 for _, s in dims):      # one matrix, or one broadcast over the batch
         stride = 0
     else:
         for (_, outer), (inner_n, inner) in zip(dims, dims[1:]):

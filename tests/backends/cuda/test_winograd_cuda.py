@@ -23,7 +23,8 @@ from cupyconv.core import ConvProblem
 from cupyconv.dispatch import choose
 
 from helpers import ref_conv
-from winograd_cases import arrays, bound, geometries, kwargs, problem_of
+from winograd_cases import (arrays, bound, check_gate_keeps_auto_away, geometries, kwargs,
+                            problem_of)
 
 #: The emulator runs a fiber per CUDA thread: a few examples per (rank, dtype) keep the
 #: file's run time in seconds (every rank and dtype compiles its kernel group once).
@@ -117,15 +118,7 @@ def test_the_gate_keeps_auto_away_from_lossy_tiles_on_the_cuda_path(restore_conf
     """A tile that fails the error gate is never a candidate of ``auto``; with the limit
     raised, the CUDA path plans within the kernels' alpha <= MAX_ALPHA."""
     backend = CudaBackend(EmulatedRunner())
-    ok = ConvProblem.create(x_shape=(2, 16, 24, 24, 24), w_shape=(16, 16, 3, 3, 3),
-                            padding=1, dtype=np.float32)
-    lossy = ConvProblem.create(x_shape=(2, 16, 24, 24), w_shape=(16, 16, 7, 7), padding=3,
-                               dtype=np.float32)
-    assert backend.can_implement(ok, "winograd")[0]
-    refused, why = backend.can_implement(lossy, "winograd")
-    assert not refused and "error growth" in why
-    assert "winograd" not in choose(lossy, backend).ranked
-    assert "winograd" in choose(ok, backend).ranked
+    ok, lossy = check_gate_keeps_auto_away(backend)
     config.winograd_max_error_growth = 1e6
     assert backend.can_implement(lossy, "winograd")[0]
     plan = plan_tiles(lossy, registry.WINOGRAD_MAX_ALPHA)

@@ -271,12 +271,11 @@ def load_module(source: str, name_expressions: Iterable[str], device=None):
     by_name: Dict[str, CubinModule] = {}
     adhoc = []
     for name in name_expressions:
-        inst = registry.lookup(name)
-        if inst is None or inst.source != source:
+        group = registry.group_members(name)
+        if group is None or group[0] != source:
             adhoc.append(name)
             continue
-        members = tuple(sorted(i.name for i in registry.group_instantiations(*inst.group)))
-        by_name[name] = _load_group(device_id, cc, driver, source, members)
+        by_name[name] = _load_group(device_id, cc, driver, source, group[1])
     if adhoc:
         mod = _load_group(device_id, cc, driver, source, tuple(sorted(set(adhoc))))
         by_name.update({n: mod for n in adhoc})

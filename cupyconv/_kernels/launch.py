@@ -175,8 +175,10 @@ def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) 
     return (kch, kcw) if nbytes(kch, kcw) <= smem_limit else None
 
 
+@memoized()
 def direct_tile(problem, smem_limit: int = SHARED_MEMORY_LIMIT):
-    """``(tile, (kch, kcw))``: the first compiled tile whose input tile fits, or None."""
+    """``(tile, (kch, kcw))``: the first compiled tile whose input tile fits, or None
+    (memoised: the launcher and ``can_implement`` ask on every call)."""
     for tile in registry.direct_tiles(problem.ndim):
         chunk = direct_tap_chunk(problem, smem_limit, tile)
         if chunk is not None:

@@ -335,3 +335,14 @@ def _by_name() -> Dict[str, Instantiation]:
 def lookup(name: str) -> Optional[Instantiation]:
     """The declared instantiation with this name expression, or ``None``."""
     return _by_name().get(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def group_members(name: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
+    """``(source, sorted name expressions of its group)`` of a declared instantiation
+    (what a loader compiles and caches together), or ``None`` for an undeclared name;
+    memoised (the loaders ask on every launch)."""
+    inst = lookup(name)
+    if inst is None:
+        return None
+    return inst.source, tuple(sorted(i.name for i in group_instantiations(*inst.group)))

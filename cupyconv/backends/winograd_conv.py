@@ -22,6 +22,7 @@ GEMM), which runs the same way.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -54,9 +55,14 @@ def _pieces(problem):
 
 
 def plan_tiles(problem, max_alpha=None):
-    """``[(pieces, tile), ...]`` per N-D piece of a forward ``problem``, or a reason string
-    when a piece has no tile within the error gate (and ``alpha <= max_alpha``)."""
-    limit = growth_limit(problem.dtype)
+    """``((pieces, tile), ...)`` per N-D piece of a forward ``problem``, or a reason string
+    when a piece has no tile within the error gate (and ``alpha <= max_alpha``);
+    memoised per problem, bound and error limit (every call plans)."""
+    return _plan_tiles(problem, max_alpha, growth_limit(problem.dtype))
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_tiles(problem, max_alpha, limit):
     plan = []
     for pieces in _pieces(problem):
         rs = tuple(p.r for p in pieces)
@@ -72,7 +78,7 @@ def plan_tiles(problem, max_alpha=None):
                     f"growth of {smallest:.3g}x direct's, above the limit of {limit:g} "
                     f"(config.winograd_max_error_growth)")
         plan.append((pieces, tile))
-    return plan
+    return tuple(plan)
 
 
 def grad_input_applies(problem):
@@ -151,19 +157,30 @@ def _along(a, mat, axis, xp):
     return xp.moveaxis(xp.tensordot(a, mat, axes=([axis], [1])), -1, axis)
 
 
-def transform_weights(w, groups, tile, cdtype, xp):
+@functools.lru_cache(maxsize=256)
+def weight_transform(tile, taps):
+    """The N-D ``G``: the Kronecker product of the axes' ``G`` (float64, read-only),
+    ``(prod alpha, prod r)``.  Row-major over the axes on both sides, so
+    ``G_kron @ w.reshape(-1)`` is ``G`` applied along every axis of one ``(k, c)`` kernel."""
+    g = np.ones((1, 1))
+    for m, r in zip(tile, taps):
+        g = np.kron(g, transforms(m, r).arrays(np.float64)[1])
+    g.flags.writeable = False
+    return g
+
+
+def transform_weights(w, groups, tile, cdtype, xp, constant=None):
     """``U`` ``(P, G, K/G, Cg)`` in ``cdtype``: the weights ``w`` ``(K, Cg, *r)``
     (float64/complex128) through ``G`` along each axis, in float64, transform positions
-    first (row-major over the axes' ``alpha``)."""
-    rank = len(tile)
-    u = w
-    for a, (m, r) in enumerate(zip(tile, w.shape[2:])):
-        u = _along(u, xp.asarray(transforms(m, r).arrays(np.float64)[1]), 2 + a, xp)
-    u = u.astype(cdtype)                                      # (K, Cg, alpha...)
-    npos = math.prod(u.shape[2:])
-    k, cg = u.shape[:2]
-    u = xp.transpose(u, tuple(range(2, 2 + rank)) + (0, 1))
-    return u.reshape(npos, groups, k // groups, cg)
+    first (row-major over the axes' ``alpha``): one GEMM with :func:`weight_transform`.
+    ``constant`` turns the host matrix into an ``xp`` array (default ``xp.asarray``; the
+    CUDA runner's keeps it on the device)."""
+    k, cg = w.shape[:2]
+    g = weight_transform(tuple(tile), tuple(w.shape[2:]))
+    g = xp.asarray(g) if constant is None else constant(g)
+    u = xp.matmul(g, w.reshape(k * cg, -1).T)                 # (P, K * Cg)
+    return xp.ascontiguousarray(u.astype(cdtype, copy=False)).reshape(
+        g.shape[0], groups, k // groups, cg)
 
 
 def _dense(xv, w, groups, tile, counts, cdtype, xp):

@@ -332,7 +332,10 @@ class ConvProblem:
         return max(sizes) > INT32_MAX
 
     def with_(self, **changes):
-        """A copy with some fields replaced (no re-validation)."""
+        """A copy with some fields replaced (no re-validation); ``self`` when nothing
+        changes (the dispatcher's caches then reuse its hash)."""
+        if all(getattr(self, k) == v for k, v in changes.items()):
+            return self
         return dataclasses.replace(self, **changes)
 
     def __repr__(self):

@@ -116,6 +116,15 @@ class Transforms:
     G: Matrix
     BT: Matrix
 
+    def __hash__(self):
+        # computed once from what determines the rest: hashing the matrices' Fractions
+        # on every cache lookup (``arrays``) cost more than the lookups saved
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.m, self.r, self.points))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     @property
     def alpha(self) -> int:
         """Inputs per tile, ``m + r - 1`` (also the multiplications)."""

@@ -20,7 +20,7 @@ from ..backends.cuda import CudaBackend, runner_for
 from ..backends.numpy import NumpyBackend
 
 __all__ = ["use_backend", "get_backend", "available_backends", "backend_for",
-           "backend_reasons", "reset", "BACKENDS"]
+           "backend_reasons", "reset", "device_constant", "BACKENDS"]
 
 _state = threading.local()
 
@@ -127,6 +127,15 @@ def backend_for(xp, name=None):
     if is_cupy:
         raise TypeError("the 'emulated' backend runs on NumPy arrays; got CuPy arrays")
     return _emulated_backend()
+
+
+def device_constant(xp, host):
+    """A small host array the library computed (filter taps) as an array of ``xp``:
+    NumPy's unchanged; on CuPy copied to the current device once and then reused
+    (:meth:`~cupyconv.backends.cuda.runners.CupyRunner.constant`; read-only by contract)."""
+    if xp is np:
+        return host
+    return _cuda_backend(xp.cuda.Device().id).runner.constant(host)
 
 
 def reset():

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import args
 from ..core.ndimage_map import engine_mode
+from ..dispatch import device_constant
 from .common import (Fresh, as_arrays, check_axes, check_complex_cval, check_cval, check_origin,
                      compute_dtype, copy_input, get_output, normalize_axis, normalize_origin,
                      normalize_sequence, run_filter)
@@ -223,7 +224,7 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
         raise ValueError("Radius must be a nonnegative integer.")
     weights = gaussian_kernel1d(sigma, order, lw)[::-1]   # correlate, not convolve
     xp = args.array_module_of(input=input)
-    return correlate1d(input, xp.asarray(weights), axis, output, mode, cval, 0)
+    return correlate1d(input, device_constant(xp, weights), axis, output, mode, cval, 0)
 
 
 def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
@@ -294,7 +295,7 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     shape[axis] = size
     origins = [0] * input.ndim
     origins[axis] = origin
-    weights = xp.ones(shape, dtype=np.int8)
+    weights = device_constant(xp, np.ones(shape, dtype=np.int8))
     return run_filter(xp, input, weights, origins, engine, cval, output, divide=size)
 
 

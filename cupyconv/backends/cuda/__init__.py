@@ -80,7 +80,9 @@ class CudaBackend(Backend):
 
     @property
     def device(self):
-        return self.runner.device
+        """The runner's static :class:`~.runners.DeviceInfo` (no free-memory query: the
+        checks and the cost model read only what does not change)."""
+        return self.runner.static
 
     def can_implement(self, problem, algorithm):
         why = ALGORITHMS[algorithm].refusal(problem.op, self.name)
@@ -135,10 +137,10 @@ class CudaBackend(Backend):
         return times
 
     def default_workspace_limit(self):
-        return int(self.device.free_memory * FREE_MEMORY_FRACTION)
+        return int(self.runner.device.free_memory * FREE_MEMORY_FRACTION)
 
     def available_memory(self):
-        return int(self.device.free_memory)
+        return int(self.runner.device.free_memory)
 
     @staticmethod
     def kernel_problem(problem):
@@ -189,10 +191,10 @@ class CudaBackend(Backend):
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit, gemm=implicit_grads.column_gemm(
                                          problem, runner,
-                                         algorithms.tensor_core_flags(problem, runner.device)))
+                                         algorithms.tensor_core_flags(problem, runner.static)))
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
-                                   algorithms.tensor_core_flags(problem, runner.device))
+                                   algorithms.tensor_core_flags(problem, runner.static))
         elif problem.op == GRAD_INPUT:
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit)

@@ -64,7 +64,7 @@ def _direct(problem, x, w, runner, workspace_limit):
     y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
                         dtype=problem.dtype)
     launch.run_direct(runner.loader, problem, x, w, y,
-                      smem_limit=runner.device.smem_per_block)
+                      smem_limit=runner.static.smem_per_block)
     return y
 
 
@@ -78,7 +78,7 @@ def _implicit_gemm(problem, x, w, runner, workspace_limit):
     y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
                         dtype=problem.dtype)
     launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y,
-                                   **tensor_core_flags(problem, runner.device))
+                                   **tensor_core_flags(problem, runner.static))
     return y
 
 

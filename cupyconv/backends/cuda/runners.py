@@ -11,8 +11,10 @@ written once:
 
 A runner provides ``xp`` (the array module), ``loader(source, names)``
 (module-like objects for :mod:`cupyconv._kernels.launch`), ``workspace``
-(allocations that may fail and are counted), ``free_cached``,
-``synchronize`` and ``device`` (a :class:`DeviceInfo`).
+(allocations that may fail and are counted), ``constant`` (small host arrays
+on the device, copied once), ``free_cached``, ``synchronize``, ``device`` (a
+:class:`DeviceInfo` with the free memory queried now) and ``static`` (the same
+without the query: what launches read).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import numpy as np
 from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
 from ..._kernels import registry
+from ..._lru import LRU
 from ..base import OutOfMemoryError
 from .cublas_gemm import batched_matmul
 
@@ -73,7 +76,34 @@ def _fp64_ratio(cc):
     return 0.5 if cc in (60, 70, 80, 90, 100) else 1.0 / 32
 
 
-class CupyRunner:
+#: Host constants up to this many bytes are kept on the device by :meth:`_Constants.constant`.
+CONSTANT_BYTES = 1 << 16
+
+
+class _Constants:
+    """Small read-only host arrays (transform matrices, 1-D filter taps) copied to the
+    device once per runner (a runner serves one device) instead of on every call: on CuPy
+    each copy is a host-to-device transfer and several calls into the driver."""
+
+    def constant(self, host):
+        """``host`` (a NumPy array) as a read-only array of ``xp``, cached by its dtype,
+        shape and bytes (arrays above :data:`CONSTANT_BYTES` are copied every time).
+        The caller must not write to it."""
+        host = np.ascontiguousarray(host)
+        if host.nbytes > CONSTANT_BYTES:
+            return self.xp.asarray(host)
+        key = (host.dtype.str, host.shape, host.tobytes())
+        cache = self.__dict__.setdefault("_constants", LRU(256))
+        return cache.get_or_compute(key, lambda: self._frozen(host))
+
+    def _frozen(self, host):
+        arr = self.xp.array(host)
+        if isinstance(arr, np.ndarray):
+            arr.flags.writeable = False
+        return arr
+
+
+class CupyRunner(_Constants):
     """CuPy arrays on the current device and stream."""
 
     name = "cuda"
@@ -132,6 +162,11 @@ class CupyRunner:
     @property
     def device(self):
         return _cupy_device_info(self.device_id, self._cupy.cuda.runtime.memGetInfo()[0])
+
+    @property
+    def static(self):
+        """:attr:`device` without the free-memory query (``free_memory`` is 0)."""
+        return _cupy_device_info(self.device_id, 0)
 
 
 #: Operand dtypes whose cuBLAS compute type :meth:`CupyRunner.matmul` pins (to float32;
@@ -195,6 +230,11 @@ def device_static_info(device_id, attribute, props):
 
 
 @functools.lru_cache(maxsize=16)
+def _cupy_device_info_cached(device_id):
+    return DeviceInfo(free_memory=0, **_cupy_static_info(device_id))
+
+
+@functools.lru_cache(maxsize=16)
 def _cupy_static_info(device_id):
     import cupy  # optional dependency: only reached by a CupyRunner
     runtime = cupy.cuda.runtime
@@ -203,10 +243,12 @@ def _cupy_static_info(device_id):
 
 
 def _cupy_device_info(device_id, free):
+    if not free:
+        return _cupy_device_info_cached(device_id)
     return DeviceInfo(free_memory=int(free), **_cupy_static_info(device_id))
 
 
-class EmulatedRunner:
+class EmulatedRunner(_Constants):
     """NumPy arrays through the CPU emulation layer.
 
     Parameters
@@ -270,16 +312,17 @@ class EmulatedRunner:
             return self.NOMINAL
         return dataclasses.replace(self.NOMINAL, free_memory=self.memory_limit)
 
+    @property
+    def static(self):
+        return self.NOMINAL
+
 
 def _group_names(source, names):
     """Every instantiation compiled with ``names`` (the registry's groups)."""
     out = set()
     for name in names:
-        inst = registry.lookup(name)
-        if inst is None:
-            out.add(name)
-        else:
-            out.update(i.name for i in registry.group_instantiations(*inst.group))
+        group = registry.group_members(name)
+        out.update((name,) if group is None else group[1])
     return out
 
 
@@ -294,6 +337,7 @@ def clear_module_caches():
     """Drop loaded emulated modules (the CuPy loader has its own cache)."""
     _emulated_group.cache_clear()
     _cupy_static_info.cache_clear()
+    _cupy_device_info_cached.cache_clear()
 
 
 def runner_for(backend):

@@ -184,7 +184,7 @@ def run(problem, x, w, runner, workspace_limit=None):
             base = bases[j % 2]
             out = buffers[base:base + math.prod(shape)].reshape(shape)
         wshape = (p.groups, 1) + (1,) * axis + (taps.shape[1],) + (1,) * (r - axis - 1)
-        launch.run_direct(runner.loader, p, a, xp.asarray(taps.reshape(wshape)), out,
-                          smem_limit=runner.device.smem_per_block)
+        launch.run_direct(runner.loader, p, a, runner.constant(taps.reshape(wshape)), out,
+                          smem_limit=runner.static.smem_per_block)
         a = out
     return y

@@ -20,6 +20,7 @@ Bias is added by the API layer.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -44,16 +45,22 @@ def _forward(problem):
 
 
 def _plan(problem):
-    """``[(pieces, tile, axes), ...]`` of a forward problem (``axes``: the kernels'
-    :class:`~cupyconv._kernels.winograd_launch.PieceAxis` per axis), or a reason."""
+    """``((pieces, tile, axes), ...)`` of a forward problem (``axes``: the kernels'
+    :class:`~cupyconv._kernels.winograd_launch.PieceAxis` per axis), or a reason;
+    memoised with :func:`~..winograd_conv.plan_tiles`'s error limit."""
+    return _axes_plan(problem, winograd_conv.growth_limit(problem.dtype))
+
+
+@functools.lru_cache(maxsize=1024)
+def _axes_plan(problem, limit):
     plan = winograd_conv.plan_tiles(problem, MAX_ALPHA)
     if isinstance(plan, str):
         return plan
     padded = problem.padded_shape()
-    return [(pieces, tile, tuple(
+    return tuple((pieces, tile, tuple(
         wl.PieceAxis(m=m, alpha=p.r + m - 1, count=p.count, in_start=p.in_start,
                      in_step=p.in_step, padded=n, out_start=p.out_start, out_step=p.out_step)
-        for p, m, n in zip(pieces, tile, padded))) for pieces, tile in plan]
+        for p, m, n in zip(pieces, tile, padded))) for pieces, tile in plan)
 
 
 def can_implement(problem, device):
@@ -136,10 +143,11 @@ def work(problem):
     return flops, nbytes, 3 * len(plan)
 
 
-def _matrices(pieces, tile, dtype, which, xp):
-    """The device stack of ``B^T`` (``which`` 2) or ``A^T`` (0) per axis of a piece."""
+def _matrices(pieces, tile, dtype, which, runner):
+    """The device stack of ``B^T`` (``which`` 2) or ``A^T`` (0) per axis of a piece
+    (copied to the device once: :meth:`~.runners.CupyRunner.constant`)."""
     mats = [transforms(m, p.r).arrays(np.float64)[which] for p, m in zip(pieces, tile)]
-    return xp.asarray(wl.matrix_stack(mats, dtype))
+    return runner.constant(wl.matrix_stack(mats, dtype))
 
 
 def run(problem, x, w, runner, workspace_limit=None):
@@ -154,7 +162,7 @@ def run(problem, x, w, runner, workspace_limit=None):
             f"winograd needs {min_workspace_bytes(problem)} bytes of transformed tiles for "
             f"one image; workspace_limit is {workspace_limit}")
     cdtype = wl.compute_dtype(problem.dtype)
-    smem = runner.device.smem_per_block
+    smem = runner.static.smem_per_block
     g, n = problem.groups, problem.batch
     kg, cg = problem.out_channels // g, problem.in_channels // g
     y = xp.empty((n, problem.out_channels) + problem.out_shape, dtype=problem.dtype)
@@ -169,10 +177,10 @@ def run(problem, x, w, runner, workspace_limit=None):
     seen = set()
     for pieces, tile, axes in plan:
         u = winograd_conv.transform_weights(
-            wide[(slice(None), slice(None)) + tuple(p.taps for p in pieces)], g, tile, cdtype, xp)
-        u = xp.ascontiguousarray(u)
-        bt = _matrices(pieces, tile, problem.dtype, 2, xp)
-        at = _matrices(pieces, tile, problem.dtype, 0, xp)
+            wide[(slice(None), slice(None)) + tuple(p.taps for p in pieces)], g, tile, cdtype,
+            xp, constant=runner.constant)
+        bt = _matrices(pieces, tile, problem.dtype, 2, runner)
+        at = _matrices(pieces, tile, problem.dtype, 0, runner)
         key = tuple(p.out_start for p in pieces)
         accumulate = key in seen
         seen.add(key)

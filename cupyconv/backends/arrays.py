@@ -108,6 +108,19 @@ def to_tf32(a):
     return out
 
 
+def in_compute_dtype(problem, operands):
+    """``operands`` with an integer activation in the problem's compute dtype.
+
+    ``convolve``/``correlate`` pass a narrower integer input as it is (for example int32
+    data with an int64 kernel, an int64 result): the ``separable`` passes on the CPU read
+    it directly, every other algorithm takes it widened once, here.
+    """
+    x = operands.activation
+    if x is None or x.dtype == problem.dtype:
+        return operands
+    return operands.replace(activation=x.astype(problem.dtype))
+
+
 def in_float32(problem, operands):
     """``(problem, operands)`` of a float16 problem computed in float32, else as given.
 

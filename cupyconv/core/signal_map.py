@@ -62,7 +62,8 @@ class SignalCall:
     problem: Optional[ConvProblem]
 
     def operands(self, in1, in2, xp):
-        """Logical ``(N, C, *S)``/``(K, C/G, *KS)`` views of the operands (compute dtype)."""
+        """Logical ``(N, C, *S)``/``(K, C/G, *KS)`` views of the operands in the compute
+        dtype (a narrower integer input excepted: :func:`_activation`)."""
         if self.correlate:    # flip the convolved axes only: batch axes keep their order
             in2 = xp.flip(in2, axis=self.axes)
             in2 = xp.conj(in2) if in2.dtype.kind == "c" else in2
@@ -71,7 +72,7 @@ class SignalCall:
         p = self.problem
         s1, s2 = p.in_shape, p.kernel_shape
         if not self.batch_shape:                         # no batch axes: plain reshapes
-            return Operands(activation=in1.reshape((1, 1) + s1).astype(p.dtype, copy=False),
+            return Operands(activation=_activation(in1.reshape((1, 1) + s1), p.dtype),
                             filter=in2.reshape((1, 1) + s2).astype(p.dtype, copy=False))
         nb = math.prod(self.batch_shape)
         x = xp.broadcast_to(xp.transpose(in1, self.order), self.batch_shape + s1)
@@ -83,7 +84,7 @@ class SignalCall:
             x = x.reshape((nb, 1) + s1)
             w = (w.reshape((1, 1) + s2) if nb and w.size
                  else xp.zeros((1, 1) + s2, dtype=w.dtype))     # an empty batch
-        return Operands(activation=x.astype(p.dtype, copy=False),
+        return Operands(activation=_activation(x, p.dtype),
                         filter=w.astype(p.dtype, copy=False))
 
     def finish(self, y, xp):
@@ -92,6 +93,16 @@ class SignalCall:
         if self.order == tuple(range(len(self.order))):
             return res
         return xp.transpose(res, tuple(np.argsort(self.order)))
+
+
+def _activation(x, dtype):
+    """``x`` in the compute ``dtype``, except integer data narrower than an integer
+    ``dtype`` (int32 data with an int64 kernel): kept, so the algorithm that can read it
+    directly does (the CPU's separable passes); the backends widen it for the others
+    (:func:`cupyconv.backends.arrays.in_compute_dtype`)."""
+    if dtype.kind == "i" and x.dtype.kind in "iu" and np.can_cast(x.dtype, dtype, "safe"):
+        return x
+    return x.astype(dtype, copy=False)
 
 
 @functools.lru_cache(maxsize=512)

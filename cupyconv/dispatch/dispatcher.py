@@ -227,7 +227,8 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     problem : ConvProblem
     operands : Operands
         The two arrays the op reads, logical channels-first views in the
-        compute dtype.
+        compute dtype (an integer activation may be narrower: the backend
+        widens it for the algorithms that need it).
     backend : Backend
     method : str
         ``"auto"`` or an algorithm name.

@@ -19,7 +19,7 @@ from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft_conv, winograd_conv
 from ...core.args import LONG_DOUBLE
 from ...core.problem import Operands
-from ..arrays import in_float32
+from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, OutOfMemoryError
 from ..separable_factors import NotSeparable
 from . import algorithms, cost, gradients, implicit_grads, separable, winograd
@@ -155,6 +155,7 @@ class CudaBackend(Backend):
         if problem.dtype in LONG_DOUBLE:
             raise TypeError(_LONG_DOUBLE_WHY.format(dtype=problem.dtype))
         problem = problem.with_(layout="channels_first")   # operands are channels-first views
+        operands = in_compute_dtype(problem, operands)     # the kernels take one dtype
         arrays = {}
         for role in ("activation", "filter", "output"):
             a = operands.get(role)

@@ -10,7 +10,7 @@ from scipy.signal import fftconvolve as scipy_fftconvolve, oaconvolve as scipy_o
 
 from ..._vocabulary import ALGORITHMS
 from .. import fft, fft_conv, winograd_conv
-from ..arrays import in_float32
+from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, host_available_memory
 from . import cost, direct, gemm, separable
 
@@ -82,6 +82,8 @@ class NumpyBackend(Backend):
 
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         stats = {} if stats is None else stats
+        if algorithm != "separable":       # its SciPy passes read a narrower integer input
+            operands = in_compute_dtype(problem, operands)
         if algorithm in ("direct", "implicit_gemm"):
             return direct.conv_direct(problem, operands.activation, operands.filter)
         if algorithm == "gemm":

@@ -65,6 +65,10 @@ step glue-smoke 35 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
 step gpu-tests 90 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
 step demo 15 "$PY" -m cupyconv demo
+# issues 13 and 15: where a small call's time goes, host against device (conv, convolve, a
+# 3-pass ndimage filter, the 96^3 * 5^3 ndimage correlation that took 1.84 ms against
+# cupyx's 0.10, a Winograd layer); early, so a slow later step cannot crowd it out
+step profile 25 "$PY" -m benchmarks.profile_call --backend cuda --calls 50 --top 15
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)
 step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
@@ -76,9 +80,7 @@ step tensor-cores 60 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 step winograd 20 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
 # issue 13: cupyconv.ndimage against cupyx.scipy.ndimage, separable against fft (40^4 * 7^4)
 step ndimage 30 "$PY" -m benchmarks.ndimage_gpu --budget 1 --json "$OUT/ndimage_gpu.json"
-step bench 60 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
-# issue 13: where a small call's host time goes (conv, convolve, a 3-pass ndimage filter)
-step profile 20 "$PY" -m benchmarks.profile_call --backend cuda --calls 100 --top 15
+step bench 55 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 rm -f "$TMP"
 
 echo

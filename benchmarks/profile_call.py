@@ -69,9 +69,12 @@ def main(argv=None):
             per = (time.perf_counter() - t0) / opts.calls
             split = ""
             if opts.backend == "cuda":
-                from .timing import host_device_split
+                from .timing import graph_time, host_device_split
                 host, device = host_device_split(fn, repeat=opts.calls)
-                split = f"; host {1e6 * host:.1f} us, device {1e6 * device:.1f} us per call"
+                kernels, why = graph_time(fn)
+                split = (f"; host {1e6 * host:.1f} us, device {1e6 * device:.1f} us per call; "
+                         + (f"kernels alone (CUDA graph replay) {1e6 * kernels:.1f} us"
+                            if kernels is not None else f"no graph replay ({why})"))
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(opts.calls):

@@ -13,7 +13,8 @@ import tracemalloc
 
 import numpy as np
 
-__all__ = ["time_cpu", "time_cuda", "time_cuda_or_note", "host_device_split", "timer_for",
+__all__ = ["time_cpu", "time_cuda", "time_cuda_or_note", "host_device_split", "graph_time",
+           "timer_for",
            "peak_memory",
            "measure_ceilings", "roofline"]
 
@@ -95,6 +96,48 @@ def host_device_split(fn, repeat=10):
     from cupyx.profiler import benchmark
     res = benchmark(fn, n_repeat=max(repeat, 1), n_warmup=1)
     return float(np.mean(res.cpu_times)), float(np.mean(res.gpu_times[0]))
+
+
+def graph_time(fn, repeat=10):
+    """``(seconds, None)``: the median replay time of ``fn``'s GPU work captured once as a
+    CUDA graph, i.e. its kernels (and copies) with no host work between them; or
+    ``(None, reason)`` when the call cannot be captured (a device-to-host copy or a
+    synchronisation inside it, an allocation the pool cannot serve from its cache).
+
+    Set against the call's own time (:func:`time_cuda`), it says how much of a call is
+    host time: what a call costs beyond its replay is Python, launches and allocations.
+    ``fn`` runs twice on the capture stream first, so the pool holds its buffers.
+    """
+    import cupy
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        fn()
+        fn()
+        stream.synchronize()
+        stream.begin_capture()
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - reported, not raised: a diagnostic
+            try:
+                stream.end_capture()
+            except Exception:  # noqa: BLE001 - the capture is already invalid
+                pass
+            return None, f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+        try:
+            graph = stream.end_capture()
+        except Exception as exc:  # noqa: BLE001
+            return None, f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
+        graph.launch(stream)
+        stream.synchronize()
+        taken = []
+        for _ in range(max(repeat, 1)):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            graph.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            taken.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(taken), None
 
 
 def timer_for(xp):

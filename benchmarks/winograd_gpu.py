@@ -9,7 +9,8 @@ plans, the multiplications saved, the workspace, the relative RMS error against 
 ``implicit_gemm``, ``gemm`` and cuDNN, with winograd's speed-up over implicit_gemm, and for
 winograd and implicit_gemm the host / device time per call
 (:func:`benchmarks.timing.host_device_split`: which of Python and launches or the kernels
-bounds the call; the first GPU run found every small case near 2 ms).  Prints
+bounds the call; the first GPU run found every small case near 2 ms) and the kernels alone
+(the call replayed as a CUDA graph, :func:`benchmarks.timing.graph_time`).  Prints
 nothing but a reason when CuPy sees no device; never run by the tests.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 
 import numpy as np
 
-from .timing import host_device_split, time_cuda
+from .timing import graph_time, host_device_split, time_cuda
 from .peers import cudnn_conv
 from .winograd_cpu import CASES, case_inputs, planned_tile
 
@@ -59,6 +60,7 @@ def run_case(name, xs, ws, dtype, rounds, small):
         row["times"][method] = 1e3 * time_cuda(call, repeat=rounds)
         if method in ("winograd", "implicit_gemm"):
             row.setdefault("split", {})[method] = host_device_split(call, repeat=rounds)
+            row.setdefault("graph", {})[method] = graph_time(call, repeat=rounds)[0]
     cudnn = cudnn_conv(xd, wd, tuple(k // 2 for k in ws[2:])) if dtype == "float32" else None
     if cudnn is not None:                                   # TF32 off
         row["times"]["cudnn"] = 1e3 * time_cuda(cudnn, repeat=rounds)
@@ -67,7 +69,9 @@ def run_case(name, xs, ws, dtype, rounds, small):
 
 def _split(row, method):
     host, device = row.get("split", {}).get(method, (None, None))
-    return "-" if host is None else f"{1e3 * host:.2f} / {1e3 * device:.2f}"
+    kernels = row.get("graph", {}).get(method)
+    alone = "-" if kernels is None else f"{1e3 * kernels:.2f}"
+    return "-" if host is None else f"{1e3 * host:.2f} / {1e3 * device:.2f} / {alone}"
 
 
 def _ms(value):
@@ -86,7 +90,8 @@ def main(argv=None):
     print(f"goals: {GOALS}")
     print("| case | dtype | tile | mults saved | winograd ms | implicit_gemm ms | gemm ms "
           "| cuDNN ms | vs implicit_gemm | winograd rel. RMS error "
-          "| winograd host / device ms | implicit_gemm host / device ms |")
+          "| winograd host / device / kernels alone ms "
+          "| implicit_gemm host / device / kernels alone ms |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case in CASES:
         r = run_case(*case, opts.rounds, opts.small)

@@ -24,7 +24,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .._lru import memoized
-from . import registry
+from . import direct_axes, registry
 from .addressing import addressable, device_alignment
 from .params import logical_strides, pack_conv_params
 
@@ -405,6 +405,10 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     check_addressable(x=x, w=w, y=y, bias=bias)
     if 0 in problem.y_shape:
         return
+    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
+    better = direct_axes.reduced(problem, xs, ws, ys, registry.MAX_RANK)
+    if better is not None and direct_tile(better[0], smem_limit) is not None:
+        problem, xs, ws, ys = better              # one channel: fewer, better-shaped axes
     r = problem.ndim
     (th, tw), (kch, kcw) = direct_tile(problem, smem_limit)
     pitch, smem = direct_smem_layout(problem, (th, tw), kch, kcw)
@@ -413,7 +417,6 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     tiles_w, tiles_h = -(-ow // tw), -(-oh // th)
     outer = math.prod(problem.out_shape[:-2]) if r >= 2 else 1
     total_blocks = problem.batch * problem.out_channels * tiles_w * tiles_h * outer
-    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=total_blocks)
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)

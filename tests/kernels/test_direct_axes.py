@@ -49,11 +49,21 @@ def test_plans(x_shape, w_shape, padding, shape, kernel):
 @pytest.mark.parametrize("x_shape,w_shape", [
     ((1, 1, 16, 16, 16), (1, 1, 3, 3, 3)),      # no one-tap axis: the problem as given
     ((4, 1, 16, 16, 16), (1, 1, 3, 3, 3)),      # the batch would raise the rank to 4
-    ((1, 2, 16, 16), (1, 2, 1, 3)),             # two channels: the batch is tied to them
+    ((3, 2, 16, 16), (1, 2, 1, 3)),             # two channels: the batch is tied to them
 ])
 def test_left_alone(x_shape, w_shape):
     _, out = _reduce(x_shape, w_shape, padding=1)
     assert out is None
+
+
+def test_channels_keep_the_batch_but_merge_spatial_axes():
+    """Depthwise passes (the separable algorithm's, G > 1) and multi-channel problems:
+    the trailing one-tap axes merge, the batch stays the batch."""
+    _, (q, xs, ws, ys) = _reduce((2, 3, 20, 30, 40), (3, 1, 5, 1, 1), groups=3,
+                                 padding=((2, 2), (0, 0), (0, 0)))
+    assert (q.batch, q.in_shape, q.kernel_shape) == (2, (20, 1200), (5, 1))
+    assert xs == ((72000, 24000, (1200, 1)), (2, 3, (20, 1200)))
+    assert ws[1] == (3, 1, (5, 1)) and ys[1] == (2, 3, (20, 1200))
 
 
 def test_only_strides_that_agree_merge():
@@ -98,3 +108,19 @@ def test_emulated_passes_match_numpy(mode, view, rng):
                                rtol=1e-12, atol=1e-12)
     if view == "contiguous":          # the outer and the last pass ran as 2-D problems
         assert ranks[0] == 2 and ranks[-1] == 2, ranks
+
+
+@pytest.mark.parametrize("groups,cin,cout,kernel", [(3, 3, 3, (5, 1, 1)), (1, 2, 4, (1, 3, 1)),
+                                                    (2, 4, 2, (1, 1, 3)), (1, 1, 1, (3, 1, 1))])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "circular"])
+def test_emulated_conv_matches_numpy(groups, cin, cout, kernel, padding_mode, rng):
+    """Multi-channel and depthwise ``direct`` launches with one-tap axes (merged on the
+    spatial side only) against the NumPy backend, on a non-contiguous batch."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("the emulated backend is not available here")
+    x = rng.standard_normal((4, cin, 5, 6, 7))[::2]
+    w = rng.standard_normal((cout, cin // groups) + kernel)
+    kw = dict(groups=groups, padding="same", padding_mode=padding_mode, method="direct")
+    ref = cupyconv.conv(x, w, **kw)
+    with cupyconv.use_backend("emulated"):
+        np.testing.assert_allclose(cupyconv.conv(x, w, **kw), ref, rtol=1e-12, atol=1e-12)

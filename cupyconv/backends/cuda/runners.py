@@ -100,6 +100,8 @@ class _Constants:
         arr = self.xp.array(host)
         if isinstance(arr, np.ndarray):
             arr.flags.writeable = False
+        else:       # the copy is on this call's stream; later calls may run on others
+            self.xp.cuda.get_current_stream().synchronize()
         return arr
 
 

@@ -169,18 +169,32 @@ def weight_transform(tile, taps):
     return g
 
 
+#: The largest N-D ``G`` (bytes) :func:`transform_weights` builds: it grows as
+#: ``(alpha r)^N`` (3-D F(4,3): 46 KiB; 4-D F(2,3): 166 KiB; 4-D F(4,3): 820 KiB, 8-D
+#: F(2,3): 3.4 GB), so larger ones apply the axes' ``G`` one at a time.
+KRON_BYTES = 1 << 18
+
+
 def transform_weights(w, groups, tile, cdtype, xp, constant=None):
     """``U`` ``(P, G, K/G, Cg)`` in ``cdtype``: the weights ``w`` ``(K, Cg, *r)``
     (float64/complex128) through ``G`` along each axis, in float64, transform positions
-    first (row-major over the axes' ``alpha``): one GEMM with :func:`weight_transform`.
-    ``constant`` turns the host matrix into an ``xp`` array (default ``xp.asarray``; the
-    CUDA runner's keeps it on the device)."""
+    first (row-major over the axes' ``alpha``): one GEMM with :func:`weight_transform`
+    (one GEMM per axis past :data:`KRON_BYTES`).  ``constant`` turns a host matrix into
+    an ``xp`` array (default ``xp.asarray``; the CUDA runner's keeps it on the device)."""
+    constant = xp.asarray if constant is None else constant
     k, cg = w.shape[:2]
-    g = weight_transform(tuple(tile), tuple(w.shape[2:]))
-    g = xp.asarray(g) if constant is None else constant(g)
-    u = xp.matmul(g, w.reshape(k * cg, -1).T)                 # (P, K * Cg)
+    taps = tuple(w.shape[2:])
+    npos = math.prod(m + r - 1 for m, r in zip(tile, taps))
+    if 8 * npos * math.prod(taps) <= KRON_BYTES:
+        u = xp.matmul(constant(weight_transform(tuple(tile), taps)),
+                      w.reshape(k * cg, -1).T)                # (P, K * Cg)
+    else:
+        u = w
+        for a, (m, r) in enumerate(zip(tile, taps)):
+            u = _along(u, constant(transforms(m, r).arrays(np.float64)[1]), 2 + a, xp)
+        u = xp.moveaxis(u.reshape(k * cg, npos), 0, 1)        # (P, K * Cg)
     return xp.ascontiguousarray(u.astype(cdtype, copy=False)).reshape(
-        g.shape[0], groups, k // groups, cg)
+        npos, groups, k // groups, cg)
 
 
 def _dense(xv, w, groups, tile, counts, cdtype, xp):

@@ -76,8 +76,11 @@ def _fp64_ratio(cc):
     return 0.5 if cc in (60, 70, 80, 90, 100) else 1.0 / 32
 
 
-#: Host constants up to this many bytes are kept on the device by :meth:`_Constants.constant`.
-CONSTANT_BYTES = 1 << 16
+#: Host constants up to this many bytes are kept on the device by :meth:`_Constants.constant`
+#: (the largest N-D Winograd ``G``, ``winograd_conv.KRON_BYTES``), at most
+#: :data:`CONSTANTS_KEPT` of them (16 MiB at worst; a few KiB in practice).
+CONSTANT_BYTES = 1 << 18
+CONSTANTS_KEPT = 64
 
 
 class _Constants:
@@ -93,7 +96,7 @@ class _Constants:
         if host.nbytes > CONSTANT_BYTES:
             return self.xp.asarray(host)
         key = (host.dtype.str, host.shape, host.tobytes())
-        cache = self.__dict__.setdefault("_constants", LRU(256))
+        cache = self.__dict__.setdefault("_constants", LRU(CONSTANTS_KEPT))
         return cache.get_or_compute(key, lambda: self._frozen(host))
 
     def _frozen(self, host):

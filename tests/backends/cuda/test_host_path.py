@@ -67,9 +67,12 @@ def test_the_backend_device_does_not_query_free_memory():
     assert backend.available_memory() == 1000
 
 
+@pytest.mark.parametrize("kron_bytes", [winograd_conv.KRON_BYTES, 0])   # 0: axis by axis
 @pytest.mark.parametrize("tile,taps", [((2, 4), (3, 3)), ((2, 2, 2), (3, 2, 3)),
                                        ((4,), (5,)), ((1, 2), (1, 3))])
-def test_the_kronecker_weight_transform_is_g_along_every_axis(rng, tile, taps):
+def test_the_kronecker_weight_transform_is_g_along_every_axis(rng, tile, taps, kron_bytes,
+                                                              monkeypatch):
+    monkeypatch.setattr(winograd_conv, "KRON_BYTES", kron_bytes)
     w = rng.standard_normal((4, 3) + taps)
     ref = w
     for a, (m, r) in enumerate(zip(tile, taps)):        # G along axis 2 + a

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import cupyconv
 import cupyconv.ndimage
@@ -121,6 +122,40 @@ def test_emulated_conv_matches_numpy(groups, cin, cout, kernel, padding_mode, rn
     x = rng.standard_normal((4, cin, 5, 6, 7))[::2]
     w = rng.standard_normal((cout, cin // groups) + kernel)
     kw = dict(groups=groups, padding="same", padding_mode=padding_mode, method="direct")
+    ref = cupyconv.conv(x, w, **kw)
+    with cupyconv.use_backend("emulated"):
+        np.testing.assert_allclose(cupyconv.conv(x, w, **kw), ref, rtol=1e-12, atol=1e-12)
+
+
+@st.composite
+def _one_tap_problems(draw):
+    """Small problems with one-tap axes (merged or not), any padding mode, reversed and
+    stepped views of ``x``, one channel or depthwise."""
+    rank = draw(st.integers(1, 4))
+    shape = draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank))
+    kernel = [draw(st.sampled_from((1, 1, 2, 3))) if n > 1 else 1 for n in shape]
+    groups = draw(st.sampled_from((1, 1, 2)))
+    batch = draw(st.integers(1, 3))
+    steps = draw(st.lists(st.sampled_from((1, 1, -1, 2)), min_size=rank, max_size=rank))
+    mode = draw(st.sampled_from(("zeros", "reflect", "replicate", "circular")))
+    return batch, groups, shape, kernel, steps, mode
+
+
+@settings(max_examples=30)
+@given(case=_one_tap_problems())
+def test_emulated_direct_on_reduced_axes_property(case):
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("the emulated backend is not available here")
+    batch, groups, shape, kernel, steps, mode = case
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((batch, groups) + tuple(n * abs(s) for n, s in zip(shape, steps)))
+    x = big[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in steps)]
+    x = x[(slice(None), slice(None)) + tuple(slice(0, n) for n in shape)]
+    w = rng.standard_normal((groups, 1) + tuple(kernel))
+    pad = [k // 2 for k in kernel]
+    if mode in ("reflect", "circular") and any(p >= n for p, n in zip(pad, shape)):
+        return                                     # beyond what those modes can pad
+    kw = dict(groups=groups, padding=pad, padding_mode=mode, method="direct")
     ref = cupyconv.conv(x, w, **kw)
     with cupyconv.use_backend("emulated"):
         np.testing.assert_allclose(cupyconv.conv(x, w, **kw), ref, rtol=1e-12, atol=1e-12)

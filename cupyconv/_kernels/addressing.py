@@ -13,10 +13,10 @@ from typing import Tuple
 
 import numpy as np
 
-__all__ = ["addressable", "device_alignment"]
+__all__ = ["addressable", "data_pointer", "device_alignment"]
 
 
-def _data_pointer(array) -> int:
+def data_pointer(array) -> int:
     """Address of element ``[0, ..., 0]`` of a NumPy or CuPy array (or array-like)."""
     iface = getattr(array, "__array_interface__", None)      # NumPy (host / emulated)
     if iface is not None:
@@ -68,7 +68,7 @@ def addressable(array) -> Tuple[bool, str]:
             return False, (f"stride {int(st)} of axis {ax} is not a multiple of the itemsize {item} "
                            f"({dt.name} array of shape {tuple(array.shape)}); copy the array first")
     align = device_alignment(dt)
-    ptr = _data_pointer(array)
+    ptr = data_pointer(array)
     if ptr % align:
         return False, (f"data pointer {ptr:#x} is not aligned to {align} bytes, as the kernels' "
                        f"{dt.name} elements require ({dt.name} array of shape {tuple(array.shape)}); "

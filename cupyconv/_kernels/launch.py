@@ -25,7 +25,7 @@ import numpy as np
 
 from .._lru import memoized
 from . import direct_axes, registry
-from .addressing import addressable, device_alignment
+from .addressing import addressable, data_pointer, device_alignment
 from .params import logical_strides, pack_conv_params
 
 __all__ = [
@@ -236,6 +236,12 @@ def operand_strides(problem, array, which: str):
     return st, _shape_lcs(problem, which)
 
 
+def _xwy_strides(problem, x, w, y):
+    """:func:`operand_strides` of the three operands of a forward launch."""
+    return (operand_strides(problem, x, "x"), operand_strides(problem, w, "w"),
+            operand_strides(problem, y, "y"))
+
+
 def check_dtype(problem, **arrays) -> None:
     """Raise ``TypeError`` naming the first operand whose dtype is not the problem's."""
     for name, a in arrays.items():
@@ -317,12 +323,6 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
 
 
-def _address(a) -> int:
-    """The address of an array's first element (CuPy: on the device; NumPy: on the host)."""
-    iface = getattr(a, "__cuda_array_interface__", None) or a.__array_interface__
-    return int(iface["data"][0])
-
-
 def channels_last_reason(problem, xs, ws, x, w) -> str:
     """Why the channels-last tensor-core variant (tile variant 3) cannot read ``x`` and
     ``w`` (``""`` when it can): its slices are 16-byte copies of consecutive channels, so
@@ -334,7 +334,7 @@ def channels_last_reason(problem, xs, ws, x, w) -> str:
         return "the channels of x and w are not contiguous (channel strides must be 1)"
     if any(int(st) % chunk for st in (x_lead, w_lead) + tuple(x_sp) + tuple(w_sp)):
         return f"a stride of x or w is not a multiple of 16 bytes ({chunk} elements)"
-    if _address(x) % 16 or _address(w) % 16:
+    if data_pointer(x) % 16 or data_pointer(w) % 16:
         return "x or w does not start on a 16-byte boundary"
     return ""
 
@@ -362,7 +362,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
         return
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
-    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
+    xs, ws, ys = _xwy_strides(problem, x, w, y)
     explicit = tile is not None
     tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
     twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
@@ -405,7 +405,7 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     check_addressable(x=x, w=w, y=y, bias=bias)
     if 0 in problem.y_shape:
         return
-    xs, ws, ys = operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), operand_strides(problem, y, "y")
+    xs, ws, ys = _xwy_strides(problem, x, w, y)
     better = direct_axes.reduced(problem, xs, ws, ys, registry.MAX_RANK)
     if better is not None and direct_tile(better[0], smem_limit) is not None:
         problem, xs, ws, ys = better              # one channel: fewer, better-shaped axes

@@ -4,5 +4,4 @@ from .backends import available_backends, backend_for, device_constant, get_back
 from .dispatcher import Choice, choose, clear_cache, run
 
 __all__ = ["use_backend", "get_backend", "available_backends", "backend_for", "device_constant",
-           "Choice",
-           "choose", "run", "clear_cache"]
+           "Choice", "choose", "run", "clear_cache"]

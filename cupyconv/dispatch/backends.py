@@ -135,7 +135,7 @@ def device_constant(xp, host):
     (:meth:`~cupyconv.backends.cuda.runners.CupyRunner.constant`; read-only by contract)."""
     if xp is np:
         return host
-    return _cuda_backend(xp.cuda.Device().id).runner.constant(host)
+    return backend_for(xp).runner.constant(host)
 
 
 def reset():

@@ -171,7 +171,7 @@ class CupyRunner(_Constants):
     @property
     def static(self):
         """:attr:`device` without the free-memory query (``free_memory`` is 0)."""
-        return _cupy_device_info(self.device_id, 0)
+        return _cupy_static_device(self.device_id)
 
 
 #: Operand dtypes whose cuBLAS compute type :meth:`CupyRunner.matmul` pins (to float32;
@@ -235,7 +235,7 @@ def device_static_info(device_id, attribute, props):
 
 
 @functools.lru_cache(maxsize=16)
-def _cupy_device_info_cached(device_id):
+def _cupy_static_device(device_id):
     return DeviceInfo(free_memory=0, **_cupy_static_info(device_id))
 
 
@@ -248,8 +248,6 @@ def _cupy_static_info(device_id):
 
 
 def _cupy_device_info(device_id, free):
-    if not free:
-        return _cupy_device_info_cached(device_id)
     return DeviceInfo(free_memory=int(free), **_cupy_static_info(device_id))
 
 
@@ -342,7 +340,7 @@ def clear_module_caches():
     """Drop loaded emulated modules (the CuPy loader has its own cache)."""
     _emulated_group.cache_clear()
     _cupy_static_info.cache_clear()
-    _cupy_device_info_cached.cache_clear()
+    _cupy_static_device.cache_clear()
 
 
 def runner_for(backend):

@@ -27,45 +27,48 @@ import numpy as np
 
 import cupyconv
 import cupyconv.ndimage
-from cupyconv._emulation import _module
+from cupyconv._emulation import EmulatedFunction
 from cupyconv.backends.cuda import runners
 
-#: (name, builder(rng) -> zero-argument call)
-def _cases():
-    f32 = np.float32
-
-    def arr(rng, shape, dtype=f32):
-        return rng.standard_normal(shape).astype(dtype)
-
-    return [
-        ("conv 2-D N4 16->32 32^2 3x3 (auto)",
-         lambda r: (lambda x, w: lambda: cupyconv.conv(x, w, padding=1))(
-             arr(r, (4, 16, 32, 32)), arr(r, (32, 16, 3, 3)))),
-        ("conv 2-D same, implicit_gemm",
-         lambda r: (lambda x, w: lambda: cupyconv.conv(x, w, padding=1, method="implicit_gemm"))(
-             arr(r, (4, 16, 32, 32)), arr(r, (32, 16, 3, 3)))),
-        ("convolve 256^2 * 3x3 same (auto)",
-         lambda r: (lambda a, k: lambda: cupyconv.convolve(a, k, "same"))(
-             arr(r, (256, 256)), arr(r, (3, 3)))),
-        ("ndimage.correlate 24^4 * random 3^4",
-         lambda r: (lambda a, k: lambda: cupyconv.ndimage.correlate(a, k))(
-             arr(r, (24,) * 4), arr(r, (3,) * 4))),
-        ("ndimage.gaussian_filter 32^3 s=1.5",
-         lambda r: (lambda a: lambda: cupyconv.ndimage.gaussian_filter(a, 1.5))(
-             arr(r, (32, 32, 32)))),
-        ("convolve 40^4 * 7^4 Gaussian (separable)",
-         lambda r: (lambda a, k: lambda: cupyconv.convolve(a, k, "same", method="separable"))(
-             arr(r, (40,) * 4), _gaussian4())),
-        ("conv 3-D 48->48 14^3 3^3, winograd",
-         lambda r: (lambda x, w: lambda: cupyconv.conv(x, w, padding=1, method="winograd"))(
-             arr(r, (1, 48, 14, 14, 14)), arr(r, (48, 48, 3, 3, 3)))),
-    ]
-
-
-def _gaussian4():
+def gaussian_4d():
+    """The 7^4 float32 Gaussian (sigma 1, radius 3) of issue 13's separable case."""
     from cupyconv.ndimage.filters import gaussian_kernel1d
     g = gaussian_kernel1d(1.0, 0, 3)
     return np.einsum("i,j,k,l->ijkl", g, g, g, g).astype(np.float32)
+
+
+def small_calls(xp):
+    """``{name: zero-argument call}`` on arrays of ``xp``: the small calls the GPU runs
+    found bound by host time (timed here on NumPy arrays, on CuPy arrays by
+    ``benchmarks.profile_call``)."""
+    rng = np.random.default_rng(0)
+
+    def arr(*shape):
+        return xp.asarray(rng.standard_normal(shape).astype(np.float32))
+
+    x2, w2 = arr(4, 16, 32, 32), arr(32, 16, 3, 3)
+    a, k = arr(256, 256), arr(3, 3)
+    v4, k4 = arr(24, 24, 24, 24), arr(3, 3, 3, 3)
+    v, v96, k5 = arr(32, 32, 32), arr(96, 96, 96), arr(5, 5, 5)
+    big, gauss = arr(40, 40, 40, 40), xp.asarray(gaussian_4d())
+    x3, w3 = arr(1, 48, 14, 14, 14), arr(48, 48, 3, 3, 3)
+    nd = cupyconv.ndimage
+    return {
+        "conv 2-D N4 16->32 32^2 3x3 (auto)": lambda: cupyconv.conv(x2, w2, padding=1),
+        "conv 2-D same, implicit_gemm": lambda: cupyconv.conv(x2, w2, padding=1,
+                                                              method="implicit_gemm"),
+        "convolve 256^2 * 3x3 same (auto)": lambda: cupyconv.convolve(a, k, "same"),
+        "ndimage.correlate 24^4 * random 3^4": lambda: nd.correlate(v4, k4),
+        # issue 13: three 1-D passes, the ndimage path's own overhead
+        "ndimage.gaussian_filter 32^3 s=1.5": lambda: nd.gaussian_filter(v, 1.5),
+        # issue 13: the H200 table had this call at 1.84 ms against cupyx's 0.10 ms
+        "ndimage.correlate 96^3 * random 5^3": lambda: nd.correlate(v96, k5),
+        "convolve 40^4 * 7^4 Gaussian (separable)": lambda: cupyconv.convolve(
+            big, gauss, "same", method="separable"),
+        # issue 15: Winograd's small layers took 1.4-2.5 ms a call
+        "conv 3-D 48->48 14^3 3^3, winograd": lambda: cupyconv.conv(x3, w3, padding=1,
+                                                                   method="winograd"),
+    }
 
 
 @contextlib.contextmanager
@@ -73,7 +76,7 @@ def stubbed(counts):
     """Kernel launches and GEMMs counted, not run (the result buffer of a GEMM without
     ``out`` is allocated); workspace allocations counted."""
     # the class attributes themselves (``matmul`` is a staticmethod object)
-    launch = _module.EmulatedFunction.__dict__["__call__"]
+    launch = EmulatedFunction.__dict__["__call__"]
     matmul, workspace = (runners.EmulatedRunner.__dict__[k] for k in ("matmul", "workspace"))
 
     def fake_launch(self, grid, block, args, **kw):
@@ -88,24 +91,22 @@ def stubbed(counts):
         counts["workspace"] += 1
         return workspace(self, shape, dtype)
 
-    _module.EmulatedFunction.__call__ = fake_launch
+    EmulatedFunction.__call__ = fake_launch
     runners.EmulatedRunner.matmul = staticmethod(fake_matmul)
     runners.EmulatedRunner.workspace = fake_workspace
     try:
         yield
     finally:
-        _module.EmulatedFunction.__call__ = launch
+        EmulatedFunction.__call__ = launch
         runners.EmulatedRunner.matmul = matmul
         runners.EmulatedRunner.workspace = workspace
 
 
 def measure(rounds):
-    rng = np.random.default_rng(0)
     rows = []
     counts = collections.Counter()
     with cupyconv.use_backend("emulated"), stubbed(counts):
-        for name, build in _cases():
-            fn = build(rng)
+        for name, fn in small_calls(np).items():
             fn()                                  # plans, choices and modules cached
             counts.clear()
             fn()

@@ -17,32 +17,7 @@ import time
 
 import numpy as np
 
-
-def _cases(xp):
-    rng = np.random.default_rng(0)
-    f32 = np.float32
-    x2 = xp.asarray(rng.standard_normal((4, 16, 32, 32)).astype(f32))
-    w2 = xp.asarray(rng.standard_normal((32, 16, 3, 3)).astype(f32))
-    a = xp.asarray(rng.standard_normal((256, 256)).astype(f32))
-    k = xp.asarray(rng.standard_normal((3, 3)).astype(f32))
-    v = xp.asarray(rng.standard_normal((32, 32, 32)).astype(f32))
-    # issue 13: the H200 table had this call at 1.84 ms against cupyx's 0.10 ms
-    v96 = xp.asarray(rng.standard_normal((96, 96, 96)).astype(f32))
-    k5 = xp.asarray(rng.standard_normal((5, 5, 5)).astype(f32))
-    # issue 15: Winograd's small layers took 1.4-2.5 ms a call
-    x3 = xp.asarray(rng.standard_normal((1, 48, 14, 14, 14)).astype(f32))
-    w3 = xp.asarray(rng.standard_normal((48, 48, 3, 3, 3)).astype(f32))
-    import cupyconv
-    import cupyconv.ndimage
-    return {
-        "conv 2-D N4 16->32 32x32 3x3": lambda: cupyconv.conv(x2, w2, padding=1),
-        "convolve 256x256 * 3x3 same": lambda: cupyconv.convolve(a, k, "same"),
-        # issue 13: three 1-D passes, the ndimage path's own overhead
-        "ndimage.gaussian_filter 32^3 s=1.5": lambda: cupyconv.ndimage.gaussian_filter(v, 1.5),
-        "ndimage.correlate 96^3 * random 5^3": lambda: cupyconv.ndimage.correlate(v96, k5),
-        "conv 3-D 48->48 14^3 3^3 winograd": lambda: cupyconv.conv(x3, w3, padding=1,
-                                                                  method="winograd"),
-    }
+from .host_path import small_calls
 
 
 def main(argv=None):
@@ -58,7 +33,7 @@ def main(argv=None):
     else:
         xp, sync = np, (lambda: None)
     with cupyconv.use_backend(opts.backend):
-        for name, fn in _cases(xp).items():
+        for name, fn in small_calls(xp).items():
             for _ in range(5):
                 fn()
             sync()

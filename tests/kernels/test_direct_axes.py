@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import cupyconv
 import cupyconv.ndimage
-from cupyconv._emulation import _module
+from cupyconv._emulation import EmulatedFunction
 from cupyconv._kernels import registry
 from cupyconv._kernels.direct_axes import reduced
 from cupyconv._kernels.launch import operand_strides
@@ -78,16 +78,16 @@ def test_only_strides_that_agree_merge():
 
 
 def _launched_ranks(fn):
-    ranks, call = [], _module.EmulatedFunction.__dict__["__call__"]
+    ranks, call = [], EmulatedFunction.__dict__["__call__"]
 
     def spy(self, *a, **kw):
         ranks.append(int(self.name.split(",")[2]))
         return call(self, *a, **kw)
-    _module.EmulatedFunction.__call__ = spy
+    EmulatedFunction.__call__ = spy
     try:
         return fn(), ranks
     finally:
-        _module.EmulatedFunction.__call__ = call
+        EmulatedFunction.__call__ = call
 
 
 @pytest.mark.parametrize("mode", ["reflect", "mirror", "nearest", "wrap", "constant"])

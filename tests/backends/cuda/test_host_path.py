@@ -11,7 +11,7 @@ import pytest
 
 import cupyconv
 from cupyconv import config
-from cupyconv._emulation import _module
+from cupyconv._emulation import EmulatedFunction
 from cupyconv.backends import winograd_conv
 from cupyconv.backends.cuda import CudaBackend
 from cupyconv.backends.cuda.runners import CONSTANT_BYTES, EmulatedRunner
@@ -100,13 +100,13 @@ def test_host_path_counts_launches_without_running_them():
     if "emulated" not in cupyconv.available_backends():
         pytest.skip("the emulated backend is not available here")
     counts = collections.Counter()
-    before = [vars(_module.EmulatedFunction)["__call__"],
+    before = [vars(EmulatedFunction)["__call__"],
               vars(EmulatedRunner)["matmul"], vars(EmulatedRunner)["workspace"]]
     x = np.ones((32, 32, 32), np.float32)
     with cupyconv.use_backend("emulated"), host_path.stubbed(counts):
         y = cupyconv.ndimage.gaussian_filter(x, 1.5)
     assert counts["launches"] == 3 and y.shape == (32, 32, 32)
-    assert before == [vars(_module.EmulatedFunction)["__call__"],   # restored as they were
+    assert before == [vars(EmulatedFunction)["__call__"],   # restored as they were
                       vars(EmulatedRunner)["matmul"], vars(EmulatedRunner)["workspace"]]
     with cupyconv.use_backend("emulated"):
         np.testing.assert_allclose(cupyconv.ndimage.gaussian_filter(x, 1.5), 1, rtol=1e-5)

@@ -219,8 +219,7 @@ def predict_times(problem, device, candidates, efficiency=None):
             fft_flops = 2.5 * transforms * npts * math.log2(max(npts, 2))
             spectra = 2 * max(item, 4) * npts * transforms
             # channel mixing: a complex multiply-add per (n, k, c) and frequency
-            mixing = cg * fwd.out_channels > fwd.groups
-            mix_flops = 8 * fwd.batch * fwd.out_channels * cg * npts if mixing else 0
+            mix_flops = 8 * fwd.batch * fwd.out_channels * cg * npts if _mixes(fwd) else 0
             t = (max(fft_flops / (peak * eff_of["fft"]), 3 * spectra / bw)
                  + mix_flops / (peak * eff_of["fft_mix"]) + 6 * LAUNCH_S)
         elif name == "winograd":
@@ -232,6 +231,12 @@ def predict_times(problem, device, candidates, efficiency=None):
         # the launches are asynchronous: the host's time overlaps the device's
         times[name] = max(t, host)
     return times
+
+
+def _mixes(fwd):
+    """Whether the FFT of the forward problem ``fwd`` mixes channels (more than one
+    input channel per output channel: the ``fft_mix`` term)."""
+    return (fwd.in_channels // fwd.groups) * fwd.out_channels > fwd.groups
 
 
 def _implicit_forward(problem, device):
@@ -256,7 +261,7 @@ def efficiency_key(problem, device, name):
         return "gemm_tc_" + tensor_kind(problem)
     if name == "fft":
         fwd = fft_conv.transposed_forward(problem)
-        return "fft_mix" if fwd.in_channels * fwd.out_channels > fwd.groups ** 2 else name
+        return "fft_mix" if _mixes(fwd) else name
     return "direct" if name == "separable" else name
 
 

@@ -8,6 +8,7 @@ needs, how long it predicts it to take, and runs it.  The dispatcher
 from __future__ import annotations
 
 import abc
+import math
 import os
 from typing import Dict, Iterable, Tuple
 
@@ -75,10 +76,14 @@ class Backend(abc.ABC):
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         """Compute ``problem``'s result array (logical channels-first)."""
 
-    def data_ok(self, problem, algorithm, operands) -> Tuple[bool, str]:
+    def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
         algorithm whose applicability depends on the data, such as ``separable``, says
-        why not); the dispatcher asks before ``auto`` runs it."""
+        why not); the dispatcher asks before ``auto`` runs it.
+
+        ``slack``: how many times its data-free predicted time ``algorithm`` may take on
+        these values and still be the best candidate (``separable`` runs a kernel that
+        is a sum of ``r`` outer products ``r`` times; infinite when nothing competes)."""
         return True, ""
 
     def prepare(self, problem, operands):

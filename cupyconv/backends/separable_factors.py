@@ -16,6 +16,19 @@ such an outer product:
   and the kernel is separable when the reconstruction error is within
   :data:`ROUNDOFF_UNITS` units of roundoff of the kernel's norm.
 
+A kernel that is not one outer product may still be a short sum of them (a difference
+of Gaussians is two; a 2-D kernel of matrix rank r is r): :func:`low_rank` finds such a
+sum by sequential SVD (the SVD of the kernel's unfolding along its first axis, then of
+each right singular vector along the next axis, singular values below the tolerance
+dropped; the terms are mutually orthogonal, so none is larger than the kernel and the
+sum does not cancel), accepted within :func:`term_tolerance` (``sqrt(taps)`` times the
+one-outer-product tolerance: the typical rounding of a direct sum over the taps).
+:func:`kernel_terms` returns the terms the passes run; a sum of ``r`` terms costs ``r``
+times one outer product's passes, so it is used only where that still saves taps
+(:func:`term_limit`) and, under ``auto``, where the cost model says ``r`` times the
+passes still beats the next algorithm (the dispatcher's ``slack``).  Integer kernels are
+exact outer products or nothing (a sum of SVD terms would not be exact).
+
 The factorisation runs on the host: the weights are a small NumPy array (the CUDA path
 copies them from the device first).
 """
@@ -30,11 +43,19 @@ import numpy as np
 from .._lru import LRU
 from .arrays import oriented_weights
 
-__all__ = ["applies", "factor", "kernel_factors", "clear_cache", "ROUNDOFF_UNITS",
+__all__ = ["applies", "factor", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
+           "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
            "NotSeparable", "NOT_APPLICABLE"]
 
 #: A float kernel is separable when ``||K - outer(factors)|| <= ROUNDOFF_UNITS * eps * ||K||``.
 ROUNDOFF_UNITS = 8
+#: The most outer products a kernel is split into (each costs one set of 1-D passes).
+MAX_TERMS = 8
+#: Under ``auto`` a sum of ``r`` outer products must be predicted to beat the next
+#: candidate with this margin (``r * TERM_MARGIN <= slack``): the cost models are good to
+#: about 25% (on the 2-core CPU a two-term 1024^2 float32 9x9 difference of Gaussians was
+#: predicted 2.2x faster than the FFT per term and ran 1.3x slower in all).
+TERM_MARGIN = 1.25
 #: Factorisations kept (keyed by the kernel's bytes); kernels above this many taps are
 #: factored on every call.
 _CACHE_TAPS = 1 << 16
@@ -127,8 +148,93 @@ def _factor(kernel, dtype):
     return [f.astype(dtype) for f in factors], err
 
 
+def _sequential_svd(k, tol, limit):
+    """Rank-1 terms (lists of per-axis vectors) summing to ``k`` within about ``tol`` (in
+    norm), or ``None`` past ``limit`` terms."""
+    if k.ndim == 1:
+        return [[k]]
+    u, s, vh = np.linalg.svd(k.reshape(k.shape[0], -1), full_matrices=False)
+    tail = np.sqrt(np.cumsum(s[::-1] ** 2))[::-1]          # tail[i]: norm of s[i:]
+    rank = next((i for i in range(len(s)) if tail[i] <= tol), len(s))
+    if rank > limit:
+        return None
+    terms = []
+    for i in range(rank):
+        sub = _sequential_svd((s[i] * vh[i]).reshape(k.shape[1:]), tol,
+                              limit - len(terms) - (rank - 1 - i))
+        if sub is None:
+            return None
+        terms += [[u[:, i]] + t for t in sub]
+    return terms
+
+
+def term_tolerance(kernel_shape, dtype):
+    """Relative error allowed to a sum of outer products: :data:`ROUNDOFF_UNITS` units of
+    roundoff times ``sqrt(taps)``, the typical rounding error of a direct sum over the
+    kernel's taps (a kernel such as a difference of Gaussians is itself a rounded
+    difference, a few units of roundoff away from any exact short sum)."""
+    return ROUNDOFF_UNITS * float(np.finfo(dtype).eps) * math.sqrt(math.prod(kernel_shape))
+
+
+def low_rank(kernel, dtype):
+    """``(terms, relative error)``: at most :data:`MAX_TERMS` outer products (each a list
+    of per-axis factors in ``dtype``) whose sum is the float or complex ``kernel`` within
+    :func:`term_tolerance` of its norm, found by sequential SVD; ``terms`` is ``None``
+    when more are needed (or for integer dtypes).
+
+    The returned arrays may be cached: treat them as read-only.
+    """
+    dtype = np.dtype(dtype)
+    kernel = np.asarray(kernel)
+    if dtype.kind not in "fc":
+        return None, math.nan
+    key = ("terms", kernel.tobytes(), kernel.shape, kernel.dtype.str, dtype.str)
+    if kernel.size <= _CACHE_TAPS:
+        return _cache.get_or_compute(key, lambda: _low_rank(kernel, dtype))
+    return _low_rank(kernel, dtype)
+
+
+def _low_rank(kernel, dtype):
+    k = np.asarray(kernel, dtype=np.complex128 if dtype.kind == "c" else np.float64)
+    norm = float(np.linalg.norm(k))
+    if not np.isfinite(norm) or norm == 0.0 or k.ndim < 2:
+        return None, math.inf if not np.isfinite(norm) else math.nan
+    limit = term_tolerance(k.shape, dtype)
+    err = math.nan
+    # each SVD drops a tail up to the tolerance, then the sum is checked as a whole; if
+    # the dropped tails add up past it, once more with every tail's share of it
+    for tol in (limit * norm, limit * norm / math.sqrt((k.ndim - 1) * MAX_TERMS)):
+        terms = _sequential_svd(k, tol, MAX_TERMS)
+        if terms is None:
+            return None, err
+        terms = [[f.astype(dtype) for f in t] for t in terms]
+        rebuilt = sum(reduce(np.multiply.outer, [f.astype(k.dtype) for f in t]) for t in terms)
+        err = float(np.linalg.norm(k - rebuilt)) / norm
+        if err <= limit:
+            return terms, err
+    return None, err
+
+
+def term_limit(problem, slack=math.inf):
+    """The most outer products worth running for ``problem``: fewer taps than the N-D
+    kernel (``r * sum(K_i) < prod(K_i)``), at most :data:`MAX_TERMS`, and at most
+    ``slack / TERM_MARGIN`` (``slack``: how many times one outer product's predicted
+    time the caller accepts); at least 1."""
+    ks = problem.kernel_shape
+    useful = (math.prod(ks) - 1) // max(sum(ks), 1)
+    bound = useful if math.isinf(slack) else min(useful, int(slack / TERM_MARGIN))
+    return max(1, min(MAX_TERMS, bound))
+
+
 def kernel_factors(problem, w):
-    """Per group, the 1-D factors (one per spatial axis) of ``w`` ``(G, 1, *KS)``.
+    """:func:`kernel_terms` with one term: ``out[g][axis]`` (raises
+    :class:`NotSeparable` unless every group's kernel is one outer product)."""
+    return kernel_terms(problem, w, 1)[0]
+
+
+def kernel_terms(problem, w, max_terms=1):
+    """The 1-D factors (one per spatial axis) of ``w`` ``(G, 1, *KS)``, as one or a few
+    outer products whose sum is each group's kernel.
 
     Parameters
     ----------
@@ -137,40 +243,59 @@ def kernel_factors(problem, w):
         reverses the taps), so the passes correlate.
     w : numpy.ndarray
         The weights on the host (the CUDA path copies the small array off the device).
+    max_terms : int
+        The most outer products per kernel (:func:`term_limit`); groups with fewer get
+        zero terms.
 
     Returns
     -------
-    list of list of numpy.ndarray
-        ``out[g][axis]``, the oriented factor of group ``g`` along ``axis``.
+    list of list of list of numpy.ndarray
+        ``out[t][g][axis]``, the oriented factor of term ``t`` of group ``g`` along
+        ``axis``.
 
     Raises
     ------
     NotSeparable
-        Naming the reconstruction error, when a kernel is not an outer product.
+        Naming the reconstruction error, when a kernel is not a sum of ``max_terms``
+        outer products.
     """
     oriented = np.asarray(oriented_weights(problem, w))
-    out = []
+    per_group = []
     for g in range(problem.groups):
         factors, err = factor(oriented[g, 0], problem.dtype)
-        if factors is None:
-            eps = float(np.finfo(problem.dtype).eps) if problem.dtype.kind in "fc" else 0.0
-            what = ("its integer taps are not an exact outer product" if math.isnan(err)
-                    else f"the best outer product of 1-D factors reconstructs it with a "
-                         f"relative error of {err:.3g} (tolerance {ROUNDOFF_UNITS * eps:.3g}, "
-                         f"{ROUNDOFF_UNITS} units of roundoff of its norm)")
-            raise NotSeparable(
-                f"method='separable' cannot run this kernel{f' (group {g})' if g else ''} "
-                f"of shape {tuple(problem.kernel_shape)}: {what}; use method='auto'")
-        out.append(factors)
+        terms = None if factors is None else [factors]
+        if terms is None and max_terms > 1:
+            found = low_rank(oriented[g, 0], problem.dtype)[0]
+            terms = found if found is not None and len(found) <= max_terms else None
+        if terms is None:
+            raise NotSeparable(_not_separable(problem, g, err, max_terms))
+        per_group.append(terms)
+    count = max(len(t) for t in per_group)
+    zero = [np.zeros(k, dtype=problem.dtype) for k in problem.kernel_shape]
+    out = [[t[i] if i < len(t) else zero for t in per_group] for i in range(count)]
     if problem.padding_mode == "constant" and problem.cval != 0 and problem.groups > 1:
-        for axis in range(problem.ndim - 1):
-            sums = {complex(np.sum(f[axis])) for f in out}
-            if len(sums) > 1:
-                raise NotSeparable(
-                    "method='separable' cannot run these kernels: with a nonzero cval the "
-                    "filtered padding needs one factor sum per axis, and the groups' differ; "
-                    "use method='auto'")
+        for term in out:
+            for axis in range(problem.ndim - 1):
+                sums = {complex(np.sum(f[axis])) for f in term}
+                if len(sums) > 1:
+                    raise NotSeparable(
+                        "method='separable' cannot run these kernels: with a nonzero cval "
+                        "the filtered padding needs one factor sum per axis, and the "
+                        "groups' differ; use method='auto'")
     return out
+
+
+def _not_separable(problem, g, err, max_terms):
+    eps = float(np.finfo(problem.dtype).eps) if problem.dtype.kind in "fc" else 0.0
+    what = ("its integer taps are not an exact outer product" if math.isnan(err)
+            else f"the best outer product of 1-D factors reconstructs it with a "
+                 f"relative error of {err:.3g} (tolerance {ROUNDOFF_UNITS * eps:.3g}, "
+                 f"{ROUNDOFF_UNITS} units of roundoff of its norm)")
+    if max_terms > 1 and problem.dtype.kind in "fc":
+        what += (f", and no sum of up to {max_terms} outer products is within a relative "
+                 f"error of {term_tolerance(problem.kernel_shape, problem.dtype):.3g}")
+    return (f"method='separable' cannot run this kernel{f' (group {g})' if g else ''} "
+            f"of shape {tuple(problem.kernel_shape)}: {what}; use method='auto'")
 
 
 def clear_cache():

@@ -177,28 +177,45 @@ def fft_safe(problem, operands):
     return True, ""
 
 
+def _slack(choice, ranked, i, every):
+    """How many times its predicted time candidate ``i`` may take on the data and still
+    beat the next one (infinite when every candidate is timed or none follows)."""
+    if every or i + 1 >= len(ranked):
+        return math.inf
+    mine, nxt = choice.times.get(ranked[i], 0.0), choice.times.get(ranked[i + 1], math.inf)
+    return nxt / mine if mine > 0 else math.inf
+
+
 def ranked_for_data(choice, problem, operands, every=False, backend=None):
     """``choice.ranked`` after the data rules: the candidates ``auto`` may run, best first.
 
     The data scan runs only when it can change the outcome: ``fft`` ranked
     first, or anywhere when ``every`` candidate will be timed (autotune,
     ``measure=True``); likewise ``backend.data_ok`` (a ``separable`` kernel must
-    be an outer product) for the first candidate, or every one.  Raises the
+    be an outer product, or a sum of so few that they still beat the next candidate:
+    its ``slack``) for the first candidate, or every one.  Raises the
     choice's refusal, if any.
     """
     if choice.refusal is not None:
         raise type(choice.refusal)(*choice.refusal.args)
     ranked = list(choice.ranked)
-    i = 0
+    i, fft_scan = 0, None
     while backend is not None and i < len(ranked) and (every or i == 0):
-        if backend.data_ok(problem, ranked[i], operands)[0]:
+        if backend.data_ok(problem, ranked[i], operands, _slack(choice, ranked, i, every))[0]:
             i += 1
-        else:
-            ranked.pop(i)
+            continue
+        if not every and fft_scan is None and ranked[i + 1:i + 2] == ["fft"]:
+            # the slack was against fft: scan now (fft would be first after this pop
+            # anyway); data fft cannot take leaves more slack to this candidate
+            fft_scan = fft_safe(problem, operands)
+            if not fft_scan[0]:
+                ranked.remove("fft")
+                continue
+        ranked.pop(i)
     if not ranked:
         raise ValueError(f"{_describe(problem)}: no candidate can run on these operands")
     if "fft" in (ranked if every else ranked[:1]):
-        ok, why = fft_safe(problem, operands)
+        ok, why = fft_scan if fft_scan is not None else fft_safe(problem, operands)
         if not ok:
             ranked.remove("fft")
             if not ranked:

@@ -12,6 +12,8 @@ computes stride-1 input gradients), the gradients' column-buffer GEMMs in
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..._kernels import launch
@@ -21,7 +23,7 @@ from ...core.args import LONG_DOUBLE
 from ...core.problem import Operands
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, OutOfMemoryError
-from ..separable_factors import NotSeparable
+from ..separable_factors import NotSeparable, term_limit
 from . import algorithms, cost, gradients, implicit_grads, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
@@ -93,14 +95,14 @@ class CudaBackend(Backend):
         problem, _ = _computed(problem, algorithm)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
-    def data_ok(self, problem, algorithm, operands):
+    def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm == "winograd":
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
         problem, operands = _widened(problem, algorithm, Operands(filter=operands.filter))
         try:
-            separable.pass_plan(problem, operands.filter)
+            separable.pass_plans(problem, operands.filter, term_limit(problem, slack))
         except NotSeparable as exc:
             return False, str(exc)
         return True, ""

@@ -18,8 +18,12 @@ rank.
 - **Trivial axes.** An axis with one tap, stride 1 and no padding scales by one number:
   it runs no pass, its scalar is folded into the last pass (after every padding, so the
   ``cval`` scaling never sees it).
+- **Sums of outer products.** A kernel that is a short sum of outer products
+  (:func:`~..separable_factors.kernel_terms`) runs each term's passes in turn; the last
+  pass of every term after the first adds into the result (the direct kernel's
+  ``beta = 1`` epilogue).
 - **Memory.** The intermediate results live in two ping-pong buffers (one workspace
-  allocation); the last pass writes the result.
+  allocation, reused by every term); the last pass writes the result.
 """
 from __future__ import annotations
 
@@ -32,9 +36,9 @@ from ..._kernels import launch
 from ...core.problem import ConvProblem
 from ..arrays import zeros_result
 from ..base import OutOfMemoryError
-from ..separable_factors import NOT_APPLICABLE, NotSeparable, applies, kernel_factors
+from ..separable_factors import NOT_APPLICABLE, NotSeparable, applies, kernel_terms, term_limit
 
-__all__ = ["can_implement", "pass_problems", "pass_plan", "workspace_bytes", "run"]
+__all__ = ["can_implement", "pass_problems", "pass_plans", "workspace_bytes", "run"]
 
 
 def _trivial(problem, axis):
@@ -47,7 +51,7 @@ def _trivial(problem, axis):
 def pass_problems(problem):
     """``((axis, pass problem), ...)``: the depthwise 1-D problems the passes launch.
 
-    Data-free (the ``cval`` of each pass is the problem's; :func:`pass_plan` scales it).
+    Data-free (the ``cval`` of each pass is the problem's; :func:`pass_plans` scales it).
     ``problem`` must be one :func:`~..separable_factors.applies` accepts.
     """
     r, g = problem.ndim, problem.groups
@@ -120,20 +124,28 @@ def _scaled_cval(problem, scale):
     return float(np.real(problem.cval)) * float(np.real(scale))
 
 
-def pass_plan(problem, w):
-    """``[(axis, pass problem, taps (G, K_a)), ...]`` for the weights ``w`` ``(G, 1, *KS)``.
-
-    The taps are in the problem dtype, the scalars of the trivial axes folded into the
-    last pass; each pass problem carries its scaled ``cval``.
+def pass_plans(problem, w, max_terms=1):
+    """One :func:`_pass_plan` per outer product of the weights ``w`` ``(G, 1, *KS)``
+    (at most ``max_terms``: :func:`~..separable_factors.kernel_terms`).
 
     Raises
     ------
     NotSeparable
-        When a kernel is not an outer product (naming the reconstruction error), the
-        groups' factor sums differ under a nonzero ``cval``, or a scaled integer ``cval``
-        is not exactly representable.
+        When a kernel is not a sum of ``max_terms`` outer products (naming the
+        reconstruction error), the groups' factor sums differ under a nonzero ``cval``,
+        or a scaled integer ``cval`` is not exactly representable.
     """
-    per_group = kernel_factors(problem, _host(w))
+    return [_pass_plan(problem, per_group)
+            for per_group in kernel_terms(problem, _host(w), max_terms)]
+
+
+def _pass_plan(problem, per_group):
+    """``[(axis, pass problem, taps (G, K_a)), ...]`` of one outer product
+    ``per_group[g][axis]``.
+
+    The taps are in the problem dtype, the scalars of the trivial axes folded into the
+    last pass; each pass problem carries its scaled ``cval``.
+    """
     g, dtype = problem.groups, problem.dtype
     passes = pass_problems(problem)
     wide = np.complex128 if dtype.kind == "c" else (np.int64 if dtype.kind in "biu"
@@ -165,7 +177,7 @@ def run(problem, x, w, runner, workspace_limit=None):
     xp = runner.xp
     if problem.is_empty:
         return zeros_result(problem, xp)
-    plan = pass_plan(problem, w)
+    plans = pass_plans(problem, w, term_limit(problem))
     sizes = _buffer_elements(problem)
     need = sum(sizes) * problem.dtype.itemsize
     if workspace_limit is not None and need > workspace_limit:
@@ -174,17 +186,20 @@ def run(problem, x, w, runner, workspace_limit=None):
     buffers = runner.workspace((sum(sizes),), problem.dtype)
     bases = (0, sizes[0])
     y = xp.empty((problem.batch, problem.out_channels) + problem.out_shape, dtype=problem.dtype)
-    a = x
     r = problem.ndim
-    for j, (axis, p, taps) in enumerate(plan):
-        shape = (p.batch, p.out_channels) + p.out_shape
-        if j == len(plan) - 1:
-            out = y
-        else:
-            base = bases[j % 2]
-            out = buffers[base:base + math.prod(shape)].reshape(shape)
-        wshape = (p.groups, 1) + (1,) * axis + (taps.shape[1],) + (1,) * (r - axis - 1)
-        launch.run_direct(runner.loader, p, a, runner.constant(taps.reshape(wshape)), out,
-                          smem_limit=runner.static.smem_per_block)
-        a = out
+    for t, plan in enumerate(plans):
+        a = x
+        for j, (axis, p, taps) in enumerate(plan):
+            shape = (p.batch, p.out_channels) + p.out_shape
+            last = j == len(plan) - 1
+            if last:
+                out = y
+            else:
+                base = bases[j % 2]
+                out = buffers[base:base + math.prod(shape)].reshape(shape)
+            wshape = (p.groups, 1) + (1,) * axis + (taps.shape[1],) + (1,) * (r - axis - 1)
+            launch.run_direct(runner.loader, p, a, runner.constant(taps.reshape(wshape)), out,
+                              beta=1 if last and t else 0,
+                              smem_limit=runner.static.smem_per_block)
+            a = out
     return y

@@ -3,6 +3,8 @@
 kernels."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 # bound at import: a caller that swaps scipy.signal's names for cupyconv's (SciPy's own
 # test suite, tests/api/test_scipy_signaltools.py) must not route the engine back to itself
@@ -43,13 +45,13 @@ class NumpyBackend(Backend):
         arithmetic): the operands are cast once and rounded back once by the caller."""
         return in_float32(problem, operands)
 
-    def data_ok(self, problem, algorithm, operands):
+    def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm == "winograd":
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
         try:
-            separable.kernel_factors(problem, operands.filter)
+            separable.kernel_terms(problem, operands.filter, separable.term_limit(problem, slack))
         except separable.NotSeparable as exc:
             return False, str(exc)
         return True, ""

@@ -40,6 +40,10 @@ CPU = dict(
     line_mac=0.9e-9,        # 1-D pass in NumPy (folded pairs, chunked), float64 per tap
     scipy_line_mac=0.25e-9,  # 1-D pass in scipy.ndimage.correlate1d, per tap
     scipy_nd_mac=0.4e-9,    # N-D single channel in scipy.ndimage.correlate, per tap
+    scipy_line_gather=8e-9,  # per element of a correlate1d pass along an axis whose stride
+                            # is a page or more: SciPy copies each line into its buffer
+                            # element by element (measured on 1024^2 float64: axis 0 10.3
+                            # ms, axis 1 1.5 ms for 3 taps; 96^3 axis 0: 8.3 vs 2.2 ms)
     separable_mac=0.6e-9,   # one tap of a separable pass, float64 (measured 0.6-0.9 ns
                             # from 64^2 x 6 to 40^4; float32 0.3 ns)
     chunk_tap=2e-6,         # Python + ufunc dispatch per chunk and tap of a chunked pass
@@ -54,6 +58,11 @@ CPU = dict(
                             # 0.6-1.0x gemm's time (issue 15), so auto keeps gemm on the CPU
                             # unless Winograd is clearly ahead (benchmarks/winograd_cpu.py)
 )
+
+
+#: Bytes of a memory page: a line whose elements lie a page or more apart is gathered
+#: element by element (``scipy_line_gather``).
+PAGE_BYTES = 4096
 
 
 def _macs(problem):
@@ -73,7 +82,11 @@ def _direct(problem, cplx):
     if scipy_nd_applies(problem):
         return c["call"] + macs * c["scipy_nd_mac"]
     single = problem.gemm_n == 1 and problem.in_channels == problem.groups
-    per_mac = c["elem"] if single else c["elem"] * 0.5
+    # one channel: one streamed multiply-add per tap, its cost in proportion to the real
+    # element's bytes as a separable pass's (measured 0.20-0.27 ns float32, 0.37-0.50
+    # float64 on 1024^2 * 7^2, 96^3 * 5^3, 256^2 * 3^2)
+    real_bytes = problem.dtype.itemsize // (2 if problem.dtype.kind == "c" else 1)
+    per_mac = c["elem"] * real_bytes / 8 if single else c["elem"] * 0.5
     return c["call"] + problem.taps * c["tap_overhead"] + cplx * macs * per_mac
 
 
@@ -129,7 +142,10 @@ def _separable(problem, cplx):
         if ((problem.dtype == np.float64 or problem.dtype.kind in "iu") and separable.scipy_pass_applies(
                 pads, k, problem.stride[axis], problem.dilation[axis])):
             # scipy.ndimage.correlate1d over the whole intermediate, no padded copy
-            total += c["call"] + lead * math.prod(shape) * k * c["scipy_line_mac"]
+            elems = lead * math.prod(shape)
+            stride = problem.dtype.itemsize * math.prod(shape[axis + 1:])
+            total += c["call"] + elems * (k * c["scipy_line_mac"] + (
+                c["scipy_line_gather"] if stride >= PAGE_BYTES else 0.0))
             shape[axis] = problem.out_shape[axis]
             continue
         padded = shape[:axis] + [problem.padded_shape()[axis]] + shape[axis + 1:]

@@ -22,11 +22,11 @@ import scipy.ndimage
 from ..._vocabulary import NDIMAGE_NAMES
 from ..arrays import max_magnitude, zeros_result
 from ..separable_factors import (ROUNDOFF_UNITS, NotSeparable, applies, clear_cache, factor,
-                                 kernel_factors)
+                                 kernel_factors, kernel_terms, term_limit)
 from .direct import chunks
 
-__all__ = ["applies", "factor", "kernel_factors", "run", "workspace_bytes", "clear_cache",
-           "ROUNDOFF_UNITS", "NotSeparable"]
+__all__ = ["applies", "factor", "kernel_factors", "kernel_terms", "term_limit", "run",
+           "workspace_bytes", "clear_cache", "ROUNDOFF_UNITS", "NotSeparable"]
 
 
 
@@ -97,10 +97,20 @@ def _pass(a, taps, axis, pads, mode, cval, stride, dilation, out_len, bound=None
 
 
 def run(problem, x, w):
-    """``y`` ``(N, K, *O)`` of an :func:`applies` problem by one 1-D pass per kernel axis."""
+    """``y`` ``(N, K, *O)`` of an :func:`applies` problem by one 1-D pass per kernel axis
+    (per outer product, summed, when the kernel is a short sum of them:
+    :func:`~..separable_factors.kernel_terms`)."""
     if problem.is_empty:
         return zeros_result(problem, np)
-    per_group = kernel_factors(problem, w)
+    terms = kernel_terms(problem, w, term_limit(problem))
+    y = _run_term(problem, x, terms[0])
+    for per_group in terms[1:]:
+        y += _run_term(problem, x, per_group)
+    return y
+
+
+def _run_term(problem, x, per_group):
+    """The passes of one outer product ``per_group[g][axis]``."""
     g = problem.groups
     a = x                                                    # (N, G, *S): C_in == G
     cval = problem.cval if problem.dtype.kind == "c" else np.real(problem.cval)

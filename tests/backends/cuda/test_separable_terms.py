@@ -1,0 +1,201 @@
+"""Kernels that are a short sum of outer products: ``separable`` with several terms.
+
+A difference of Gaussians is two outer products; a 2-D kernel of matrix rank ``r`` is
+``r``.  ``separable_factors.low_rank`` finds such a sum by sequential SVD and the passes
+run once per term (the CUDA path's last pass of each later term adds into the result):
+
+- detection: the terms reconstruct the kernel within the one-outer-product tolerance,
+  are mutually orthogonal (no term larger than the kernel: the sum does not cancel),
+  integer kernels and kernels needing more than ``MAX_TERMS`` terms are refused;
+- ``term_limit``: terms only where they save taps, and under ``auto`` only within the
+  cost model's ``slack`` (with ``TERM_MARGIN``);
+- results on NumPy, emulated (and a GPU when present) against the float64 reference in
+  every boundary mode, with stride, dilation and depthwise groups whose kernels have
+  different term counts;
+- the dispatcher: the slack is against the next candidate, and data the FFT cannot take
+  (a NaN) gives the terms the slack against the candidate after it.
+
+Tolerance: ``r`` terms, each within the bound of ``test_separable_cuda.py`` (its passes
+round as one outer product's), so ``r`` times that bound.
+"""
+from __future__ import annotations
+
+import math
+from functools import reduce
+
+import numpy as np
+import pytest
+
+import cupyconv
+from cupyconv.backends import separable_factors as sf
+from cupyconv.core.problem import ConvProblem, Operands
+from cupyconv.dispatch import backend_for, run
+from cupyconv.dispatch.dispatcher import Choice, ranked_for_data
+from cupyconv.ndimage.filters import gaussian_kernel1d
+from helpers import PADDING_MODES, conv_bounds, ref_conv, rel_norm_error
+from test_separable_cuda import tolerance
+
+
+def outer(*factors):
+    return reduce(np.multiply.outer, factors)
+
+
+def dog(ndim, radius=3, s1=1.0, s2=2.0):
+    """A difference of two isotropic Gaussians: two outer products."""
+    return (outer(*[gaussian_kernel1d(s1, 0, radius)] * ndim)
+            - outer(*[gaussian_kernel1d(s2, 0, radius)] * ndim))
+
+
+def problem_for(kernel_shape, **kw):
+    nd = len(kernel_shape)
+    return ConvProblem.create(x_shape=(1, 1) + (16,) * nd, w_shape=(1, 1) + tuple(kernel_shape),
+                              **kw)
+
+
+@pytest.fixture(params=["numpy", pytest.param("emulated"),
+                        pytest.param("cuda", marks=pytest.mark.gpu)])
+def where(request):
+    if request.param not in cupyconv.available_backends():
+        pytest.skip(f"backend {request.param!r} is not available here")
+    return request.param
+
+
+def _to(name, a):
+    if name == "cuda":
+        import cupy
+        return cupy.asarray(a)
+    return a
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+# ------------------------------------------------------------------- detection
+
+
+def test_low_rank_terms_are_orthogonal_and_rebuild_the_kernel(rng):
+    random_rank3 = sum(outer(rng.standard_normal(7), rng.standard_normal(6)) for _ in range(3))
+    for kernel, count in ((dog(2), 2), (random_rank3, 3), (dog(3), 4), (dog(4, 2), 8)):
+        for dtype in (np.float64, np.float32):
+            k = kernel.astype(dtype)
+            terms, err = sf.low_rank(k, dtype)
+            assert terms is not None and len(terms) == count, (kernel.shape, dtype)
+            limit = sf.ROUNDOFF_UNITS * np.finfo(dtype).eps * math.sqrt(k.size)
+            assert err <= limit and sf.term_tolerance(k.shape, dtype) == limit
+            parts = [outer(*[f.astype(np.float64) for f in t]) for t in terms]
+            norm = np.linalg.norm(k.astype(np.float64))
+            assert np.linalg.norm(sum(parts) - k) <= limit * norm * 1.01
+            for i, a in enumerate(parts):                  # orthogonal: no cancellation
+                assert np.linalg.norm(a) <= norm * (1 + 1e-6)
+                for b in parts[i + 1:]:
+                    assert abs(np.vdot(a, b)) <= 1e-5 * norm ** 2
+    assert sf.low_rank(rng.standard_normal((3, 3, 3)), np.float64)[0] is None   # 9 terms
+    assert sf.low_rank(np.array([[1, 2], [3, 5]]), np.int64)[0] is None        # exact only
+    noisy = dog(2) + 1e-9 * rng.standard_normal((7, 7))
+    assert len(sf.low_rank(noisy, np.float64)[0]) == 7        # full rank: every 7x7 is
+    p = problem_for((7, 7))                                   # 7 terms, but 3 save taps
+    with pytest.raises(sf.NotSeparable, match="no sum of up to 3 outer products"):
+        sf.kernel_terms(p, noisy[None, None], sf.term_limit(p))
+    assert len(sf.kernel_terms(p, dog(2)[None, None], sf.term_limit(p))) == 2
+
+
+def test_term_limit_saves_taps_and_respects_the_slack():
+    assert sf.term_limit(problem_for((3, 3))) == 1          # 2 * 6 taps > 9
+    assert sf.term_limit(problem_for((9, 9))) == 4          # 4 * 18 < 81 <= 5 * 18
+    assert sf.term_limit(problem_for((7, 7, 7))) == sf.MAX_TERMS
+    p = problem_for((9, 9))
+    assert sf.term_limit(p, 2 * sf.TERM_MARGIN - 1e-9) == 1
+    assert sf.term_limit(p, 2 * sf.TERM_MARGIN) == 2
+    assert sf.term_limit(p, 0.1) == 1                        # one outer product: always
+
+
+def test_explicit_refusal_names_the_terms_tried(rng):
+    x = rng.standard_normal((20, 20))
+    with pytest.raises(ValueError, match=r"relative error of .* no sum of up to 2 outer "
+                                         r"products is within a relative error of 8\.88e-15"):
+        cupyconv.convolve(x, rng.standard_normal((5, 5)), method="separable")
+
+
+# --------------------------------------------------------------------- results
+
+
+@pytest.mark.parametrize("mode", PADDING_MODES)
+@pytest.mark.parametrize("rank", [2, 3])
+def test_sum_of_terms_matches_reference(where, rank, mode, rng):
+    """Depthwise, two groups with different kernels (a DoG and a single Gaussian: the
+    second group's missing term is zero), stride, dilation and asymmetric padding; a
+    nonzero ``cval`` (one kernel for both groups: the per-term factor sums must agree)."""
+    radius = 3 if rank == 2 else 2
+    k1 = dog(rank, radius)
+    k2 = outer(*[gaussian_kernel1d(1.5, 0, radius)] * rank)
+    cval = 1.5 if mode == "constant" else 0.0
+    w = np.stack([k1, k1 if cval else k2])[:, None]
+    shape = (11, 10, 9)[:rank]
+    kw = dict(groups=2, stride=(2,) + (1,) * (rank - 1), dilation=(1, 2) + (1,) * (rank - 2),
+              padding=((2, 1), (3, 0), (1, 2))[:rank], padding_mode=mode, cval=cval)
+    x = rng.standard_normal((2, 2) + shape)
+    ref = ref_conv(x, w, **kw)
+    for dtype in (np.float64, np.float32):
+        with cupyconv.use_backend(where) if where != "cuda" else _nullcontext():
+            y = cupyconv.conv(_to(where, x.astype(dtype)), _to(where, w.astype(dtype)),
+                              method="separable", **kw)
+        err = rel_norm_error(_host(y), ref, conv_bounds(x, w, **kw).abs_conv)
+        assert err <= 2 * tolerance(dtype, k1.shape), (dtype, err)
+
+
+def _nullcontext():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+# ------------------------------------------------------------------------ auto
+
+
+class _Judge:
+    """A backend whose ``separable`` needs two terms (``slack >= 2.5``)."""
+
+    name = "numpy"
+
+    def __init__(self):
+        self.slacks = []
+
+    def data_ok(self, problem, algorithm, operands, slack=math.inf):
+        if algorithm != "separable":
+            return True, ""
+        self.slacks.append(slack)
+        return slack >= 2 * sf.TERM_MARGIN, "needs two terms"
+
+
+def test_slack_is_against_the_next_candidate_the_data_allows(rng):
+    p = problem_for((7, 7))
+    choice = Choice("separable", ("separable", "fft", "direct"),
+                    {"separable": 1.0, "fft": 1.5, "direct": 10.0}, {}, 0)
+    finite = Operands(activation=rng.standard_normal((1, 1, 16, 16)), filter=dog(2)[None, None])
+    judge = _Judge()
+    assert ranked_for_data(choice, p, finite, backend=judge) == ["fft", "direct"]
+    assert judge.slacks == [1.5]
+    nan = finite.replace(activation=finite.activation.copy())
+    nan.activation[0, 0, 3, 3] = np.nan
+    judge = _Judge()
+    assert ranked_for_data(choice, p, nan, backend=judge) == ["separable", "direct"]
+    assert judge.slacks == [1.5, 10.0]                       # the FFT is out: rescored
+    judge = _Judge()
+    assert ranked_for_data(choice, p, finite, every=True, backend=judge)[0] == "separable"
+    assert judge.slacks == [math.inf]
+
+
+def test_auto_runs_terms_where_the_fft_cannot(rng):
+    """A NaN keeps the FFT out; a 3-D DoG as four terms of passes beats direct's 343 taps
+    (the cost model's choice), and the NaN stays local."""
+    x = rng.standard_normal((1, 1, 40, 40, 40))
+    x[0, 0, 20, 20, 20] = np.nan
+    w = dog(3)[None, None]
+    problem, *_ = cupyconv.api.conv.prepare_conv(
+        x, w, None, stride=1, padding="same", dilation=1, groups=1, padding_mode="constant",
+        cval=0, layout="channels_first")
+    y, name = run(problem, Operands(activation=x, filter=w), backend_for(np))
+    assert name == "separable"
+    assert np.isnan(y).sum() == 7 ** 3
+    ref = cupyconv.conv(x, w, padding="same", method="direct")
+    np.testing.assert_allclose(y, ref, atol=1e-12)

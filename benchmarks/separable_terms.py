@@ -3,7 +3,8 @@
 ``python -m benchmarks.separable_terms [--rounds 5]``
 
 A difference of Gaussians (sigma 1 and 2, radius 3: 7 taps per axis) is two outer
-products; sequential SVD finds it as ``2**(N-1)`` terms (``separable_factors.low_rank``).
+products, found as two terms in every rank (``separable_factors.low_rank``: the SVD in
+2-D, Jennrich's decomposition from 3-D up).
 Per case, same run, median milliseconds of ``auto`` (and what it chose),
 ``method="separable"`` (the terms), ``fft`` and ``direct``, first on normal data, then
 with one NaN (the FFT is out: ``auto`` chooses between the terms and ``direct``).  The

@@ -18,11 +18,16 @@ such an outer product:
 
 A kernel that is not one outer product may still be a short sum of them (a difference
 of Gaussians is two; a 2-D kernel of matrix rank r is r): :func:`low_rank` finds such a
-sum by sequential SVD (the SVD of the kernel's unfolding along its first axis, then of
-each right singular vector along the next axis, singular values below the tolerance
-dropped; the terms are mutually orthogonal, so none is larger than the kernel and the
-sum does not cancel), accepted within :func:`term_tolerance` (``sqrt(taps)`` times the
-one-outer-product tolerance: the typical rounding of a direct sum over the taps).
+sum, accepted within :func:`term_tolerance` (``sqrt(taps)`` times the one-outer-product
+tolerance: the typical rounding of a direct sum over the taps).  With three axes or
+more it first tries exactly as many terms as the rank of the first unfolding
+(Jennrich's simultaneous diagonalisation: a difference of Gaussians in two terms in any
+rank), kept when the terms' norms add up to at most :data:`CANCELLATION_LIMIT` times the
+kernel's; else (and in 2-D, where it is minimal) sequential SVD: the SVD of the
+unfolding along the first axis, then of each right singular vector along the next
+axis, singular values below the tolerance dropped (``2**(N-1)`` terms for a difference
+of Gaussians; mutually orthogonal, so none is larger than the kernel and the sum does
+not cancel).
 :func:`kernel_terms` returns the terms the passes run; a sum of ``r`` terms costs ``r``
 times one outer product's passes, so it is used only where that still saves taps
 (:func:`term_limit`) and, under ``auto``, where the cost model says ``r`` times the
@@ -45,6 +50,7 @@ from .arrays import oriented_weights
 
 __all__ = ["applies", "factor", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
            "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
+           "CANCELLATION_LIMIT",
            "NotSeparable", "NOT_APPLICABLE"]
 
 #: A float kernel is separable when ``||K - outer(factors)|| <= ROUNDOFF_UNITS * eps * ||K||``.
@@ -56,6 +62,9 @@ MAX_TERMS = 8
 #: about 25% (on the 2-core CPU a two-term 1024^2 float32 9x9 difference of Gaussians was
 #: predicted 2.2x faster than the FFT per term and ran 1.3x slower in all).
 TERM_MARGIN = 1.25
+#: Outer products that are not orthogonal may cancel: their norms may add up to at most
+#: this many times the kernel's (each term's passes round relative to its own size).
+CANCELLATION_LIMIT = 4.0
 #: Factorisations kept (keyed by the kernel's bytes); kernels above this many taps are
 #: factored on every call.
 _CACHE_TAPS = 1 << 16
@@ -168,6 +177,40 @@ def _sequential_svd(k, tol, limit):
     return terms
 
 
+def _jennrich(k, rank):
+    """Exactly ``rank`` outer products summing to ``k`` (three axes or more), or ``None``:
+    Jennrich's simultaneous diagonalisation of ``k`` viewed as (axis 0, axis 1, the rest)
+    -- two random contractions of the rest, projected onto the leading ``rank`` singular
+    vectors of the first two unfoldings, share eigenvectors that give the axis-0 factors
+    -- then least squares for each term's rest, which must be one outer product."""
+    k0, k1 = k.shape[:2]
+    if rank > min(k0, k1):
+        return None
+    t3 = k.reshape(k0, k1, -1)
+    u0 = np.linalg.svd(t3.reshape(k0, -1), full_matrices=False)[0][:, :rank]
+    u1 = np.linalg.svd(np.moveaxis(t3, 1, 0).reshape(k1, -1), full_matrices=False)[0][:, :rank]
+    rng = np.random.default_rng(0)                     # reproducible, like the cache
+    mx, my = (u0.conj().T @ (t3 @ rng.standard_normal(t3.shape[2])) @ u1.conj()
+              for _ in range(2))
+    try:
+        w = np.linalg.eig(mx @ np.linalg.inv(my))[1]
+    except np.linalg.LinAlgError:
+        return None
+    if k.dtype.kind != "c":
+        if np.abs(w.imag).max() > 1e-6:
+            return None
+        w = w.real
+    a = u0 @ w
+    rest = np.linalg.lstsq(a, k.reshape(k0, -1), rcond=None)[0]
+    terms = []
+    for r in range(rank):
+        factors = _float_factors(rest[r].reshape(k.shape[1:]), np.dtype(k.dtype))[0]
+        if factors is None:
+            return None
+        terms.append([a[:, r]] + list(factors))
+    return terms
+
+
 def term_tolerance(kernel_shape, dtype):
     """Relative error allowed to a sum of outer products: :data:`ROUNDOFF_UNITS` units of
     roundoff times ``sqrt(taps)``, the typical rounding error of a direct sum over the
@@ -200,17 +243,32 @@ def _low_rank(kernel, dtype):
     if not np.isfinite(norm) or norm == 0.0 or k.ndim < 2:
         return None, math.inf if not np.isfinite(norm) else math.nan
     limit = term_tolerance(k.shape, dtype)
+
+    def checked(terms):
+        """``(terms in dtype, error)``, ``terms`` None past the tolerance or cancelling."""
+        terms = [[f.astype(dtype) for f in t] for t in terms]
+        parts = [reduce(np.multiply.outer, [f.astype(k.dtype) for f in t]) for t in terms]
+        err = float(np.linalg.norm(k - sum(parts))) / norm
+        size = sum(float(np.linalg.norm(p)) for p in parts) / norm
+        return (terms if err <= limit and size <= CANCELLATION_LIMIT else None), err
+
     err = math.nan
+    if k.ndim >= 3:          # the fewest terms, where the first unfolding's rank is the sum's
+        s = np.linalg.svd(k.reshape(k.shape[0], -1), compute_uv=False)
+        rank = int(np.count_nonzero(s > limit * norm))
+        found = _jennrich(k, rank) if 2 <= rank <= MAX_TERMS else None
+        if found is not None:
+            terms, err = checked(found)
+            if terms is not None:
+                return terms, err
     # each SVD drops a tail up to the tolerance, then the sum is checked as a whole; if
     # the dropped tails add up past it, once more with every tail's share of it
     for tol in (limit * norm, limit * norm / math.sqrt((k.ndim - 1) * MAX_TERMS)):
-        terms = _sequential_svd(k, tol, MAX_TERMS)
-        if terms is None:
+        found = _sequential_svd(k, tol, MAX_TERMS)
+        if found is None:
             return None, err
-        terms = [[f.astype(dtype) for f in t] for t in terms]
-        rebuilt = sum(reduce(np.multiply.outer, [f.astype(k.dtype) for f in t]) for t in terms)
-        err = float(np.linalg.norm(k - rebuilt)) / norm
-        if err <= limit:
+        terms, err = checked(found)
+        if terms is not None:
             return terms, err
     return None, err
 

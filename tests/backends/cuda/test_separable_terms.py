@@ -28,6 +28,7 @@ from functools import reduce
 
 import numpy as np
 import pytest
+from hypothesis import event, given, settings, strategies as st
 
 import cupyconv
 from cupyconv.backends import separable_factors as sf
@@ -213,3 +214,63 @@ def test_auto_runs_terms_where_the_fft_cannot(rng):
     assert np.isnan(y).sum() == 7 ** 3
     ref = cupyconv.conv(x, w, padding="same", method="direct")
     np.testing.assert_allclose(y, ref, atol=1e-12)
+
+
+# ------------------------------------------------------------------ properties
+
+
+@st.composite
+def two_term_case(draw):
+    """A depthwise problem whose kernels are sums of two random outer products (one
+    kernel for every group under a nonzero ``cval``), large enough for two terms to save
+    taps (``term_limit``), with random geometry, boundary, layout and dtype."""
+    rank = draw(st.integers(2, 3))
+    ks = [draw(st.integers(5, 6)) if rank == 2 else draw(st.integers(3, 4))
+          for _ in range(rank)]
+    groups = draw(st.sampled_from((1, 2)))
+    stride = [draw(st.integers(1, 2)) for _ in range(rank)]
+    dilation = [draw(st.integers(1, 2)) for _ in range(rank)]
+    pads = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(rank)]
+    mode = draw(st.sampled_from(PADDING_MODES))
+    shape = []
+    for k, d, (pb, pa) in zip(ks, dilation, pads):
+        lo = max(1, d * (k - 1) + 1 - pb - pa, 2 if mode == "reflect" else 1)
+        shape.append(draw(st.integers(lo, lo + 3)))
+    kw = dict(groups=groups, stride=stride, dilation=dilation, padding=pads,
+              padding_mode=mode, layout=draw(st.sampled_from(("channels_first",
+                                                              "channels_last"))))
+    if mode == "constant":
+        kw["cval"] = draw(st.sampled_from((0.0, 2.0)))
+    dtype = draw(st.sampled_from(("float64", "float32", "complex128")))
+    return (draw(st.integers(1, 2)), groups) + tuple(shape), ks, dtype, kw, draw(
+        st.integers(0, 2**16))
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=two_term_case(), where=st.sampled_from(("numpy", "emulated")))
+def test_two_term_kernels_match_reference(case, where):
+    """Every geometry, boundary and layout; the error bound is the one-product bound
+    times the terms' total size (at most ``CANCELLATION_LIMIT``) per term."""
+    if where not in cupyconv.available_backends():
+        event(f"{where} not available")
+        return
+    x_shape, ks, dtype, kw, seed = case
+    rng = np.random.default_rng(seed)
+    cplx = np.dtype(dtype).kind == "c"
+
+    def vec(n):
+        v = rng.standard_normal(n)
+        return v + 1j * rng.standard_normal(n) if cplx else v
+
+    kernels = [sum(outer(*[vec(k) for k in ks]) for _ in range(2))
+               for _ in range(1 if kw.get("cval") else kw["groups"])]
+    w = np.stack(kernels * (kw["groups"] if kw.get("cval") else 1))[:, None]
+    x = rng.standard_normal(x_shape) + (1j * rng.standard_normal(x_shape) if cplx else 0)
+    if kw["layout"] == "channels_last":
+        x, w = np.moveaxis(x, 1, -1).copy(), np.moveaxis(w, 1, -1).copy()
+    ref = ref_conv(x, w, **kw)
+    with cupyconv.use_backend(where):
+        y = cupyconv.conv(x.astype(dtype), w.astype(dtype), method="separable", **kw)
+    err = rel_norm_error(np.asarray(y), ref, conv_bounds(x, w, **kw).abs_conv)
+    event(f"{len(ks)}-D {kw['padding_mode']}")
+    assert err <= 2 * sf.CANCELLATION_LIMIT * tolerance(dtype, ks), (err, kw)

@@ -12,7 +12,9 @@ Two tables (CUDA events, medians after a warm-up; issue 13's GPU goals):
    time is host time;
 2. a 40^4 float32 volume with a 7^4 Gaussian (``convolve``, ``same``): ``auto``,
    ``method="separable"`` and ``method="fft"`` (goal: separable >= 3x faster than fft),
-   and ``cupyx.scipy.ndimage.convolve`` with the N-D kernel.
+   and ``cupyx.scipy.ndimage.convolve`` with the N-D kernel; then a 128^3 float32 volume
+   with a 7^3 difference of Gaussians (two outer products: separable's terms against
+   the FFT and what ``auto`` makes of them).
 """
 from __future__ import annotations
 
@@ -82,11 +84,19 @@ def separable_rows(budget):
     k = gaussian_4d()
     x = cupy.asarray(np.random.default_rng(0).standard_normal((40,) * 4).astype(np.float32))
     kd = cupy.asarray(k)
+    from .separable_terms import dog
+    v = cupy.asarray(np.random.default_rng(0).standard_normal((128,) * 3).astype(np.float32))
+    kdog = cupy.asarray(dog(3).astype(np.float32))            # two outer products
     out = {}
     for label, fn in (("auto", lambda: cupyconv.convolve(x, kd, "same")),
                       ("separable", lambda: cupyconv.convolve(x, kd, "same", method="separable")),
                       ("fft", lambda: cupyconv.convolve(x, kd, "same", method="fft")),
-                      ("cupyx.ndimage.convolve", lambda: cnd.convolve(x, kd, mode="constant"))):
+                      ("cupyx.ndimage.convolve", lambda: cnd.convolve(x, kd, mode="constant")),
+                      ("128^3 * 7^3 DoG: auto", lambda: cupyconv.convolve(v, kdog, "same")),
+                      ("128^3 * 7^3 DoG: separable (2 terms)",
+                       lambda: cupyconv.convolve(v, kdog, "same", method="separable")),
+                      ("128^3 * 7^3 DoG: fft", lambda: cupyconv.convolve(v, kdog, "same",
+                                                                        method="fft"))):
         out[label] = 1e3 * time_cuda(fn, budget=budget)
         kernels, why = graph_time(fn)
         out[f"{label}: kernels alone"] = (1e3 * kernels if kernels is not None

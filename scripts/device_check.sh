@@ -79,8 +79,8 @@ step tensor-cores 60 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 # issue 15: the Winograd transform kernels against our implicit GEMM, gemm and cuDNN
 step winograd 20 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
 # issue 13: cupyconv.ndimage against cupyx.scipy.ndimage, separable against fft (40^4 * 7^4)
-step ndimage 30 "$PY" -m benchmarks.ndimage_gpu --budget 1 --json "$OUT/ndimage_gpu.json"
-step bench 55 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+step ndimage 35 "$PY" -m benchmarks.ndimage_gpu --budget 1 --json "$OUT/ndimage_gpu.json"
+step bench 50 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
 rm -f "$TMP"
 
 echo

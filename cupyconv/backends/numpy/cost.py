@@ -17,7 +17,8 @@ from ..._vocabulary import FORWARD, GRAD_INPUT
 from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
 from . import separable
-from .direct import CHUNK, compiled_applies, line_axis, scipy_line_applies, scipy_nd_applies
+from .direct import (CHUNK, compiled_applies, line_axis, scipy_line_applies,
+                     scipy_line_faster, scipy_nd_applies)
 
 __all__ = ["predict_times", "CPU"]
 
@@ -44,8 +45,10 @@ CPU = dict(
                             # is a page or more: SciPy copies each line into its buffer
                             # element by element (measured on 1024^2 float64: axis 0 10.3
                             # ms, axis 1 1.5 ms for 3 taps; 96^3 axis 0: 8.3 vs 2.2 ms)
-    separable_mac=0.6e-9,   # one tap of a separable pass, float64 (measured 0.6-0.9 ns
-                            # from 64^2 x 6 to 40^4; float32 0.3 ns)
+    separable_mac=0.35e-9,  # one tap of a separable pass, float64, float32 half (fitted
+                            # 2026-12-01 after the passes became contiguous slabs,
+                            # direct.line_chunks: 512^2 5^2 to 40^4 7^4 within 0.9-1.3x;
+                            # the padded copy, copy / 3, scales with the bytes too)
     chunk_tap=2e-6,         # Python + ufunc dispatch per chunk and tap of a chunked pass
     separable_call=2e-5,    # fixed cost of separable: the factor lookup (kernel bytes as the
                             # cache key), stacking the taps, one Python pass per axis
@@ -137,10 +140,14 @@ def _separable(problem, cplx):
     lead = problem.batch * problem.in_channels
     shape = list(problem.in_shape)
     total = c["separable_call"]
+    real_bytes = problem.dtype.itemsize // (2 if problem.dtype.kind == "c" else 1)
     for axis, k in enumerate(problem.kernel_shape):
         pads = problem.padding[axis]
-        if ((problem.dtype == np.float64 or problem.dtype.kind in "iu") and separable.scipy_pass_applies(
-                pads, k, problem.stride[axis], problem.dilation[axis])):
+        full = (problem.batch, problem.in_channels) + tuple(shape)
+        scipy_dtype = problem.dtype.kind in "iu" or (
+            problem.dtype == np.float64 and scipy_line_faster(full, 2 + axis, 8))
+        if scipy_dtype and separable.scipy_pass_applies(pads, k, problem.stride[axis],
+                                                        problem.dilation[axis]):
             # scipy.ndimage.correlate1d over the whole intermediate, no padded copy
             elems = lead * math.prod(shape)
             stride = problem.dtype.itemsize * math.prod(shape[axis + 1:])
@@ -151,7 +158,7 @@ def _separable(problem, cplx):
         padded = shape[:axis] + [problem.padded_shape()[axis]] + shape[axis + 1:]
         shape[axis] = problem.out_shape[axis]
         outputs = lead * math.prod(shape)
-        total += (c["call"] + lead * math.prod(padded) * c["copy"] / 3
+        total += (c["call"] + lead * math.prod(padded) * c["copy"] / 3 * real_bytes / 8
                   + max(1, outputs // CHUNK) * k * c["chunk_tap"]
                   + cplx * outputs * k * c["separable_mac"] * problem.dtype.itemsize / 8)
     return c["call"] + total

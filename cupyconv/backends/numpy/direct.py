@@ -34,7 +34,7 @@ from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
 
 __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
            "single_signal", "line_axis", "conv_line", "scipy_line_applies", "scipy_nd_applies",
-           "CHUNK", "SCIPY_INNER", "chunks"]
+           "CHUNK", "SCIPY_STRIDE_BYTES", "chunks", "line_chunks", "scipy_line_faster"]
 
 
 def windows(problem, xpad):
@@ -129,6 +129,28 @@ def _symmetry(taps):
 CHUNK = 1 << 15
 
 
+def line_chunks(shape, axis, other):
+    """``[(index, offset), ...]``: the pieces of a 1-D pass's output of ``shape`` along
+    ``axis``.  Along the outermost of ``other`` longer than 1 (:func:`chunks`; ``offset``
+    ``None``: the input piece is the same index) unless ``axis`` itself is outer to all
+    of them: then along ``axis`` (``offset``: the piece's first output position there;
+    the input rows it reads start there), so every piece is a contiguous slab."""
+    longer = [a for a in other if shape[a] > 1]
+    total = math.prod(shape)
+    if shape[axis] > 1 and total > 2 * CHUNK and (not longer or axis < longer[0]):
+        step = max(1, CHUNK // (total // shape[axis]))
+        return [((slice(None),) * axis + (slice(i, i + step),), i)
+                for i in range(0, shape[axis], step)]
+    return [(part, None) for part in chunks(shape, other)]
+
+
+def scipy_line_faster(shape, axis, itemsize):
+    """Whether ``scipy.ndimage.correlate1d`` beats the NumPy pass (contiguous slabs,
+    :func:`line_chunks`) along ``axis`` of a C-ordered array of ``shape``: the axis'
+    stride is at most :data:`SCIPY_STRIDE_BYTES`."""
+    return math.prod(shape[axis + 1:]) * itemsize <= SCIPY_STRIDE_BYTES
+
+
 def chunks(shape, axes):
     """Index tuples splitting arrays of ``shape`` into pieces of about :data:`CHUNK`
     elements along the outermost of ``axes`` longer than 1 (one piece when small)."""
@@ -141,10 +163,14 @@ def chunks(shape, axes):
     return [(slice(None),) * a + (slice(i, i + step),) for i in range(0, shape[a], step)]
 
 
-#: A float64 pass whose axis has at most this many elements inside it (its stride in
-#: elements) runs in ``scipy.ndimage``'s compiled loops, 1.5-2.5x faster than the
-#: NumPy passes there (measured 1024^2, 128^3 and 32^4; outer axes are faster here).
-SCIPY_INNER = 1024
+#: A float64 1-D pass runs in ``scipy.ndimage``'s compiled line loops when its axis'
+#: stride is at most this many bytes: SciPy copies each line into a buffer, cheap for
+#: near-contiguous lines (the last axis of 1024^2 and 128^3: 1.6-2.5x faster than the
+#: NumPy passes; 32^4's third axis, 256 B: 1.3-1.5x from 9 taps, even at 3), 8-11 ns
+#: per element from 1 KiB strides on, where the NumPy passes, streaming contiguous
+#: slabs (:func:`line_chunks`), are 2-13x faster (1024^2 and 4096x256 axis 0, 128^3
+#: axes 0 and 1, 32^4 axis 1; 3-17 taps).
+SCIPY_STRIDE_BYTES = 512
 
 
 def _scipy_agrees(taps):
@@ -172,12 +198,12 @@ def _ndimage_kw(problem):
 
 def scipy_line_applies(problem):
     """Whether a 1-D pass (:func:`line_axis`) may run ``scipy.ndimage.correlate1d``:
-    float64, same-size output, an axis with at most :data:`SCIPY_INNER` elements inside
-    it (the kernel's symmetry is checked on the data, :func:`conv_line`)."""
+    float64, same-size output, where it is faster (:func:`scipy_line_faster`; the
+    kernel's symmetry is checked on the data, :func:`conv_line`)."""
     axis = line_axis(problem)
     return (axis is not None and problem.dtype == np.float64
             and _ndimage_origins(problem) is not None
-            and math.prod(problem.in_shape[axis + 1:]) <= SCIPY_INNER)
+            and scipy_line_faster((problem.batch, 1) + tuple(problem.in_shape), 2 + axis, 8))
 
 
 def scipy_nd_applies(problem):
@@ -204,12 +230,14 @@ def conv_line(problem, x, w, axis):
     xpad = pad_input(problem, x)
     sym = _symmetry(taps)
     ax = 2 + axis
-    for part in chunks(y.shape, [0] + [2 + i for i in range(problem.ndim) if i != axis]):
-        yc, xc = y[part], xpad[part]
-        lead = (slice(None),) * ax
+    lead = (slice(None),) * ax
+    for part, off in line_chunks(y.shape, ax, [0] + [2 + i for i in range(problem.ndim)
+                                                     if i != axis]):
+        yc = y[part]
+        xc, first, m = (xpad[part], 0, n) if off is None else (xpad, off, yc.shape[ax])
 
-        def tap(t, xc=xc, lead=lead):
-            return xc[lead + (slice(t, t + n),)]
+        def tap(t, xc=xc, first=first, m=m):
+            return xc[lead + (slice(first + t, first + t + m),)]
 
         tmp = np.empty_like(yc)
         if sym:

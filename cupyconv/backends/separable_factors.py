@@ -58,10 +58,11 @@ ROUNDOFF_UNITS = 8
 #: The most outer products a kernel is split into (each costs one set of 1-D passes).
 MAX_TERMS = 8
 #: Under ``auto`` a sum of ``r`` outer products must be predicted to beat the next
-#: candidate with this margin (``r * TERM_MARGIN <= slack``): the cost models are good to
-#: about 25% (on the 2-core CPU a two-term 1024^2 float32 9x9 difference of Gaussians was
-#: predicted 2.2x faster than the FFT per term and ran 1.3x slower in all).
-TERM_MARGIN = 1.25
+#: candidate with this margin (``r * TERM_MARGIN <= slack``): the CPU model's separable
+#: passes are within 0.8-1.3x of their measured times (refitted 2026-12-01; at first,
+#: with passes predicted 2x too cheap, a two-term float32 1024^2 DoG ran 1.3x slower than
+#: the FFT it was predicted to beat, hence a margin at all).
+TERM_MARGIN = 1.1
 #: Outer products that are not orthogonal may cancel: their norms may add up to at most
 #: this many times the kernel's (each term's passes round relative to its own size).
 CANCELLATION_LIMIT = 4.0

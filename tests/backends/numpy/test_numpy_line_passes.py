@@ -69,3 +69,28 @@ def test_separable_pieces_with_stride_and_dilation(stride, dilation, rng):
         got = cupyconv.conv(x.astype(dtype), w.astype(dtype), method="separable", **kw)
         ref = cupyconv.conv(x, w, method="direct", **kw)
         np.testing.assert_allclose(got, ref, rtol=0, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint16])
+@pytest.mark.parametrize("mode", ["reflect", "constant", "nearest", "mirror", "wrap"])
+def test_integer_moving_averages_on_strided_axes_are_scipys(dtype, mode, rng, monkeypatch):
+    """8/16-bit moving averages along an axis with a stride past 512 bytes are the
+    engine's float32 tap sums (``common.ENGINE_WINDOW``), not SciPy's running sum: the
+    same truncated integers, every window up to the limit, both origins' ends, a cval."""
+    from cupyconv.ndimage import common
+    info = np.iinfo(dtype)
+    x = rng.integers(max(info.min, -3000), min(info.max, 3000) + 1, (300, 700)).astype(dtype)
+    calls = []
+    real = scipy.ndimage.uniform_filter1d
+    monkeypatch.setattr(common.scipy.ndimage, "uniform_filter1d",
+                        lambda *a, **k: calls.append(a[2] if len(a) > 2 else k) or real(*a, **k))
+    for size in (2, 3, 8, 9, common.ENGINE_WINDOW):
+        for origin in (-(size // 2), 0, (size - 1) // 2):
+            got = cupyconv.ndimage.uniform_filter1d(x, size, axis=0, mode=mode, cval=7,
+                                                    origin=origin)
+            ref = real(x, size, axis=0, mode=mode, cval=7, origin=origin)
+            np.testing.assert_array_equal(got, ref, err_msg=f"{size} {origin}")
+    assert calls == []                                    # the engine ran every one
+    cupyconv.ndimage.uniform_filter1d(x, 9, axis=1, mode=mode)      # the last axis: SciPy
+    cupyconv.ndimage.uniform_filter1d(x, common.ENGINE_WINDOW + 2, axis=0, mode=mode)
+    assert len(calls) == 2

@@ -38,7 +38,9 @@ CPU = dict(
     fft_einsum=4.0e-9,      # per complex multiply-add of the channel contraction
     call=3e-6,              # fixed per-call overhead of the tap-loop/gemm/fft paths
     gemm_call=2.5e-5,       # extra fixed cost of gemm: buffer, transposes, matmul
-    line_mac=0.9e-9,        # 1-D pass in NumPy (folded pairs, chunked), float64 per tap
+    line_mac=0.3e-9,        # 1-D pass in NumPy (contiguous slabs, direct.line_chunks), float64
+                            # per tap, float32 half; plus its padded copy (fitted 2026-12-01:
+                            # 0.28-0.34 ns on 128^3 axis 1 and 1024^2 axis 0, 17-65 taps)
     scipy_line_mac=0.25e-9,  # 1-D pass in scipy.ndimage.correlate1d, per tap
     scipy_nd_mac=0.4e-9,    # N-D single channel in scipy.ndimage.correlate, per tap
     scipy_line_gather=8e-9,  # per element of a correlate1d pass along an axis whose stride
@@ -63,6 +65,13 @@ CPU = dict(
 )
 
 
+#: The FFT's per-point costs in single precision (float32, complex64; float16 computes in
+#: float32), relative to the float64 ones the constants were fitted on: SciPy's
+#: single-precision transforms (measured 2026-12-01, same-size Gaussians from 512^2 * 5^2
+#: to 40^4 * 7^4 and 1-D kernels of 129 taps along 1024^2: 0.3-0.87x the float64-fitted
+#: prediction, median 0.7).  Float64 is left as fitted: its error grows with the
+#: transform's size (0.8x to 1.9x), which a constant factor would not follow.
+FFT_SINGLE = 0.7
 #: Bytes of a memory page: a line whose elements lie a page or more apart is gathered
 #: element by element (``scipy_line_gather``).
 PAGE_BYTES = 4096
@@ -81,7 +90,9 @@ def _direct(problem, cplx):
     if scipy_line_applies(problem):
         return c["call"] + macs * c["scipy_line_mac"]
     if line_axis(problem) is not None:
-        return c["call"] + cplx * macs * c["line_mac"] * problem.dtype.itemsize / 8
+        padded = problem.batch * problem.in_channels * math.prod(problem.padded_shape())
+        return c["call"] + cplx * problem.dtype.itemsize / 8 * (
+            macs * c["line_mac"] + padded * c["copy"] / 3)
     if scipy_nd_applies(problem):
         return c["call"] + macs * c["scipy_nd_mac"]
     single = problem.gemm_n == 1 and problem.in_channels == problem.groups
@@ -128,7 +139,9 @@ def _fft(problem, cplx):
     products = problem.batch * problem.groups * kg * cg
     single = problem.gemm_n == 1 and problem.in_channels == problem.groups
     product = c["fft_elem"] if single else c["fft_einsum"]
-    return extra + c["call"] + c["fft_call"] + cplx * npts * (
+    real_bytes = problem.dtype.itemsize // (2 if problem.is_complex else 1)
+    precision = FFT_SINGLE if real_bytes <= 4 else 1.0
+    return extra + c["call"] + c["fft_call"] + cplx * precision * npts * (
         transforms * per_point * c["fft"] + transforms * c["fft_elem"] + products * product)
 
 

@@ -84,12 +84,14 @@ def piece_dtype(rank: int) -> np.dtype:
     return dt
 
 
+@memoized()
 def compute_dtype(dtype) -> np.dtype:
     """The kernels' compute type ``W`` (the registry's accumulator: float32 for float16)."""
     spec = registry.dtype_spec(dtype)
     return np.dtype(np.float32) if spec.dtype == np.float16 else spec.dtype
 
 
+@memoized()
 def real_dtype(dtype) -> np.dtype:
     """The real type of the transform matrices for ``dtype``'s compute type."""
     return compute_dtype(dtype).type(0).real.dtype
@@ -115,6 +117,7 @@ def _pitch(vol: int) -> int:
     return vol | 1
 
 
+@memoized()
 def tiles_per_block(axes: Sequence[PieceAxis], dtype, smem_limit: int = SHARED_MEMORY_LIMIT) -> int:
     """Tiles one block holds in shared memory (0 when not even one fits ``smem_limit``
     next to the staged matrices)."""
@@ -130,7 +133,13 @@ def tiles_per_block(axes: Sequence[PieceAxis], dtype, smem_limit: int = SHARED_M
 def can_implement_winograd(problem, axes_list, smem_limit: int = SHARED_MEMORY_LIMIT
                            ) -> Tuple[bool, str]:
     """Whether the transform kernels can run every piece of ``axes_list`` (a list of
-    per-piece :class:`PieceAxis` sequences) of ``problem`` (its dtype and rank)."""
+    per-piece :class:`PieceAxis` sequences) of ``problem`` (its dtype and rank).
+    Memoised per argument set (each launch asks)."""
+    return _can_implement(problem, tuple(tuple(axes) for axes in axes_list), smem_limit)
+
+
+@memoized()
+def _can_implement(problem, axes_list, smem_limit):
     ok, why = dtype_ok(problem)
     if not ok:
         return ok, why

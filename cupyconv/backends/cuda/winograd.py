@@ -146,8 +146,17 @@ def work(problem):
 def _matrices(pieces, tile, dtype, which, runner):
     """The device stack of ``B^T`` (``which`` 2) or ``A^T`` (0) per axis of a piece
     (copied to the device once: :meth:`~.runners.CupyRunner.constant`)."""
-    mats = [transforms(m, p.r).arrays(np.float64)[which] for p, m in zip(pieces, tile)]
-    return runner.constant(wl.matrix_stack(mats, dtype))
+    return runner.constant(_host_matrices(tuple((m, p.r) for p, m in zip(pieces, tile)),
+                                          np.dtype(dtype), which))
+
+
+@functools.lru_cache(maxsize=256)
+def _host_matrices(tiles, dtype, which):
+    """The host stack of :func:`_matrices` for ``((m, r), ...)`` per axis (read-only)."""
+    host = wl.matrix_stack([transforms(m, r).arrays(np.float64)[which] for m, r in tiles],
+                           dtype)
+    host.flags.writeable = False
+    return host
 
 
 def run(problem, x, w, runner, workspace_limit=None):

@@ -8,6 +8,7 @@ needs, how long it predicts it to take, and runs it.  The dispatcher
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import os
 from typing import Dict, Iterable, Tuple
@@ -85,6 +86,12 @@ class Backend(abc.ABC):
         these values and still be the best candidate (``separable`` runs a kernel that
         is a sum of ``r`` outer products ``r`` times; infinite when nothing competes)."""
         return True, ""
+
+    def call_scope(self):
+        """A context around one dispatched call (its data checks and its run): the CUDA
+        backend copies a small device array it reads on the host once per call inside it.
+        Default: nothing."""
+        return contextlib.nullcontext()
 
     def prepare(self, problem, operands):
         """``(problem, operands)`` as the backend's kernels take them (default: as is)."""

@@ -262,6 +262,11 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     normalize_workspace_limit(workspace_limit)          # checked even when nothing runs
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
+    with backend.call_scope():      # a small device array read on the host: one copy
+        return _run(problem, operands, backend, method, workspace_limit, stats, choice)
+
+
+def _run(problem, operands, backend, method, workspace_limit, stats, choice):
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = operands.replace(**{r: to_tf32(operands.get(r)) for r in

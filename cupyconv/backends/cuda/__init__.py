@@ -95,6 +95,9 @@ class CudaBackend(Backend):
         problem, _ = _computed(problem, algorithm)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
+    def call_scope(self):
+        return self.runner.call_scope()
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm == "winograd":
             return winograd_conv.data_ok(operands)
@@ -102,7 +105,8 @@ class CudaBackend(Backend):
             return True, ""
         problem, operands = _widened(problem, algorithm, Operands(filter=operands.filter))
         try:
-            separable.pass_plans(problem, operands.filter, term_limit(problem, slack))
+            separable.pass_plans(problem, self.runner.host_copy(operands.filter),
+                                 term_limit(problem, slack))
         except NotSeparable as exc:
             return False, str(exc)
         return True, ""

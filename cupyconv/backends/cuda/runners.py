@@ -18,9 +18,11 @@ without the query: what launches read).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -83,7 +85,43 @@ CONSTANT_BYTES = 1 << 18
 CONSTANTS_KEPT = 64
 
 
-class _Constants:
+#: The host copies of the dispatched call in progress on this thread (``None`` outside).
+_CALL = threading.local()
+
+
+class _HostCopies:
+    """Small device arrays the host reads (the ``separable`` weights, factored on the host)
+    copied once per dispatched call instead of once per reader: on CuPy each copy waits
+    for the device.  Only inside :meth:`call_scope`, so an array the caller changes
+    between calls is read again."""
+
+    @contextlib.contextmanager
+    def call_scope(self):
+        """Share host copies until the outermost scope on this thread ends."""
+        outer = getattr(_CALL, "copies", None)
+        if outer is None:
+            _CALL.copies = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                _CALL.copies = None
+
+    def host_copy(self, a):
+        """``a`` as a NumPy array (NumPy arrays as they are; a device array copied once per
+        :meth:`call_scope`)."""
+        if not hasattr(a, "get"):
+            return np.asarray(a)
+        memo = getattr(_CALL, "copies", None)
+        if memo is None:
+            return a.get()
+        hit = memo.get(id(a))
+        if hit is None or hit[0] is not a:         # the object kept: its id stays its own
+            hit = memo[id(a)] = (a, a.get())
+        return hit[1]
+
+
+class _Constants(_HostCopies):
     """Small read-only host arrays (transform matrices, 1-D filter taps) copied to the
     device once per runner (a runner serves one device) instead of on every call: on CuPy
     each copy is a host-to-device transfer and several calls into the driver."""

@@ -100,11 +100,6 @@ def workspace_bytes(problem):
     return sum(_buffer_elements(problem)) * problem.dtype.itemsize
 
 
-def _host(w):
-    """The weights as a NumPy array (a CuPy array is copied off the device; it is small)."""
-    return w.get() if hasattr(w, "get") else np.asarray(w)
-
-
 def _wrap_int64(v):
     return (int(v) + 2**63) % 2**64 - 2**63
 
@@ -125,8 +120,9 @@ def _scaled_cval(problem, scale):
 
 
 def pass_plans(problem, w, max_terms=1):
-    """One :func:`_pass_plan` per outer product of the weights ``w`` ``(G, 1, *KS)``
-    (at most ``max_terms``: :func:`~..separable_factors.kernel_terms`).
+    """One :func:`_pass_plan` per outer product of the weights ``w`` ``(G, 1, *KS)``, a
+    NumPy array (the runner's ``host_copy`` of the device's: the factors are found on the
+    host), at most ``max_terms`` (:func:`~..separable_factors.kernel_terms`).
 
     Raises
     ------
@@ -136,7 +132,7 @@ def pass_plans(problem, w, max_terms=1):
         or a scaled integer ``cval`` is not exactly representable.
     """
     return [_pass_plan(problem, per_group)
-            for per_group in kernel_terms(problem, _host(w), max_terms)]
+            for per_group in kernel_terms(problem, w, max_terms)]
 
 
 def _pass_plan(problem, per_group):
@@ -177,7 +173,7 @@ def run(problem, x, w, runner, workspace_limit=None):
     xp = runner.xp
     if problem.is_empty:
         return zeros_result(problem, xp)
-    plans = pass_plans(problem, w, term_limit(problem))
+    plans = pass_plans(problem, runner.host_copy(w), term_limit(problem))
     sizes = _buffer_elements(problem)
     need = sum(sizes) * problem.dtype.itemsize
     if workspace_limit is not None and need > workspace_limit:

@@ -274,3 +274,39 @@ def test_two_term_kernels_match_reference(case, where):
     err = rel_norm_error(np.asarray(y), ref, conv_bounds(x, w, **kw).abs_conv)
     event(f"{len(ks)}-D {kw['padding_mode']}")
     assert err <= 2 * sf.CANCELLATION_LIMIT * tolerance(dtype, ks), (err, kw)
+
+
+class _DeviceLike(np.ndarray):
+    """A NumPy array that counts its copies to the host (``.get()``, as CuPy's)."""
+
+    copies = 0
+
+    def get(self):
+        type(self).copies += 1
+        return np.array(self)
+
+
+def test_device_weights_are_copied_to_the_host_once_per_call(rng):
+    """``auto`` reads a separable kernel's values twice (the data check, then the run;
+    three times when the slack check is retried without the FFT): one host copy per
+    dispatched call (``runner.host_copy`` inside the dispatcher's ``call_scope``), and a
+    new one for the next call, which may see changed weights."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("the emulated CUDA path is not available here")
+    g = gaussian_kernel1d(1.0, 0, 3).astype(np.float32)
+    x = rng.standard_normal((1, 1, 16, 16, 16, 16)).astype(np.float32)
+    w = outer(g, g, g, g)[None, None].astype(np.float32).view(_DeviceLike)
+    problem, *_ = cupyconv.api.conv.prepare_conv(
+        x, w, None, stride=1, padding="same", dilation=1, groups=1, padding_mode="constant",
+        cval=0, layout="channels_first")
+    backend = backend_for(np, "emulated")
+    _DeviceLike.copies = 0
+    y, name = run(problem, Operands(activation=x, filter=w), backend)
+    assert name == "separable" and _DeviceLike.copies == 1
+    run(problem, Operands(activation=x, filter=w), backend)
+    assert _DeviceLike.copies == 2
+    backend.runner.host_copy(w)
+    backend.runner.host_copy(w)                   # outside a call: every read copies
+    assert _DeviceLike.copies == 4
+    ref = cupyconv.conv(x, np.asarray(w), padding="same", method="direct")
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-5 * np.abs(ref).max())

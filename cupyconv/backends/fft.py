@@ -78,9 +78,10 @@ def _module(xp, points):
 def pruned_forward(a, lengths, complex_input, xp):
     """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes."""
     r = len(lengths)
-    mod, kw = _module(xp, int(np.prod(lengths)) * int(np.prod(a.shape[:-r])))
+    points = int(np.prod(lengths)) * int(np.prod(a.shape[:-r]))
+    mod, kw = _module(xp, points)
     axes = tuple(range(-r, 0))
-    if _little_to_prune(a.shape[-r:-1], lengths[:-1]):
+    if _little_to_prune(a.shape[-r:-1], lengths[:-1], xp, points):
         return (mod.fftn if complex_input else mod.rfftn)(a, s=lengths, axes=axes, **kw)
     last = mod.fft if complex_input else mod.rfft
     out = last(a, n=lengths[-1], axis=-1, **kw)
@@ -92,10 +93,11 @@ def pruned_forward(a, lengths, complex_input, xp):
 def pruned_inverse(f, lengths, index, complex_output, xp):
     """``irfftn(f, s=lengths)[..., *index]`` (``ifftn`` if complex)."""
     r = len(lengths)
+    points = int(np.prod(lengths)) * int(np.prod(f.shape[:-r]))
     mod, kw = _module(xp, int(np.prod(f.shape)))
     wanted = [len(range(*i.indices(n))) if isinstance(i, slice) else len(i)
               for i, n in zip(index[:-1], lengths[:-1])]
-    if _little_to_prune(wanted, lengths[:-1]):
+    if _little_to_prune(wanted, lengths[:-1], xp, points):
         full = (mod.ifftn if complex_output else mod.irfftn)(
             f, s=lengths, axes=tuple(range(-r, 0)), **kw)
         for axis in range(-r, 0):
@@ -114,9 +116,21 @@ def pruned_inverse(f, lengths, index, complex_output, xp):
 #: extra 1-D pass costs a library call (~15 us), which a near-full operand
 #: (the input in ``same`` mode) does not win back.
 PRUNE_BELOW = 0.75
+#: On the GPU a transform of fewer points than this is never pruned: each 1-D pass is a
+#: cuFFT call from Python (plan lookup, allocation, launch: tens of microseconds of host
+#: time) while the device transforms such a box in about as long (an H200 moves 4 TB/s:
+#: 4M complex64 points, read and written per axis, take ~10 us), so the one n-D call
+#: wins; the skipped zero lines only pay on larger boxes.  Chosen by counting, not yet
+#: timed (an FFT call of the 2026-11-30 run spent ~1.1 ms on the host).
+DEVICE_PRUNE_POINTS = 1 << 22
 
 
-def _little_to_prune(kept, lengths):
+def _little_to_prune(kept, lengths, xp=np, points=0):
+    """Whether the n-D transform is cheaper than pruned 1-D passes: the kept lines
+    fill most of the box, or (CuPy) the transform has fewer than
+    :data:`DEVICE_PRUNE_POINTS` points in all."""
+    if xp is not np and points < DEVICE_PRUNE_POINTS:
+        return True
     return int(np.prod(kept)) >= PRUNE_BELOW * int(np.prod(lengths))
 
 

@@ -142,3 +142,15 @@ def test_pruned_transforms_equal_the_full_ones(shape, lengths, complex_, rng):
     want = (np.fft.ifftn if complex_ else np.fft.irfftn)(full, s=lengths, axes=axes)
     want = want[(Ellipsis,) + tuple(index)]
     np.testing.assert_allclose(inv, want, rtol=1e-12, atol=1e-12)
+
+
+def test_pruning_is_for_the_cpu_and_large_device_boxes():
+    """NumPy prunes a kernel that fills little of its box; CuPy (any other array module)
+    makes one n-D cuFFT call below ``DEVICE_PRUNE_POINTS`` points (each 1-D pass is a call
+    from Python), and prunes as the CPU above it."""
+    kept, lengths = (7, 7), (70, 70)                       # 1% of the box
+    assert not fft._little_to_prune(kept, lengths)          # NumPy: prune
+    device = object()                                       # not NumPy
+    assert fft._little_to_prune(kept, lengths, device, fft.DEVICE_PRUNE_POINTS - 1)
+    assert not fft._little_to_prune(kept, lengths, device, fft.DEVICE_PRUNE_POINTS)
+    assert fft._little_to_prune((65, 65), lengths, device, fft.DEVICE_PRUNE_POINTS)   # 86%

@@ -53,7 +53,7 @@ def small_calls(xp):
     big, gauss = arr(40, 40, 40, 40), xp.asarray(gaussian_4d())
     x3, w3 = arr(1, 48, 14, 14, 14), arr(48, 48, 3, 3, 3)
     nd = cupyconv.ndimage
-    return {
+    calls = {
         "conv 2-D N4 16->32 32^2 3x3 (auto)": lambda: cupyconv.conv(x2, w2, padding=1),
         "conv 2-D same, implicit_gemm": lambda: cupyconv.conv(x2, w2, padding=1,
                                                               method="implicit_gemm"),
@@ -69,6 +69,12 @@ def small_calls(xp):
         "conv 3-D 48->48 14^3 3^3, winograd": lambda: cupyconv.conv(x3, w3, padding=1,
                                                                    method="winograd"),
     }
+    if xp is not np:   # on NumPy the transforms are the host's own work, not overhead
+        v64, k9 = arr(64, 64, 64), arr(9, 9, 9)
+        # one n-D cuFFT call per transform below fft.DEVICE_PRUNE_POINTS (untimed so far)
+        calls["convolve 64^3 * 9^3 same, fft"] = lambda: cupyconv.convolve(
+            v64, k9, "same", method="fft")
+    return calls
 
 
 @contextlib.contextmanager

@@ -139,12 +139,18 @@ def factor(kernel, dtype):
 
     The returned arrays may be cached: treat them as read-only.
     """
+    return _cached("factor", _factor, kernel, dtype)
+
+
+def _cached(kind, compute, kernel, dtype):
+    """``compute(kernel, dtype)``, kept in the LRU (keyed by ``kind`` and the kernel's
+    bytes) for kernels of at most :data:`_CACHE_TAPS` taps."""
     dtype = np.dtype(dtype)
     kernel = np.asarray(kernel)
-    if kernel.size <= _CACHE_TAPS:
-        key = (kernel.tobytes(), kernel.shape, kernel.dtype.str, dtype.str)
-        return _cache.get_or_compute(key, lambda: _factor(kernel, dtype))
-    return _factor(kernel, dtype)
+    if kernel.size > _CACHE_TAPS:
+        return compute(kernel, dtype)
+    key = (kind, kernel.tobytes(), kernel.shape, kernel.dtype.str, dtype.str)
+    return _cache.get_or_compute(key, lambda: compute(kernel, dtype))
 
 
 def _factor(kernel, dtype):
@@ -178,17 +184,18 @@ def _sequential_svd(k, tol, limit):
     return terms
 
 
-def _jennrich(k, rank):
+def _jennrich(k, u0):
     """Exactly ``rank`` outer products summing to ``k`` (three axes or more), or ``None``:
     Jennrich's simultaneous diagonalisation of ``k`` viewed as (axis 0, axis 1, the rest)
     -- two random contractions of the rest, projected onto the leading ``rank`` singular
-    vectors of the first two unfoldings, share eigenvectors that give the axis-0 factors
-    -- then least squares for each term's rest, which must be one outer product."""
+    vectors of the first two unfoldings (``u0``: the first's, ``(k0, rank)``), share
+    eigenvectors that give the axis-0 factors -- then least squares for each term's rest
+    and its best outer product (the caller checks the whole sum)."""
     k0, k1 = k.shape[:2]
+    rank = u0.shape[1]
     if rank > min(k0, k1):
         return None
     t3 = k.reshape(k0, k1, -1)
-    u0 = np.linalg.svd(t3.reshape(k0, -1), full_matrices=False)[0][:, :rank]
     u1 = np.linalg.svd(np.moveaxis(t3, 1, 0).reshape(k1, -1), full_matrices=False)[0][:, :rank]
     rng = np.random.default_rng(0)                     # reproducible, like the cache
     mx, my = (u0.conj().T @ (t3 @ rng.standard_normal(t3.shape[2])) @ u1.conj()
@@ -223,19 +230,15 @@ def term_tolerance(kernel_shape, dtype):
 def low_rank(kernel, dtype):
     """``(terms, relative error)``: at most :data:`MAX_TERMS` outer products (each a list
     of per-axis factors in ``dtype``) whose sum is the float or complex ``kernel`` within
-    :func:`term_tolerance` of its norm, found by sequential SVD; ``terms`` is ``None``
-    when more are needed (or for integer dtypes).
+    :func:`term_tolerance` of its norm (Jennrich's decomposition from three axes up, else
+    sequential SVD: the module docstring); ``terms`` is ``None`` when more are needed
+    (or for integer dtypes).
 
     The returned arrays may be cached: treat them as read-only.
     """
-    dtype = np.dtype(dtype)
-    kernel = np.asarray(kernel)
-    if dtype.kind not in "fc":
+    if np.dtype(dtype).kind not in "fc":
         return None, math.nan
-    key = ("terms", kernel.tobytes(), kernel.shape, kernel.dtype.str, dtype.str)
-    if kernel.size <= _CACHE_TAPS:
-        return _cache.get_or_compute(key, lambda: _low_rank(kernel, dtype))
-    return _low_rank(kernel, dtype)
+    return _cached("terms", _low_rank, kernel, dtype)
 
 
 def _low_rank(kernel, dtype):
@@ -255,9 +258,9 @@ def _low_rank(kernel, dtype):
 
     err = math.nan
     if k.ndim >= 3:          # the fewest terms, where the first unfolding's rank is the sum's
-        s = np.linalg.svd(k.reshape(k.shape[0], -1), compute_uv=False)
+        u, s, _ = np.linalg.svd(k.reshape(k.shape[0], -1), full_matrices=False)
         rank = int(np.count_nonzero(s > limit * norm))
-        found = _jennrich(k, rank) if 2 <= rank <= MAX_TERMS else None
+        found = _jennrich(k, u[:, :rank]) if 2 <= rank <= MAX_TERMS else None
         if found is not None:
             terms, err = checked(found)
             if terms is not None:

@@ -77,6 +77,11 @@ FFT_SINGLE = 0.7
 PAGE_BYTES = 4096
 
 
+def _real_bytes(problem):
+    """Bytes of one real component of the problem's elements."""
+    return problem.dtype.itemsize // (2 if problem.is_complex else 1)
+
+
 def _macs(problem):
     return problem.groups * problem.gemm_m * problem.gemm_n * problem.gemm_k
 
@@ -99,8 +104,7 @@ def _direct(problem, cplx):
     # one channel: one streamed multiply-add per tap, its cost in proportion to the real
     # element's bytes as a separable pass's (measured 0.20-0.27 ns float32, 0.37-0.50
     # float64 on 1024^2 * 7^2, 96^3 * 5^3, 256^2 * 3^2)
-    real_bytes = problem.dtype.itemsize // (2 if problem.dtype.kind == "c" else 1)
-    per_mac = c["elem"] * real_bytes / 8 if single else c["elem"] * 0.5
+    per_mac = c["elem"] * _real_bytes(problem) / 8 if single else c["elem"] * 0.5
     return c["call"] + problem.taps * c["tap_overhead"] + cplx * macs * per_mac
 
 
@@ -139,8 +143,7 @@ def _fft(problem, cplx):
     products = problem.batch * problem.groups * kg * cg
     single = problem.gemm_n == 1 and problem.in_channels == problem.groups
     product = c["fft_elem"] if single else c["fft_einsum"]
-    real_bytes = problem.dtype.itemsize // (2 if problem.is_complex else 1)
-    precision = FFT_SINGLE if real_bytes <= 4 else 1.0
+    precision = FFT_SINGLE if _real_bytes(problem) <= 4 else 1.0
     return extra + c["call"] + c["fft_call"] + cplx * precision * npts * (
         transforms * per_point * c["fft"] + transforms * c["fft_elem"] + products * product)
 
@@ -153,7 +156,7 @@ def _separable(problem, cplx):
     lead = problem.batch * problem.in_channels
     shape = list(problem.in_shape)
     total = c["separable_call"]
-    real_bytes = problem.dtype.itemsize // (2 if problem.dtype.kind == "c" else 1)
+    real_bytes = _real_bytes(problem)
     for axis, k in enumerate(problem.kernel_shape):
         pads = problem.padding[axis]
         full = (problem.batch, problem.in_channels) + tuple(shape)

@@ -53,3 +53,11 @@ class Device:
 @pytest.fixture
 def dev(backend):
     return Device(backend)
+
+
+@pytest.fixture(params=["numpy", _param("emulated"), _param("cuda")])
+def any_dev(request):
+    """:class:`Device` of every backend, the NumPy one included (one body, all three)."""
+    if request.param not in cupyconv.available_backends():
+        pytest.skip(f"backend {request.param!r} is not available here")
+    return Device(request.param)

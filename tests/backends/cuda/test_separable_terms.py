@@ -56,25 +56,6 @@ def problem_for(kernel_shape, **kw):
                               **kw)
 
 
-@pytest.fixture(params=["numpy", pytest.param("emulated"),
-                        pytest.param("cuda", marks=pytest.mark.gpu)])
-def where(request):
-    if request.param not in cupyconv.available_backends():
-        pytest.skip(f"backend {request.param!r} is not available here")
-    return request.param
-
-
-def _to(name, a):
-    if name == "cuda":
-        import cupy
-        return cupy.asarray(a)
-    return a
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
-
-
 # ------------------------------------------------------------------- detection
 
 
@@ -137,7 +118,7 @@ def test_explicit_refusal_names_the_terms_tried(rng):
 
 @pytest.mark.parametrize("mode", PADDING_MODES)
 @pytest.mark.parametrize("rank", [2, 3])
-def test_sum_of_terms_matches_reference(where, rank, mode, rng):
+def test_sum_of_terms_matches_reference(any_dev, rank, mode, rng):
     """Depthwise, two groups with different kernels (a DoG and a single Gaussian: the
     second group's missing term is zero), stride, dilation and asymmetric padding; a
     nonzero ``cval`` (one kernel for both groups: the per-term factor sums must agree)."""
@@ -152,17 +133,11 @@ def test_sum_of_terms_matches_reference(where, rank, mode, rng):
     x = rng.standard_normal((2, 2) + shape)
     ref = ref_conv(x, w, **kw)
     for dtype in (np.float64, np.float32, np.complex128):
-        with cupyconv.use_backend(where) if where != "cuda" else _nullcontext():
-            y = cupyconv.conv(_to(where, x.astype(dtype)), _to(where, w.astype(dtype)),
+        with any_dev.scope():
+            y = cupyconv.conv(any_dev.to_dev(x.astype(dtype)), any_dev.to_dev(w.astype(dtype)),
                               method="separable", **kw)
-        err = rel_norm_error(_host(y), ref, conv_bounds(x, w, **kw).abs_conv)
+        err = rel_norm_error(any_dev.to_host(y), ref, conv_bounds(x, w, **kw).abs_conv)
         assert err <= 2 * tolerance(dtype, k1.shape), (dtype, err)
-
-
-def _nullcontext():
-    import contextlib
-    return contextlib.nullcontext()
-
 
 # ------------------------------------------------------------------------ auto
 

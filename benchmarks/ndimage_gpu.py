@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from .host_path import gaussian_4d
+from .separable_terms import dog
 from .timing import graph_time, time_cuda
 
 #: (name, shape, dtype, function, argument, taps of the largest axis, kwargs)
@@ -84,7 +85,6 @@ def separable_rows(budget):
     k = gaussian_4d()
     x = cupy.asarray(np.random.default_rng(0).standard_normal((40,) * 4).astype(np.float32))
     kd = cupy.asarray(k)
-    from .separable_terms import dog
     v = cupy.asarray(np.random.default_rng(0).standard_normal((128,) * 3).astype(np.float32))
     kdog = cupy.asarray(dog(3).astype(np.float32))            # two outer products
     out = {}

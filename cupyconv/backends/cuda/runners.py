@@ -128,7 +128,7 @@ class _HostCopies:
         return hit[1]
 
 
-class _Constants(_HostCopies):
+class _Constants:
     """Small read-only host arrays (transform matrices, 1-D filter taps) copied to the
     device once per runner (a runner serves one device) instead of on every call: on CuPy
     each copy is a host-to-device transfer and several calls into the driver."""
@@ -153,7 +153,7 @@ class _Constants(_HostCopies):
         return arr
 
 
-class CupyRunner(_Constants):
+class CupyRunner(_Constants, _HostCopies):
     """CuPy arrays on the current device and stream."""
 
     name = "cuda"
@@ -296,7 +296,7 @@ def _cupy_device_info(device_id, free):
     return DeviceInfo(free_memory=int(free), **_cupy_static_info(device_id))
 
 
-class EmulatedRunner(_Constants):
+class EmulatedRunner(_Constants, _HostCopies):
     """NumPy arrays through the CPU emulation layer.
 
     Parameters

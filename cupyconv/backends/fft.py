@@ -23,7 +23,7 @@ from scipy import fft as sfft
 from scipy.fftpack import next_fast_len
 from scipy.signal import oaconvolve
 
-__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse",
+__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse", "little_to_prune",
            "overlap_add_applies", "overlap_add"]
 
 #: Transforms of at least this many points (all lines together) use every
@@ -81,7 +81,7 @@ def pruned_forward(a, lengths, complex_input, xp):
     points = int(np.prod(lengths)) * int(np.prod(a.shape[:-r]))
     mod, kw = _module(xp, points)
     axes = tuple(range(-r, 0))
-    if _little_to_prune(a.shape[-r:-1], lengths[:-1], xp, points):
+    if little_to_prune(a.shape[-r:-1], lengths[:-1], xp, points):
         return (mod.fftn if complex_input else mod.rfftn)(a, s=lengths, axes=axes, **kw)
     last = mod.fft if complex_input else mod.rfft
     out = last(a, n=lengths[-1], axis=-1, **kw)
@@ -97,7 +97,7 @@ def pruned_inverse(f, lengths, index, complex_output, xp):
     mod, kw = _module(xp, int(np.prod(f.shape)))
     wanted = [len(range(*i.indices(n))) if isinstance(i, slice) else len(i)
               for i, n in zip(index[:-1], lengths[:-1])]
-    if _little_to_prune(wanted, lengths[:-1], xp, points):
+    if little_to_prune(wanted, lengths[:-1], xp, points):
         full = (mod.ifftn if complex_output else mod.irfftn)(
             f, s=lengths, axes=tuple(range(-r, 0)), **kw)
         for axis in range(-r, 0):
@@ -125,7 +125,7 @@ PRUNE_BELOW = 0.75
 DEVICE_PRUNE_POINTS = 1 << 22
 
 
-def _little_to_prune(kept, lengths, xp=np, points=0):
+def little_to_prune(kept, lengths, xp=np, points=0):
     """Whether the n-D transform is cheaper than pruned 1-D passes: the kept lines
     fill most of the box, or (CuPy) the transform has fewer than
     :data:`DEVICE_PRUNE_POINTS` points in all."""

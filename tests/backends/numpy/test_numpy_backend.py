@@ -149,8 +149,8 @@ def test_pruning_is_for_the_cpu_and_large_device_boxes():
     makes one n-D cuFFT call below ``DEVICE_PRUNE_POINTS`` points (each 1-D pass is a call
     from Python), and prunes as the CPU above it."""
     kept, lengths = (7, 7), (70, 70)                       # 1% of the box
-    assert not fft._little_to_prune(kept, lengths)          # NumPy: prune
+    assert not fft.little_to_prune(kept, lengths)          # NumPy: prune
     device = object()                                       # not NumPy
-    assert fft._little_to_prune(kept, lengths, device, fft.DEVICE_PRUNE_POINTS - 1)
-    assert not fft._little_to_prune(kept, lengths, device, fft.DEVICE_PRUNE_POINTS)
-    assert fft._little_to_prune((65, 65), lengths, device, fft.DEVICE_PRUNE_POINTS)   # 86%
+    assert fft.little_to_prune(kept, lengths, device, fft.DEVICE_PRUNE_POINTS - 1)
+    assert not fft.little_to_prune(kept, lengths, device, fft.DEVICE_PRUNE_POINTS)
+    assert fft.little_to_prune((65, 65), lengths, device, fft.DEVICE_PRUNE_POINTS)   # 86%

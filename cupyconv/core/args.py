@@ -376,9 +376,12 @@ def cast_result(y, dtype):
     return y.astype(dtype, copy=False)
 
 
-def normalize_precision(precision, dtype):
+def normalize_precision(precision, dtype, data=()):
     """``precision=`` checked against the result dtype; ``None`` is ``config.precision``
     for float32 data and ``"highest"`` for every other dtype (as PyTorch's ``allow_tf32``).
+
+    ``data``: the dtypes of the arrays the result is computed from, named in
+    the error when they are not the result's (int32 gradients compute in float64).
 
     Raises
     ------
@@ -392,6 +395,10 @@ def normalize_precision(precision, dtype):
         raise ValueError(f"precision must be one of {describe_choices(PRECISIONS)}; "
                          f"got {precision!r}")
     if precision == "tf32" and dtype != np.float32:
+        names = list(dict.fromkeys(np.dtype(d).name for d in data)) or [dtype.name]
+        what = " and ".join(names)
+        if names != [dtype.name]:
+            what += f", computed in {dtype.name}"
         raise ValueError(f"precision='tf32' computes float32 data with TF32 operands; the data "
-                         f"is {dtype.name} (use precision='highest')")
+                         f"is {what} (use precision='highest')")
     return precision

@@ -16,7 +16,7 @@ from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, run
 from ..dispatch.dispatcher import ranked_for_data
 
-__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "scipy_line_pass", "run_filter"]
+__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "scipy_line_pass", "run_filter"]
 
 
 #: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32).
@@ -29,15 +29,27 @@ EXACT_WEIGHT = 2**31
 
 
 # ------------------------------------------------------------------ arguments
-def as_arrays(input, weights=None):
-    """``(xp, input, weights)`` as arrays of one module; unsupported dtypes raise."""
-    xp = args.array_module_of(input=input, weights=weights)
+_NO_WEIGHTS = object()
+
+
+def as_arrays(input, weights=_NO_WEIGHTS):
+    """``(xp, input, weights)`` as arrays of one module; unsupported dtypes raise.
+
+    ``weights=None`` is SciPy's ``np.asarray(None, dtype=float64)``, a 0-d array, which
+    the filters' rank checks then refuse with SciPy's ``RuntimeError``; without
+    ``weights`` (a filter that builds its own) the third item is ``None``.
+    """
+    xp = args.array_module_of(input=input, weights=None if weights is _NO_WEIGHTS else weights)
     input = args.as_array(xp, input)
     if input.dtype not in INPUT_KINDS:
         raise RuntimeError(
             f"array type not supported: input has dtype {input.dtype}; use bool, integer, "
             "float16/32/64 or complex64/128")
-    if weights is not None:
+    if weights is _NO_WEIGHTS:
+        return xp, input, None
+    if weights is None:
+        weights = xp.full((), np.nan)
+    else:
         weights = args.as_array(xp, weights)
         if weights.dtype.kind not in "biufc":
             raise RuntimeError(f"array type not supported: weights have dtype {weights.dtype}")
@@ -276,6 +288,11 @@ def _scipy_line(input, weights, origins, mode, cval, output, divide):
     return target
 
 
+def empty_result(output, xp):
+    """The result of a filter of an empty input: ``output`` as allocated or given."""
+    return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
+
+
 def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     """One pass: correlate ``input`` with the same-rank ``weights`` (already flipped or
     conjugated as the caller needs) and store it into ``output``; ``divide`` scales the
@@ -286,7 +303,7 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if output.dtype not in INPUT_KINDS:
         raise RuntimeError(f"array type not supported: output has dtype {output.dtype}")
     if input.size == 0:
-        return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
+        return empty_result(output, xp)
     dtype = compute_dtype(input.dtype, weights, mode, cval, output.dtype, xp)
     if scipy_line_pass(xp, input, weights, output, dtype, divide):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)

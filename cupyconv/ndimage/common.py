@@ -89,7 +89,7 @@ def get_output(output, input, xp, complex_output=False):
             raise RuntimeError("output must have numeric dtype")
         return Fresh(dtype, shape)
     args.array_module_of(input=input, output=output)
-    output = args.as_array(xp, output)
+    output = args.as_array(xp, output, native=False)      # written into: kept as it is
     if tuple(output.shape) != tuple(shape):
         raise RuntimeError(f"output shape not correct: output has shape "
                            f"{tuple(output.shape)}, the input {tuple(shape)}")
@@ -185,7 +185,7 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
     are both single (or half) precision; float64/complex128 otherwise, as SciPy (which
     always accumulates in double).
     """
-    in_dtype, out_dtype = np.dtype(in_dtype), np.dtype(out_dtype)
+    in_dtype, out_dtype = args.native_dtype(in_dtype), args.native_dtype(out_dtype)
     cplx = in_dtype.kind == "c" or weights.dtype.kind == "c"
     if (not cplx and in_dtype.kind in "biu" and integral(weights, xp)
             and (mode != "constant" or integral_scalar(cval))):
@@ -300,7 +300,7 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
-    if output.dtype not in INPUT_KINDS:
+    if args.native_dtype(output.dtype) not in INPUT_KINDS:
         raise RuntimeError(f"array type not supported: output has dtype {output.dtype}")
     if input.size == 0:
         return empty_result(output, xp)

@@ -231,3 +231,57 @@ def test_gh25_big_endian_dask(rng):
     got = cdask.conv(da.from_array(x, chunks=(1, 2, 4, 4)), w, bias, padding=1).compute()
     np.testing.assert_allclose(got, cupyconv.conv(_native(x), _native(w), _native(bias),
                                                   padding=1), rtol=1e-6, atol=1e-5)
+
+
+# ------------------------------------------------ item 4: winograd on long double, non-finite
+LONG_DOUBLE_IS_WIDER = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
+
+#: Winograd calls on long double data, each with its long double ``direct``/``gemm`` reference.
+WINOGRAD_CALLS = {
+    "conv": lambda x, w, m: cupyconv.conv(x, w, padding=1, method=m),
+    "conv-stride2": lambda x, w, m: cupyconv.conv(x, w, stride=2, method=m),
+    "conv_grad_input": lambda x, w, m: cupyconv.conv_grad_input(
+        x[:, :, :8, :8].repeat(2, axis=1)[:, :3], w, (1, 2, 10, 10),
+        method=m if m == "winograd" else "gemm"),
+    "convolve": lambda x, w, m: cupyconv.convolve(x[0, 0], w[0, 0], method=m),
+}
+
+
+@pytest.mark.skipif(not LONG_DOUBLE_IS_WIDER, reason="long double is float64 here")
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
+@pytest.mark.parametrize("name", sorted(WINOGRAD_CALLS))
+def test_gh25_winograd_computes_long_double(name, dtype, rng):
+    x = rng.standard_normal((1, 2, 10, 10)).astype(dtype)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        x, w = x + 1j * rng.standard_normal(x.shape), w - 1j * rng.standard_normal(w.shape)
+    got = WINOGRAD_CALLS[name](x, w, "winograd")
+    ref = WINOGRAD_CALLS[name](x, w, "direct")
+    assert got.dtype == np.dtype(dtype)
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    # long double's u is 5.4e-20; the tiles' error growth (<= 10 by the gate) times a few
+    # units of roundoff stays far below float64's u (1.1e-16, where float64 transforms
+    # left it: 4e-16 before the fix)
+    assert err < 200 * float(np.finfo(np.longdouble).eps), err
+
+
+@pytest.mark.parametrize("method", ["winograd", "fft"])
+def test_gh25_explicit_spreading_methods_warn_on_non_finite_data(method):
+    x = np.ones((1, 1, 12, 12))
+    x[0, 0, 3, 3] = np.inf
+    w = np.ones((1, 1, 3, 3))
+    with pytest.warns(RuntimeWarning, match=f"Use of {method} convolution on input with NAN "
+                                            "or inf results in NAN or inf output"):
+        y = cupyconv.conv(x, w, method=method)
+    assert np.isnan(y).any()                  # what the warning is about
+    with pytest.warns(RuntimeWarning, match=f"Use of {method} convolution"):
+        cupyconv.conv_grad_input(x[:, :, :10, :10], w, (1, 1, 12, 12), method=method)
+    with pytest.warns(RuntimeWarning, match=f"Use of {method} convolution"):
+        cupyconv.convolve(x[0, 0], w[0, 0], method=method)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")        # finite data: no warning
+        cupyconv.conv(np.ones((1, 1, 12, 12)), w, method=method)
+    y = cupyconv.conv(x, w, method="direct")  # the local result, for contrast
+    assert not np.isnan(y).any() and np.isinf(y).sum() == 9

@@ -29,7 +29,6 @@ winograd_max_error_growth : float or None
     float16.  ``0`` turns ``winograd`` off (``auto`` never considers it and an
     explicit ``method="winograd"`` is refused with this reason).
 """
-import math as _math
 import numbers as _numbers
 import sys as _sys
 import types as _types
@@ -55,16 +54,18 @@ def _check_autotune(value):
     return bool(value)
 
 
-def _check_workspace_limit(value):
-    if value is None:
-        return None
-    if _is_bool(value) or not isinstance(value, _numbers.Integral):
-        raise TypeError(f"cupyconv.config.workspace_limit must be None or a positive int "
-                        f"number of bytes, got {value!r}")
-    if value < 1:
-        raise ValueError(f"cupyconv.config.workspace_limit must be None or a positive int "
-                         f"number of bytes, got {value!r}")
-    return int(value)
+def _optional_number(name, allowed, kind, valid, convert):
+    """The check of a setting that is ``None`` or a number of ``kind`` passing ``valid``."""
+    def check(value):
+        if value is None:
+            return None
+        message = f"cupyconv.config.{name} must be {allowed}, got {value!r}"
+        if _is_bool(value) or not isinstance(value, kind):
+            raise TypeError(message)
+        if not valid(value):            # NaN fails every comparison
+            raise ValueError(message)
+        return convert(value)
+    return check
 
 
 def _check_precision(value):
@@ -74,20 +75,16 @@ def _check_precision(value):
     return value
 
 
-def _check_growth(value):
-    if value is None:
-        return None
-    if _is_bool(value) or not isinstance(value, _numbers.Real):
-        raise TypeError(f"cupyconv.config.winograd_max_error_growth must be None or a "
-                        f"number >= 0 (0 turns winograd off), got {value!r}")
-    if _math.isnan(value) or value < 0:
-        raise ValueError(f"cupyconv.config.winograd_max_error_growth must be None or a "
-                         f"number >= 0 (0 turns winograd off), got {value!r}")
-    return value
-
-
-_CHECKS = {"autotune": _check_autotune, "workspace_limit": _check_workspace_limit,
-           "precision": _check_precision, "winograd_max_error_growth": _check_growth}
+_CHECKS = {
+    "autotune": _check_autotune,
+    "workspace_limit": _optional_number(
+        "workspace_limit", "None or a positive int number of bytes", _numbers.Integral,
+        lambda v: v >= 1, int),
+    "precision": _check_precision,
+    "winograd_max_error_growth": _optional_number(
+        "winograd_max_error_growth", "None or a number >= 0 (0 turns winograd off)",
+        _numbers.Real, lambda v: v >= 0, lambda v: v),
+}
 
 
 class _Config(_types.ModuleType):

@@ -266,6 +266,7 @@ def test_gh25_winograd_computes_long_double(name, dtype, rng):
 
 
 @pytest.mark.parametrize("method", ["winograd", "fft"])
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # NumPy's own
 def test_gh25_explicit_spreading_methods_warn_on_non_finite_data(method):
     x = np.ones((1, 1, 12, 12))
     x[0, 0, 3, 3] = np.inf

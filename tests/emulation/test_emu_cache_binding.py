@@ -2,8 +2,8 @@
 
 Each case runs in a fresh interpreter with a private ``CUPYCONV_CACHE_DIR``
 (a library, once ``dlopen``'ed, stays loaded for the life of a process):
-the child builds two entries of one source (``FACTOR=3`` and ``FACTOR=5``),
-tampers with the ``FACTOR=3`` entry, then constructs its module again and
+the cache holds two entries of one source (``FACTOR=3`` and ``FACTOR=5``, built
+once per module and copied), the child tampers with the ``FACTOR=3`` entry, then constructs its module again and
 reports what it computes, whether it recompiled and whether the error (if
 any) names the file.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,18 +20,20 @@ import pytest
 
 from emulation_support import require_emulation
 
+SOURCE = """
+#include "platform.cuh"
+__global__ void scale(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= FACTOR;
+}
+"""
+
 CHILD = textwrap.dedent('''
     import json, os, shutil, sys
     import numpy as np
     from cupyconv._emulation import EmulatedModule, EmulationError, _build, build_module
 
-    SOURCE = """
-    #include "platform.cuh"
-    __global__ void scale(float* x, int n) {
-      const int i = blockIdx.x * blockDim.x + threadIdx.x;
-      if (i < n) x[i] *= FACTOR;
-    }
-    """
+    SOURCE = sys.argv[2]
 
     def build(factor):
         return build_module(code=SOURCE, options=(f"-DFACTOR={factor}",),
@@ -39,7 +42,8 @@ CHILD = textwrap.dedent('''
     def rebind(lib, data):
         lib.with_suffix(".sha256").write_text(_build.entry_digest(lib.stem, data) + "\\n")
 
-    lib3, lib5 = build(3), build(5)
+    lib3, lib5 = build(3), build(5)                 # hits: the copied cache
+    hits = _build.build_stats()["compiles"] == 0
     other = lib5.read_bytes()
     case = sys.argv[1]
     if case == "other-library-old-sidecar":      # what the issue found: the plain hash matches
@@ -64,7 +68,7 @@ CHILD = textwrap.dedent('''
         _build._compile = broken
         os.unlink(lib3)
     before = _build.build_stats()["compiles"]
-    report = {"lib": str(lib3)}
+    report = {"lib": str(lib3), "hits": hits}
     try:
         module = EmulatedModule(code=SOURCE, options=("-DFACTOR=3",), name_expressions=["scale"])
     except EmulationError as exc:
@@ -83,31 +87,46 @@ CHILD = textwrap.dedent('''
 REBUILT = ["other-library-old-sidecar", "other-library-rebound", "symlink", "corrupt-elf"]
 
 
-def _run_child(case, cache):
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A cache holding the two entries every child starts from (built once, not loaded)."""
+    require_emulation()
+    from cupyconv._emulation import build_module
+
+    root = tmp_path_factory.mktemp("emu-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUPYCONV_CACHE_DIR", str(root))
+        for factor in (3, 5):
+            build_module(code=SOURCE, options=(f"-DFACTOR={factor}",),
+                         name_expressions=["scale"])
+    return root
+
+
+def _run_child(case, template, tmp_path):
+    """The child's report: ``lib``, ``compiles`` (after tampering), ``error`` or ``result``."""
+    cache = tmp_path / "cache"
+    shutil.copytree(template, cache)            # modes kept: 0700 directories, 0600 files
     env = dict(os.environ, CUPYCONV_CACHE_DIR=str(cache), CUPYCONV_EMU_MODE="normal")
-    proc = subprocess.run([sys.executable, "-c", CHILD, case], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    proc = subprocess.run([sys.executable, "-c", CHILD, case, SOURCE], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
-    return json.loads(lines[-1][len("REPORT"):])
-
-
-@pytest.fixture
-def emulation():
-    require_emulation()
+    report = json.loads(lines[-1][len("REPORT"):])
+    assert report["hits"], "the copied entries were rebuilt before tampering"
+    return report
 
 
 @pytest.mark.parametrize("case", REBUILT)
-def test_tampered_entry_is_rebuilt_not_loaded(emulation, tmp_path, case):
-    report = _run_child(case, tmp_path)
+def test_tampered_entry_is_rebuilt_not_loaded(built, tmp_path, case):
+    report = _run_child(case, built, tmp_path)
     assert "error" not in report, report
     assert report["result"] == [3.0] * 7          # FACTOR=5's library would give 5.0
     assert report["compiles"] == 1
     assert report["path"] == report["lib"] and report["regular"] and report["verified"]
 
 
-def test_library_that_never_loads_names_the_file(emulation, tmp_path):
-    report = _run_child("corrupt-every-build", tmp_path)
+def test_library_that_never_loads_names_the_file(built, tmp_path):
+    report = _run_child("corrupt-every-build", built, tmp_path)
     assert report["compiles"] == 2                # the first build, then one rebuild
     message = report["error"]
     assert f"delete {report['lib']}" in message and "CUPYCONV_CACHE_DIR" in message

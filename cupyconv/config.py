@@ -1,4 +1,10 @@
-"""Process-wide settings.
+"""Process-wide settings, validated on assignment.
+
+``cupyconv.config`` is this module; assigning a setting checks the value and
+raises ``TypeError``/``ValueError`` naming the setting and its allowed values,
+so a bad value fails where it is set, not in some later call.  Assigning a
+name that is not a setting is an ``AttributeError`` (a typo would otherwise
+change nothing).
 
 Attributes
 ----------
@@ -23,8 +29,81 @@ winograd_max_error_growth : float or None
     float16.  ``0`` turns ``winograd`` off (``auto`` never considers it and an
     explicit ``method="winograd"`` is refused with this reason).
 """
+import numbers as _numbers
+import sys as _sys
+import types as _types
+
+import numpy as _np
+
+from ._vocabulary import PRECISIONS as _PRECISIONS
+from ._vocabulary import describe_choices as _describe_choices
 
 autotune = False
 workspace_limit = None
 winograd_max_error_growth = None
 precision = "highest"
+
+
+def _is_bool(value):
+    return isinstance(value, (bool, _np.bool_))
+
+
+def _check_autotune(value):
+    if not _is_bool(value):
+        raise TypeError(f"cupyconv.config.autotune must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _optional_number(name, allowed, kind, valid, convert):
+    """The check of a setting that is ``None`` or a number of ``kind`` passing ``valid``."""
+    def check(value):
+        if value is None:
+            return None
+        message = f"cupyconv.config.{name} must be {allowed}, got {value!r}"
+        if _is_bool(value) or not isinstance(value, kind):
+            raise TypeError(message)
+        if not valid(value):            # NaN fails every comparison
+            raise ValueError(message)
+        return convert(value)
+    return check
+
+
+def _check_precision(value):
+    if not isinstance(value, str) or value not in _PRECISIONS:
+        raise ValueError(f"cupyconv.config.precision must be one of "
+                         f"{_describe_choices(_PRECISIONS)}, got {value!r}")
+    return value
+
+
+_CHECKS = {
+    "autotune": _check_autotune,
+    "workspace_limit": _optional_number(
+        "workspace_limit", "None or a positive int number of bytes", _numbers.Integral,
+        lambda v: v >= 1, int),
+    "precision": _check_precision,
+    "winograd_max_error_growth": _optional_number(
+        "winograd_max_error_growth", "None or a number >= 0 (0 turns winograd off)",
+        _numbers.Real, lambda v: v >= 0, lambda v: v),
+}
+
+
+class _Config(_types.ModuleType):
+    """This module's type: every assignment of a setting goes through its check."""
+
+    def __setattr__(self, name, value):
+        if name.startswith("_"):
+            super().__setattr__(name, value)
+            return
+        check = _CHECKS.get(name)
+        if check is None:
+            raise AttributeError(f"cupyconv.config has no setting {name!r}; the settings are "
+                                 f"{_describe_choices(sorted(_CHECKS))}")
+        super().__setattr__(name, check(value))
+
+    def __delattr__(self, name):
+        if name in _CHECKS:
+            raise AttributeError(f"cupyconv.config.{name} cannot be deleted (assign it)")
+        super().__delattr__(name)
+
+
+_sys.modules[__name__].__class__ = _Config

@@ -10,7 +10,15 @@ anyone who can write it can run code here: its directories are created 0700
 and its files 0600 (:mod:`cupyconv._fsutil`), a directory or file owned by
 another user or group/world-writable is refused with
 :class:`cupyconv._fsutil.InsecureCacheError`, and a library is only loaded
-when its ``.sha256`` sidecar (written last) matches it.  A cache that cannot
+when it is bound to its entry: the ``.sha256`` sidecar (written last) holds
+a digest over the entry's name (its key) and the library's bytes, the
+library carries its key as a string (``emu_entry_key``, compiled in, checked
+in the file before ``dlopen`` and through the symbol after it), and a
+symbolic link in place of either file is a miss.  Anything else (a library
+of another group under this name, a corrupt or truncated one) reads as a
+miss and is rebuilt; a library that passes these checks but fails to load is
+evicted and rebuilt once (:func:`evict`), and if it still fails the error
+names the file to delete.  A cache that cannot
 be written (a shared, prebuilt one) still serves hits; a miss is built into
 a private temporary directory of this process, with one
 :class:`cupyconv._fsutil.ReadOnlyCacheWarning`.  Compiler probe results are
@@ -22,6 +30,7 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,7 +38,7 @@ import threading
 from pathlib import Path
 
 from .._fsutil import (InsecureCacheError, atomic_write, check_private, clean_stale_tmp,
-                       existing_private_dir, private_dir, scratch_for, sha256_bytes, sha256_file,
+                       existing_private_dir, private_dir, scratch_for, sha256_bytes,
                        warn_read_only)
 from .._paths import cache_root, cuda_src_dir  # noqa: F401 (re-exported)
 
@@ -37,12 +46,17 @@ __all__ = [
     "EmulationCompileError", "cuda_src_dir", "cache_dir", "find_compiler",
     "emulation_available", "emulation_unavailable_reason", "boost_context_available",
     "asan_runtime_path", "asan_preloaded", "build_library", "build_stats", "library_verified",
-    "MODES",
+    "entry_digest", "entry_mark", "evict", "ENTRY_KEY_SYMBOL", "MODES",
 ]
 
 #: Emulation modes: ``normal`` (forward schedule), ``reverse`` (reverse
 #: schedule, same library) and ``asan`` (AddressSanitizer + UBSan build).
 MODES = ("normal", "reverse", "asan")
+
+#: Version of the entry layout (part of every key and of :func:`entry_digest`).
+FORMAT = 2
+#: The ``extern "C"`` function every library exports: its entry's key.
+ENTRY_KEY_SYMBOL = "emu_entry_key"
 
 _SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 _PASSTHROUGH_PREFIXES = ("-D", "-U", "-I", "--define-macro=", "--undefine-macro=",
@@ -273,8 +287,31 @@ def _dependency_digest(source_file: Path | None) -> str:
     return h.hexdigest()
 
 
+def entry_digest(stem: str, data: bytes) -> str:
+    """Digest binding a library's bytes to its entry's name (key and flavour)."""
+    return sha256_bytes(f"cupyconv-emu\0{FORMAT}\0{stem}\0{sha256_bytes(data)}".encode())
+
+
+def entry_mark(stem: str) -> str:
+    """The key string a library of entry ``stem`` carries (and ``emu_entry_key`` returns)."""
+    return f"cupyconv-emu-entry:{stem}"
+
+
+def _regular_private(path: Path) -> bool:
+    """Whether ``path`` is a regular file, not a symlink (refuses untrusted files)."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    check_private(path, st)
+    return True
+
+
 def library_verified(lib: Path) -> bool:
-    """Whether a cached library exists and its ``.sha256`` sidecar holds its hash.
+    """Whether a cached library is bound to its entry (``lib``'s name).
+
+    True when ``lib`` and its ``.sha256`` sidecar are regular files (a
+    symbolic link is refused), the sidecar holds :func:`entry_digest` of the
+    name and the bytes, and the bytes carry the library's key string.
 
     Raises
     ------
@@ -283,13 +320,29 @@ def library_verified(lib: Path) -> bool:
     """
     sidecar = lib.with_suffix(".sha256")
     try:
-        if not (lib.is_file() and sidecar.is_file()):
+        if not (_regular_private(lib) and _regular_private(sidecar)):
             return False
-        check_private(lib)
-        check_private(sidecar)
-        return sidecar.read_text().strip() == sha256_file(lib)
+        recorded = sidecar.read_text().strip()
+        data = lib.read_bytes()
     except (OSError, UnicodeDecodeError):
         return False
+    return (recorded == entry_digest(lib.stem, data)
+            and (entry_mark(lib.stem) + "\0").encode() in data)
+
+
+def evict(lib: Path) -> None:
+    """Remove a cache entry (sidecar first, so a crash leaves a miss); never raises."""
+    for path in (lib.with_suffix(".sha256"), lib):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _entry_source(wrapper_source: str, stem: str) -> str:
+    """The wrapper plus the export that names the entry it is compiled for."""
+    return (f"{wrapper_source}\nextern \"C\" __attribute__((visibility(\"default\"))) const char* "
+            f"{ENTRY_KEY_SYMBOL}() {{ return \"{entry_mark(stem)}\"; }}\n")
 
 
 def _compile(cxx: str, src: Path, flags: list[str]) -> bytes:
@@ -322,7 +375,7 @@ def _commit(out_dir: Path, stem: str, data: bytes) -> Path:
     """Store a library, then its ``.sha256`` sidecar (the commit record)."""
     lib = out_dir / f"{stem}.so"
     atomic_write(lib, data)
-    atomic_write(lib.with_suffix(".sha256"), (sha256_bytes(data) + "\n").encode())
+    atomic_write(lib.with_suffix(".sha256"), (entry_digest(stem, data) + "\n").encode())
     return lib
 
 
@@ -369,8 +422,9 @@ def build_library(wrapper_source: str, source_file: Path | None, options=(),
     flags = includes + _host_options(options) + _flags(flavour, stack_size)
     key = hashlib.sha256("\0".join(
         [wrapper_source, _dependency_digest(source_file), _compiler_version(cxx), cxx,
-         flavour] + flags).encode()).hexdigest()[:32]
+         flavour, f"format={FORMAT}"] + flags).encode()).hexdigest()[:32]
     stem = f"{key}-{flavour}"
+    wrapper_source = _entry_source(wrapper_source, stem)
     out_dir = cache_dir()
     with _build_lock:
         for where, above in ((out_dir, cache_root()), (scratch_for(out_dir, create=False),) * 2):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import threading
 from pathlib import Path
@@ -26,7 +27,9 @@ def _wrapper_source(body: str, name_expressions) -> str:
     """C++ translation unit: the kernel source plus one launcher per kernel."""
     lines = [body, "", "#define CUPYCONV_EMU_EXPORT extern \"C\" __attribute__((visibility(\"default\")))",
              "CUPYCONV_EMU_EXPORT const char* emu_last_error() { return ::cupyconv_emu::last_error(); }",
-             "CUPYCONV_EMU_EXPORT const char* emu_backend() { return ::cupyconv_emu::backend_name(); }"]
+             "CUPYCONV_EMU_EXPORT const char* emu_backend() { return ::cupyconv_emu::backend_name(); }",
+             "CUPYCONV_EMU_EXPORT const char* emu_names() { return "
+             + json.dumps("\n".join(name_expressions)) + "; }"]
     for i, expr in enumerate(name_expressions):
         lines += [
             f"// kernel {i}: {expr}",
@@ -48,9 +51,42 @@ def _wrapper_source(body: str, name_expressions) -> str:
 def _load(path: str) -> ctypes.CDLL:
     """dlopen a built library once per process."""
     lib = ctypes.CDLL(path)
-    lib.emu_last_error.restype = ctypes.c_char_p
-    lib.emu_backend.restype = ctypes.c_char_p
+    for name in ("emu_last_error", "emu_backend", "emu_names", _build.ENTRY_KEY_SYMBOL):
+        getattr(lib, name).restype = ctypes.c_char_p
     return lib
+
+
+def _delete_hint(lib: Path) -> str:
+    return (f"delete {lib} and {lib.with_suffix('.sha256')} (or set CUPYCONV_CACHE_DIR to "
+            f"another directory) and try again")
+
+
+def _open_library(build, names) -> tuple[Path, ctypes.CDLL]:
+    """Build (or find) a library and load it, checked against its entry after ``dlopen``.
+
+    A library that does not load (a corrupt file whose sidecar still matches)
+    is evicted and rebuilt once; the error of a second failure names the file.
+    """
+    lib = build()
+    try:
+        handle = _load(str(lib))
+    except OSError:
+        _build.evict(lib)
+        lib = build()
+        try:
+            handle = _load(str(lib))
+        except OSError as exc:
+            raise EmulationError(f"the emulated kernel library {lib} does not load even after "
+                                 f"a rebuild ({exc}); {_delete_hint(lib)}") from exc
+    try:
+        key = handle.emu_entry_key().decode()
+        loaded_names = handle.emu_names().decode().split("\n")
+    except (AttributeError, UnicodeDecodeError):
+        key, loaded_names = None, None
+    if key != _build.entry_mark(lib.stem) or loaded_names != list(names):
+        raise EmulationError(f"the emulated kernel library {lib} is not the entry it is named "
+                             f"for (it changed after it was verified); {_delete_hint(lib)}")
+    return lib, handle
 
 
 def _is_int(value) -> bool:
@@ -284,8 +320,8 @@ class EmulatedModule:
         self.mode = mode
         self._schedule = 1 if mode == "reverse" else 0
         self._names = {name: i for i, name in enumerate(names)}
-        self.library_path = build_module(code, path, options, names, mode, stack_size)
-        self._lib = _load(str(self.library_path))
+        self.library_path, self._lib = _open_library(
+            lambda: build_module(code, path, options, names, mode, stack_size), names)
         self.backend = self._lib.emu_backend().decode()
         self._functions: dict[str, EmulatedFunction] = {}
 

@@ -71,8 +71,10 @@ def finish(y, problem, xp, result_dtype, out=None, bias=None):
     return write_out(args.cast_result(y, result_dtype), out, xp)
 
 
-def with_precision(problem, precision, result_dtype):
+def with_precision(problem, precision, result_dtype, *data):
     """``problem`` carrying ``precision=`` (``None``: ``config.precision``), checked
-    against the result dtype (``"tf32"`` is for float32 data only)."""
-    precision = args.normalize_precision(precision, result_dtype)
+    against the result dtype (``"tf32"`` is for float32 data only; the error names
+    the dtypes of the ``data`` arrays)."""
+    precision = args.normalize_precision(precision, result_dtype,
+                                         [a.dtype for a in data if a is not None])
     return problem if precision == problem.precision else problem.with_(precision=precision)

@@ -47,7 +47,7 @@ def _geometry(stride, padding, dilation, groups, padding_mode, layout):
 
 
 def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None, **arrays):
-    problem = with_precision(problem, precision, result)
+    problem = with_precision(problem, precision, result, *arrays.values())
     views = logical_views(problem, xp, **arrays)
     out, _ = run(problem, Operands(**views), backend_for(xp), method=method,
                  workspace_limit=workspace_limit)
@@ -279,6 +279,6 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     extra = [(0, o - si) for o, si in zip(problem.out_shape, s)]
     if any(a for _, a in extra):
         views["output"] = xp.pad(views["output"], ((0, 0), (0, 0)) + tuple(extra))
-    y, _ = run(with_precision(problem, precision, result), Operands(**views), backend_for(xp),
-               method=method, workspace_limit=workspace_limit)
+    y, _ = run(with_precision(problem, precision, result, x, w), Operands(**views),
+               backend_for(xp), method=method, workspace_limit=workspace_limit)
     return finish(y, problem, xp, result, None, bias)

@@ -114,6 +114,8 @@ class ConvOperator:
         conv_axes = None if kernel.ndim == 0 else args.normalize_axes(axes, kernel.ndim)
         call = signal_call(input_shape, kernel.dtype, kernel.shape, kernel.dtype, mode,
                            conv_axes, False)
+        args.normalize_precision(precision, np.result_type(dtype, kernel.dtype),
+                                 (dtype, kernel.dtype))
 
         def forward(x):
             return convolve(x, kernel, mode, method, axes=axes, precision=precision)
@@ -133,6 +135,7 @@ class ConvOperator:
         here (a nonzero fill would make the map affine)."""
         xp = args.array_module_of(w=w)
         w = args.as_array(xp, w)
+        args.check_dtype(w, "w")
         geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                         padding_mode=padding_mode, layout=layout, method=method,
                         precision=precision)
@@ -149,6 +152,7 @@ class ConvOperator:
             return conv_grad_input(y, w, input_shape, **geometry)
 
         dtype = args.gradient_dtype(w.dtype) if dtype is None else np.dtype(dtype)
+        args.normalize_precision(precision, np.result_type(dtype, w.dtype), (dtype, w.dtype))
         self._setup(xp, input_shape, tuple(problem.y_shape), dtype, forward, adjoint)
         return self
 

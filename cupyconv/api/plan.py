@@ -143,7 +143,7 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     (2, 4, 16, 16, 16, 16)
     """
     try:
-        result = np.dtype(dtype)
+        result = args.native_dtype(dtype)      # ">f8" plans float64: inputs are swapped
     except TypeError:
         raise TypeError(f"dtype must be a NumPy dtype, got {dtype!r}") from None
     args.check_dtype(np.empty(0, result), "dtype")

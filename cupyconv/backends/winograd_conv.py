@@ -9,7 +9,8 @@ piece is one Winograd convolution with the per-axis tiles of
 
 1. input tiles (``alpha`` samples every ``m``) as a strided view, then ``B^T`` along each
    axis (the input transform);
-2. the weights through ``G`` along each axis, in float64, once;
+2. the weights through ``G`` along each axis, in float64 (long double for long double
+   data), once;
 3. per transform position a batched GEMM over channels (per group);
 4. ``A^T`` along each axis (the output transform), tiles back into the output.
 
@@ -37,7 +38,7 @@ from .grad_forward import grad_input_forward, grad_input_operands
 
 __all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
            "grad_input_applies", "transform_weights",
-           "compute_dtype", "wide_weights"]
+           "compute_dtype", "wide_weights", "wide_real"]
 
 
 def growth_limit(dtype):
@@ -131,6 +132,14 @@ def compute_dtype(dtype):
     return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
 
 
+def wide_real(dtype):
+    """The real dtype of the transform matrices and the weight transform for data of
+    ``dtype``: float64, or long double for long double data (which computes in it
+    throughout, as every other algorithm does)."""
+    real = np.dtype(dtype).type(0).real.dtype
+    return real if real.itemsize > 8 else np.dtype(np.float64)
+
+
 def workspace_bytes(problem):
     """The padded input, transformed input and products of the largest piece (x2 for the
     transforms' temporaries)."""
@@ -158,13 +167,13 @@ def _along(a, mat, axis, xp):
 
 
 @functools.lru_cache(maxsize=256)
-def weight_transform(tile, taps):
-    """The N-D ``G``: the Kronecker product of the axes' ``G`` (float64, read-only),
-    ``(prod alpha, prod r)``.  Row-major over the axes on both sides, so
-    ``G_kron @ w.reshape(-1)`` is ``G`` applied along every axis of one ``(k, c)`` kernel."""
-    g = np.ones((1, 1))
+def weight_transform(tile, taps, real=np.dtype(np.float64)):
+    """The N-D ``G``: the Kronecker product of the axes' ``G`` (``real``, by default
+    float64; read-only), ``(prod alpha, prod r)``.  Row-major over the axes on both sides,
+    so ``G_kron @ w.reshape(-1)`` is ``G`` applied along every axis of one ``(k, c)`` kernel."""
+    g = np.ones((1, 1), real)
     for m, r in zip(tile, taps):
-        g = np.kron(g, transforms(m, r).arrays(np.float64)[1])
+        g = np.kron(g, transforms(m, r).arrays(real)[1])
     g.flags.writeable = False
     return g
 
@@ -177,21 +186,22 @@ KRON_BYTES = 1 << 18
 
 def transform_weights(w, groups, tile, cdtype, xp, constant=None):
     """``U`` ``(P, G, K/G, Cg)`` in ``cdtype``: the weights ``w`` ``(K, Cg, *r)``
-    (float64/complex128) through ``G`` along each axis, in float64, transform positions
+    (:func:`wide_weights`) through ``G`` along each axis in their precision, transform positions
     first (row-major over the axes' ``alpha``): one GEMM with :func:`weight_transform`
     (one GEMM per axis past :data:`KRON_BYTES`).  ``constant`` turns a host matrix into
     an ``xp`` array (default ``xp.asarray``; the CUDA runner's keeps it on the device)."""
     constant = xp.asarray if constant is None else constant
+    real = wide_real(w.dtype)
     k, cg = w.shape[:2]
     taps = tuple(w.shape[2:])
     npos = math.prod(m + r - 1 for m, r in zip(tile, taps))
     if 8 * npos * math.prod(taps) <= KRON_BYTES:
-        u = xp.matmul(constant(weight_transform(tuple(tile), taps)),
+        u = xp.matmul(constant(weight_transform(tuple(tile), taps, real)),
                       w.reshape(k * cg, -1).T)                # (P, K * Cg)
     else:
         u = w
         for a, (m, r) in enumerate(zip(tile, taps)):
-            u = _along(u, constant(transforms(m, r).arrays(np.float64)[1]), 2 + a, xp)
+            u = _along(u, constant(transforms(m, r).arrays(real)[1]), 2 + a, xp)
         u = xp.moveaxis(u.reshape(k * cg, npos), 0, 1)        # (P, K * Cg)
     return xp.ascontiguousarray(u.astype(cdtype, copy=False)).reshape(
         npos, groups, k // groups, cg)
@@ -203,7 +213,7 @@ def _dense(xv, w, groups, tile, counts, cdtype, xp):
     rank = len(tile)
     rs = w.shape[2:]
     real = np.dtype(cdtype).type(0).real.dtype
-    mats = [transforms(m, r).arrays(np.float64) for m, r in zip(tile, rs)]
+    mats = [transforms(m, r).arrays(wide_real(cdtype)) for m, r in zip(tile, rs)]
     ntiles = [-(-c // m) for c, m in zip(counts, tile)]
     alphas = [m + r - 1 for m, r in zip(tile, rs)]
     need = [t * m + r - 1 for t, m, r in zip(ntiles, tile, rs)]
@@ -232,10 +242,11 @@ def _dense(xv, w, groups, tile, counts, cdtype, xp):
 
 
 def wide_weights(problem, w, xp=np):
-    """The oriented weights in float64 (complex128 for complex data): the weight
-    transform's precision."""
-    return xp.asarray(oriented_weights(problem, w)).astype(
-        np.complex128 if problem.dtype.kind == "c" else np.float64)
+    """The oriented weights in float64 (complex128 for complex data; long double for
+    long double data): the weight transform's precision."""
+    real = wide_real(problem.dtype)
+    wide = np.result_type(real, np.complex64) if problem.dtype.kind == "c" else real
+    return xp.asarray(oriented_weights(problem, w)).astype(wide)
 
 
 def run(problem, operands, xp=np):

@@ -17,7 +17,7 @@ from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, PRECISI
                            methods_for)
 
 __all__ = [
-    "array_module_of", "as_array", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
+    "array_module_of", "as_array", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
     "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
@@ -104,7 +104,7 @@ def array_module_of(**arrays):
     return np
 
 
-def as_array(xp, a):
+def as_array(xp, a, *, native=True):
     """``a`` as an array of ``xp`` (from :func:`array_module_of`), without a copy when on the GPU.
 
     With ``xp`` CuPy, a GPU array of another library is wrapped, not copied:
@@ -113,10 +113,25 @@ def as_array(xp, a):
     ``__dlpack__`` (the producer is asked to make the data ready on CuPy's
     current stream).  The result of the call is then a CuPy array that
     shares the memory.  Everything else is ``xp.asarray(a)``.
+
+    Data in non-native byte order (``a.astype(">f8")`` on a little-endian
+    machine) becomes one byte-swapped copy in the native dtype, the only
+    dtypes the kernels and the dtype rules know (SciPy computes such data
+    and returns native results too).  ``native=False`` keeps an array as it
+    is, for one the caller writes into (``output=``).
     """
     if xp is not np and gpu_interop(a) == "dlpack":
         return xp.from_dlpack(a)
-    return xp.asarray(a)
+    a = xp.asarray(a)
+    if native and not a.dtype.isnative:
+        return a.astype(native_dtype(a.dtype))
+    return a
+
+
+def native_dtype(dtype):
+    """``dtype`` in native byte order (``>f8`` -> ``float64``; native ones unchanged)."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def as_int(value, name, minimum=None):
@@ -376,9 +391,12 @@ def cast_result(y, dtype):
     return y.astype(dtype, copy=False)
 
 
-def normalize_precision(precision, dtype):
+def normalize_precision(precision, dtype, data=()):
     """``precision=`` checked against the result dtype; ``None`` is ``config.precision``
     for float32 data and ``"highest"`` for every other dtype (as PyTorch's ``allow_tf32``).
+
+    ``data``: the dtypes of the arrays the result is computed from, named in
+    the error when they are not the result's (int32 gradients compute in float64).
 
     Raises
     ------
@@ -392,6 +410,10 @@ def normalize_precision(precision, dtype):
         raise ValueError(f"precision must be one of {describe_choices(PRECISIONS)}; "
                          f"got {precision!r}")
     if precision == "tf32" and dtype != np.float32:
+        names = list(dict.fromkeys(np.dtype(d).name for d in data)) or [dtype.name]
+        what = " and ".join(names)
+        if names != [dtype.name]:
+            what += f", computed in {dtype.name}"
         raise ValueError(f"precision='tf32' computes float32 data with TF32 operands; the data "
-                         f"is {dtype.name} (use precision='highest')")
+                         f"is {what} (use precision='highest')")
     return precision

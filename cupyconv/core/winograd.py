@@ -79,10 +79,18 @@ def default_points(count: int) -> Tuple[Fraction, ...]:
 
 
 @functools.lru_cache(maxsize=None)
+def _rounded(v, dtype):
+    """The fraction ``v`` rounded once to ``dtype``: ``float(v)`` for float64 and narrower,
+    a quotient of exact integers for wider (long double) types."""
+    if dtype.itemsize <= 8 or max(abs(v.numerator), v.denominator) >= 2**53:
+        return float(v)
+    return dtype.type(v.numerator) / dtype.type(v.denominator)
+
+
 def _arrays(t, dtype):
     out = []
     for mat in (t.AT, t.G, t.BT):
-        a = np.array([[float(v) for v in row] for row in mat], dtype=dtype)
+        a = np.array([[_rounded(v, dtype) for v in row] for row in mat], dtype=dtype)
         a.flags.writeable = False
         out.append(a)
     return tuple(out)

@@ -206,18 +206,24 @@ def map_halo_blocks(worker, x, plans, out_chunks, dtype, meta, **kwargs):
 
 
 def as_dask_array(a, name):
-    """``a`` as a Dask array; NumPy/CuPy arrays and array_likes become one chunk."""
+    """``a`` as a Dask array; NumPy/CuPy arrays and array_likes become one chunk.
+
+    Blocks in non-native byte order are byte-swapped once each into the native dtype
+    (lazily), as :func:`cupyconv.core.args.as_array` does for in-memory arrays.
+    """
     if isinstance(a, da.Array):
         if any(np.isnan(c) for axis in a.chunks for c in axis):
             raise ValueError(
                 f"{name} has unknown chunk sizes (shape {a.shape}); call "
                 f"{name}.compute_chunk_sizes() first: the halo planning needs them")
-        return a
-    if dask.is_dask_collection(a):
+    elif dask.is_dask_collection(a):
         raise TypeError(f"{name} must be a dask.array.Array, got {type(a).__name__}")
-    if not hasattr(a, "shape"):
-        a = np.asarray(a)
-    return da.from_array(a, chunks=-1, asarray=False)
+    else:
+        if not hasattr(a, "shape"):
+            a = np.asarray(a)
+        a = da.from_array(a, chunks=-1, asarray=False)
+    native = arguments.native_dtype(a.dtype)
+    return a if native == a.dtype else a.astype(native)
 
 
 def check_kernel(a, name):

@@ -83,8 +83,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         _blocks.check_kernel(bias, "bias")
     x = _blocks.as_dask_array(x, "x")
     xp = arguments.array_module_of(x=x._meta, w=w, bias=bias)
-    w = xp.asarray(w)
-    bias = None if bias is None else xp.asarray(bias)
+    w = arguments.as_array(xp, w)
+    bias = None if bias is None else arguments.as_array(xp, bias)
     operands = {"x": x, "w": w} if bias is None else {"x": x, "w": w, "bias": bias}
     for name, a in operands.items():
         arguments.check_dtype(a, name)

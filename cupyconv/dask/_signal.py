@@ -33,7 +33,7 @@ def _dask_signal(in1, in2, mode, method, axes, correlate):
     _blocks.check_kernel(in2, "in2")
     x = _blocks.as_dask_array(in1, "in1")
     xp = arguments.array_module_of(in1=x._meta, in2=in2)
-    in2 = xp.asarray(in2)
+    in2 = arguments.as_array(xp, in2)
     arguments.check_dtype(x, "in1")
     arguments.check_dtype(in2, "in2")
     result = arguments.result_dtype(x.dtype, in2.dtype)

@@ -224,6 +224,11 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 
 
 # ------------------------------------------------------------------------- run
+#: Where an explicitly chosen algorithm spreads a NaN or Inf of the data (SciPy's warning
+#: for ``method="fft"``, worded as SciPy's; ``auto`` never runs these on such data).
+NON_FINITE_SPREAD = {"fft": "output", "winograd": "output over whole Winograd tiles"}
+
+
 def _explicit(problem, backend, method, limit):
     spec = ALGORITHMS.get(method)
     if spec is None or not spec.serves(problem.op, backend.name):
@@ -283,10 +288,11 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
         _explicit(problem, backend, method, limit)
-        if method == "fft" and not fft_safe(problem, operands)[0] and problem.dtype.kind in "fc":
-            warnings.warn("Use of fft convolution on input with NAN or inf results in NAN or "
-                          "inf output. Consider using method='direct' instead.",
-                          RuntimeWarning, stacklevel=4)
+        if (method in NON_FINITE_SPREAD and problem.dtype.kind in "fc"
+                and not fft_safe(problem, operands)[0]):      # float data: finite or not
+            warnings.warn(f"Use of {method} convolution on input with NAN or inf results in "
+                          f"NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "
+                          "method='direct' instead.", RuntimeWarning, stacklevel=4)
         first, ranked = method, list(choice.ranked)
     tried = []
     # first, then the others by decreasing workspace, zero-workspace last; a fallback

@@ -16,7 +16,7 @@ from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, run
 from ..dispatch.dispatcher import ranked_for_data
 
-__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "scipy_line_pass", "run_filter"]
+__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "scipy_line_pass", "run_filter"]
 
 
 #: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32).
@@ -29,15 +29,27 @@ EXACT_WEIGHT = 2**31
 
 
 # ------------------------------------------------------------------ arguments
-def as_arrays(input, weights=None):
-    """``(xp, input, weights)`` as arrays of one module; unsupported dtypes raise."""
-    xp = args.array_module_of(input=input, weights=weights)
+_NO_WEIGHTS = object()
+
+
+def as_arrays(input, weights=_NO_WEIGHTS):
+    """``(xp, input, weights)`` as arrays of one module; unsupported dtypes raise.
+
+    ``weights=None`` is SciPy's ``np.asarray(None, dtype=float64)``, a 0-d array, which
+    the filters' rank checks then refuse with SciPy's ``RuntimeError``; without
+    ``weights`` (a filter that builds its own) the third item is ``None``.
+    """
+    xp = args.array_module_of(input=input, weights=None if weights is _NO_WEIGHTS else weights)
     input = args.as_array(xp, input)
     if input.dtype not in INPUT_KINDS:
         raise RuntimeError(
             f"array type not supported: input has dtype {input.dtype}; use bool, integer, "
             "float16/32/64 or complex64/128")
-    if weights is not None:
+    if weights is _NO_WEIGHTS:
+        return xp, input, None
+    if weights is None:
+        weights = xp.full((), np.nan)
+    else:
         weights = args.as_array(xp, weights)
         if weights.dtype.kind not in "biufc":
             raise RuntimeError(f"array type not supported: weights have dtype {weights.dtype}")
@@ -77,7 +89,7 @@ def get_output(output, input, xp, complex_output=False):
             raise RuntimeError("output must have numeric dtype")
         return Fresh(dtype, shape)
     args.array_module_of(input=input, output=output)
-    output = args.as_array(xp, output)
+    output = args.as_array(xp, output, native=False)      # written into: kept as it is
     if tuple(output.shape) != tuple(shape):
         raise RuntimeError(f"output shape not correct: output has shape "
                            f"{tuple(output.shape)}, the input {tuple(shape)}")
@@ -173,7 +185,7 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
     are both single (or half) precision; float64/complex128 otherwise, as SciPy (which
     always accumulates in double).
     """
-    in_dtype, out_dtype = np.dtype(in_dtype), np.dtype(out_dtype)
+    in_dtype, out_dtype = args.native_dtype(in_dtype), args.native_dtype(out_dtype)
     cplx = in_dtype.kind == "c" or weights.dtype.kind == "c"
     if (not cplx and in_dtype.kind in "biu" and integral(weights, xp)
             and (mode != "constant" or integral_scalar(cval))):
@@ -276,6 +288,11 @@ def _scipy_line(input, weights, origins, mode, cval, output, divide):
     return target
 
 
+def empty_result(output, xp):
+    """The result of a filter of an empty input: ``output`` as allocated or given."""
+    return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
+
+
 def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     """One pass: correlate ``input`` with the same-rank ``weights`` (already flipped or
     conjugated as the caller needs) and store it into ``output``; ``divide`` scales the
@@ -283,10 +300,10 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
-    if output.dtype not in INPUT_KINDS:
+    if args.native_dtype(output.dtype) not in INPUT_KINDS:
         raise RuntimeError(f"array type not supported: output has dtype {output.dtype}")
     if input.size == 0:
-        return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
+        return empty_result(output, xp)
     dtype = compute_dtype(input.dtype, weights, mode, cval, output.dtype, xp)
     if scipy_line_pass(xp, input, weights, output, dtype, divide):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)

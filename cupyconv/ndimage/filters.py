@@ -19,8 +19,8 @@ from ..core import args
 from ..core.ndimage_map import engine_mode
 from ..dispatch import device_constant
 from .common import (Fresh, as_arrays, check_axes, check_complex_cval, check_cval, check_origin,
-                     compute_dtype, copy_input, get_output, normalize_axis, normalize_origin,
-                     normalize_sequence, run_filter)
+                     compute_dtype, copy_input, empty_result, get_output, normalize_axis,
+                     normalize_origin, normalize_sequence, run_filter)
 
 __all__ = ["correlate", "convolve", "correlate1d", "convolve1d", "gaussian_filter",
            "gaussian_filter1d", "uniform_filter", "uniform_filter1d", "compute_dtype",
@@ -59,6 +59,8 @@ def _correlate_or_convolve(input, weights, output, mode, cval, origin, convoluti
         output = get_output(output, input, xp)
     engine = engine_mode(mode)
     check_cval(cval, input)
+    if input.size == 0:     # SciPy's N-D correlate returns before it looks at the dtypes
+        return empty_result(output, xp)
     return run_filter(xp, input, weights, origins, engine, cval, output)
 
 

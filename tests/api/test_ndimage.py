@@ -409,6 +409,44 @@ def test_errors_match_scipy(call):
     assert ndimage_dual(call) is None
 
 
+#: SciPy parity on degenerate input (issue 25, item 7): ``None`` weights are SciPy's 0-d
+#: array (a RuntimeError, not an AttributeError), and SciPy's N-D correlate of an empty
+#: input returns before it checks the dtypes (an empty complex array from uint8 data).
+DEGENERATE_CASES = {
+    "correlate-None": lambda m: m.correlate(np.ones((4, 4)), None),
+    "convolve-None": lambda m: m.convolve(np.ones((4, 4)), None),
+    "correlate-None-axes": lambda m: m.correlate(np.ones((4, 4)), None, axes=(1,)),
+    "correlate1d-None": lambda m: m.correlate1d(np.ones(4), None),
+    "convolve1d-None": lambda m: m.convolve1d(np.ones(4), None),
+    "empty-uint8-to-complex": lambda m: m.correlate(np.zeros((0, 4), np.uint8), np.ones((3, 3)),
+                                                    output=np.complex128),
+    "empty-convolve-to-complex": lambda m: m.convolve(np.zeros((3, 0), np.uint8), np.ones(2),
+                                                      output="complex64", axes=1),
+    "empty-into-complex-array": lambda m: m.correlate(np.zeros((0, 4), np.int16), np.ones((1, 2)),
+                                                      output=np.zeros((0, 4), np.complex128)),
+    "empty-1d-to-complex": lambda m: m.correlate1d(np.zeros((0, 4), np.uint8), np.ones(3),
+                                                   output=np.complex128),
+    "nonempty-uint8-to-complex": lambda m: m.correlate(np.zeros((2, 4), np.uint8),
+                                                       np.ones((3, 3)), output=np.complex128),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEGENERATE_CASES))
+def test_gh25_degenerate_input_matches_scipy(name):
+    try:
+        res = ndimage_dual(DEGENERATE_CASES[name])
+    except IndexError:          # convolve1d(a, None) indexes the 0-d array, in SciPy too
+        with pytest.raises(IndexError):
+            sndi.convolve1d(np.ones(4), None)
+        with pytest.raises(IndexError):
+            cndi.convolve1d(np.ones(4), None)
+        return
+    if res is not None:
+        s, c = res
+        assert (c.dtype, c.shape) == (s.dtype, s.shape)
+        np.testing.assert_array_equal(c, s)
+
+
 # ------------------------------------------------------------------ CUDA path
 EMULATED_CASES = [
     ("correlate", "float64", mode) for mode in MODES] + [

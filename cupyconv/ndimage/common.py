@@ -7,8 +7,11 @@ import operator
 import warnings
 
 import numpy as np
-import scipy.ndimage
+# SciPy's functions bound at import (a drop-in swapped into scipy.ndimage must not recurse)
+from scipy.ndimage import correlate1d as scipy_correlate1d
+from scipy.ndimage import uniform_filter1d as scipy_uniform_filter1d
 
+from .. import config
 from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
 from ..core import args
@@ -268,11 +271,11 @@ def _scipy_line(input, weights, origins, mode, cval, output, divide):
     axis = next(a for a, n in enumerate(weights.shape) if n > 1)
     target = np.empty(input.shape, output.dtype) if isinstance(output, Fresh) else output
     if divide is not None:      # a moving average: weights are `divide` ones
-        scipy.ndimage.uniform_filter1d(input, int(divide), axis, target, NDIMAGE_NAMES[mode],
-                                       float(np.real(cval)), origins[axis])
+        scipy_uniform_filter1d(input, int(divide), axis, target, NDIMAGE_NAMES[mode],
+                               float(np.real(cval)), origins[axis])
     else:
-        scipy.ndimage.correlate1d(input, weights.reshape(-1).astype(np.float64), axis, target,
-                                  NDIMAGE_NAMES[mode], float(np.real(cval)), origins[axis])
+        scipy_correlate1d(input, weights.reshape(-1).astype(np.float64), axis, target,
+                          NDIMAGE_NAMES[mode], float(np.real(cval)), origins[axis])
     return target
 
 

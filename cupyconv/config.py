@@ -22,9 +22,17 @@ winograd_max_error_growth : float or None
     ``winograd`` tile may have.  ``None``: 10 for float32/float64/complex, 2 for
     float16.  ``0`` turns ``winograd`` off (``auto`` never considers it and an
     explicit ``method="winograd"`` is refused with this reason).
+ndimage_integers : {"scipy", "exact"}
+    How :mod:`cupyconv.ndimage` computes integer data with integer-valued weights
+    where a double sum would round (``max|input dtype| * sum|weights| >= 2**53``:
+    64-bit data, or 32-bit data with very large weights).  ``"scipy"`` (default):
+    in float64, as ``scipy.ndimage`` does, so integer outputs are SciPy's exactly.
+    ``"exact"``: in int64 (exact modulo 2**64, as integer arithmetic wraps), where
+    SciPy's rounding loses the low bits.  Below the bound both are exact and agree.
 """
 
 autotune = False
 workspace_limit = None
 winograd_max_error_growth = None
 precision = "highest"
+ndimage_integers = "scipy"

@@ -171,29 +171,45 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
     """The dtype a pass computes in.
 
     Integer or bool input with integer-valued weights (and an integer ``cval`` where it
-    is used) is exact: float32 for 8/16-bit data into an integer output while every sum
-    stays below 2**24, int64 otherwise.  float32/complex64 when the input and the output
-    are both single (or half) precision; float64/complex128 otherwise, as SciPy (which
-    always accumulates in double).
+    is used) runs in integer arithmetic where SciPy's double sum is exact too: while
+    ``M * sum|w| < 2**53``, ``M`` the input dtype's largest magnitude (and ``|cval|``).
+    There float32 for 8/16-bit data into an integer output while every sum stays below
+    2**24, int64 otherwise; both give SciPy's integers exactly.  Past that bound (64-bit
+    data, or 32-bit data with weights of 2**22 and more) the pass computes in float64,
+    rounding as SciPy does, unless :data:`cupyconv.config.ndimage_integers` is
+    ``"exact"`` (then int64, exact modulo 2**64).  float32/complex64 when the input and
+    the output are both single (or half) precision; float64/complex128 otherwise, as
+    SciPy (which always accumulates in double).
     """
     in_dtype, out_dtype = np.dtype(in_dtype), np.dtype(out_dtype)
     cplx = in_dtype.kind == "c" or weights.dtype.kind == "c"
     if (not cplx and in_dtype.kind in "biu" and integral(weights, xp)
             and (mode != "constant" or integral_scalar(cval))):
-        if out_dtype.kind in "biu" and in_dtype.itemsize <= 2:
-            # 8/16-bit data: float32 holds every partial sum exactly while
-            # max|x| * sum|w| < 2**24, and then a uniform filter's one division is
-            # within 2**-24 * max|x| < 1 / size of the true quotient: the same
-            # truncated integers as int64, at half the memory traffic
-            info = np.iinfo(in_dtype) if in_dtype.kind != "b" else np.iinfo(np.uint8)
-            m = max(-int(info.min), int(info.max), abs(int(np.real(cval))))
-            if m * float(xp.abs(weights.astype(np.float64)).sum()) < 2**24:
-                return np.dtype(np.float32)
-        return np.dtype(np.int64)
+        info = np.iinfo(in_dtype) if in_dtype.kind != "b" else np.iinfo(np.uint8)
+        m = max(-int(info.min), int(info.max), abs(int(np.real(cval))))
+        bound = m * float(xp.abs(weights.astype(np.float64)).sum())
+        if out_dtype.kind in "biu" and in_dtype.itemsize <= 2 and bound < 2**24:
+            # 8/16-bit data: float32 holds every partial sum exactly, and then a uniform
+            # filter's one division is within 2**-24 * max|x| < 1 / size of the true
+            # quotient: the same truncated integers as int64, at half the memory traffic
+            return np.dtype(np.float32)
+        if bound < 2**53 or _integer_policy() == "exact":
+            return np.dtype(np.int64)
     single = in_dtype in SINGLE and out_dtype in SINGLE
     if cplx:
         return np.dtype(np.complex64 if single else np.complex128)
     return np.dtype(np.float32 if single else np.float64)
+
+
+INTEGER_POLICIES = ("scipy", "exact")
+
+
+def _integer_policy():
+    policy = config.ndimage_integers
+    if policy not in INTEGER_POLICIES:
+        raise ValueError(f"cupyconv.config.ndimage_integers must be one of "
+                         f"{INTEGER_POLICIES}, got {policy!r}")
+    return policy
 
 
 def integral(w, xp):
@@ -228,12 +244,15 @@ def tap_sum(problem, operands, backend):
 
 
 def store_output(y, output, xp):
-    """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero), written
-    into ``output`` when it is the caller's array."""
-    if output.dtype == np.bool_:
-        value = (xp.trunc(y) != 0) if y.dtype.kind == "f" else (y != 0)
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):
+    """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero; a bool
+    output is the cast to unsigned char, nonzero), written into ``output`` when it is the
+    caller's array."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if output.dtype == np.bool_:
+            # SciPy stores the C cast to npy_bool, an unsigned char: the truncated
+            # value's low byte (256 -> False, -1 -> True, NaN -> False)
+            value = y.astype(np.uint8) != 0
+        else:
             value = y.astype(output.dtype, copy=False)
     if isinstance(output, Fresh):
         return xp.ascontiguousarray(value)

@@ -268,15 +268,16 @@ def store_output(y, output, xp):
 ENGINE_WINDOW = 21
 
 
-def scipy_line_pass(xp, input, weights, output, dtype, divide=None):
-    """Whether a pass is best left to ``scipy.ndimage`` itself: a 1-D pass on the CPU of
+def scipy_line_pass(backend, input, weights, output, dtype, divide=None):
+    """Whether a pass is best left to ``scipy.ndimage`` itself: a 1-D pass on the CPU
+    (the ``numpy`` backend; ``emulated`` runs the CUDA kernels, as on CuPy arrays) of
     integer data into an integer output, with float weights (SciPy reads the integer lines
     straight into its double line buffer; the engine would first convert the whole image
     to float64, 2-3x the memory traffic: measured 0.64x SciPy's time on a uint8 Gaussian)
     or as a moving average (``divide``: SciPy's running sum costs O(1) per output, the
     engine's tap sum O(size); except short windows of 8/16-bit data along strided axes,
     :data:`ENGINE_WINDOW`).  The result is SciPy's truncation either way."""
-    if not (xp is np and input.dtype.kind in "iu" and output.dtype.kind in "iu"
+    if not (backend.name == "numpy" and input.dtype.kind in "iu" and output.dtype.kind in "iu"
             and input.ndim == weights.ndim and sum(n > 1 for n in weights.shape) == 1):
         return False
     if divide is not None:
@@ -310,12 +311,12 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if input.size == 0:
         return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
     dtype = compute_dtype(input.dtype, weights, mode, cval, output.dtype, xp)
-    if scipy_line_pass(xp, input, weights, output, dtype, divide):
+    backend = backend_for(xp)
+    if scipy_line_pass(backend, input, weights, output, dtype, divide):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
     operands = call.operands(input, weights, xp)
-    backend = backend_for(xp)
     method = "auto"
     if output.dtype.kind in "biu" and dtype.kind == "f":
         method = tap_sum(call.problem, operands, backend)

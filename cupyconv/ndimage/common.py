@@ -19,7 +19,7 @@ from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, run
 from ..dispatch.dispatcher import ranked_for_data
 
-__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "scipy_line_pass", "run_filter"]
+__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "store_output", "scipy_line_pass", "run_filter"]
 
 
 #: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32).
@@ -243,15 +243,24 @@ def tap_sum(problem, operands, backend):
     return "direct" if "direct" in ranked or not ranked else ranked[0]
 
 
+def c_bool(y, xp):
+    """SciPy's store of a pass's value into a bool output: the C cast to ``npy_bool``, an
+    unsigned char, which x86-64 computes as the low byte of the value truncated to int32
+    (out of range and non-finite: 0x80000000).  True where that byte is nonzero: 256,
+    2**31 and NaN give False, -1 True.  Spelled out in array operations, as a float to
+    uint8 ``astype`` is not the same on every device."""
+    t = xp.trunc(y) if y.dtype.kind == "f" else y
+    with np.errstate(invalid="ignore"):
+        return (xp.abs(t) < 2**31) & (xp.fmod(t, 256) != 0)
+
+
 def store_output(y, output, xp):
     """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero; a bool
     output is the cast to unsigned char, nonzero), written into ``output`` when it is the
     caller's array."""
     with np.errstate(invalid="ignore", over="ignore"):
         if output.dtype == np.bool_:
-            # SciPy stores the C cast to npy_bool, an unsigned char: the truncated
-            # value's low byte (256 -> False, -1 -> True, NaN -> False)
-            value = y.astype(np.uint8) != 0
+            value = c_bool(y, xp)
         else:
             value = y.astype(output.dtype, copy=False)
     if isinstance(output, Fresh):

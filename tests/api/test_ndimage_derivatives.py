@@ -198,6 +198,27 @@ def test_edge_cases_vs_scipy(case):
         np.testing.assert_allclose(res[1], res[0], rtol=1e-12, atol=1e-12, err_msg=case)
 
 
+#: Values of one pass stored into a bool output, each with SciPy's result (the C cast to
+#: an unsigned char on x86-64: the low byte of the value truncated to int32).
+BOOL_CASTS = (256.0, 255.0, -1.0, 257.5, -0.5, np.nan, np.inf, -np.inf, 2.0**31 - 1, 2.0**31,
+              -2.0**31, -2.0**31 + 1, 2.0**32 + 1, 3.7e9)
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
+def test_bool_outputs_are_scipys_c_cast(backend_name):
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("SciPy's out-of-range casts are x86-64's here (C leaves them undefined)")
+    if backend_name not in cupyconv.available_backends():
+        pytest.skip(f"backend {backend_name!r} is not available here")
+    x = np.ones(3, bool)
+    with cupyconv.use_backend(backend_name):
+        ours = [bool(cndi.correlate1d(x, [w])[0]) for w in BOOL_CASTS]
+    theirs = [bool(sndi.correlate1d(x, [w])[0]) for w in BOOL_CASTS]
+    assert ours == theirs, dict(zip(BOOL_CASTS, zip(ours, theirs)))
+    assert theirs[:3] == [False, True, True]      # 256 -> False: a byte, not 'nonzero'
+
+
 @pytest.mark.parametrize("name", cndi.__all__)
 def test_signatures_are_scipys(name):
     """Every public function takes SciPy's parameters, names, kinds and defaults."""

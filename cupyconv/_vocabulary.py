@@ -16,7 +16,7 @@ from typing import FrozenSet, Tuple
 
 __all__ = [
     "OPS", "FORWARD", "GRAD_INPUT", "GRAD_WEIGHT", "BACKENDS", "Algorithm", "ALGORITHMS",
-    "METHODS", "PRECISIONS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES", "NDIMAGE_NAMES",
+    "METHODS", "PRECISIONS", "NDIMAGE_INTEGERS", "MAX_RANK", "PADDING_MODES", "PADDING_MODE_ALIASES", "NDIMAGE_MODES", "NDIMAGE_NAMES",
     "LAYOUTS", "SIGNAL_MODES", "SIGNAL_BOUNDARIES", "methods_for", "describe_choices",
 ]
 
@@ -123,6 +123,9 @@ ALGORITHMS = {a.name: a for a in (
 #: ``precision=`` values: ``highest`` (float32 in float32 FMA, float64 in float64, the
 #: default) and ``tf32`` (float32 operands rounded to TF32, products and sums in float32).
 PRECISIONS = ("highest", "tf32")
+
+#: ``cupyconv.config.ndimage_integers``: how 64-bit integer sums past 2**53 compute.
+NDIMAGE_INTEGERS = ("scipy", "exact")
 
 #: Every ``method=`` value.
 METHODS = ("auto",) + tuple(ALGORITHMS)

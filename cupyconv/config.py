@@ -28,6 +28,13 @@ winograd_max_error_growth : float or None
     ``winograd`` tile may have.  ``None``: 10 for float32/float64/complex, 2 for
     float16.  ``0`` turns ``winograd`` off (``auto`` never considers it and an
     explicit ``method="winograd"`` is refused with this reason).
+ndimage_integers : {"scipy", "exact"}
+    How :mod:`cupyconv.ndimage` computes integer data with integer-valued weights
+    where a double sum would round (``max|input dtype| * sum|weights| >= 2**53``:
+    64-bit data, or 32-bit data with very large weights).  ``"scipy"`` (default):
+    in float64, as ``scipy.ndimage`` does, so integer outputs are SciPy's exactly.
+    ``"exact"``: in int64 (exact modulo 2**64, as integer arithmetic wraps), where
+    SciPy's rounding loses the low bits.  Below the bound both are exact and agree.
 """
 import numbers as _numbers
 import sys as _sys
@@ -35,6 +42,7 @@ import types as _types
 
 import numpy as _np
 
+from ._vocabulary import NDIMAGE_INTEGERS as _NDIMAGE_INTEGERS
 from ._vocabulary import PRECISIONS as _PRECISIONS
 from ._vocabulary import describe_choices as _describe_choices
 
@@ -42,6 +50,7 @@ autotune = False
 workspace_limit = None
 winograd_max_error_growth = None
 precision = "highest"
+ndimage_integers = "scipy"
 
 
 def _is_bool(value):
@@ -68,11 +77,14 @@ def _optional_number(name, allowed, kind, valid, convert):
     return check
 
 
-def _check_precision(value):
-    if not isinstance(value, str) or value not in _PRECISIONS:
-        raise ValueError(f"cupyconv.config.precision must be one of "
-                         f"{_describe_choices(_PRECISIONS)}, got {value!r}")
-    return value
+def _one_of(name, choices):
+    """The check of a setting that is one of the strings ``choices``."""
+    def check(value):
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"cupyconv.config.{name} must be one of "
+                             f"{_describe_choices(choices)}, got {value!r}")
+        return value
+    return check
 
 
 _CHECKS = {
@@ -80,7 +92,8 @@ _CHECKS = {
     "workspace_limit": _optional_number(
         "workspace_limit", "None or a positive int number of bytes", _numbers.Integral,
         lambda v: v >= 1, int),
-    "precision": _check_precision,
+    "precision": _one_of("precision", _PRECISIONS),
+    "ndimage_integers": _one_of("ndimage_integers", _NDIMAGE_INTEGERS),
     "winograd_max_error_growth": _optional_number(
         "winograd_max_error_growth", "None or a number >= 0 (0 turns winograd off)",
         _numbers.Real, lambda v: v >= 0, lambda v: v),

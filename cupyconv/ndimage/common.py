@@ -7,8 +7,11 @@ import operator
 import warnings
 
 import numpy as np
-import scipy.ndimage
+# SciPy's functions bound at import (a drop-in swapped into scipy.ndimage must not recurse)
+from scipy.ndimage import correlate1d as scipy_correlate1d
+from scipy.ndimage import uniform_filter1d as scipy_uniform_filter1d
 
+from .. import config
 from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
 from ..core import args
@@ -16,7 +19,7 @@ from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, run
 from ..dispatch.dispatcher import ranked_for_data
 
-__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "store_output", "scipy_line_pass", "run_filter"]
+__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "store_output", "scipy_line_pass", "run_filter"]
 
 
 #: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32).
@@ -180,25 +183,30 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
     """The dtype a pass computes in.
 
     Integer or bool input with integer-valued weights (and an integer ``cval`` where it
-    is used) is exact: float32 for 8/16-bit data into an integer output while every sum
-    stays below 2**24, int64 otherwise.  float32/complex64 when the input and the output
-    are both single (or half) precision; float64/complex128 otherwise, as SciPy (which
-    always accumulates in double).
+    is used) runs in integer arithmetic where SciPy's double sum is exact too: while
+    ``M * sum|w| < 2**53``, ``M`` the input dtype's largest magnitude (and ``|cval|``).
+    There float32 for 8/16-bit data into an integer output while every sum stays below
+    2**24, int64 otherwise; both give SciPy's integers exactly.  Past that bound (64-bit
+    data, or 32-bit data with weights of 2**22 and more) the pass computes in float64,
+    rounding as SciPy does, unless :data:`cupyconv.config.ndimage_integers` is
+    ``"exact"`` (then int64, exact modulo 2**64).  float32/complex64 when the input and
+    the output are both single (or half) precision; float64/complex128 otherwise, as
+    SciPy (which always accumulates in double).
     """
     in_dtype, out_dtype = args.native_dtype(in_dtype), args.native_dtype(out_dtype)
     cplx = in_dtype.kind == "c" or weights.dtype.kind == "c"
     if (not cplx and in_dtype.kind in "biu" and integral(weights, xp)
             and (mode != "constant" or integral_scalar(cval))):
-        if out_dtype.kind in "biu" and in_dtype.itemsize <= 2:
-            # 8/16-bit data: float32 holds every partial sum exactly while
-            # max|x| * sum|w| < 2**24, and then a uniform filter's one division is
-            # within 2**-24 * max|x| < 1 / size of the true quotient: the same
-            # truncated integers as int64, at half the memory traffic
-            info = np.iinfo(in_dtype) if in_dtype.kind != "b" else np.iinfo(np.uint8)
-            m = max(-int(info.min), int(info.max), abs(int(np.real(cval))))
-            if m * float(xp.abs(weights.astype(np.float64)).sum()) < 2**24:
-                return np.dtype(np.float32)
-        return np.dtype(np.int64)
+        info = np.iinfo(in_dtype) if in_dtype.kind != "b" else np.iinfo(np.uint8)
+        m = max(-int(info.min), int(info.max), abs(int(np.real(cval))))
+        bound = m * float(xp.abs(weights.astype(np.float64)).sum())
+        if out_dtype.kind in "biu" and in_dtype.itemsize <= 2 and bound < 2**24:
+            # 8/16-bit data: float32 holds every partial sum exactly, and then a uniform
+            # filter's one division is within 2**-24 * max|x| < 1 / size of the true
+            # quotient: the same truncated integers as int64, at half the memory traffic
+            return np.dtype(np.float32)
+        if bound < 2**53 or config.ndimage_integers == "exact":
+            return np.dtype(np.int64)
     single = in_dtype in SINGLE and out_dtype in SINGLE
     if cplx:
         return np.dtype(np.complex64 if single else np.complex128)
@@ -236,13 +244,25 @@ def tap_sum(problem, operands, backend):
     return "direct" if "direct" in ranked or not ranked else ranked[0]
 
 
+def c_bool(y, xp):
+    """SciPy's store of a pass's value into a bool output: the C cast to ``npy_bool``, an
+    unsigned char, which x86-64 computes as the low byte of the value truncated to int32
+    (out of range and non-finite: 0x80000000).  True where that byte is nonzero: 256,
+    2**31 and NaN give False, -1 True.  Spelled out in array operations, as a float to
+    uint8 ``astype`` is not the same on every device."""
+    t = xp.trunc(y) if y.dtype.kind == "f" else y
+    with np.errstate(invalid="ignore"):
+        return (xp.abs(t) < 2**31) & (xp.fmod(t, 256) != 0)
+
+
 def store_output(y, output, xp):
-    """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero), written
-    into ``output`` when it is the caller's array."""
-    if output.dtype == np.bool_:
-        value = (xp.trunc(y) != 0) if y.dtype.kind == "f" else (y != 0)
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):
+    """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero; a bool
+    output is the cast to unsigned char, nonzero), written into ``output`` when it is the
+    caller's array."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if output.dtype == np.bool_:
+            value = c_bool(y, xp)
+        else:
             value = y.astype(output.dtype, copy=False)
     if isinstance(output, Fresh):
         return xp.ascontiguousarray(value)
@@ -258,15 +278,16 @@ def store_output(y, output, xp):
 ENGINE_WINDOW = 21
 
 
-def scipy_line_pass(xp, input, weights, output, dtype, divide=None):
-    """Whether a pass is best left to ``scipy.ndimage`` itself: a 1-D pass on the CPU of
+def scipy_line_pass(backend, input, weights, output, dtype, divide=None):
+    """Whether a pass is best left to ``scipy.ndimage`` itself: a 1-D pass on the CPU
+    (the ``numpy`` backend; ``emulated`` runs the CUDA kernels, as on CuPy arrays) of
     integer data into an integer output, with float weights (SciPy reads the integer lines
     straight into its double line buffer; the engine would first convert the whole image
     to float64, 2-3x the memory traffic: measured 0.64x SciPy's time on a uint8 Gaussian)
     or as a moving average (``divide``: SciPy's running sum costs O(1) per output, the
     engine's tap sum O(size); except short windows of 8/16-bit data along strided axes,
     :data:`ENGINE_WINDOW`).  The result is SciPy's truncation either way."""
-    if not (xp is np and input.dtype.kind in "iu" and output.dtype.kind in "iu"
+    if not (backend.name == "numpy" and input.dtype.kind in "iu" and output.dtype.kind in "iu"
             and input.ndim == weights.ndim and sum(n > 1 for n in weights.shape) == 1):
         return False
     if divide is not None:
@@ -280,11 +301,11 @@ def _scipy_line(input, weights, origins, mode, cval, output, divide):
     axis = next(a for a, n in enumerate(weights.shape) if n > 1)
     target = np.empty(input.shape, output.dtype) if isinstance(output, Fresh) else output
     if divide is not None:      # a moving average: weights are `divide` ones
-        scipy.ndimage.uniform_filter1d(input, int(divide), axis, target, NDIMAGE_NAMES[mode],
-                                       float(np.real(cval)), origins[axis])
+        scipy_uniform_filter1d(input, int(divide), axis, target, NDIMAGE_NAMES[mode],
+                               float(np.real(cval)), origins[axis])
     else:
-        scipy.ndimage.correlate1d(input, weights.reshape(-1).astype(np.float64), axis, target,
-                                  NDIMAGE_NAMES[mode], float(np.real(cval)), origins[axis])
+        scipy_correlate1d(input, weights.reshape(-1).astype(np.float64), axis, target,
+                          NDIMAGE_NAMES[mode], float(np.real(cval)), origins[axis])
     return target
 
 
@@ -305,12 +326,12 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if input.size == 0:
         return empty_result(output, xp)
     dtype = compute_dtype(input.dtype, weights, mode, cval, output.dtype, xp)
-    if scipy_line_pass(xp, input, weights, output, dtype, divide):
+    backend = backend_for(xp)
+    if scipy_line_pass(backend, input, weights, output, dtype, divide):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
     operands = call.operands(input, weights, xp)
-    backend = backend_for(xp)
     method = "auto"
     if output.dtype.kind in "biu" and dtype.kind == "f":
         method = tap_sum(call.problem, operands, backend)

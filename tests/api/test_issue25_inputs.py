@@ -26,6 +26,7 @@ BAD_SETTINGS = [
     ("winograd_max_error_growth", -1.0, ValueError, ">= 0"),
     ("winograd_max_error_growth", float("nan"), ValueError, ">= 0"),
     ("winograd_max_error_growth", "10", TypeError, ">= 0"),
+    ("ndimage_integers", "exactly", ValueError, "'scipy' or 'exact'"),
 ]
 
 
@@ -51,7 +52,8 @@ def test_gh25_config_accepts_its_values_and_rejects_unknown_names(restore_config
     with pytest.raises(AttributeError, match="cannot be deleted"):
         del config.precision
     settings = {k for k in vars(config) if not k.startswith("_")}
-    assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision"}
+    assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
+                        "ndimage_integers"}
 
 
 def _layer(dtype):

@@ -11,18 +11,12 @@ are sampled (one in ``SAMPLE``), and ``test_large_array`` (a 2**31-element strid
 """
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import scipy
 
-SCIPY_ROOT = Path(scipy.__file__).resolve().parent
-TESTS = SCIPY_ROOT / "signal" / "tests" / "test_signaltools.py"
-PLUGIN_DIR = Path(__file__).resolve().parents[1] / "scipy_suite"
+from scipy_suite.runner import run_scipy_tests, scipy_tests
+
+TESTS = scipy_tests("signal/tests/test_signaltools.py")
 #: Classes and functions of test_signaltools.py that test a name cupyconv provides.
 SELECTION = ("TestConvolve or TestConvolve2d or TestCorrelate2d or TestFFTConvolve or "
              "TestOAConvolve or TestAllFreqConvolves or test_convolve_longdtype_input or "
@@ -38,23 +32,10 @@ def test_scipy_signaltools_pass_with_cupyconv():
     if not TESTS.exists():
         pytest.skip(f"the installed SciPy {scipy.__version__} ships no tests ({TESTS} is "
                     "missing; install a SciPy wheel with its test suite to run this)")
-    cmd = [sys.executable, "-m", "pytest", str(TESTS.relative_to(SCIPY_ROOT.parent)), "-q",
-           "-p", "no:cacheprovider", "-p", "swap_plugin", "-k", SELECTION,
-           "-o", "addopts=", "-W", "ignore::DeprecationWarning"]
-    for name in DESELECT:
-        cmd += ["--deselect", f"{TESTS.relative_to(SCIPY_ROOT.parent)}::{name}"]
-    env = dict(os.environ, CUPYCONV_SCIPY_SAMPLE=str(SAMPLE), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(PLUGIN_DIR),
-                                                        os.environ.get("PYTHONPATH")])))
-    env.pop("PYTEST_XDIST_WORKER", None)
-    proc = subprocess.run(cmd, cwd=SCIPY_ROOT.parent, env=env, capture_output=True, text=True,
-                          timeout=600)
-    tail = proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, f"SciPy's tests failed against cupyconv:\n{tail}"
-    passed = re.search(r"(\d+) passed", proc.stdout)
-    assert passed and int(passed.group(1)) > 1000, tail    # the selection really ran
-    calls = dict(re.findall(r"(\w+)=(\d+)", proc.stdout.split("replaced scipy.signal:")[-1]))
-    assert calls and all(int(n) > 0 for n in calls.values()), tail   # cupyconv's functions ran
-    import cupyconv
-    root = os.path.dirname(cupyconv.__file__)
-    assert f"from {root} replaced" in proc.stdout, tail                 # this checkout's
+    run = run_scipy_tests(TESTS, "signal", selection=SELECTION, deselect=DESELECT,
+                          env=dict(CUPYCONV_SCIPY_SAMPLE=str(SAMPLE)))
+    assert run.returncode == 0, f"SciPy's tests failed against cupyconv:\n{run.tail}"
+    assert run.passed > 1000, run.tail                         # the selection really ran
+    calls = run.calls("scipy.signal")
+    assert calls and all(n > 0 for n in calls.values()), run.tail   # cupyconv's functions ran
+    assert run.ran_this_checkout(), run.tail

@@ -27,7 +27,9 @@ import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
-from scipy import ndimage
+# SciPy's functions bound at import: a caller who swaps cupyconv.ndimage into
+# scipy.ndimage (a drop-in, or tests/scipy_suite) must not have them call back into it
+from scipy.ndimage import correlate as scipy_correlate, correlate1d as scipy_correlate1d
 
 from ..._vocabulary import NDIMAGE_NAMES
 from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
@@ -223,8 +225,8 @@ def conv_line(problem, x, w, axis):
     origins = _ndimage_origins(problem)
     if x.dtype == np.float64 and scipy_line_applies(problem) and _scipy_agrees(taps):
         y = np.empty((problem.batch, 1) + problem.out_shape, dtype=x.dtype)
-        ndimage.correlate1d(x, np.ascontiguousarray(taps), axis=2 + axis, output=y,
-                            origin=origins[axis], **_ndimage_kw(problem))
+        scipy_correlate1d(x, np.ascontiguousarray(taps), axis=2 + axis, output=y,
+                          origin=origins[axis], **_ndimage_kw(problem))
         return y
     y = zeros_result(problem, np, x.dtype)
     xpad = pad_input(problem, x)
@@ -281,8 +283,8 @@ def conv_direct(problem, x, w):
     if _scipy_correlate_applies(problem, x, w):
         y = np.empty((problem.batch, 1) + problem.out_shape, dtype=x.dtype)
         weights = np.ascontiguousarray(oriented_weights(problem, w)[0, 0])
-        ndimage.correlate(x[:, 0], weights[None], output=y[:, 0],
-                          origin=[0] + _ndimage_origins(problem), **_ndimage_kw(problem))
+        scipy_correlate(x[:, 0], weights[None], output=y[:, 0],
+                        origin=[0] + _ndimage_origins(problem), **_ndimage_kw(problem))
         return y
     y = zeros_result(problem, np, x.dtype)
     view, wg, yg = operand_views(problem, x, w, y)

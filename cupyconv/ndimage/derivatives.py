@@ -1,0 +1,325 @@
+"""``scipy.ndimage``'s derivative filters, built on the 1-D passes of :mod:`.filters`.
+
+``sobel``, ``prewitt``, ``laplace``, ``generic_laplace``, ``gaussian_laplace``,
+``generic_gradient_magnitude`` and ``gaussian_gradient_magnitude`` follow
+``scipy/ndimage/_filters.py`` step by step: the same passes in the same order, each
+stored into the output's dtype before the next reads it (integer outputs are truncated
+between passes, as in SciPy), the per-axis terms accumulated into the output with
+``+=`` in the output's dtype, and the gradient magnitude's square root taken in place
+with NumPy's (or CuPy's) ``casting='unsafe'``.  Every pass is one problem of the
+dispatcher (:func:`~cupyconv.ndimage.filters.correlate1d` or
+:func:`~cupyconv.ndimage.filters.gaussian_filter`), so NumPy arrays run on the CPU and
+CuPy arrays through the CUDA kernels.  The arrays allocated are SciPy's: the output,
+and one term per further axis of a Laplace or gradient-magnitude sum.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import args
+from ..dispatch import device_constant
+from .common import (Fresh, check_axes, copy_input, get_output, normalize_axis,
+                     normalize_sequence)
+from .filters import correlate1d, gaussian_filter
+
+__all__ = ["sobel", "prewitt", "laplace", "generic_laplace", "gaussian_laplace",
+           "generic_gradient_magnitude", "gaussian_gradient_magnitude"]
+
+#: The 1-D taps, as SciPy writes them (correlations, float64 as SciPy casts them).
+DIFFERENCE = np.array([-1.0, 0.0, 1.0])
+SOBEL_SMOOTH = np.array([1.0, 2.0, 1.0])
+PREWITT_SMOOTH = np.array([1.0, 1.0, 1.0])
+SECOND_DIFFERENCE = np.array([1.0, -2.0, 1.0])
+
+
+def _input(input):
+    """``(xp, input)``; the dtype is checked by the first pass, as in SciPy."""
+    xp = args.array_module_of(input=input)
+    return xp, args.as_array(xp, input)
+
+
+def _materialized(output, xp):
+    """The output array SciPy allocates (``np.zeros``) where it is not the caller's."""
+    return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
+
+
+# ----------------------------------------------------------- Sobel and Prewitt
+def _difference_then_smooth(input, axis, output, mode, cval, smooth):
+    """SciPy's ``sobel``/``prewitt``: the central difference along `axis`, then the
+    smoothing taps along every other axis, each pass stored into `output`'s dtype.
+
+    SciPy runs the passes in place on `output`; here each pass between is a fresh array
+    of that dtype (the same values, no copy back), and only the last writes into the
+    caller's array.  A bool output holds SciPy's C cast, an unsigned char, which the next
+    pass reads back as 0-255: uint8 between the passes.
+    """
+    xp, input = _input(input)
+    axis = normalize_axis(axis, input.ndim)
+    output = get_output(output, input, xp)
+    modes = normalize_sequence(mode, input.ndim)
+    passes = [(axis, DIFFERENCE)] + [(ii, smooth) for ii in range(input.ndim) if ii != axis]
+    between = Fresh(np.uint8 if output.dtype == np.bool_ else output.dtype, input.shape)
+    for i, (ax, taps) in enumerate(passes):
+        target = output if i == len(passes) - 1 else between
+        input = correlate1d(input, device_constant(xp, taps), ax, target, modes[ax], cval, 0)
+    return input
+
+
+def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
+    """Sobel filter along one axis (:func:`scipy.ndimage.sobel`).
+
+    Parameters
+    ----------
+    input : array_like
+        NumPy or CuPy array (bool, integer, float16/32/64, complex64/128).
+    axis : int, optional
+        The axis of the derivative (the central difference ``[-1, 0, 1]``); every
+        other axis is smoothed with ``[1, 2, 1]``.
+    output : array or dtype, optional
+        Array to write into (same shape as `input`) or the result dtype; default
+        `input`'s dtype.  Each pass is stored into it (integer outputs truncated and
+        wrapped between passes, as SciPy).
+    mode : str or sequence of str, optional
+        A ``scipy.ndimage`` boundary mode, or one per axis of `input`.
+    cval : scalar, optional
+        Fill value of ``constant``/``grid-constant``.
+
+    Returns
+    -------
+    sobel : ndarray
+        Same shape as `input`, in `output`'s dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> ndimage.sobel(np.array([[0, 0, 1, 1], [0, 0, 1, 1], [0, 1, 1, 1]]), axis=1)
+    array([[0, 4, 4, 0],
+           [1, 4, 3, 0],
+           [3, 4, 1, 0]])
+    """
+    return _difference_then_smooth(input, axis, output, mode, cval, SOBEL_SMOOTH)
+
+
+def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0):
+    """Prewitt filter along one axis (:func:`scipy.ndimage.prewitt`).
+
+    As :func:`sobel`, with the smoothing taps ``[1, 1, 1]``: on an integer input, here
+    along the first axis, ``(x[1] - x[0])`` summed over each column's neighbours.
+
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> ndimage.prewitt(np.array([[1, 2, 4], [8, 16, 32]]), axis=0)
+    array([[28, 49, 70],
+           [28, 49, 70]])
+    """
+    return _difference_then_smooth(input, axis, output, mode, cval, PREWITT_SMOOTH)
+
+
+# ------------------------------------------------- sums of per-axis derivatives
+def _sum_over_axes(input, derivative, output, mode, cval, extra_arguments, extra_keywords,
+                   axes, square, returns_result=False):
+    """SciPy's ``generic_laplace`` (``square=False``) and ``generic_gradient_magnitude``
+    (``square=True``): the first axis's derivative into `output`, each further axis's
+    derivative (a new array of `output`'s dtype) squared or not and added into it.
+
+    `returns_result`: `derivative` is one of this module's, which takes a
+    :class:`Fresh` output and returns its result (the output array is then the first
+    pass's result instead of zeros written over); a user's callable gets an array, as
+    in SciPy, and its return value is used only for the further axes.
+    """
+    extra_keywords = {} if extra_keywords is None else extra_keywords
+    xp, input = _input(input)
+    output = get_output(output, input, xp)
+    axes = check_axes(axes, input.ndim)
+    if not axes:
+        return copy_input(input, output, xp)
+    if not returns_result:
+        output = _materialized(output, xp)
+    modes = normalize_sequence(mode, len(axes))
+    first = derivative(input, axes[0], output, modes[0], cval, *extra_arguments,
+                       **extra_keywords)
+    if returns_result:
+        output = first
+    if square:
+        xp.multiply(output, output, output)
+    for ii in range(1, len(axes)):
+        term = derivative(input, axes[ii], output.dtype, modes[ii], cval, *extra_arguments,
+                          **extra_keywords)
+        if square:
+            xp.multiply(term, term, term)
+        output += term
+    if square:
+        xp.sqrt(output, out=output, casting="unsafe")   # as SciPy, for integer outputs too
+    return output
+
+
+def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0,
+                    extra_arguments=(), extra_keywords=None, *, axes=None):
+    """N-D Laplace filter from a given second derivative (:func:`scipy.ndimage.generic_laplace`).
+
+    Parameters
+    ----------
+    input : array_like
+        NumPy or CuPy array.
+    derivative2 : callable
+        ``derivative2(input, axis, output, mode, cval, *extra_arguments,
+        **extra_keywords)``: the second derivative along `axis`, written into `output`
+        when it is an array and returned (a dtype: a new array).
+    output : array or dtype, optional
+        Array to write into or the result dtype; default `input`'s dtype.
+    mode : str or sequence of str, optional
+        A boundary mode, or one per entry of `axes`.
+    cval : scalar, optional
+        Fill value of ``constant``/``grid-constant``.
+    extra_arguments : sequence, optional
+        Extra positional arguments of `derivative2`.
+    extra_keywords : dict, optional
+        Extra keyword arguments of `derivative2`.
+    axes : int or sequence of int, optional
+        Axes summed over (default all); none: `input` copied into `output`.
+
+    Returns
+    -------
+    generic_laplace : ndarray
+        The sum of the derivatives, accumulated in `output`'s dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> def d2(input, axis, output, mode, cval):
+    ...     return ndimage.correlate1d(input, [1, -2, 1], axis, output, mode, cval, 0)
+    >>> ndimage.generic_laplace(np.array([[0, 0, 0], [0, 4, 0], [0, 0, 0]]), d2)
+    array([[  0,   4,   0],
+           [  4, -16,   4],
+           [  0,   4,   0]])
+    """
+    return _sum_over_axes(input, derivative2, output, mode, cval, extra_arguments,
+                          extra_keywords, axes, square=False)
+
+
+def _second_difference(input, axis, output, mode, cval):
+    xp = args.array_module_of(input=input)
+    return correlate1d(input, device_constant(xp, SECOND_DIFFERENCE), axis, output, mode,
+                       cval, 0)
+
+
+def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
+    """N-D Laplace filter from second differences (:func:`scipy.ndimage.laplace`).
+
+    The sum over `axes` of ``correlate1d(input, [1, -2, 1], axis)``.  Parameters as in
+    :func:`generic_laplace`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> ndimage.laplace(np.array([[0.0, 0, 0], [0, 1, 0], [0, 0, 0]]), mode="constant")
+    array([[ 0.,  1.,  0.],
+           [ 1., -4.,  1.],
+           [ 0.,  1.,  0.]])
+    """
+    return _sum_over_axes(input, _second_difference, output, mode, cval, (), None, axes,
+                          square=False, returns_result=True)
+
+
+def _gaussian_derivative(order):
+    """The derivative callable of :func:`gaussian_laplace` (order 2) and
+    :func:`gaussian_gradient_magnitude` (order 1): :func:`gaussian_filter` with that
+    order along `axis` and 0 along the others, as SciPy."""
+    def derivative(input, axis, output, mode, cval, sigma, **kwargs):
+        orders = [0] * input.ndim
+        orders[axis] = order
+        return gaussian_filter(input, sigma, orders, output, mode, cval, **kwargs)
+    return derivative
+
+
+def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
+                     **kwargs):
+    """Laplace filter with Gaussian second derivatives (:func:`scipy.ndimage.gaussian_laplace`).
+
+    Parameters
+    ----------
+    input : array_like
+        NumPy or CuPy array.
+    sigma : scalar or sequence of scalars
+        The Gaussian's standard deviation, or one per entry of `axes`.
+    output : array or dtype, optional
+        Array to write into or the result dtype; default `input`'s dtype.
+    mode : str or sequence of str, optional
+        A boundary mode, or one per entry of `axes` (each axis's term smooths every
+        filtered axis with that term's mode, as SciPy).
+    cval : scalar, optional
+        Fill value of ``constant``/``grid-constant``.
+    axes : int or sequence of int, optional
+        Axes filtered (default all).
+    **kwargs
+        Passed to :func:`gaussian_filter` (``truncate``, ``radius``).
+
+    Returns
+    -------
+    gaussian_laplace : ndarray
+        Same shape as `input`, in `output`'s dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> ndimage.gaussian_laplace(np.array([0.0, 0, 1, 0, 0]), sigma=1, truncate=1.0)
+    array([ 0.        ,  0.        , -0.45186276,  0.        ,  0.        ])
+    """
+    xp, input = _input(input)
+    axes = check_axes(axes, input.ndim)
+    sigmas = normalize_sequence(sigma, len(axes))
+    if len(axes) < input.ndim:                  # sigma 0 on the axes not filtered
+        full = [0] * input.ndim
+        for s, ax in zip(sigmas, axes):
+            full[ax] = s
+        sigmas = full
+    return _sum_over_axes(input, _gaussian_derivative(2), output, mode, cval, (sigmas,),
+                          kwargs, axes, square=False, returns_result=True)
+
+
+def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
+                               extra_arguments=(), extra_keywords=None, *, axes=None):
+    """Gradient magnitude from a given first derivative
+    (:func:`scipy.ndimage.generic_gradient_magnitude`).
+
+    ``sqrt(sum over axes of derivative(input, axis) ** 2)``, squared, summed and rooted
+    in place in `output`'s dtype (``casting='unsafe'``: integer outputs truncate).
+    Parameters as in :func:`generic_laplace`, with `derivative` called as
+    `derivative2` there.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> ndimage.generic_gradient_magnitude(np.array([[0.0, 3, 0], [0, 4, 0]]),
+    ...                                    ndimage.sobel, mode="nearest")
+    array([[13.03840481,  2.        , 13.03840481],
+           [15.03329638,  2.        , 15.03329638]])
+    """
+    return _sum_over_axes(input, derivative, output, mode, cval, extra_arguments,
+                          extra_keywords, axes, square=True)
+
+
+def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *,
+                                axes=None, **kwargs):
+    """Gradient magnitude with Gaussian derivatives
+    (:func:`scipy.ndimage.gaussian_gradient_magnitude`).
+
+    Each axis's term is :func:`gaussian_filter` with order 1 along it (and the same
+    `sigma`, which is per axis of `input` as :func:`gaussian_filter` takes it).
+    Parameters as in :func:`gaussian_laplace`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cupyconv import ndimage
+    >>> ndimage.gaussian_gradient_magnitude(np.array([0.0, 0, 1, 0, 0]), sigma=1,
+    ...                                     truncate=1.0)
+    array([0.        , 0.27406862, 0.        , 0.27406862, 0.        ])
+    """
+    return _sum_over_axes(input, _gaussian_derivative(1), output, mode, cval, (sigma,),
+                          kwargs, axes, square=True, returns_result=True)

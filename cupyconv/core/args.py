@@ -289,6 +289,9 @@ def check_dtype(a, name):
     dt = a.dtype
     if dt in _SUPPORTED_DTYPES:
         return dt
+    if dt.kind == "O" and a.ndim == 0:           # None, a dict, ...: not an array at all
+        raise TypeError(f"{name} must be array-like (an array, a number or nested sequences "
+                        f"of numbers); got {type(a.item()).__name__} {a.item()!r:.60}")
     raise TypeError(
         f"{name} has dtype {dt}, which is not supported; use bool, integer, "
         "float16/32/64, complex64/128 or long double (object, string and datetime "

@@ -164,7 +164,8 @@ def normalize_per_axis(value, ndim, name, minimum=1):
 
 
 def same_padding(in_shape, kernel_shape, stride, dilation):
-    """Per-axis ``(before, after)`` giving ``ceil(S/stride)`` outputs, extra after."""
+    """Per-axis ``(before, after)`` of JAX's/TensorFlow's SAME: ``ceil(S/stride)`` outputs,
+    ``total // 2`` before, the rest after (``jax.lax.padtype_to_pads``)."""
     pads = []
     for s, k, st, d in zip(in_shape, kernel_shape, stride, dilation):
         out = -(-s // st)
@@ -177,8 +178,8 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
     """Normalise ``padding`` to ``((before, after), ...)`` per spatial axis.
 
     Accepts an int, one int per axis, NumPy ``pad_width`` style pairs,
-    ``"valid"`` (no padding) or ``"same"`` (output size ``ceil(S/stride)``,
-    the extra padding after, as TensorFlow and PyTorch do).
+    ``"valid"`` (no padding) or ``"same"`` (output size ``ceil(S/stride)`` for any
+    stride, the extra padding after: JAX's and TensorFlow's SAME, :func:`same_padding`).
     """
     if isinstance(padding, str):
         if padding == "valid":

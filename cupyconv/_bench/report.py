@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-__all__ = ["write", "plots", "markdown", "summary", "ceilings_line", "progress_line",
-           "print_summary"]
+__all__ = ["write", "plots", "replot", "markdown", "summary", "ceilings_line",
+           "progress_line", "print_summary"]
 
 
 def _ms(s):
@@ -174,6 +174,28 @@ def plots(out, stem, meta, rows):
     _speedup_plot(plt, paths[0], meta, done)
     _roofline_plot(plt, paths[1], meta, done)
     return paths
+
+
+def replot(json_path, out=None):
+    """Draw the plots of an earlier run from its JSON (no timing).
+
+    Parameters
+    ----------
+    json_path : str
+        A ``<stem>.json`` written by the runner.
+    out : str, optional
+        Folder of the PNGs (default: the JSON's folder).
+
+    Returns
+    -------
+    list of str
+        The PNGs written (empty without matplotlib).
+    """
+    with open(json_path) as fh:
+        data = json.load(fh)
+    stem = os.path.splitext(os.path.basename(json_path))[0]
+    return plots(out or os.path.dirname(os.path.abspath(json_path)), stem, data["meta"],
+                 data["rows"])
 
 
 def _title(meta, what):

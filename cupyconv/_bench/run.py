@@ -365,6 +365,8 @@ def build_parser(prog="python -m cupyconv bench"):
                                    + ", ".join(peer.name for peer in peers_mod.PEERS) + ")")
     p.add_argument("--cases", help="only cases whose name contains this text")
     p.add_argument("--no-plots", action="store_true", help="JSON and markdown only")
+    p.add_argument("--plots-from", metavar="JSON",
+                   help="measure nothing: draw the plots of an earlier run's JSON beside it")
     return p
 
 
@@ -385,6 +387,10 @@ def main(argv=None, prog="python -m cupyconv bench"):
     """
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    if args.plots_from:
+        paths = report.replot(args.plots_from)
+        print("wrote " + (", ".join(paths) or "nothing"))
+        return 0 if paths else 1
     if args.out == DOCS_OUT and not os.path.isdir(DOCS_OUT):
         parser.error(f"--docs writes into docs/benchmarks/ of a source checkout, and there is "
                      f"none at {DOCS_OUT}; use --out DIR")

@@ -204,3 +204,15 @@ def test_console_rows_are_labelled(row, labels):
         assert label in line, line
     for bare in (" fft / fft", "n/r", "e+02", "% com "):
         assert bare not in line, line
+
+
+def test_plots_from_an_earlier_runs_json(tmp_path, capsys):
+    """``bench --plots-from RUN.json`` draws the run's two plots beside it, timing nothing."""
+    pytest.importorskip("matplotlib", reason="plots need the bench extra")
+    src = ROOT / "docs" / "benchmarks" / "gpu_h200_2026-12-01" / "first_run" / "all_quick_cuda.json"
+    run_json = tmp_path / "all_quick_cuda.json"
+    run_json.write_text(src.read_text())
+    assert run.main(["--plots-from", str(run_json)]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "all_quick_cuda_roofline.png", "all_quick_cuda_speedup.png"]
+    assert "wrote " in capsys.readouterr().out

@@ -95,8 +95,8 @@ def _nvrtc_line():
 
 def _packaged_line(pk):
     if not pk["present"]:
-        return ("packaged in the wheel: none (a source checkout or an editable install; a wheel "
-                "build packs them: docs/install.md)")
+        return ("packaged in the wheel: none (a source checkout or an editable install; a release "
+                "wheel build packs them: docs/install.md)")
     if pk["error"]:
         return f"packaged in the wheel: unusable ({pk['error']})"
     if not pk["kernels"]:

@@ -52,19 +52,37 @@ _PRELUDE = textwrap.dedent("""
     from kernel_reference import (make_problem, make_view, ref_col2vol, ref_conv, ref_vol2col,
                                   small_ints, to_logical, to_physical)
     rng = np.random.default_rng(0)
+
+    def awkward(c, mode, dtype, contiguous=False):
+        # the awkward problem with C_in = c, channels-last; its operands as flipped and
+        # strided views, or contiguous (exactly their size: a copy past a row overflows)
+        p = make_problem(c=c, mode=mode, layout="channels_last", dtype=dtype, flip=True,
+                         **AWKWARD)
+        xl = small_ints(rng, (2, c, 5, 4, 3), dtype)
+        wl = small_ints(rng, (6, c // 2, 3, 2, 2), dtype)
+        if contiguous:
+            x, w = (np.ascontiguousarray(to_physical(a, "channels_last")) for a in (xl, wl))
+        else:
+            x = make_view(to_physical(xl, "channels_last"), "flipped")
+            w = make_view(to_physical(wl, "channels_last"), "strided")
+        return p, xl, wl, x, w
+
+    def implicit_gemm_tiles(operands, tiles):
+        p, xl, wl, x, w = operands
+        for tile in tiles:
+            y = to_physical(np.zeros((2, 6) + p.out_shape, p.dtype), "channels_last")
+            launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
+            check(tile, to_logical(y, "channels_last"), ref_conv(p, xl, wl))
 """)
 
-#: The awkward problem of the first families: groups, reflect, stride, dilation, big pads.
+#: The awkward problem of every family: groups, stride, dilation, pads past the axis.
 _AWKWARD = dict(n=2, k=6, g=2, s=(5, 4, 3), ks=(3, 2, 2), stride=(2, 1, 2), dilation=(1, 2, 1),
                 padding=((4, 1), (0, 3), (1, 1)))
 
 #: family -> body; ``load`` is the loader, ``check(what, got, ref)`` compares exactly.
 FAMILIES = {
     "vol2col_col2vol": """
-        p = make_problem(c=4, mode="reflect", layout="channels_last", dtype=np.float64,
-                         flip=True, **AWKWARD)
-        xl = small_ints(rng, (2, 4, 5, 4, 3), np.float64)
-        x = make_view(to_physical(xl, "channels_last"), "flipped")
+        p, xl, _, x, _ = awkward(4, "reflect", np.float64)
         col = np.zeros((p.in_channels * p.taps, p.gemm_m), np.float64)
         launch.run_vol2col(load, p, x, col)
         check("vol2col", col, ref_vol2col(p, xl))
@@ -73,12 +91,7 @@ FAMILIES = {
         check("col2vol", to_logical(dx, "channels_last"), ref_col2vol(p, col))
     """,
     "implicit_gemm_and_direct": """
-        p = make_problem(c=4, mode="reflect", layout="channels_last", dtype=np.float64,
-                         flip=True, **AWKWARD)
-        xl = small_ints(rng, (2, 4, 5, 4, 3), np.float64)
-        wl = small_ints(rng, (6, 2, 3, 2, 2), np.float64)
-        x = make_view(to_physical(xl, "channels_last"), "flipped")
-        w = make_view(to_physical(wl, "channels_last"), "strided")
+        p, xl, wl, x, w = awkward(4, "reflect", np.float64)
         bias = np.arange(12, dtype=np.float64)[::2]
         for run in (launch.run_implicit_gemm_fprop, launch.run_direct):
             y = make_view(to_physical(np.zeros((2, 6) + p.out_shape), "channels_last"),
@@ -88,50 +101,24 @@ FAMILIES = {
     """,
     "implicit_gemm_tap_aligned_and_dmma": """
         # C/G = 8: taps outer, channel slices inner; then the float64 tensor-core tile
-        p = make_problem(c=16, mode="symmetric", layout="channels_last", dtype=np.float64,
-                         flip=True, **AWKWARD)
-        xl = small_ints(rng, (2, 16, 5, 4, 3), np.float64)
-        wl = small_ints(rng, (6, 8, 3, 2, 2), np.float64)
-        x = make_view(to_physical(xl, "channels_last"), "flipped")
-        w = make_view(to_physical(wl, "channels_last"), "strided")
-        for tile in ((64, 64, 8, 1), (64, 64, 8, 2)):
-            y = to_physical(np.zeros((2, 6) + p.out_shape), "channels_last")
-            launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
-            check(tile, to_logical(y, "channels_last"), ref_conv(p, xl, wl))
+        implicit_gemm_tiles(awkward(16, "symmetric", np.float64),
+                            [(64, 64, 8, 1), (64, 64, 8, 2)])
     """,
     "tensor_core_tf32_f16": """
         # the TF32 and float16 tensor-core tiles (C/G = 16; f16 through ldmatrix)
-        p = make_problem(c=32, mode="reflect", layout="channels_last", dtype=np.float32,
-                         flip=True, **AWKWARD)
-        for dtype, tiles in ((np.float32, [(128, 128, 8, 2), (64, 64, 8, 2)]),
-                             (np.float16, [(128, 128, 16, 2), (64, 64, 16, 2)])):
-            p = p.with_(dtype=np.dtype(dtype))
-            xl = small_ints(rng, (2, 32, 5, 4, 3), dtype)
-            wl = small_ints(rng, (6, 16, 3, 2, 2), dtype)
-            x = make_view(to_physical(xl, "channels_last"), "flipped")
-            w = make_view(to_physical(wl, "channels_last"), "strided")
-            for tile in tiles:
-                y = to_physical(np.zeros((2, 6) + p.out_shape, dtype), "channels_last")
-                launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
-                check(tile, to_logical(y, "channels_last"), ref_conv(p, xl, wl))
+        implicit_gemm_tiles(awkward(32, "reflect", np.float32),
+                            [(128, 128, 8, 2), (64, 64, 8, 2)])
+        implicit_gemm_tiles(awkward(32, "reflect", np.float16),
+                            [(128, 128, 16, 2), (64, 64, 16, 2)])
     """,
     "tensor_core_channels_last_copies": """
-        # variant 3: 16-byte copies of contiguous channels; arrays of exactly their size,
-        # so a copy past a row's end overflows
-        p = make_problem(c=32, mode="reflect", layout="channels_last", dtype=np.float64,
-                         flip=True, **AWKWARD)
-        for dtype, tiles in ((np.float64, [(64, 64, 8, 3)]),
-                             (np.float32, [(128, 128, 8, 3), (64, 64, 8, 3)]),
-                             (np.float16, [(128, 128, 16, 3), (64, 64, 16, 3)])):
-            p = p.with_(dtype=np.dtype(dtype))
-            xl = small_ints(rng, (2, 32, 5, 4, 3), dtype)
-            wl = small_ints(rng, (6, 16, 3, 2, 2), dtype)
-            x = np.ascontiguousarray(to_physical(xl, "channels_last"))
-            w = np.ascontiguousarray(to_physical(wl, "channels_last"))
-            for tile in tiles:
-                y = to_physical(np.zeros((2, 6) + p.out_shape, dtype), "channels_last")
-                launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
-                check(tile, to_logical(y, "channels_last"), ref_conv(p, xl, wl))
+        # variant 3: 16-byte copies of contiguous channels, on arrays of exactly their size
+        implicit_gemm_tiles(awkward(32, "reflect", np.float64, contiguous=True),
+                            [(64, 64, 8, 3)])
+        implicit_gemm_tiles(awkward(32, "reflect", np.float32, contiguous=True),
+                            [(128, 128, 8, 3), (64, 64, 8, 3)])
+        implicit_gemm_tiles(awkward(32, "reflect", np.float16, contiguous=True),
+                            [(128, 128, 16, 3), (64, 64, 16, 3)])
     """,
 }
 

@@ -30,7 +30,7 @@ from cupyconv.backends.cuda.runners import DeviceInfo
 from cupyconv.core.problem import ConvProblem
 
 from . import reference_cases, tensor_cores
-from .problems import cases
+from cupyconv._bench.problems import cases
 
 
 def _load(folder, *names):

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from .timing import time_cpu
+from cupyconv._bench.timing import time_cpu
 
 CASES = [
     # (x shape, w shape, geometry)

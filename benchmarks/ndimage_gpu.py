@@ -26,7 +26,7 @@ import numpy as np
 
 from .host_path import gaussian_4d
 from .separable_terms import dog
-from .timing import graph_time, time_cuda
+from cupyconv._bench.timing import graph_time, time_cuda
 
 #: (name, shape, dtype, function, argument, taps of the largest axis, kwargs)
 CASES = [

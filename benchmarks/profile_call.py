@@ -44,7 +44,7 @@ def main(argv=None):
             per = (time.perf_counter() - t0) / opts.calls
             split = ""
             if opts.backend == "cuda":
-                from .timing import graph_time, host_device_split
+                from cupyconv._bench.timing import graph_time, host_device_split
                 host, device = host_device_split(fn, repeat=opts.calls)
                 kernels, why = graph_time(fn)
                 split = (f"; host {1e6 * host:.1f} us, device {1e6 * device:.1f} us per call; "

@@ -36,8 +36,8 @@ from cupyconv.backends.cuda import cost
 from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch import backend_for
 
-from .peers import cudnn_conv
-from .timing import time_cuda_or_note
+from cupyconv._bench.peers import cudnn_conv
+from cupyconv._bench.timing import time_cuda_or_note
 
 CASES = [
     # name, kind, x shape, w shape, geometry

@@ -35,9 +35,9 @@ import cupyconv
 from cupyconv.backends.cuda import cost
 from cupyconv.core.problem import ConvProblem
 
-from .peers import cudnn_conv
+from cupyconv._bench.peers import cudnn_conv
 from .reference_cases import device_options, save_efficiencies
-from .timing import time_cuda_or_note
+from cupyconv._bench.timing import time_cuda_or_note
 
 CASES = [   # name, x shape, w shape
     ("layer2d 256ch 56^2 3x3", (32, 256, 56, 56), (256, 256, 3, 3)),

@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from .problems import cases
-from .run import operands
+from cupyconv._bench.problems import cases
+from cupyconv._bench.run import operands
 
 
 def _once(fn):

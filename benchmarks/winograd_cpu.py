@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .timing import time_cpu
+from cupyconv._bench.timing import time_cpu
 
 #: (name, x shape, w shape, dtype)
 CASES = [

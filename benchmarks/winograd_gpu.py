@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from .timing import graph_time, host_device_split, time_cuda
-from .peers import cudnn_conv
+from cupyconv._bench.timing import graph_time, host_device_split, time_cuda
+from cupyconv._bench.peers import cudnn_conv
 from .winograd_cpu import CASES, case_inputs, planned_tile
 
 GOALS = ("3-D 3x3x3 float32 (TF32 off): winograd >= 1.5x implicit_gemm and >= 1.0x cuDNN; "

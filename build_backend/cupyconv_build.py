@@ -3,12 +3,15 @@
 Every hook is :mod:`setuptools.build_meta`'s, except:
 
 * ``get_requires_for_build_wheel`` also asks for NumPy and NVRTC
-  (``nvidia-cuda-nvrtc-cu12``) when the wheel is built from a source
-  checkout (``python -m build --wheel``, ``pip wheel .``), so that the
-  isolated build environment can compile the prebuilt kernels (setup.py).
-  A wheel built from an sdist (``pip install cupyconv-*.tar.gz``) asks for
-  nothing more: it downloads no NVRTC, compiles nothing without one and
-  stays fast.  ``CUPYCONV_PREBUILT=0`` asks for nothing more anywhere.
+  (``nvidia-cuda-nvrtc-cu12``) for a **release build**: a wheel built from a
+  source checkout with the prebuilt kernels asked for
+  (``CUPYCONV_PREBUILT=1 python -m build --wheel``, ``-C prebuilt=1``, or
+  ``auto``/``require``), so that the isolated build environment can compile
+  them (setup.py, on every usable core).  Any other wheel build asks for
+  nothing more and compiles nothing: ``pip install .``, ``pip wheel .`` and
+  ``python -m build --wheel`` without the setting, and a wheel built from an
+  sdist (``pip install cupyconv-*.tar.gz``), take seconds; their kernels are
+  compiled by NVRTC on first use.
 * ``build_wheel`` turns the ``--config-settings`` keys ``prebuilt``,
   ``archs``, ``ptx``, ``ranks``, ``dtypes``, ``families`` and ``jobs``
   (optionally ``cupyconv-`` prefixed) into the ``CUPYCONV_PREBUILT*``
@@ -29,7 +32,7 @@ from setuptools.build_meta import (build_editable, build_sdist,  # noqa: F401 - 
 __all__ = ["build_editable", "build_sdist", "build_wheel", "get_requires_for_build_editable",
            "get_requires_for_build_sdist", "get_requires_for_build_wheel",
            "prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel",
-           "SETTINGS", "KERNEL_BUILD_REQUIRES", "from_checkout"]
+           "SETTINGS", "KERNEL_BUILD_REQUIRES", "from_checkout", "release_build"]
 
 #: ``--config-settings`` key -> environment variable read by setup.py.
 SETTINGS = {
@@ -55,10 +58,14 @@ def _ours(config_settings):
     return mine, rest
 
 
-def _prebuilt_off(config_settings=None) -> bool:
+def release_build(config_settings=None) -> bool:
+    """Whether the prebuilt kernels are asked for (``prebuilt`` set, and not off).
+
+    Unset is a default build: no kernels, seconds (setup.py says so in the wheel).
+    """
     mine, _ = _ours(config_settings)
-    mode = mine.get("prebuilt", os.environ.get("CUPYCONV_PREBUILT", "auto"))
-    return str(mode).strip().lower() in _OFF
+    mode = str(mine.get("prebuilt", os.environ.get("CUPYCONV_PREBUILT", ""))).strip().lower()
+    return bool(mode) and mode not in _OFF
 
 
 def from_checkout() -> bool:
@@ -67,8 +74,8 @@ def from_checkout() -> bool:
 
 
 def get_requires_for_build_wheel(config_settings=None):
-    """setuptools' requirements, plus NumPy and NVRTC for a wheel built from a checkout."""
-    extra = [] if _prebuilt_off(config_settings) or not from_checkout() else KERNEL_BUILD_REQUIRES
+    """setuptools' requirements, plus NumPy and NVRTC for a release build from a checkout."""
+    extra = KERNEL_BUILD_REQUIRES if release_build(config_settings) and from_checkout() else []
     return list(_setuptools.get_requires_for_build_wheel(config_settings)) + extra
 
 

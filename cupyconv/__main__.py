@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ._cli import demo, info
@@ -28,25 +29,20 @@ def _cmd_sass(args):
 
 
 def _cmd_bench(args):
-    sys.path.insert(0, ".")
-    try:
-        from benchmarks.run import main as bench_main
-    except ImportError as exc:
-        print(f"the benchmark suite lives in benchmarks/ of the source tree ({exc})",
-              file=sys.stderr)
-        return 2
-    argv = (["--suite", args.suite] if args.suite else []) + (["--quick"] if args.quick else [])
-    argv += ["--out", args.out] if args.out else []
-    argv += ["--docs"] if args.docs else []
-    argv += ["--backend", args.backend] if args.backend else []
-    argv += ["--no-plots"] if args.no_plots else []
-    return bench_main(argv)
+    from ._bench.run import main as bench_main     # the suite is part of the package
+    return bench_main(args.extra, prog=f"{_prog()} bench")
+
+
+def _prog():
+    """``cupyconv`` when run as the console script, else ``python -m cupyconv``."""
+    name = os.path.basename(sys.argv[0] or "")
+    return "cupyconv" if name in ("cupyconv", "cupyconv.exe") else "python -m cupyconv"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m cupyconv",
-        description="The cupyconv command line. Run python -m cupyconv COMMAND --help for the "
+        prog=_prog(),
+        description="The cupyconv command line. Run cupyconv COMMAND --help for the "
                     "flags of one command.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="backends, CuPy, CUDA driver, devices, NVRTC, where the "
@@ -64,18 +60,12 @@ def main(argv=None):
                        help="hot loops, instruction mix and occupancy of the kernels' machine code "
                             "(--arch sm_90 --ranks 3; needs the [dev] extra; --help for all flags)")
     p.set_defaults(func=_cmd_sass)
-    p = sub.add_parser("bench", help="benchmark suite against the peers (shows the case it is on)")
-    p.add_argument("--suite")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", help="output folder (default: cupyconv-bench/ in the current directory)")
-    p.add_argument("--docs", action="store_true",
-                   help="write into docs/benchmarks/ of the source tree (the tracked results)")
-    p.add_argument("--backend", choices=("auto", "numpy", "cuda"),
-                   help="default: cuda when a GPU is usable, else numpy")
-    p.add_argument("--no-plots", action="store_true", help="JSON and markdown only")
+    p = sub.add_parser("bench", add_help=False,
+                       help="benchmark suite against the peers (--suite NAME --quick --cases "
+                            "TEXT --repeat N --peers A,B; --help for all flags and the suites)")
     p.set_defaults(func=_cmd_bench)
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in ("build", "sass"):   # they forward their own flags
+    if extra and args.command not in ("build", "sass", "bench"):   # they parse their own flags
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
     return int(args.func(args) or 0)

@@ -85,5 +85,5 @@ rm -f "$TMP"
 
 echo
 echo "===== summary"
-timeout 30 "$PY" -c "from benchmarks.report import print_summary as p; \
+timeout 30 "$PY" -c "from cupyconv._bench.report import print_summary as p; \
 p('$OUT/bench/all_quick_cuda.json', '$STEPS')" || cat "$STEPS"

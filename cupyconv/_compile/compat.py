@@ -29,7 +29,8 @@ import dataclasses
 from typing import Optional, Sequence, Tuple
 
 __all__ = ["Target", "ToolchainMismatch", "split_driver_version", "known_archs",
-           "select_target", "format_version", "select_packaged", "MIN_LINUX_DRIVER"]
+           "select_target", "format_version", "select_packaged", "MIN_LINUX_DRIVER",
+           "GPU_INSTALL"]
 
 Version = Tuple[int, int]
 
@@ -52,6 +53,12 @@ _ARCH_SPAN = {
 #: "CUDA Toolkit and Corresponding Driver Versions"; 12.x runs on any 12.0 driver by minor
 #: version compatibility, except PTX, which needs a driver as new as its NVRTC).
 MIN_LINUX_DRIVER = {12: "525.60.13", 13: "580.65.06"}
+#: What to install for the GPU: the one hint of ``python -m cupyconv info`` and of
+#: ``use_backend("cuda")`` without CuPy (README, docs/install.md).
+GPU_INSTALL = (
+    'pip install -e ".[cuda12]" (NVIDIA driver >= {d12}) or -e ".[cuda13]" (driver >= {d13}); '
+    "from a wheel: pip install \"cupyconv[cuda12]\"; docs/install.md".format(
+        d12=MIN_LINUX_DRIVER[12], d13=MIN_LINUX_DRIVER[13]))
 
 
 class ToolchainMismatch(RuntimeError):

@@ -1,8 +1,9 @@
 """Packing kernels into a wheel (the build side of :mod:`cupyconv._compile.prebuilt`).
 
-A wheel build (``python -m build --wheel``, ``pip wheel .``) calls
+A release wheel build (``CUPYCONV_PREBUILT=1 python -m build --wheel``) calls
 :func:`pack` from the ``build_py`` step of ``setup.py``, and only for a
-wheel: an editable install and an sdist compile nothing.  It compiles the
+wheel: a default wheel build (the setting unset), an editable install and an
+sdist compile nothing.  It compiles the
 groups users meet first with NVRTC (the build's progress bar shows kernels
 done / total and the time left) and writes them, with ``index.json``, into
 ``cupyconv/_prebuilt/`` of the wheel.  What is packed is a

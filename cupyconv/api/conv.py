@@ -66,7 +66,10 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     stride, dilation : int or sequence of int, optional
         Per spatial axis, >= 1.
     padding : int, sequence, sequence of (before, after), 'valid' or 'same', optional
-        ``same`` gives ``ceil(S / stride)`` outputs, extra padding after.
+        ``'same'`` is JAX's and TensorFlow's ``SAME`` for any stride (PyTorch refuses
+        it with a stride > 1): ``ceil(S / stride)`` outputs from a total padding of
+        ``max((ceil(S / stride) - 1) * stride + dilation * (K - 1) + 1 - S, 0)``,
+        ``total // 2`` before and the rest after (``jax.lax.padtype_to_pads``).
     groups : int, optional
         ``C_in`` and ``C_out`` must both be divisible by it.
     padding_mode : {'constant', 'reflect', 'symmetric', 'wrap', 'edge'}, optional

@@ -179,7 +179,8 @@ def normalize_per_axis(value, ndim, name, minimum=1):
 
 
 def same_padding(in_shape, kernel_shape, stride, dilation):
-    """Per-axis ``(before, after)`` giving ``ceil(S/stride)`` outputs, extra after."""
+    """Per-axis ``(before, after)`` of JAX's/TensorFlow's SAME: ``ceil(S/stride)`` outputs,
+    ``total // 2`` before, the rest after (``jax.lax.padtype_to_pads``)."""
     pads = []
     for s, k, st, d in zip(in_shape, kernel_shape, stride, dilation):
         out = -(-s // st)
@@ -192,8 +193,8 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
     """Normalise ``padding`` to ``((before, after), ...)`` per spatial axis.
 
     Accepts an int, one int per axis, NumPy ``pad_width`` style pairs,
-    ``"valid"`` (no padding) or ``"same"`` (output size ``ceil(S/stride)``,
-    the extra padding after, as TensorFlow and PyTorch do).
+    ``"valid"`` (no padding) or ``"same"`` (output size ``ceil(S/stride)`` for any
+    stride, the extra padding after: JAX's and TensorFlow's SAME, :func:`same_padding`).
     """
     if isinstance(padding, str):
         if padding == "valid":
@@ -304,6 +305,9 @@ def check_dtype(a, name):
     dt = a.dtype
     if dt in _SUPPORTED_DTYPES:
         return dt
+    if dt.kind == "O" and a.ndim == 0:           # None, a dict, ...: not an array at all
+        raise TypeError(f"{name} must be array-like (an array, a number or nested sequences "
+                        f"of numbers); got {type(a.item()).__name__} {a.item()!r:.60}")
     raise TypeError(
         f"{name} has dtype {dt}, which is not supported; use bool, integer, "
         "float16/32/64, complex64/128 or long double (object, string and datetime "

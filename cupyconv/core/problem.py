@@ -167,7 +167,7 @@ class ConvProblem:
         else:
             n, c, s = x_shape[0], x_shape[-1], x_shape[1:-1]
             k, cg, ks = w_shape[0], w_shape[-1], w_shape[1:-1]
-        groups = _check_groups(groups, c, k, cg)
+        groups = _check_groups(groups, c, k, cg, _other_layout(layout, x_shape, w_shape))
         for i, ki in enumerate(ks):
             if ki < 1:
                 raise ValueError(
@@ -352,18 +352,29 @@ class ConvProblem:
                 + (f", op={self.op}" if self.op != FORWARD else "") + ")")
 
 
-def _check_groups(groups, c, k, cg):
+def _other_layout(layout, x_shape, w_shape):
+    """``(name, C_in, C_in/groups)`` that the arrays would have in the other layout."""
+    if layout == "channels_first":
+        return "channels_last", x_shape[-1], w_shape[-1]
+    return "channels_first", x_shape[1], w_shape[1]
+
+
+def _check_groups(groups, c, k, cg, other=None):
     groups = args.as_int(groups, "groups")
     if groups < 1:
         raise ValueError(f"groups must be >= 1, got groups={groups}")
+    hint = ""
+    if other is not None and other[1] % groups == 0 and other[2] == other[1] // groups:
+        hint = (f"; the channel axes fit layout={other[0]!r} (C_in={other[1]}, "
+                f"C_in/groups={other[2]}): pass layout={other[0]!r}")
     if c % groups:
         raise ValueError(
-            f"input channels C_in={c} are not divisible by groups={groups}")
+            f"input channels C_in={c} are not divisible by groups={groups}{hint}")
     if k % groups:
         raise ValueError(
             f"output channels C_out={k} are not divisible by groups={groups}")
     if cg != c // groups:
         raise ValueError(
             f"weight channel axis has size {cg}, expected C_in/groups = {c}/{groups} "
-            f"= {c // groups}")
+            f"= {c // groups}{hint}")
     return groups

@@ -1,7 +1,8 @@
 """Scale-out with Dask: ``convolve``, ``correlate`` and ``conv`` on Dask arrays.
 
 ``import cupyconv`` never imports Dask; importing this submodule does (install
-it with ``pip install 'cupyconv[dask]'``).  The functions take a Dask array
+it with ``pip install -e '.[dask]'`` from a checkout until cupyconv is on a package
+index).  The functions take a Dask array
 with NumPy or CuPy chunks and an in-memory kernel (NumPy or CuPy, never a Dask
 array) and return a lazy Dask array whose values are those of the in-memory
 function of the same name: same modes, ``axes``, geometry arguments, dtype
@@ -58,8 +59,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "cupyconv.dask needs Dask, which is not installed; install the 'dask' "
-        "extra: pip install 'cupyconv[dask]' (or pip install 'dask[array]' "
-        f"distributed). Original error: {exc}") from exc
+        "extra from a checkout: pip install -e '.[dask]' (pip install 'cupyconv[dask]' once "
+        "cupyconv is on a package index), or pip install 'dask[array]' distributed. "
+        f"Original error: {exc}") from exc
 
 from ._conv import conv
 from ._signal import convolve, correlate

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from .._compile.compat import GPU_INSTALL
 from .._emulation import emulation_unavailable_reason
 from .._vocabulary import BACKENDS, describe_choices
 from ..backends.cuda import CudaBackend, runner_for
@@ -80,8 +81,12 @@ def backend_reasons():
 def _cuda_reason():
     try:
         import cupy  # optional dependency: probing whether it works is the point
-    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken CUDA install
-        return f"CuPy is not importable ({exc.__class__.__name__}: {exc})"
+    except ImportError as exc:
+        return (f"CuPy is not installed ({exc.__class__.__name__}: {exc}). "
+                f"For the GPU: {GPU_INSTALL}")
+    except Exception as exc:  # noqa: BLE001 - a broken CUDA install
+        return (f"CuPy is not importable ({exc.__class__.__name__}: {exc}). "
+                f"Reinstall it: {GPU_INSTALL}")
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # noqa: BLE001 - no driver, no device

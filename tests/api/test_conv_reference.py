@@ -155,10 +155,61 @@ def test_grouped_equals_concatenated_groups(method, layout, rng):
         np.testing.assert_array_equal(yl, np.moveaxis(y, 1, -1))
 
 
+def jax_same_pads(in_shape, kernel_shape, strides, dilations):
+    """JAX's SAME rule, transcribed from ``jax._src.lax.lax.padtype_to_pads`` (JAX 0.4.x).
+
+    ``conv_general_dilated`` passes it the dilated window
+    (``core.dilate_dim(k, d) = 1 + d * (k - 1)``); ``padtype_to_pads`` then takes
+    ``out_shape = ceil(in_shape / window_strides)``, ``pad_sizes = max((out_shape - 1)
+    * window_strides + window_shape - in_shape, 0)`` and, for ``SAME`` (not
+    ``SAME_LOWER``), ``(pad_size // 2, pad_size - pad_size // 2)``: the odd one after.
+    TensorFlow's ``SAME`` (``tf.nn.convolution``) is the same rule.  JAX is not a test
+    dependency, so the formula is written out here, independent of cupyconv's
+    ``core.args.same_padding``.
+    """
+    window = [1 + d * (k - 1) for k, d in zip(kernel_shape, dilations)]
+    out_shape = [-(-n // s) for n, s in zip(in_shape, strides)]
+    pad_sizes = [max((o - 1) * s + w - n, 0)
+                 for o, s, w, n in zip(out_shape, strides, window, in_shape)]
+    return [(p // 2, p - p // 2) for p in pad_sizes]
+
+
 def _same_pads(s, k, stride, dilation):
-    out = -(-s // stride)
-    total = max((out - 1) * stride + dilation * (k - 1) + 1 - s, 0)
-    return (total // 2, total - total // 2)
+    return jax_same_pads([s], [k], [stride], [dilation])[0]
+
+
+@st.composite
+def same_cases(draw):
+    """Rank 1-3, strides 1-4 (mostly > 1), dilation 1-2, kernels 1-4, S 1-9."""
+    r = draw(st.integers(1, 3))
+    s = [draw(st.integers(1, 9 if r < 3 else 5)) for _ in range(r)]
+    k = [draw(st.integers(1, 4)) for _ in range(r)]
+    stride = [draw(st.integers(1, 4)) for _ in range(r)]
+    dilation = [draw(st.integers(1, 2)) for _ in range(r)]
+    layout = draw(st.sampled_from(["channels_first", "channels_last"]))
+    mode = draw(st.sampled_from(["constant", "reflect", "edge"]))
+    return s, k, stride, dilation, layout, mode
+
+
+@given(case=same_cases(), seed=st.integers(0, 2**16))
+def test_same_padding_is_jax_same(case, seed):
+    """``padding='same'`` with any stride is JAX's/TensorFlow's SAME: ``ceil(S / stride)``
+    outputs, the pads of ``lax.padtype_to_pads``; shapes and values equal an explicit call."""
+    s, k, stride, dilation, layout, mode = case
+    rng = np.random.default_rng(seed)
+    x = small_ints(rng, (2, 3, *s), np.float64)
+    w = small_ints(rng, (2, 3, *k), np.float64)
+    if layout == "channels_last":
+        x, w = np.moveaxis(x, 1, -1), np.moveaxis(w, 1, -1)
+    pads = jax_same_pads(s, k, stride, dilation)
+    if mode == "reflect" and any(n == 1 and p != (0, 0) for n, p in zip(s, pads)):
+        mode = "edge"                          # numpy.pad cannot reflect a length-1 axis
+    geo = dict(stride=stride, dilation=dilation, layout=layout, padding_mode=mode)
+    y = cupyconv.conv(x, w, padding="same", **geo)
+    spatial = y.shape[1:-1] if layout == "channels_last" else y.shape[2:]
+    assert spatial == tuple(-(-n // st_) for n, st_ in zip(s, stride))
+    np.testing.assert_array_equal(y, cupyconv.conv(x, w, padding=pads, **geo))
+    np.testing.assert_array_equal(y, ref_conv(x, w, padding=pads, **geo))
 
 
 SAME_CASES = [

@@ -8,6 +8,9 @@ and chooses, but computes nothing).
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import numpy as np
 import pytest
 
@@ -36,6 +39,10 @@ SIGNAL_ERRORS = [
     ("valid-neither-covers", lambda: convolve(np.ones((2, 5)), np.ones((3, 2)), "valid"),
      ValueError, r"For 'valid' mode, one must be at least as large as the other in every "
                  r"dimension; got in1.shape=\(2, 5\), in2.shape=\(3, 2\)"),
+    ("none-input", lambda: convolve(None, V1), TypeError,
+     r"in1 must be array-like \(an array, a number or nested sequences of numbers\); got "
+     r"NoneType None"),
+    ("dict-input", lambda: correlate(V1, {"a": 1}), TypeError, r"in2 must be array-like"),
     ("object-dtype", lambda: convolve(np.array([1, 2], dtype=object), np.ones(2)), TypeError,
      r"in1 has dtype object, which is not supported"),
     ("str-dtype", lambda: convolve(np.ones(2), np.array(["a", "b"])), TypeError,
@@ -127,6 +134,17 @@ CONV_ERRORS = [
     ("cin-mismatch-channels-last", lambda: conv(np.ones((1, 5, 5, 3)), np.ones((2, 2, 2, 4)),
                                                 layout="channels_last"),
      ValueError, r"weight channel axis has size 4, expected C_in/groups = 3/1 = 3"),
+    ("channels-last-arrays-without-layout",
+     lambda: conv(np.ones((2, 6, 6, 8)), np.ones((4, 3, 3, 8))), ValueError,
+     r"weight channel axis has size 3, expected C_in/groups = 6/1 = 6; the channel axes fit "
+     r"layout='channels_last' \(C_in=8, C_in/groups=8\): pass layout='channels_last'"),
+    ("channels-last-arrays-groups-without-layout",
+     lambda: conv(np.ones((2, 5, 5, 8)), np.ones((4, 3, 3, 4)), groups=2), ValueError,
+     r"input channels C_in=5 are not divisible by groups=2; the channel axes fit "
+     r"layout='channels_last' \(C_in=8, C_in/groups=4\)"),
+    ("channels-first-arrays-as-channels-last",
+     lambda: conv(np.ones((2, 8, 6, 6)), np.ones((4, 8, 3, 3)), layout="channels_last"),
+     ValueError, r"pass layout='channels_first'"),
     ("empty-output-axis1", lambda: conv(np.ones((1, 1, 8, 2)), np.ones((1, 1, 3, 3))), ValueError,
      r"empty output on spatial axis 1: padded input size 2 \(size 2 \+ padding \(0, 0\)\) is "
      r"smaller than the dilated kernel size 3 \(kernel 3, dilation 1\)"),
@@ -301,3 +319,32 @@ def test_max_rank_8_is_accepted():
     y = cupyconv.conv(np.ones(shape), np.ones(shape), method="direct")
     assert y.shape == (1, 1) + (1,) * 8 and y.ravel()[0] == 256
     assert cupyconv.MAX_RANK == 8
+
+
+@pytest.mark.parametrize("thunk", [lambda: conv(X, W, groups=1),
+                                   lambda: conv(np.ones((1, 5, 5, 3)), np.ones((2, 2, 2, 4)),
+                                                layout="channels_last")],
+                         ids=["channels-first-mismatch", "channels-last-mismatch"])
+def test_no_layout_hint_where_the_other_layout_does_not_fit(thunk, no_work):
+    with pytest.raises(ValueError, match="weight channel axis") as info:
+        thunk()
+    assert "layout=" not in str(info.value)
+
+
+def test_cuda_backend_without_cupy_gives_the_install_hint_of_info(monkeypatch):
+    """``use_backend('cuda')`` and ``python -m cupyconv info`` say the same install line."""
+    from cupyconv import _cli
+    from cupyconv._compile.compat import GPU_INSTALL
+    from cupyconv.dispatch.backends import backend_reasons
+    monkeypatch.setitem(sys.modules, "cupy", None)           # import cupy -> ImportError
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    backend_reasons.cache_clear()                            # probed once per process
+    try:
+        with pytest.raises(ValueError, match=r"backend 'cuda' is not available here: CuPy is "
+                                             r"not installed .*For the GPU: ") as info:
+            with cupyconv.use_backend("cuda"):
+                pass
+    finally:
+        backend_reasons.cache_clear()
+    assert GPU_INSTALL in str(info.value)
+    assert _cli._cupy_status()[1] == [f"CuPy: not installed. For the GPU: {GPU_INSTALL}"]

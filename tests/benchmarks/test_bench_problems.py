@@ -1,4 +1,4 @@
-"""The benchmark problem sets are well-formed (benchmarks/problems.py)."""
+"""The benchmark problem sets are well-formed (cupyconv/_bench/problems.py)."""
 from __future__ import annotations
 
 import pathlib
@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))   # the repo root
 
-from benchmarks.problems import KINDS, cases, suite_names  # noqa: E402
+from cupyconv._bench.problems import KINDS, cases, suite_names  # noqa: E402
 
 from cupyconv import ConvProblem  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The benchmark runner, peers and report on the CPU (benchmarks/run.py)."""
+"""The benchmark runner, peers and report on the CPU (cupyconv/_bench/run.py)."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import peers, report, run  # noqa: E402
-from benchmarks.problems import Case  # noqa: E402
+from cupyconv._bench import peers, report, run  # noqa: E402
+from cupyconv._bench.problems import Case  # noqa: E402
 
 import cupyconv  # noqa: E402
 
@@ -47,13 +47,15 @@ def test_runner_end_to_end_writes_json_and_markdown(tmp_path, monkeypatch, capsy
 
 def test_cli_bench_subcommand_passes_flags(tmp_path, monkeypatch):
     seen = {}
-    monkeypatch.setattr(run, "main", lambda argv: seen.setdefault("argv", argv) and 0)
+    monkeypatch.setattr(run, "main", lambda argv, prog: seen.update(argv=argv, prog=prog) or 0)
     from cupyconv import __main__ as cli
-    monkeypatch.chdir(ROOT)
-    cli.main(["bench", "--suite", "gradients", "--quick", "--out", str(tmp_path),
-              "--backend", "numpy", "--no-plots"])
+    assert cli.main(["bench", "--suite", "gradients", "--quick", "--out", str(tmp_path),
+                     "--backend", "numpy", "--no-plots", "--cases", "x", "--repeat", "3",
+                     "--peers", "scipy.signal"]) == 0
     assert seen["argv"] == ["--suite", "gradients", "--quick", "--out", str(tmp_path),
-                            "--backend", "numpy", "--no-plots"]
+                            "--backend", "numpy", "--no-plots", "--cases", "x", "--repeat", "3",
+                            "--peers", "scipy.signal"]
+    assert seen["prog"].endswith("cupyconv bench")
 
 
 @pytest.mark.parametrize("case", [
@@ -176,3 +178,41 @@ def test_glue_smoke_runs_every_family_and_catches_a_wrong_launch(monkeypatch, tm
         y[...] += 1                                       # a planted bug
     monkeypatch.setattr(launch, "run_direct", wrong)
     assert glue_smoke.main(["--backend", "emulated", "--ranks", "1"]) == 1
+
+
+#: Rows the console prints, and the labels each line must carry (issue 28: the rows
+#: printed ``fft / fft``, ``n/r / gemm`` and ``1.6e+02% com`` unlabelled).
+_ROW = dict(name="case", auto_s=0.0123, fraction=1.6, bound="compute",
+            peers={"scipy.signal": {"status": "ok", "speedup": 2.0}})
+CONSOLE_ROWS = [
+    ("auto-is-fastest", dict(_ROW, auto_choice="fft", fastest="fft", auto_vs_fastest=1.0),
+     ["auto 12.3 ms", "auto chose fft (the fastest)", "roofline 160% of compute peak",
+      "speed-up vs peers: scipy.signal 2.00x"]),
+    ("not-reported", dict(_ROW, auto_choice=None, fastest="gemm"),
+     ["auto chose not reported, fastest gemm"]),
+    ("slower-choice", dict(_ROW, auto_choice="direct", fastest="gemm", auto_vs_fastest=1.3,
+                           fraction=0.0123, bound="memory"),
+     ["auto chose direct, fastest gemm (1.30x)", "roofline 1.2% of memory peak"]),
+]
+
+
+@pytest.mark.parametrize("row, labels", [c[1:] for c in CONSOLE_ROWS],
+                         ids=[c[0] for c in CONSOLE_ROWS])
+def test_console_rows_are_labelled(row, labels):
+    line = report.progress_line(row)
+    for label in labels:
+        assert label in line, line
+    for bare in (" fft / fft", "n/r", "e+02", "% com "):
+        assert bare not in line, line
+
+
+def test_plots_from_an_earlier_runs_json(tmp_path, capsys):
+    """``bench --plots-from RUN.json`` draws the run's two plots beside it, timing nothing."""
+    pytest.importorskip("matplotlib", reason="plots need the bench extra")
+    src = ROOT / "docs" / "benchmarks" / "gpu_h200_2026-12-01" / "first_run" / "all_quick_cuda.json"
+    run_json = tmp_path / "all_quick_cuda.json"
+    run_json.write_text(src.read_text())
+    assert run.main(["--plots-from", str(run_json)]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "all_quick_cuda_roofline.png", "all_quick_cuda_speedup.png"]
+    assert "wrote " in capsys.readouterr().out

@@ -28,6 +28,9 @@ def test_demo_passes_small():
     res = _run("demo", "--size", "12", "--backend", "numpy")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "demo passed" in res.stdout and res.stdout.count(" OK") == 2
+    # each timing names what it is compared with
+    assert "(scipy.signal.convolve " in res.stdout
+    assert "(reference: scipy.signal.correlate per channel pair " in res.stdout
 
 
 def test_demo_exit_code_on_failed_check(monkeypatch, capsys):

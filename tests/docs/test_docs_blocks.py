@@ -1,9 +1,12 @@
 """Every ```python block of docs/*.md runs as printed (docs/benchmarks/ excepted).
 
-The blocks of one page run in order in one namespace (a page reads like one
-session), in an empty temporary working directory and with
-``CUPYCONV_CACHE_DIR`` pointing at a temporary directory, so a page cannot
-lean on files or compiled kernels left behind by something else.
+Each block runs on its own, in a fresh namespace (a reader copies one block at a
+time: every block imports what it uses), and the blocks of one page also run in
+order in one namespace (a page reads like one session); both in an empty
+temporary working directory and with ``CUPYCONV_CACHE_DIR`` pointing at a
+temporary directory, so a block cannot lean on files or compiled kernels left
+behind by something else.  The README's blocks are run one by one by
+``tests/cli/test_readme.py``.
 
 Fence info strings (the words after the opening ```):
 
@@ -16,6 +19,13 @@ Fence info strings (the words after the opening ```):
     cannot get a device.
 ``python gpu requires=mod1,mod2``
     Also skipped when one of the named optional modules is not installed.
+``python requires=mod1``
+    A CPU block that needs an optional module (Dask): skipped, with the reason,
+    where it is not installed.
+
+A block that needs CuPy or an optional module says so in its first line, a
+comment (``# needs CuPy with a CUDA device ...``, ``# needs Dask ...``), so a
+reader knows before running it.
 
 Any other block (shell commands, output, diagrams) must name another
 language (``bash``, ``text``, ``console``): a bare ``` fence is an error,
@@ -133,10 +143,43 @@ def test_fences_name_a_language(page):
             f"or one of {sorted(NON_PYTHON)}")
 
 
+def _missing(block: Block) -> List[str]:
+    return [m for m in block.requires if importlib.util.find_spec(m) is None]
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_doc_blocks(page, sandbox):
-    """The page's CPU blocks, in order, in one namespace."""
-    _run([b for b in _python(page) if not b.gpu])     # a page without any passes trivially
+    """The page's CPU blocks, in order, in one namespace (blocks whose optional modules
+    are missing are left out: each one is skipped with its reason by the test below)."""
+    _run([b for b in _python(page) if not b.gpu and not _missing(b)])
+
+
+CPU_BLOCKS = [b for p in PAGES for b in _python(p) if not b.gpu]
+
+
+@pytest.mark.parametrize("block", CPU_BLOCKS, ids=[f"{b.page}:{b.line}" for b in CPU_BLOCKS])
+def test_doc_block_alone(block, sandbox):
+    """Each CPU block on its own, as a reader copies it: it imports what it uses."""
+    missing = _missing(block)
+    if missing:
+        pytest.skip(f"docs/{block.page}:{block.line} needs {', '.join(missing)} "
+                    "(not installed)")
+    _run([block])
+
+
+ALL_BLOCKS = [b for p in PAGES for b in _python(p)]
+
+
+@pytest.mark.parametrize("block", [b for b in ALL_BLOCKS if b.gpu or b.requires],
+                         ids=[f"{b.page}:{b.line}" for b in ALL_BLOCKS if b.gpu or b.requires])
+def test_blocks_say_what_they_need(block):
+    """A block for CuPy or an optional module says so in its first line."""
+    first = block.source.splitlines()[0].lower().replace("-", "_")
+    assert first.startswith("# needs"), (
+        f"docs/{block.page}:{block.line}: start the block with a '# needs ...' comment")
+    needs = (["cupy"] if block.gpu else []) + [m.lower() for m in block.requires]
+    assert all(m.replace("-", "_") in first for m in needs), (
+        f"docs/{block.page}:{block.line}: the first line should name {needs}: {first!r}")
 
 
 GPU_PAGES = [p for p in PAGES if any(b.gpu for b in _python(p))]

@@ -92,8 +92,13 @@ def test_backend_asks_for_nvrtc_only_for_a_wheel_from_a_checkout(monkeypatch, tm
     assert backend.SETTINGS == packing.SETTINGS
     monkeypatch.delenv("CUPYCONV_PREBUILT", raising=False)
     monkeypatch.chdir(ROOT)                                    # a checkout: no PKG-INFO
-    assert "nvidia-cuda-nvrtc-cu12" in backend.get_requires_for_build_wheel()
+    # a default build (pip install ., python -m build --wheel): nothing more, seconds
+    assert not any("nvrtc" in r for r in backend.get_requires_for_build_wheel())
     assert "nvidia-cuda-nvrtc-cu12" not in backend.get_requires_for_build_wheel({"prebuilt": "0"})
+    for release in ({"prebuilt": "1"}, {"cupyconv-prebuilt": "require"}, {"prebuilt": "auto"}):
+        assert "nvidia-cuda-nvrtc-cu12" in backend.get_requires_for_build_wheel(release)
+    monkeypatch.setenv("CUPYCONV_PREBUILT", "1")               # the release build's variable
+    assert "nvidia-cuda-nvrtc-cu12" in backend.get_requires_for_build_wheel()
     assert not any("nvrtc" in r for r in backend.get_requires_for_build_editable())
     assert not any("nvrtc" in r for r in backend.get_requires_for_build_sdist())
     (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\n")
@@ -135,10 +140,41 @@ def test_sdist_build_without_the_toolchain_writes_a_pure_index(tmp_path, monkeyp
     def no_numpy():
         raise ImportError("No module named 'numpy'")
     monkeypatch.setattr(setup_mod, "_packing_module", no_numpy)
+    monkeypatch.setenv("CUPYCONV_PREBUILT", "1")               # a release build
     setup_mod.BuildPy._pack(None, tmp_path / "pre")
     index = prebuilt.read_index(tmp_path / "pre")
     assert index["entries"] == [] and "without NVRTC" in index["reason"]
     assert "WITHOUT prebuilt kernels" in capsys.readouterr().err
+
+
+def test_default_wheel_build_packs_nothing_and_says_how(tmp_path, monkeypatch, capsys):
+    """``pip install .`` / ``python -m build --wheel`` without the setting: no NVRTC, seconds."""
+    setup_mod = _load_file("cupyconv_setup_test3", ROOT / "setup.py")
+
+    def must_not_import():
+        raise AssertionError("a default build imports no kernel toolchain")
+    monkeypatch.setattr(setup_mod, "_packing_module", must_not_import)
+    monkeypatch.delenv("CUPYCONV_PREBUILT", raising=False)
+    setup_mod.BuildPy._pack(None, tmp_path / "pre")
+    index = prebuilt.read_index(tmp_path / "pre")
+    assert index["entries"] == [] and index["reason"] == setup_mod.DEFAULT_BUILD
+    assert "CUPYCONV_PREBUILT=1 python -m build --wheel" in index["reason"]
+    assert "WITHOUT prebuilt kernels" in capsys.readouterr().err
+
+
+def test_release_build_runs_one_nvrtc_program_per_usable_core(tmp_path, monkeypatch, capsys):
+    setup_mod = _load_file("cupyconv_setup_test4", ROOT / "setup.py")
+    seen = []
+    monkeypatch.setattr(packing, "pack", lambda dest, spec, **kw: seen.append(spec))
+    monkeypatch.setattr(setup_mod, "_packing_module", lambda: packing)
+    monkeypatch.setattr(setup_mod.os, "sched_getaffinity", lambda pid: {0, 1, 2, 5}, raising=False)
+    monkeypatch.setenv("CUPYCONV_PREBUILT", "1")
+    monkeypatch.delenv("CUPYCONV_PREBUILT_JOBS", raising=False)
+    setup_mod.BuildPy._pack(None, tmp_path / "pre")
+    assert seen[-1].jobs == 4 and "4 NVRTC programs at a time" in capsys.readouterr().err
+    monkeypatch.setenv("CUPYCONV_PREBUILT_JOBS", "3")          # the user's choice stands
+    setup_mod.BuildPy._pack(None, tmp_path / "pre")
+    assert seen[-1].jobs == 3
 
 
 # -- packing and finding -----------------------------------------------------------------

@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-__all__ = ["write", "plots", "markdown", "summary", "ceilings_line", "progress_line",
-           "print_summary"]
+__all__ = ["write", "plots", "replot", "markdown", "summary", "ceilings_line",
+           "progress_line", "print_summary"]
 
 
 def _ms(s):
@@ -51,11 +51,29 @@ def _choice(row):
     return f"{chosen} / {row['fastest']}{extra}"
 
 
+def _roof(row):
+    """``"16% of the compute roof"``: the roofline fraction, labelled."""
+    pct = 100 * row["fraction"]
+    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
+
+
+def _labelled_choice(row):
+    """``auto chose fft, fastest gemm (1.30x)``: the console's form of :func:`_choice`."""
+    chosen = row.get("auto_choice") or "not reported"
+    if "fastest" not in row:
+        return f"auto chose {chosen}"
+    extra = f" ({row['auto_vs_fastest']:.2f}x)" if row.get("auto_vs_fastest", 1) > 1.0 else ""
+    same = row["fastest"] == row.get("auto_choice")
+    return f"auto chose {chosen}" + (" (the fastest)" if same else
+                                     f", fastest {row['fastest']}{extra}")
+
+
 def progress_line(row):
-    """One console line per finished case."""
+    """One console line per finished case, every figure labelled."""
     if "skipped" in row:
         return f"  {row['name']:58s} skipped: {row['skipped']}"
-    return (f"  {row['name']:58s} {_ms(row['auto_s']):>7s} ms  {_choice(row):22s} "
+    return (f"  {row['name']:58s} auto {_ms(row['auto_s'])} ms; {_labelled_choice(row)}; "
+            f"roofline {_roof(row)} of {row['bound']} peak; speed-up vs peers: "
             f"{_peer_cell(row['peers'])}")
 
 
@@ -89,7 +107,7 @@ def _table(rows):
         lines.append(
             f"| {r['name']} | {_ms(r['auto_s'])} | {_choice(r)} | {_peer_cell(r['peers'])} | "
             f"{r['flops_per_s'] / 1e9:.3g} | {r['bytes_per_s'] / 1e9:.3g} | "
-            f"{100 * r['fraction']:.2g}% {r['bound'][:3]} | {_mib(r['peak_bytes'])}{ws} | "
+            f"{_roof(r)} {r['bound']} | {_mib(r['peak_bytes'])}{ws} | "
             f"{_max_diff(r['peers'])} |")
     return lines
 
@@ -156,6 +174,28 @@ def plots(out, stem, meta, rows):
     _speedup_plot(plt, paths[0], meta, done)
     _roofline_plot(plt, paths[1], meta, done)
     return paths
+
+
+def replot(json_path, out=None):
+    """Draw the plots of an earlier run from its JSON (no timing).
+
+    Parameters
+    ----------
+    json_path : str
+        A ``<stem>.json`` written by the runner.
+    out : str, optional
+        Folder of the PNGs (default: the JSON's folder).
+
+    Returns
+    -------
+    list of str
+        The PNGs written (empty without matplotlib).
+    """
+    with open(json_path) as fh:
+        data = json.load(fh)
+    stem = os.path.splitext(os.path.basename(json_path))[0]
+    return plots(out or os.path.dirname(os.path.abspath(json_path)), stem, data["meta"],
+                 data["rows"])
 
 
 def _title(meta, what):
@@ -235,14 +275,14 @@ def print_summary(json_path, steps_path=None):
     meta, rows = data["meta"], data["rows"]
     print(f"\nbench {meta['suite']} ({meta['backend']}) on {meta['machine']}: "
           f"{len(rows)} cases; " + ceilings_line(meta["ceilings"]))
-    print("| case | auto ms | chose / fastest | speed-up vs peers | roofline |")
+    print("| case | auto ms | auto chose / fastest | speed-up vs peers | roofline |")
     print("|---|---:|---|---|---:|")
     for r in rows:
         if "skipped" in r:
             print(f"| {r['name']} | skipped | | | |")
             continue
-        print(f"| {r['name']} | {_ms(r['auto_s'])} | {_choice(r)} | "
-              f"{_peer_cell(r['peers'])} | {100 * r['fraction']:.2g}% |")
+        print(f"| {r['name']} | {_ms(r['auto_s'])} | {_labelled_choice(r)} | "
+              f"{_peer_cell(r['peers'])} | {_roof(r)} {r['bound']} |")
     speedups, hits, judged = summary(rows)
     print("geomean speed-up: " + ", ".join(f"{n} {g:.2f}x ({k})"
                                            for n, (g, k) in speedups.items())

@@ -33,8 +33,8 @@ from typing import Tuple
 
 import numpy as np
 
-from cupyconv.core.problem import ConvProblem, layout_shape
-from cupyconv.core.signal_map import signal_call
+from ..core.problem import ConvProblem, layout_shape
+from ..core.signal_map import signal_call
 
 __all__ = ["Case", "SUITES", "cases", "KINDS"]
 

@@ -1,8 +1,8 @@
 """Benchmark runner: ``python -m cupyconv bench [--suite NAME] [--quick]``.
 
-For every case of a suite (see :mod:`benchmarks.problems`) it times
+For every case of a suite (see :mod:`cupyconv._bench.problems`) it times
 cupyconv's ``auto`` and every forced algorithm that can run, every peer
-that is importable and applies (see :mod:`benchmarks.peers`), measures the
+that is importable and applies (see :mod:`cupyconv._bench.peers`), measures the
 peak extra memory of one call, and turns the counted work of the case's
 :class:`~cupyconv.ConvProblem` into FLOP/s, bytes/s and a fraction of the
 roofline whose ceilings are measured at the start of the same run.
@@ -12,8 +12,12 @@ a roofline fraction from counted work.  Writes ``<out>/<stem>.json`` and
 ``<out>/<stem>.md`` (after every case, so an interrupted run keeps what it
 measured) and, when matplotlib is importable, two plots.  ``<out>`` is
 ``cupyconv-bench/`` in the current directory unless ``--out`` names another;
-``--docs`` writes into the tracked ``docs/benchmarks/`` of the source tree on
+``--docs`` writes into the tracked ``docs/benchmarks/`` of a source checkout on
 purpose.  Before each case it prints ``[i/n] case name``.
+
+The suite is part of the installed package (``cupyconv/_bench/``), so
+``python -m cupyconv bench`` runs from any directory and from an installed
+wheel; the developer benchmarks in ``benchmarks/`` of the checkout import it.
 
 On a machine without a usable GPU it benchmarks the NumPy backend against
 the CPU peers (SciPy) and says so.
@@ -31,11 +35,11 @@ import zlib
 
 import numpy as np
 
-from cupyconv.api.calls import logical_views
-from cupyconv.api.conv import prepare_conv
-from cupyconv.api.signal import signal_problem
-from cupyconv.core.problem import Operands
-from cupyconv.dispatch import backend_for, choose, run
+from ..api.calls import logical_views
+from ..api.conv import prepare_conv
+from ..api.signal import signal_problem
+from ..core.problem import Operands
+from ..dispatch import backend_for, choose, run
 
 from . import peers as peers_mod
 from . import report
@@ -284,7 +288,7 @@ def _machine(ctx):
     cpu = f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} logical cores"
     if not ctx.gpu:
         return cpu.replace("  ", " ")
-    from cupyconv.backends.cuda import runner_for
+    from ..backends.cuda import runner_for
     d = runner_for("cuda").device
     return f"{d.name} (sm_{d.arch}, {d.sm_count} SMs); host {cpu}"
 
@@ -323,38 +327,79 @@ def _resolve_backend(name):
 
 #: Default output folder, relative to the current directory.
 DEFAULT_OUT = "cupyconv-bench"
-#: The tracked results of the source tree (``--docs``).
-DOCS_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
-                        "benchmarks")
+#: The tracked results of a source checkout (``--docs``); absent in an installed package.
+DOCS_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "docs", "benchmarks")
 
 
-def build_parser():
-    """The ``bench`` argument parser."""
+def build_parser(prog="python -m cupyconv bench"):
+    """The ``bench`` argument parser (the one ``python -m cupyconv bench`` runs).
+
+    Parameters
+    ----------
+    prog : str
+        The program name of the usage line.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    names = suite_names()
     p = argparse.ArgumentParser(
-        prog="python -m cupyconv bench",
+        prog=prog,
         description="Benchmark runner: times cupyconv against the peers on named problem sets "
-                    "and writes JSON, markdown and plots.")
-    p.add_argument("--suite", default="all", choices=suite_names())
+                    "and writes JSON, markdown and plots. Suites: " + ", ".join(names) + ".")
+    p.add_argument("--suite", default="all", choices=names, metavar="NAME",
+                   help="problem set: " + ", ".join(names) + " (default: all)")
     p.add_argument("--quick", action="store_true", help="CPU-scale subset (1-2 min on a CPU)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--out", default=DEFAULT_OUT,
                      help=f"output folder (default: {DEFAULT_OUT}/ in the current directory)")
     out.add_argument("--docs", action="store_const", const=DOCS_OUT, dest="out",
-                     help="write into docs/benchmarks/ of the source tree (the tracked results)")
-    p.add_argument("--backend", default="auto", choices=("auto", "numpy", "cuda"))
+                     help="write into docs/benchmarks/ of a source checkout (the tracked "
+                          "results)")
+    p.add_argument("--backend", default="auto", choices=("auto", "numpy", "cuda"),
+                   help="default: cuda when a GPU is usable, else numpy")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement")
-    p.add_argument("--peers", help="comma-separated peer names (default: all available)")
+    p.add_argument("--peers", help="comma-separated peer names (default: all available: "
+                                   + ", ".join(peer.name for peer in peers_mod.PEERS) + ")")
     p.add_argument("--cases", help="only cases whose name contains this text")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-plots", action="store_true", help="JSON and markdown only")
+    p.add_argument("--plots-from", metavar="JSON",
+                   help="measure nothing: draw the plots of an earlier run's JSON beside it")
     return p
 
 
-def main(argv=None):
-    """Run a suite; returns the process exit status."""
-    args = build_parser().parse_args(argv)
+def main(argv=None, prog="python -m cupyconv bench"):
+    """Run a suite.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command-line arguments (default: ``sys.argv[1:]``).
+    prog : str
+        The program name of the usage line.
+
+    Returns
+    -------
+    int
+        The process exit status.
+    """
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    if args.plots_from:
+        paths = report.replot(args.plots_from)
+        print("wrote " + (", ".join(paths) or "nothing"))
+        return 0 if paths else 1
+    if args.out == DOCS_OUT and not os.path.isdir(DOCS_OUT):
+        parser.error(f"--docs writes into docs/benchmarks/ of a source checkout, and there is "
+                     f"none at {DOCS_OUT}; use --out DIR")
     backend = _resolve_backend(args.backend)
     selected = [c for c in cases(args.suite, args.quick)
                 if not args.cases or args.cases in c.name]
+    if not selected:
+        print("no case selected")
+        return 1
     if backend == "numpy":
         print("No GPU in use: benchmarking cupyconv's NumPy backend against the CPU "
               "peers (scipy.signal / scipy.ndimage).")
@@ -376,9 +421,6 @@ def main(argv=None):
         print(report.progress_line(row), flush=True)
         meta["versions"] = _versions()
         paths = report.write(args.out, stem, meta, rows)
-    if not selected:
-        print("no case selected")
-        return 1
     if not args.no_plots:
         paths += report.plots(args.out, stem, meta, rows)
     print("wrote " + ", ".join(paths))

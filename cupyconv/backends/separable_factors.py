@@ -46,9 +46,10 @@ from functools import reduce
 import numpy as np
 
 from .._lru import LRU
-from .arrays import oriented_weights
+from .arrays import all_finite, oriented_weights
 
 __all__ = ["applies", "factor", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
+           "terms_take",
            "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
            "CANCELLATION_LIMIT",
            "NotSeparable", "NOT_APPLICABLE"]
@@ -331,6 +332,21 @@ def term_limit(problem, slack=math.inf):
     useful = (math.prod(ks) - 1) // max(sum(ks), 1)
     bound = useful if math.isinf(slack) else min(useful, int(slack / TERM_MARGIN))
     return max(1, min(MAX_TERMS, bound))
+
+
+def terms_take(count, activation):
+    """``(ok, reason)``: whether a sum of ``count`` outer products may run under ``auto``
+    on these data.  One outer product always: its passes keep the direct sum's NaN and
+    signed-Inf outputs.  Several not on data with an infinity: it reaches an output
+    through every term, with each term's sign, and where they differ it meets itself as
+    NaN where the direct sum is infinite (a NaN spreads to the same outputs either way).
+    The scan for an infinity (a temporary) runs only on data that are not all finite."""
+    if count <= 1 or activation is None or all_finite(activation):
+        return True, ""
+    if not bool(np.isinf(activation).any()):
+        return True, ""
+    return False, (f"a sum of {count} outer products turns an infinite input into NaN "
+                   "where the direct sum is infinite")
 
 
 def kernel_factors(problem, w):

@@ -189,13 +189,15 @@ def _slack(choice, ranked, i, every):
 def data_rule(problem, name, operands, backend=None, slack=math.inf):
     """``(ok, reason)``: whether ``auto`` may run ``name`` on these operands' values.
 
-    Each algorithm has its own rule: :func:`fft_safe` for ``fft``, the backend's
-    ``data_ok`` for the others (a ``separable`` kernel must be a short enough sum of
-    outer products, ``winograd`` needs finite data); the rest always pass.  ``slack``:
-    how many times its predicted time ``name`` may take on these values (``data_ok``).
+    Each algorithm has its own rule: the backend's ``data_ok`` (a ``separable`` kernel
+    must be a short enough sum of outer products, ``winograd`` needs finite data; the
+    others pass), and for ``fft`` first :func:`fft_safe`.  ``slack``: how many times its
+    predicted time ``name`` may take on these values (``data_ok``).
     """
     if name == "fft":
-        return fft_safe(problem, operands)
+        ok, why = fft_safe(problem, operands)
+        if not ok:
+            return ok, why
     if backend is None:
         return True, ""
     return backend.data_ok(problem, name, operands, slack)

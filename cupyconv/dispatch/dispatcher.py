@@ -148,7 +148,9 @@ def choose(problem, backend, workspace_limit=None) -> Choice:
     only, so a cached choice may predate the current free memory.
     """
     given = workspace_limit if workspace_limit is not None else config.workspace_limit
-    key = (problem, id(backend), given, config.winograd_max_error_growth)
+    # the backend object itself, never its id(): a backend made after another was freed
+    # (dispatch.backends.reset, a test's runner with a memory limit) may reuse the id
+    key = (problem, backend, given, config.winograd_max_error_growth)
     return _choices.get_or_compute(key, lambda: _choose(
         problem, backend, resolve_limit(workspace_limit, backend)))
 

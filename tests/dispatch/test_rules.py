@@ -355,3 +355,14 @@ def test_auto_runs_the_first_candidate_whose_rule_passes(order, fft_first, refus
         assert ranked[1:] == [n for n in order if n in ranked[1:]]
     _, name = dispatcher.run(p, ops, be)
     assert name == passing[0] and be.ran == [passing[0]]
+
+
+def test_a_new_backend_never_reads_a_freed_ones_choice():
+    """Choices are keyed by the backend object, not its ``id()``: CPython gives a new
+    object of the same size the address of one just freed, and the old key then gave
+    the freed backend's ranking to the new one."""
+    p = _problem()
+    times = dict(direct=2.0, gemm=1.0)           # allocated first: the slot stays free
+    assert dispatcher.choose(p, ScriptedBackend(dict(direct=1.0, gemm=2.0))).algorithm == "direct"
+    new = ScriptedBackend(times)                 # (with the id() key: the freed one's id)
+    assert dispatcher.choose(p, new).algorithm == "gemm"

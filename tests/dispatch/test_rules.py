@@ -75,7 +75,7 @@ def _operands(p, x=None, w=None):
 
 @pytest.fixture(autouse=True)
 def fresh_choices():
-    dispatcher.clear_cache()        # scripted backends are new objects: keys by id()
+    dispatcher.clear_cache()        # each test's scripted backends start with no choices
     yield
     dispatcher.clear_cache()
 

@@ -81,6 +81,9 @@ class Algorithm:
     summary: str
     #: Operations served on fewer backends than :attr:`backends`: ``((op, backends), ...)``.
     limited: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+    #: What ``auto`` needs of the operands' values to run it (its data rule, checked per
+    #: call by the dispatcher), as a clause; "" when any values do.
+    needs: str = ""
 
     def serves(self, op: str, backend: str = None) -> bool:
         """Whether the algorithm computes ``op`` (on ``backend``, if given)."""
@@ -110,14 +113,17 @@ ALGORITHMS = {a.name: a for a in (
     Algorithm("gemm", _ALL, frozenset(OPS),
               "vol2col column buffer + BLAS/cuBLAS GEMM, chunked to the workspace limit"),
     Algorithm("fft", _ALL, frozenset(OPS),
-              "convolution theorem (pocketfft / cuFFT), zero constant padding on the GPU"),
+              "convolution theorem (pocketfft / cuFFT), zero constant padding on the GPU",
+              needs="the data are finite and integer results exact in float64"),
     Algorithm("separable", _ALL, frozenset((FORWARD,)),
               "one 1-D pass per axis for a kernel that is an outer product of 1-D factors "
-              "(single channel or depthwise; NumPy passes / the direct kernel per axis)"),
+              "(single channel or depthwise; NumPy passes / the direct kernel per axis)",
+              needs="the kernel is an outer product or a short sum of them"),
     Algorithm("winograd", _ALL, frozenset((FORWARD, GRAD_INPUT)),
               "Winograd minimal filtering F(m, r) per axis (exact Toom-Cook transforms, "
               "polyphase for stride/dilation), tiles within an error gate; input gradient "
-              "of stride-1, constant-padded problems; NumPy or transform kernels + cuBLAS"),
+              "of stride-1, constant-padded problems; NumPy or transform kernels + cuBLAS",
+              needs="the data are finite"),
 )}
 
 #: ``precision=`` values: ``highest`` (float32 in float32 FMA, float64 in float64, the

@@ -190,15 +190,19 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
               s_w[e] = v;
             }
             __syncthreads();
-            // 3. accumulate the PH x PW register block
+            // 3. accumulate the PH x PW register block over the chunk's taps that exist:
+            //    the last chunk of an axis may reach past the kernel, where a zero weight
+            //    times a staged NaN or Inf would still be NaN (outputs that never read it)
+            const int kch_e = KH - kh0 < kch ? static_cast<int>(KH - kh0) : kch;
+            const int kcw_e = KW - kw0 < kcw ? static_cast<int>(KW - kw0) : kcw;
             if (vector_path) {
-              for (int a = 0; a < kch; ++a) {
+              for (int a = 0; a < kch_e; ++a) {
                 const int row0 = th * PH * static_cast<int>(sh) + a * static_cast<int>(dh);
-                for (int b0 = 0; b0 < kcw; b0 += kTaps) {
+                for (int b0 = 0; b0 < kcw_e; b0 += kTaps) {
                   Acc wreg[kTaps];
 #pragma unroll
                   for (int t = 0; t < kTaps; ++t) {
-                    wreg[t] = b0 + t < kcw ? s_w[a * kcw + b0 + t] : cc::zero<Acc>();
+                    wreg[t] = b0 + t < kcw_e ? s_w[a * kcw + b0 + t] : cc::zero<Acc>();
                   }
 #pragma unroll
                   for (int i = 0; i < PH; ++i) {
@@ -212,7 +216,7 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
                     }
 #pragma unroll
                     for (int t = 0; t < kTaps; ++t) {
-                      if (b0 + t < kcw) {
+                      if (b0 + t < kcw_e) {
 #pragma unroll
                         for (int j = 0; j < PW; ++j) acc[i][j] = cc::fma(win[j + t], wreg[t], acc[i][j]);
                       }
@@ -221,8 +225,8 @@ direct_conv(const cc::ConvParams<R> p, const T* __restrict__ x, const T* __restr
                 }
               }
             } else {
-              for (int a = 0; a < kch; ++a) {
-                for (int b = 0; b < kcw; ++b) {
+              for (int a = 0; a < kch_e; ++a) {
+                for (int b = 0; b < kcw_e; ++b) {
                   const Acc wv = s_w[a * kcw + b];
                   const int row0 = a * static_cast<int>(dh), col0 = b * static_cast<int>(dw);
 #pragma unroll

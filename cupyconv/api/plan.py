@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._vocabulary import BACKENDS, describe_choices
+from .._vocabulary import ALGORITHMS, BACKENDS, describe_choices
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
@@ -26,6 +26,20 @@ def _fmt_bytes(n):
         n /= 1024
 
 
+def _fallbacks(ranked):
+    """What a call runs when the data fail the first candidate's rule: the next ones in
+    order, each under its own rule, down to the first that takes any values."""
+    parts = []
+    for name in ranked[1:]:
+        needs = ALGORITHMS[name].needs
+        parts.append(f"{name!r} if {needs}" if needs else repr(name))
+        if not needs:
+            break
+    else:
+        parts.append("an error")
+    return f"if {ALGORITHMS[ranked[0]].needs}; else " + ", else ".join(parts)
+
+
 class ConvPlan:
     """A planned :func:`cupyconv.conv`: one problem, one backend, one chosen algorithm.
 
@@ -35,8 +49,10 @@ class ConvPlan:
     algorithm : str
         What the chooser chose (``method`` if one was given).  With
         ``method="auto"`` a call whose data fails a safety rule of that
-        algorithm (``fft`` and non-finite or too-large integer data) runs
-        the next candidate instead; ``repr`` says so.
+        algorithm (``fft``: finite data, integer results exact in float64;
+        ``separable``: a kernel that is an outer product; ``winograd``: finite
+        data) runs the next candidate whose rule the data pass; ``repr`` names
+        them in order.
     backend : str
     workspace_bytes : int
         Extra memory the algorithm allocates (under the workspace limit).
@@ -68,8 +84,8 @@ class ConvPlan:
     def __repr__(self):
         p = self.problem
         note = ""
-        if self.method == "auto" and self.algorithm == "fft" and len(self.choice.ranked) > 1:
-            note = f" (falls back to {self.choice.ranked[1]!r} for data fft cannot take exactly)"
+        if self.method == "auto" and ALGORITHMS[self.algorithm].needs:
+            note = f" ({_fallbacks(self.choice.ranked)})"
         return (f"ConvPlan({p.ndim}-D conv, x{p.x_shape} * w{p.w_shape} -> y{p.y_shape}, "
                 f"{self.result_dtype}, backend={self.backend!r}, "
                 f"algorithm={self.algorithm!r}{note}, "

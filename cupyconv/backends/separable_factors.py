@@ -46,9 +46,10 @@ from functools import reduce
 import numpy as np
 
 from .._lru import LRU
-from .arrays import oriented_weights
+from .arrays import all_finite, oriented_weights
 
 __all__ = ["applies", "factor", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
+           "terms_take",
            "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
            "CANCELLATION_LIMIT",
            "NotSeparable", "NOT_APPLICABLE"]
@@ -111,9 +112,47 @@ def _integer_factors(kernel):
     return [np.array(f, dtype=np.int64) for f in factors], 0.0
 
 
-def _float_factors(kernel, dtype):
-    """Rank-1 HOSVD factors and the relative reconstruction error."""
+def _scaled(a, e):
+    """``a * 2**e``, exactly (``ldexp`` per real part: no over- or underflow on the way)."""
+    if a.dtype.kind != "c":
+        return np.ldexp(a, e)
+    out = np.empty_like(a)
+    out.real, out.imag = np.ldexp(a.real, e), np.ldexp(a.imag, e)
+    return out
+
+
+def _normalised(kernel, dtype):
+    """``(k, e)``: the kernel in float64 (complex128) as ``k * 2**e`` with its largest
+    component magnitude in [0.5, 1), so that no norm, SVD or product of the factoring
+    over- or underflows (an unscaled 1e-200 kernel has a squared norm of 0, a 1e200 one
+    of inf); ``e = 0`` for a zero or non-finite kernel.  The scaling by a power of two is
+    exact, so the factors of ``k`` rescaled (:func:`_rescaled`) are those of the kernel."""
     k = np.asarray(kernel, dtype=np.complex128 if dtype.kind == "c" else np.float64)
+    big = max(float(np.abs(k.real).max(initial=0.0)), float(np.abs(k.imag).max(initial=0.0)))
+    if big == 0.0 or not np.isfinite(big):
+        return k, 0
+    e = int(np.frexp(big)[1])
+    return _scaled(k, -e), e
+
+
+def _rescaled(factors, e):
+    """Per-axis ``factors`` of ``k`` as those of ``k * 2**e``: the exponent spread over
+    the axes (each pass scales by about ``2**(e / ndim)``, as the kernel's own factors
+    would), exactly."""
+    n = len(factors)
+    return [_scaled(f, e // n + (i < e % n)) for i, f in enumerate(factors)]
+
+
+def _float_factors(kernel, dtype):
+    """Rank-1 HOSVD factors and the relative reconstruction error (scale-free: of the
+    :func:`_normalised` kernel, the factors rescaled)."""
+    k, e = _normalised(kernel, dtype)
+    factors, err = _unit_factors(k)
+    return (factors if factors is None else _rescaled(factors, e)), err
+
+
+def _unit_factors(k):
+    """:func:`_float_factors` of a float64 or complex128 kernel of moderate magnitude."""
     norm = float(np.linalg.norm(k))
     if norm == 0.0:
         return [np.zeros(n, dtype=k.dtype) for n in k.shape], 0.0
@@ -242,7 +281,14 @@ def low_rank(kernel, dtype):
 
 
 def _low_rank(kernel, dtype):
-    k = np.asarray(kernel, dtype=np.complex128 if dtype.kind == "c" else np.float64)
+    k, e = _normalised(kernel, dtype)       # scale-free: the terms of k, rescaled
+    terms, err = _unit_terms(k, dtype)
+    return (terms if terms is None else [_rescaled(t, e) for t in terms]), err
+
+
+def _unit_terms(k, dtype):
+    """:func:`low_rank` of a float64 or complex128 kernel of moderate magnitude (terms
+    in float64 / complex128, their sum checked as ``dtype``'s)."""
     norm = float(np.linalg.norm(k))
     if not np.isfinite(norm) or norm == 0.0 or k.ndim < 2:
         return None, math.inf if not np.isfinite(norm) else math.nan
@@ -286,6 +332,21 @@ def term_limit(problem, slack=math.inf):
     useful = (math.prod(ks) - 1) // max(sum(ks), 1)
     bound = useful if math.isinf(slack) else min(useful, int(slack / TERM_MARGIN))
     return max(1, min(MAX_TERMS, bound))
+
+
+def terms_take(count, activation):
+    """``(ok, reason)``: whether a sum of ``count`` outer products may run under ``auto``
+    on these data.  One outer product always: its passes keep the direct sum's NaN and
+    signed-Inf outputs.  Several not on data with an infinity: it reaches an output
+    through every term, with each term's sign, and where they differ it meets itself as
+    NaN where the direct sum is infinite (a NaN spreads to the same outputs either way).
+    The scan for an infinity (a temporary) runs only on data that are not all finite."""
+    if count <= 1 or activation is None or all_finite(activation):
+        return True, ""
+    if not bool(np.isinf(activation).any()):
+        return True, ""
+    return False, (f"a sum of {count} outer products turns an infinite input into NaN "
+                   "where the direct sum is infinite")
 
 
 def kernel_factors(problem, w):

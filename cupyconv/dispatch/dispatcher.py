@@ -40,8 +40,8 @@ from ..backends.base import OutOfMemoryError
 from ..core.args import normalize_workspace_limit
 from . import autotune
 
-__all__ = ["Choice", "choose", "run", "ranked_for_data", "fft_safe", "clear_cache", "resolve_limit", "CHOICE_CACHE_SIZE",
-           "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
+__all__ = ["Choice", "choose", "run", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
+           "resolve_limit", "CHOICE_CACHE_SIZE", "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
 
 #: Data-free choices kept (problem, backend, workspace limit).
 CHOICE_CACHE_SIZE = 1024
@@ -148,7 +148,9 @@ def choose(problem, backend, workspace_limit=None) -> Choice:
     only, so a cached choice may predate the current free memory.
     """
     given = workspace_limit if workspace_limit is not None else config.workspace_limit
-    key = (problem, id(backend), given, config.winograd_max_error_growth)
+    # the backend object itself, never its id(): a backend made after another was freed
+    # (dispatch.backends.reset, a test's runner with a memory limit) may reuse the id
+    key = (problem, backend, given, config.winograd_max_error_growth)
     return _choices.get_or_compute(key, lambda: _choose(
         problem, backend, resolve_limit(workspace_limit, backend)))
 
@@ -186,40 +188,62 @@ def _slack(choice, ranked, i, every):
     return nxt / mine if mine > 0 else math.inf
 
 
+def data_rule(problem, name, operands, backend=None, slack=math.inf):
+    """``(ok, reason)``: whether ``auto`` may run ``name`` on these operands' values.
+
+    Each algorithm has its own rule: the backend's ``data_ok`` (a ``separable`` kernel
+    must be a short enough sum of outer products, ``winograd`` needs finite data; the
+    others pass), and for ``fft`` first :func:`fft_safe`.  ``slack``: how many times its
+    predicted time ``name`` may take on these values (``data_ok``).
+    """
+    if name == "fft":
+        ok, why = fft_safe(problem, operands)
+        if not ok:
+            return ok, why
+    if backend is None:
+        return True, ""
+    return backend.data_ok(problem, name, operands, slack)
+
+
 def ranked_for_data(choice, problem, operands, every=False, backend=None):
     """``choice.ranked`` after the data rules: the candidates ``auto`` may run, best first.
 
-    The data scan runs only when it can change the outcome: ``fft`` ranked
-    first, or anywhere when ``every`` candidate will be timed (autotune,
-    ``measure=True``); likewise ``backend.data_ok`` (a ``separable`` kernel must
-    be an outer product, or a sum of so few that they still beat the next candidate:
-    its ``slack``) for the first candidate, or every one.  Raises the
-    choice's refusal, if any.
+    The first candidate (every one when ``every`` candidate will be timed: autotune,
+    ``measure=True``) must pass its own :func:`data_rule`; one refused is dropped and
+    the next, now first, is asked in turn, so whatever is promoted has passed its rule.
+    A refusal under a finite ``slack`` (``separable``: a sum of outer products that only
+    pays against the next candidate) first asks the next candidate: when the data
+    refuse that one too, it is dropped and the first is asked again with the slack
+    against the one after.  Each rule runs at most once per candidate and slack, and
+    only where it can change the outcome (a data scan allocates no temporary).
+    Raises the choice's refusal, if any, and a ``ValueError`` naming every refusal
+    when no candidate is left.
     """
     if choice.refusal is not None:
         raise type(choice.refusal)(*choice.refusal.args)
-    ranked = list(choice.ranked)
-    i, fft_scan = 0, None
-    while backend is not None and i < len(ranked) and (every or i == 0):
-        if backend.data_ok(problem, ranked[i], operands, _slack(choice, ranked, i, every))[0]:
+    ranked, verdicts, refused = list(choice.ranked), {}, {}
+
+    def verdict(i):
+        name, slack = ranked[i], _slack(choice, ranked, i, every)
+        key = (name, slack if name != "fft" else None)
+        if key not in verdicts:
+            verdicts[key] = data_rule(problem, name, operands, backend, slack)
+        if not verdicts[key][0]:
+            refused[name] = verdicts[key][1]
+        return verdicts[key][0], slack
+
+    i = 0
+    while i < len(ranked) and (every or i == 0):
+        ok, slack = verdict(i)
+        if ok:
             i += 1
-            continue
-        if not every and fft_scan is None and ranked[i + 1:i + 2] == ["fft"]:
-            # the slack was against fft: scan now (fft would be first after this pop
-            # anyway); data fft cannot take leaves more slack to this candidate
-            fft_scan = fft_safe(problem, operands)
-            if not fft_scan[0]:
-                ranked.remove("fft")
-                continue
-        ranked.pop(i)
+        elif not every and math.isfinite(slack) and not verdict(i + 1)[0]:
+            ranked.pop(i + 1)          # the next goes; ask this one again with more slack
+        else:
+            ranked.pop(i)
     if not ranked:
-        raise ValueError(f"{_describe(problem)}: no candidate can run on these operands")
-    if "fft" in (ranked if every else ranked[:1]):
-        ok, why = fft_scan if fft_scan is not None else fft_safe(problem, operands)
-        if not ok:
-            ranked.remove("fft")
-            if not ranked:
-                raise ValueError(f"{_describe(problem)}: only fft fits, and {why}")
+        raise ValueError(f"{_describe(problem)}: no candidate can run on these operands ("
+                         + "; ".join(f"{k}: {v}" for k, v in refused.items()) + ")")
     return ranked
 
 
@@ -298,12 +322,11 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
     # first, then the others by decreasing workspace, zero-workspace last; a fallback
     # obeys the data rules too (scanned only if an out-of-memory reaches fft)
     for name in [first] + [n for n in choice.by_workspace if n != first and n in ranked]:
-        if name == "fft" and name != first and not fft_safe(problem, operands)[0]:
-            tried.append("fft: skipped, " + fft_safe(problem, operands)[1])
-            continue
-        if name != first and not backend.data_ok(problem, name, operands)[0]:
-            tried.append(f"{name}: skipped, " + backend.data_ok(problem, name, operands)[1])
-            continue
+        if name != first:
+            ok, why = data_rule(problem, name, operands, backend)
+            if not ok:
+                tried.append(f"{name}: skipped, {why}")
+                continue
         try:
             result = backend.run(problem, name, operands, limit, stats)
         except OutOfMemoryError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from cupyconv.backends.base import Backend, OutOfMemoryError
 from cupyconv.core.problem import ConvProblem, Operands
@@ -74,7 +75,7 @@ def _operands(p, x=None, w=None):
 
 @pytest.fixture(autouse=True)
 def fresh_choices():
-    dispatcher.clear_cache()        # scripted backends are new objects: keys by id()
+    dispatcher.clear_cache()        # each test's scripted backends start with no choices
     yield
     dispatcher.clear_cache()
 
@@ -164,7 +165,8 @@ def test_only_fft_with_unsafe_data_is_an_error():
     be = ScriptedBackend(FAST, unable={"direct", "implicit_gemm", "gemm"})
     p = _problem()
     x = np.full((1, 2, 9), np.nan)
-    with pytest.raises(ValueError, match=r"only fft fits, and non-finite data would spread"):
+    with pytest.raises(ValueError, match=r"no candidate can run on these operands \(fft: "
+                                         r"non-finite data would spread"):
         dispatcher.run(p, _operands(p, x=x), be)
     assert not be.ran
 
@@ -273,3 +275,94 @@ def test_empty_problem_runs_nothing():
     dw, _ = dispatcher.run(g, Operands(activation=np.ones((2, 0, 9)),
                                        output=np.ones((2, 3, 7))), be)
     assert dw.shape == (3, 0, 3) and not be.ran
+
+
+# ---------------------------------------------------------------- data rules
+
+class RefusingBackend(ScriptedBackend):
+    """A stand-in for the data rules of ``separable`` (the kernel's factors) and
+    ``winograd`` (finite data): ``data_ok`` refuses the algorithms in ``refuse``, and
+    records what it was asked."""
+
+    def __init__(self, times, refuse=(), **kw):
+        super().__init__(times, **kw)
+        self.refuse, self.asked = set(refuse), []
+
+    def data_ok(self, problem, algorithm, operands, slack=float("inf")):
+        self.asked.append(algorithm)
+        if algorithm in self.refuse:
+            return False, f"{algorithm} is scripted to refuse these data"
+        return True, ""
+
+
+def test_the_candidate_after_a_refused_fft_passes_its_own_rule():
+    """Issue 25.1: fft first and NaN data; the next candidate (here a stand-in
+    separable that refuses) was promoted unasked.  It is asked, refuses, and the one
+    after it runs."""
+    times = dict(fft=1.0, separable=2.0, direct=3.0, gemm=4.0, implicit_gemm=5.0)
+    be = RefusingBackend(times, refuse={"separable"})
+    p = _problem()
+    x = np.ones((1, 2, 9))
+    x[0, 0, 2] = np.nan
+    stats = {}
+    _, name = dispatcher.run(p, _operands(p, x=x), be, stats=stats)
+    assert name == "direct" and be.ran == ["direct"] and stats["fallbacks"] == []
+    assert "separable" in be.asked
+    _, name = dispatcher.run(p, _operands(p), be)                   # finite: fft first
+    assert name == "fft"
+
+
+def test_every_candidate_refused_names_each_reason():
+    be = RefusingBackend(dict(fft=1.0, separable=2.0, winograd=3.0),
+                         refuse={"separable", "winograd"})
+    p = _problem()
+    x = np.full((1, 2, 9), np.inf)
+    with pytest.raises(ValueError, match=r"no candidate can run on these operands \(fft: "
+                                         r"non-finite data .*; separable: separable is "
+                                         r"scripted to refuse these data; winograd: "):
+        dispatcher.run(p, _operands(p, x=x), be)
+    assert not be.ran
+
+
+_RULED = ("fft", "separable", "winograd", "direct", "gemm", "implicit_gemm")
+
+
+@given(order=st.permutations(_RULED), fft_first=st.booleans(),
+       refuse=st.sets(st.sampled_from(_RULED)), nan=st.booleans(), every=st.booleans())
+def test_auto_runs_the_first_candidate_whose_rule_passes(order, fft_first, refuse, nan, every):
+    """Any ranking (``fft`` first half of the time: the issue's case), any stand-in
+    refusals, finite or NaN data: ``ranked_for_data`` keeps exactly the candidates whose
+    own rule passes, in rank order, as far as it asks (the first; every one when timing
+    all), and ``run`` runs the first of them."""
+    dispatcher.clear_cache()
+    if fft_first:
+        order = ["fft"] + [n for n in order if n != "fft"]
+    times = {name: float(i + 1) for i, name in enumerate(order)}
+    be = RefusingBackend(times, refuse=refuse)
+    p = _problem()
+    ops = _operands(p, x=np.full((1, 2, 9), np.nan) if nan else None)
+    passing = [n for n in order if n not in refuse and not (n == "fft" and nan)]
+    choice = dispatcher.choose(p, be)
+    if not passing:
+        with pytest.raises(ValueError, match="no candidate can run on these operands"):
+            dispatcher.ranked_for_data(choice, p, ops, every=every, backend=be)
+        return
+    ranked = dispatcher.ranked_for_data(choice, p, ops, every=every, backend=be)
+    assert ranked[0] == passing[0]
+    if every:
+        assert ranked == passing
+    else:                      # the rest is the ranking after the first passing one
+        assert ranked[1:] == [n for n in order if n in ranked[1:]]
+    _, name = dispatcher.run(p, ops, be)
+    assert name == passing[0] and be.ran == [passing[0]]
+
+
+def test_a_new_backend_never_reads_a_freed_ones_choice():
+    """Choices are keyed by the backend object, not its ``id()``: CPython gives a new
+    object of the same size the address of one just freed, and the old key then gave
+    the freed backend's ranking to the new one."""
+    p = _problem()
+    times = dict(direct=2.0, gemm=1.0)           # allocated first: the slot stays free
+    assert dispatcher.choose(p, ScriptedBackend(dict(direct=1.0, gemm=2.0))).algorithm == "direct"
+    new = ScriptedBackend(times)                 # (with the id() key: the freed one's id)
+    assert dispatcher.choose(p, new).algorithm == "gemm"

@@ -23,7 +23,7 @@ from ...core.args import LONG_DOUBLE
 from ...core.problem import Operands
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, OutOfMemoryError
-from ..separable_factors import NotSeparable, term_limit
+from ..separable_factors import NotSeparable, term_limit, terms_take
 from . import algorithms, cost, gradients, implicit_grads, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
@@ -103,13 +103,14 @@ class CudaBackend(Backend):
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
+        activation = operands.activation
         problem, operands = _widened(problem, algorithm, Operands(filter=operands.filter))
         try:
-            separable.pass_plans(problem, self.runner.host_copy(operands.filter),
-                                 term_limit(problem, slack))
+            plans = separable.pass_plans(problem, self.runner.host_copy(operands.filter),
+                                         term_limit(problem, slack))
         except NotSeparable as exc:
             return False, str(exc)
-        return True, ""
+        return terms_take(len(plans), activation)
 
     def min_workspace_bytes(self, problem, algorithm):
         wide, copies = _computed(problem, algorithm)

@@ -14,6 +14,7 @@ from ..._vocabulary import ALGORITHMS
 from .. import fft, fft_conv, winograd_conv
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, host_available_memory
+from ..separable_factors import terms_take
 from . import cost, direct, gemm, separable
 
 __all__ = ["NumpyBackend", "HOST_MEMORY_FRACTION"]
@@ -51,10 +52,11 @@ class NumpyBackend(Backend):
         if algorithm != "separable":
             return True, ""
         try:
-            separable.kernel_terms(problem, operands.filter, separable.term_limit(problem, slack))
+            terms = separable.kernel_terms(problem, operands.filter,
+                                           separable.term_limit(problem, slack))
         except separable.NotSeparable as exc:
             return False, str(exc)
-        return True, ""
+        return terms_take(len(terms), operands.activation)
 
     def min_workspace_bytes(self, problem, algorithm):
         if algorithm == "gemm":

@@ -8,19 +8,17 @@
 //
 //   unsigned long long da = cc::wgmma_desc(smem_a, lbo, sbo, cc::kWgmmaSwizzle128B);
 //   cc::wgmma_fence();                                    // wgmma.fence.sync.aligned
-//   cc::wgmma_f16<N>(acc, da, db, scale_d);               // wgmma.mma_async ... f32.f16.f16
+//   cc::wgmma<cc::kWgmmaF16, N>(acc, da, db, scale_d);    // wgmma.mma_async ... f32.f16.f16
 //   cc::wgmma_commit_group();                             // wgmma.commit_group.sync.aligned
 //   cc::wgmma_wait_group<0>();                            // wgmma.wait_group.sync.aligned 0
 //
 // Instructions (all 128 threads of an aligned warpgroup, warps 4k .. 4k + 3, converged;
 // D is a 64 x N float32 tile, N a multiple of 8 in [8, 256], spelled here for N = 8, 16,
 // 32, 64, 128, 256; acc holds N / 2 floats per thread):
-//   wgmma_f16<N, TransA, TransB>(acc, desc_a, desc_b, scale_d)   m64nNk16 .f32.f16.f16
-//   wgmma_bf16<N, TransA, TransB>(acc, desc_a, desc_b, scale_d)  m64nNk16 .f32.bf16.bf16
-//   wgmma_tf32<N>(acc, desc_a, desc_b, scale_d)                  m64nNk8  .f32.tf32.tf32
-//   wgmma_f16_rs / wgmma_bf16_rs<N, TransB>(acc, a, desc_b, scale_d), wgmma_tf32_rs<N>:
-//     A from registers (a: 4 x b32 per thread, the fragment of cc::WgmmaFragment::a16 /
-//     a_tf32), B from shared memory.
+//   wgmma<Type, N, TransA, TransB>(acc, desc_a, desc_b, scale_d)  A and B in shared memory
+//   wgmma_rs<Type, N, TransB>(acc, a, desc_b, scale_d)            A in registers (a: 4 x b32
+//       per thread, the fragment of cc::WgmmaFragment::a16 / a_tf32)
+// Type cc::kWgmmaF16 / kWgmmaBF16 (m64nNk16) or kWgmmaTF32 (m64nNk8, no transpose).
 // scale_d = 0 computes D = A * B (the accumulators are not read), else D = A * B + D.
 // TransA / TransB = 0: the matrix is K-major in shared memory (A M x K with K contiguous,
 // B N x K with K contiguous); 1: M-major / N-major (f16 and bf16 only).
@@ -67,6 +65,11 @@ constexpr int kWgmmaSwizzleNone = 0;
 constexpr int kWgmmaSwizzle128B = 1;
 constexpr int kWgmmaSwizzle64B = 2;
 constexpr int kWgmmaSwizzle32B = 3;
+
+/// Element types of A and B (f32 accumulation always).
+constexpr int kWgmmaF16 = 1;    ///< m64nNk16 .f32.f16.f16
+constexpr int kWgmmaBF16 = 2;   ///< m64nNk16 .f32.bf16.bf16
+constexpr int kWgmmaTF32 = 3;   ///< m64nNk8 .f32.tf32.tf32
 
 template <int N>
 struct WgmmaShape {
@@ -117,17 +120,12 @@ CC_DEVICE unsigned long long wgmma_desc_advance(unsigned long long desc, unsigne
   return (desc & ~0x3FFFull) | start;
 }
 
-#if defined(CUPYCONV_DEVICE_EMULATED)
-#define CC_WGMMA_EMU(type, n, a_regs, desc_a, trans_a, trans_b)                                   \
-  ::cupyconv_emu::detail::wgmma_mma(CUPYCONV_MMA_SITE, ::cupyconv_emu::detail::WgmmaType::type, \
-                                    n, d, desc_a, a_regs, desc_b, trans_a != 0, trans_b != 0,    \
-                                    scale_d)
-#endif
-
 template <int N>
 struct WgmmaPtx;   // the inline PTX of one N (sm_90a), below
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The operand lists of each accumulator count R = N / 2: D registers %0 .. %R-1, then the
+// descriptors (or the 4 A registers and B's descriptor), scale-d and the immediates.
 #define CC_WGMMA_D4 "{%0, %1, %2, %3}"
 #define CC_WGMMA_SS4 " %4, %5, p, %7, %8, %9, %10;\n"
 #define CC_WGMMA_SS_TF32_4 " %4, %5, p, %7, %8;\n"
@@ -192,63 +190,41 @@ struct WgmmaPtx;   // the inline PTX of one N (sm_90a), below
 #define CC_WGMMA_F64(o) CC_WGMMA_F32(o), CC_WGMMA_F32(o + 32)
 #define CC_WGMMA_F128(o) CC_WGMMA_F64(o), CC_WGMMA_F64(o + 64)
 
+#define CC_WGMMA_ASM_SS(N, R, TYPES, TAIL, ...)                                                   \
+  asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_SS##R "wgmma.mma_async.sync.aligned.m64n" #N TYPES \
+               " " CC_WGMMA_D##R "," TAIL "}\n"                                                    \
+               : CC_WGMMA_F##R(0)                                                                  \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(1), "n"(1) __VA_ARGS__)
+#define CC_WGMMA_ASM_RS(N, R, TYPES, TAIL, ...)                                                   \
+  asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_RS##R "wgmma.mma_async.sync.aligned.m64n" #N TYPES \
+               " " CC_WGMMA_D##R "," TAIL "}\n"                                                    \
+               : CC_WGMMA_F##R(0)                                                                  \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(1),   \
+                 "n"(1) __VA_ARGS__)
+
 #define CC_WGMMA_DEFINE(N, R)                                                                      \
   template <>                                                                                      \
   struct WgmmaPtx<N> {                                                                             \
-    template <int TA, int TB>                                                                      \
-    static CC_DEVICE void f16(float* d, unsigned long long desc_a, unsigned long long desc_b,      \
-                              int scale_d) {                                                       \
-      asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_SS##R                                           \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 " CC_WGMMA_D##R         \
-                   "," CC_WGMMA_SS##R "}\n"                                                         \
-                   : CC_WGMMA_F##R(0)                                                              \
-                   : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(1), "n"(1), "n"(TA), "n"(TB));    \
+    template <int Type, int TA, int TB>                                                            \
+    static CC_DEVICE void ss(float* d, unsigned long long desc_a, unsigned long long desc_b,       \
+                             int scale_d) {                                                        \
+      if constexpr (Type == kWgmmaF16) {                                                           \
+        CC_WGMMA_ASM_SS(N, R, "k16.f32.f16.f16", CC_WGMMA_SS##R, , "n"(TA), "n"(TB));              \
+      } else if constexpr (Type == kWgmmaBF16) {                                                   \
+        CC_WGMMA_ASM_SS(N, R, "k16.f32.bf16.bf16", CC_WGMMA_SS##R, , "n"(TA), "n"(TB));            \
+      } else {                                                                                     \
+        CC_WGMMA_ASM_SS(N, R, "k8.f32.tf32.tf32", CC_WGMMA_SS_TF32_##R);                           \
+      }                                                                                            \
     }                                                                                              \
-    template <int TA, int TB>                                                                      \
-    static CC_DEVICE void bf16(float* d, unsigned long long desc_a, unsigned long long desc_b,     \
-                               int scale_d) {                                                      \
-      asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_SS##R                                           \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " CC_WGMMA_D##R       \
-                   "," CC_WGMMA_SS##R "}\n"                                                         \
-                   : CC_WGMMA_F##R(0)                                                              \
-                   : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(1), "n"(1), "n"(TA), "n"(TB));    \
-    }                                                                                              \
-    static CC_DEVICE void tf32(float* d, unsigned long long desc_a, unsigned long long desc_b,     \
-                               int scale_d) {                                                      \
-      asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_SS##R                                           \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " CC_WGMMA_D##R        \
-                   "," CC_WGMMA_SS_TF32_##R "}\n"                                                   \
-                   : CC_WGMMA_F##R(0)                                                              \
-                   : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(1), "n"(1));                      \
-    }                                                                                              \
-    template <int TB>                                                                              \
-    static CC_DEVICE void f16_rs(float* d, const unsigned* a, unsigned long long desc_b,           \
-                                 int scale_d) {                                                    \
-      asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_RS##R                                           \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 " CC_WGMMA_D##R         \
-                   "," CC_WGMMA_RS##R "}\n"                                                         \
-                   : CC_WGMMA_F##R(0)                                                              \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),        \
-                     "n"(1), "n"(1), "n"(TB));                                                     \
-    }                                                                                              \
-    template <int TB>                                                                              \
-    static CC_DEVICE void bf16_rs(float* d, const unsigned* a, unsigned long long desc_b,          \
-                                  int scale_d) {                                                   \
-      asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_RS##R                                           \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " CC_WGMMA_D##R       \
-                   "," CC_WGMMA_RS##R "}\n"                                                         \
-                   : CC_WGMMA_F##R(0)                                                              \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),        \
-                     "n"(1), "n"(1), "n"(TB));                                                     \
-    }                                                                                              \
-    static CC_DEVICE void tf32_rs(float* d, const unsigned* a, unsigned long long desc_b,          \
-                                  int scale_d) {                                                   \
-      asm volatile("{\n.reg .pred p;\n" CC_WGMMA_P_RS##R                                           \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " CC_WGMMA_D##R        \
-                   "," CC_WGMMA_RS_TF32_##R "}\n"                                                   \
-                   : CC_WGMMA_F##R(0)                                                              \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),        \
-                     "n"(1), "n"(1));                                                              \
+    template <int Type, int TB>                                                                    \
+    static CC_DEVICE void rs(float* d, const unsigned* a, unsigned long long desc_b, int scale_d) { \
+      if constexpr (Type == kWgmmaF16) {                                                           \
+        CC_WGMMA_ASM_RS(N, R, "k16.f32.f16.f16", CC_WGMMA_RS##R, , "n"(TB));                       \
+      } else if constexpr (Type == kWgmmaBF16) {                                                   \
+        CC_WGMMA_ASM_RS(N, R, "k16.f32.bf16.bf16", CC_WGMMA_RS##R, , "n"(TB));                     \
+      } else {                                                                                     \
+        CC_WGMMA_ASM_RS(N, R, "k8.f32.tf32.tf32", CC_WGMMA_RS_TF32_##R);                           \
+      }                                                                                            \
     }                                                                                              \
   };
 
@@ -260,99 +236,65 @@ CC_WGMMA_DEFINE(128, 64)
 CC_WGMMA_DEFINE(256, 128)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int N>
-struct WgmmaNeedsSm90a {
-  static constexpr bool value = kHasWgmma;
+template <int Type, int N, int TransA, int TransB>
+struct WgmmaCheck {
+  static_assert(Type == kWgmmaF16 || Type == kWgmmaBF16 || Type == kWgmmaTF32,
+                "the wgmma type is cc::kWgmmaF16, kWgmmaBF16 or kWgmmaTF32");
+  static_assert(Type != kWgmmaTF32 || (TransA == 0 && TransB == 0),
+                "the wgmma transpose bits exist for f16 and bf16 only");
+  static_assert(WgmmaShape<N>::kRegs > 0 && kHasWgmma,
+                "cc::wgmma needs sm_90a (an arch-specific kernel family)");
+  static constexpr bool ok = true;
 };
 
-/// wgmma.mma_async m64nNk16 .f32.f16.f16, A and B from shared memory.
-template <int N, int TransA = 0, int TransB = 0>
-CC_DEVICE void wgmma_f16(float (&d)[WgmmaShape<N>::kRegs], unsigned long long desc_a,
-                         unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
-  static_assert(WgmmaNeedsSm90a<N>::value, "cc::wgmma_f16 needs sm_90a (an arch-specific family)");
+/// wgmma.mma_async m64nNk16 (f16, bf16) or m64nNk8 (tf32) with f32 accumulation, A and B
+/// from shared memory: acc (64 x N) = A * B + acc (scale_d != 0) or A * B.
+template <int Type, int N, int TransA = 0, int TransB = 0>
+CC_DEVICE void wgmma(float (&d)[WgmmaShape<N>::kRegs], unsigned long long desc_a,
+                     unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
+  static_assert(WgmmaCheck<Type, N, TransA, TransB>::ok, "");
 #if defined(CUPYCONV_DEVICE_EMULATED)
-  CC_WGMMA_EMU(kF16, N, nullptr, desc_a, TransA, TransB);
+  ::cupyconv_emu::detail::wgmma_mma(CUPYCONV_MMA_SITE, static_cast<::cupyconv_emu::detail::WgmmaType>(Type),
+                                    N, d, desc_a, nullptr, desc_b, TransA != 0, TransB != 0, scale_d);
 #elif defined(CUPYCONV_HAS_WGMMA)
-  WgmmaPtx<N>::template f16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+  WgmmaPtx<N>::template ss<Type, TransA, TransB>(d, desc_a, desc_b, scale_d);
 #endif
 }
 
-/// wgmma.mma_async m64nNk16 .f32.bf16.bf16, A and B from shared memory.
-template <int N, int TransA = 0, int TransB = 0>
-CC_DEVICE void wgmma_bf16(float (&d)[WgmmaShape<N>::kRegs], unsigned long long desc_a,
-                          unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
-  static_assert(WgmmaNeedsSm90a<N>::value, "cc::wgmma_bf16 needs sm_90a (an arch-specific family)");
+/// The same with A from registers (4 per thread, cc::WgmmaFragment::a16 / a_tf32).
+template <int Type, int N, int TransB = 0>
+CC_DEVICE void wgmma_rs(float (&d)[WgmmaShape<N>::kRegs], const unsigned (&a)[4],
+                        unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
+  static_assert(WgmmaCheck<Type, N, 0, TransB>::ok, "");
 #if defined(CUPYCONV_DEVICE_EMULATED)
-  CC_WGMMA_EMU(kBF16, N, nullptr, desc_a, TransA, TransB);
+  ::cupyconv_emu::detail::wgmma_mma(CUPYCONV_MMA_SITE, static_cast<::cupyconv_emu::detail::WgmmaType>(Type),
+                                    N, d, 0, a, desc_b, false, TransB != 0, scale_d);
 #elif defined(CUPYCONV_HAS_WGMMA)
-  WgmmaPtx<N>::template bf16<TransA, TransB>(d, desc_a, desc_b, scale_d);
+  WgmmaPtx<N>::template rs<Type, TransB>(d, a, desc_b, scale_d);
 #endif
 }
 
-/// wgmma.mma_async m64nNk8 .f32.tf32.tf32, A and B (K-major) from shared memory.
-template <int N>
-CC_DEVICE void wgmma_tf32(float (&d)[WgmmaShape<N>::kRegs], unsigned long long desc_a,
-                          unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
-  static_assert(WgmmaNeedsSm90a<N>::value, "cc::wgmma_tf32 needs sm_90a (an arch-specific family)");
+// The instructions without operands: the emulator's call, the PTX on sm_90a.
 #if defined(CUPYCONV_DEVICE_EMULATED)
-  CC_WGMMA_EMU(kTF32, N, nullptr, desc_a, 0, 0);
+#define CC_WGMMA_NO_OPERANDS(emulated, ptx) ::cupyconv_emu::detail::emulated()
 #elif defined(CUPYCONV_HAS_WGMMA)
-  WgmmaPtx<N>::tf32(d, desc_a, desc_b, scale_d);
+#define CC_WGMMA_NO_OPERANDS(emulated, ptx) asm volatile(ptx "\n" ::: "memory")
+#else
+#define CC_WGMMA_NO_OPERANDS(emulated, ptx) static_cast<void>(0)
 #endif
-}
-
-/// wgmma.mma_async m64nNk16 .f32.f16.f16, A from registers (cc::WgmmaFragment::a16).
-template <int N, int TransB = 0>
-CC_DEVICE void wgmma_f16_rs(float (&d)[WgmmaShape<N>::kRegs], const unsigned (&a)[4],
-                            unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
-  static_assert(WgmmaNeedsSm90a<N>::value, "cc::wgmma_f16_rs needs sm_90a (an arch-specific family)");
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  CC_WGMMA_EMU(kF16, N, a, 0, 0, TransB);
-#elif defined(CUPYCONV_HAS_WGMMA)
-  WgmmaPtx<N>::template f16_rs<TransB>(d, a, desc_b, scale_d);
-#endif
-}
-
-/// wgmma.mma_async m64nNk16 .f32.bf16.bf16, A from registers (cc::WgmmaFragment::a16).
-template <int N, int TransB = 0>
-CC_DEVICE void wgmma_bf16_rs(float (&d)[WgmmaShape<N>::kRegs], const unsigned (&a)[4],
-                             unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
-  static_assert(WgmmaNeedsSm90a<N>::value, "cc::wgmma_bf16_rs needs sm_90a (an arch-specific family)");
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  CC_WGMMA_EMU(kBF16, N, a, 0, 0, TransB);
-#elif defined(CUPYCONV_HAS_WGMMA)
-  WgmmaPtx<N>::template bf16_rs<TransB>(d, a, desc_b, scale_d);
-#endif
-}
-
-/// wgmma.mma_async m64nNk8 .f32.tf32.tf32, A from registers (cc::WgmmaFragment::a_tf32).
-template <int N>
-CC_DEVICE void wgmma_tf32_rs(float (&d)[WgmmaShape<N>::kRegs], const unsigned (&a)[4],
-                             unsigned long long desc_b, int scale_d = 1 CUPYCONV_MMA_SITE_PARAM) {
-  static_assert(WgmmaNeedsSm90a<N>::value, "cc::wgmma_tf32_rs needs sm_90a (an arch-specific family)");
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  CC_WGMMA_EMU(kTF32, N, a, 0, 0, 0);
-#elif defined(CUPYCONV_HAS_WGMMA)
-  WgmmaPtx<N>::tf32_rs(d, a, desc_b, scale_d);
-#endif
-}
 
 /// wgmma.fence.sync.aligned: orders register accesses before the next wgmma.mma_async.
-CC_DEVICE void wgmma_fence() {
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  ::cupyconv_emu::detail::wgmma_fence();
-#elif defined(CUPYCONV_HAS_WGMMA)
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
+CC_DEVICE void wgmma_fence() { CC_WGMMA_NO_OPERANDS(wgmma_fence, "wgmma.fence.sync.aligned;"); }
 
 /// wgmma.commit_group.sync.aligned: the wgmma issued since the last commit form a group.
 CC_DEVICE void wgmma_commit_group() {
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  ::cupyconv_emu::detail::wgmma_commit_group();
-#elif defined(CUPYCONV_HAS_WGMMA)
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
+  CC_WGMMA_NO_OPERANDS(wgmma_commit_group, "wgmma.commit_group.sync.aligned;");
+}
+
+/// fence.proxy.async.shared::cta: this thread's shared-memory writes become visible to the
+/// async proxy (wgmma operands, TMA).
+CC_DEVICE void fence_proxy_async() {
+  CC_WGMMA_NO_OPERANDS(fence_proxy_async, "fence.proxy.async.shared::cta;");
 }
 
 /// wgmma.wait_group.sync.aligned N: all groups but the newest N are complete.
@@ -367,23 +309,29 @@ CC_DEVICE void wgmma_wait_group(int cupyconv_unused_ = 0 CUPYCONV_MMA_SITE_PARAM
 #endif
 }
 
-/// fence.proxy.async.shared::cta: this thread's shared-memory writes become visible to the
-/// async proxy (wgmma operands, TMA).
-CC_DEVICE void fence_proxy_async() {
+// The mbarrier instructions on (barrier, 32-bit value) without a result.
 #if defined(CUPYCONV_DEVICE_EMULATED)
-  ::cupyconv_emu::detail::fence_proxy_async();
+#define CC_MBARRIER_SET(emulated, ptx) ::cupyconv_emu::detail::emulated(bar, value)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#define CC_MBARRIER_SET(emulated, ptx) \
+  asm volatile(ptx " [%0], %1;\n" ::"r"(smem_address(bar)), "r"(value) : "memory")
+#else
+#define CC_MBARRIER_SET(emulated, ptx) static_cast<void>(value)
 #endif
+
+/// mbarrier.init.shared::cta.b64: `value` arrivals complete a phase.
+CC_DEVICE void mbarrier_init(unsigned long long* bar, unsigned value) {
+  CC_MBARRIER_SET(mbarrier_init, "mbarrier.init.shared::cta.b64");
 }
 
-/// mbarrier.init.shared::cta.b64: `count` arrivals complete a phase.
-CC_DEVICE void mbarrier_init(unsigned long long* bar, unsigned count) {
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  ::cupyconv_emu::detail::mbarrier_init(bar, count);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
-#endif
+/// mbarrier.expect_tx.shared::cta.b64: the current phase also waits for `value` bytes.
+CC_DEVICE void mbarrier_expect_tx(unsigned long long* bar, unsigned value) {
+  CC_MBARRIER_SET(mbarrier_expect_tx, "mbarrier.expect_tx.shared::cta.b64");
+}
+
+/// mbarrier.complete_tx.shared::cta.b64: `value` bytes of the expected transactions are done.
+CC_DEVICE void mbarrier_complete_tx(unsigned long long* bar, unsigned value) {
+  CC_MBARRIER_SET(mbarrier_complete_tx, "mbarrier.complete_tx.shared::cta.b64");
 }
 
 /// mbarrier.arrive.shared::cta.b64: one arrival; returns the phase token.
@@ -410,24 +358,6 @@ CC_DEVICE unsigned long long mbarrier_arrive_expect_tx(unsigned long long* bar, 
   return state;
 #else
   return 0;
-#endif
-}
-
-/// mbarrier.expect_tx.shared::cta.b64: the current phase also waits for `bytes`.
-CC_DEVICE void mbarrier_expect_tx(unsigned long long* bar, unsigned bytes) {
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  ::cupyconv_emu::detail::mbarrier_expect_tx(bar, bytes);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes) : "memory");
-#endif
-}
-
-/// mbarrier.complete_tx.shared::cta.b64: `bytes` of the expected transactions are done.
-CC_DEVICE void mbarrier_complete_tx(unsigned long long* bar, unsigned bytes) {
-#if defined(CUPYCONV_DEVICE_EMULATED)
-  ::cupyconv_emu::detail::mbarrier_complete_tx(bar, bytes);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes) : "memory");
 #endif
 }
 

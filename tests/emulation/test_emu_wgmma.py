@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import wgmma_layouts as wl
 from cupyconv._emulation import EmulatedModule, EmulationError
-from emulation_support import require_emulation
+from emulation_support import cached_module
 
 SOURCE = Path(__file__).parent / "kernels" / "wgmma.cu"
 SS = [("f16", 16, 0, 0), ("f16", 16, 1, 0), ("f16", 16, 0, 1), ("f16", 16, 1, 1),
@@ -30,14 +30,8 @@ RS = [("f16", 16, 0), ("f16", 16, 1), ("bf16", 16, 0), ("tf32", 16, 0)]
 NAMES = ([f"wg_ss<{wl.TYPES[k][0]}, {n}, {ta}, {tb}>" for k, n, ta, tb in SS]
          + [f"wg_rs<{wl.TYPES[k][0]}, {n}, {tb}>" for k, n, tb in RS]
          + ["wg_fragment_maps", "wg_pipeline<16>"])
-_MODULES: dict = {}
-
-
 def _module(mode: str = "normal") -> EmulatedModule:
-    require_emulation()
-    if mode not in _MODULES:
-        _MODULES[mode] = EmulatedModule(path=SOURCE, name_expressions=NAMES, mode=mode)
-    return _MODULES[mode]
+    return cached_module(SOURCE, NAMES, mode)
 
 
 @pytest.fixture(scope="module", params=["normal", "reverse"])

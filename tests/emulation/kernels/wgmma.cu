@@ -26,28 +26,6 @@ CC_DEVICE unsigned char* align1024(unsigned char* p) {
   return reinterpret_cast<unsigned char*>((u + 1023ull) & ~1023ull);
 }
 
-template <int Type, int N, int TA, int TB>
-CC_DEVICE void mma_ss(float (&acc)[N / 2], unsigned long long da, unsigned long long db, int scale_d) {
-  if constexpr (Type == 1) {
-    cc::wgmma_f16<N, TA, TB>(acc, da, db, scale_d);
-  } else if constexpr (Type == 2) {
-    cc::wgmma_bf16<N, TA, TB>(acc, da, db, scale_d);
-  } else {
-    cc::wgmma_tf32<N>(acc, da, db, scale_d);
-  }
-}
-
-template <int Type, int N, int TB>
-CC_DEVICE void mma_rs(float (&acc)[N / 2], const unsigned (&a)[4], unsigned long long db, int scale_d) {
-  if constexpr (Type == 1) {
-    cc::wgmma_f16_rs<N, TB>(acc, a, db, scale_d);
-  } else if constexpr (Type == 2) {
-    cc::wgmma_bf16_rs<N, TB>(acc, a, db, scale_d);
-  } else {
-    cc::wgmma_tf32_rs<N>(acc, a, db, scale_d);
-  }
-}
-
 /// Copies the image to 1024-aligned shared memory and makes it visible to the async proxy.
 CC_DEVICE unsigned char* stage_image(const uint4* image, const int* meta) {
   CUPYCONV_DYNAMIC_SHARED(unsigned char, raw);
@@ -100,8 +78,8 @@ __global__ void wg_ss(const uint4* image, const int* meta, const float* c, float
   const unsigned long long da = cc::wgmma_desc(smem + meta[0], meta[1], meta[2], meta[3], meta[4]);
   const unsigned long long db = cc::wgmma_desc(smem + meta[6], meta[7], meta[8], meta[9], meta[10]);
   for (int s = 0; s < meta[12]; ++s) {
-    mma_ss<Type, N, TA, TB>(acc, cc::wgmma_desc_advance(da, s * meta[5]),
-                            cc::wgmma_desc_advance(db, s * meta[11]), s == 0 ? meta[13] : 1);
+    cc::wgmma<Type, N, TA, TB>(acc, cc::wgmma_desc_advance(da, s * meta[5]),
+                               cc::wgmma_desc_advance(db, s * meta[11]), s == 0 ? meta[13] : 1);
   }
   finish<N>(acc, smem, meta, out);
 }
@@ -118,7 +96,7 @@ __global__ void wg_rs(const unsigned* a_regs, const uint4* image, const int* met
   for (int s = 0; s < meta[12]; ++s) {
     unsigned a[4];
     for (int i = 0; i < 4; ++i) a[i] = a_regs[(s * 128 + threadIdx.x) * 4 + i];
-    mma_rs<Type, N, TB>(acc, a, cc::wgmma_desc_advance(db, s * meta[11]), s == 0 ? meta[13] : 1);
+    cc::wgmma_rs<Type, N, TB>(acc, a, cc::wgmma_desc_advance(db, s * meta[11]), s == 0 ? meta[13] : 1);
   }
   finish<N>(acc, smem, meta, out);
 }
@@ -181,7 +159,7 @@ __global__ void wg_pipeline(const uint4* image, const int* meta, float* out) {
     for (int s = 0; s < steps; ++s) {
       cc::mbarrier_wait_parity(full, static_cast<unsigned>(s) & 1u);
       cc::wgmma_fence();
-      cc::wgmma_f16<N>(acc, da, db, 1);
+      cc::wgmma<cc::kWgmmaF16, N>(acc, da, db, 1);
       cc::wgmma_commit_group();
       cc::wgmma_wait_group<0>();
       cc::mbarrier_arrive(empty);

@@ -216,3 +216,48 @@ def test_pipeline_without_the_empty_wait_fails(wg_module):
 def test_pipeline_whose_barrier_never_completes_is_a_deadlock():
     with pytest.raises(EmulationError, match="polls an mbarrier .* whose phase never completes"):
         _pipeline(_module(), bug=2)
+
+
+ASAN_NAMES = ["wg_ss<1, 64, 0, 0>", "wg_rs<3, 16, 0>", "wg_pipeline<16>"]
+
+
+def test_wgmma_kernels_are_clean_under_asan():
+    """Staging, descriptor reads, the accumulator copies and the mbarrier state stay in
+    bounds: no ASan/UBSan report, and the products still match."""
+    from cupyconv._emulation import build_module
+    from emulation_support import require_asan, run_in_asan_subprocess
+    require_asan()
+    build_module(path=str(SOURCE), name_expressions=ASAN_NAMES, mode="asan")
+    code = f"""
+import sys
+import numpy as np
+sys.path[:0] = [{str(Path(__file__).parent)!r}]
+import wgmma_layouts as wl
+from cupyconv._emulation import EmulatedModule
+f = EmulatedModule(path={str(SOURCE)!r}, name_expressions={ASAN_NAMES!r}, mode="asan").get_function
+rng = np.random.default_rng(0)
+case = wl.layout_case("f16", 64, "128B", "128B", False, False, 3)
+a_bits, a, b_bits, b, c = wl.results("f16", 64, 3, rng, integers=True)
+img = wl.image([(case["a"], a_bits), (case["b"], b_bits)], case["nbytes"])
+out = np.zeros((64, 64), np.float32)
+f("wg_ss<1, 64, 0, 0>")((1,), (128,), (img, wl.meta(case["a"], case["b"], 3, 1, "none", img.size), c, out),
+                        shared_mem=img.size + 1024)
+assert np.array_equal(out, a @ b.T + c)
+case = wl.layout_case("tf32", 16, "128B", "64B", False, False, 2)
+a_bits, a, b_bits, b, c = wl.results("tf32", 16, 2, rng, integers=True)
+img = wl.image([(case["b"], b_bits)], case["nbytes"])
+out = np.zeros((64, 16), np.float32)
+f("wg_rs<3, 16, 0>")((1,), (128,), (wl.rs_registers(a_bits, "tf32", 2), img,
+                     wl.meta(None, case["b"], 2, 1, "none", img.size), c, out), shared_mem=img.size + 1024)
+assert np.array_equal(out, a @ b.T + c)
+case = wl.layout_case("f16", 16, "128B", "128B", False, False, 1)
+a_bits, a, b_bits, b, _ = wl.results("f16", 16, 1, rng, integers=True)
+img = wl.image([(case["a"], a_bits), (case["b"], b_bits)], case["nbytes"])
+out = np.zeros((64, 16), np.float32)
+f("wg_pipeline<16>")((1,), (256,), (np.concatenate([img, img]), wl.meta(case["a"], case["b"], 2, 1, "none", img.size), out),
+                     shared_mem=img.size + 1024)
+assert np.array_equal(out, 2 * (a @ b.T))
+print("CHILD-OK", flush=True)
+"""
+    proc = run_in_asan_subprocess(code)
+    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stderr[-3000:]

@@ -10,12 +10,8 @@ are validated (``--arch`` must be ``sm_NN`` values, ``--ranks`` ranges in
 ``1..MAX_RANK``): a bad value is an argparse error (exit code 2), never an
 empty build.
 
-A kernel family that declares arch-specific targets
-(``KernelFamily.arch_specific``, e.g. ``("sm_90a",)``: Hopper's warpgroup
-MMA) is built for those targets only, and the portable families only for
-``sm_XY`` / ``compute_XY``: :func:`group_work` pairs each group with the
-requested archs its family builds for, so ``--arch sm_90,sm_90a`` builds
-every portable family for sm_90 and the arch-specific ones for sm_90a.
+An arch-specific family (``KernelFamily.arch_specific = ("sm_90a",)``) is
+built for its targets only, the portable ones never for them (:func:`group_work`).
 
 :func:`compile_group` is the one cache-or-compile step (the loader uses it
 too).  On a miss in a cache that cannot be written (a shared, prebuilt,
@@ -253,9 +249,7 @@ def group_work(archs: Iterable[str], ranks: Iterable[int], families: Optional[It
                dtypes: Optional[Iterable] = None):
     """``(arch, group, members)`` for every arch and registry group of the selection.
 
-    A group goes with the archs its family builds for
-    (:meth:`cupyconv._kernels.registry.KernelFamily.builds_for`): an arch-specific
-    family only with its declared targets, a portable one with every other arch.
+    A group goes with the archs its family builds for (``KernelFamily.builds_for``).
     """
     groups: Dict[Tuple[str, str, int], list] = {}
     for inst in registry.instantiations(families, ranks=ranks, dtypes=dtypes):

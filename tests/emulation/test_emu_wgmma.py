@@ -161,7 +161,23 @@ def test_planted_bug_gives_wrong_numbers(wg_module, bug):
         assert np.isnan(out).all()
 
 
+def test_wait_group_1_leaves_the_newest_group_in_flight(wg_module):
+    """One group per K step: wait_group<1> completes all but the last, whose accumulators
+    (the same registers) still read as in flight; the final wait_group<0> completes it."""
+    case, (a_bits, a, b_bits, b, c) = _bug_case()
+    out = _run_ss(wg_module, "f16", 16, 0, 0, case, a_bits, b_bits, c, bug="group_per_step")
+    assert np.isnan(out).all()
+
+
+def test_cp_async_staging_waited_then_fenced(wg_module):
+    case, (a_bits, a, b_bits, b, c) = _bug_case()
+    assert _close(_run_ss(wg_module, "f16", 16, 0, 0, case, a_bits, b_bits, c, bug="cp_async"),
+                  a, b, c, 2)
+
+
 ERRORS = [("no_proxy_fence", "no fence.proxy.async ran in this block"),
+          ("cp_async_late", "written by the generic proxy \\(a store or a landed cp.async\\) after "
+                            "the last fence.proxy.async"),
           ("overwrite", "changed between its issue and the wgmma.wait_group"),
           ("no_wgmma_fence", "without a wgmma.fence"),
           ("no_wait", "operation\\(s\\) in flight")]

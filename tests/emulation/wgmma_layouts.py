@@ -19,7 +19,8 @@ SWIZZLES = {"none": (0, 1), "32B": (3, 2), "64B": (2, 4), "128B": (1, 8)}
 #: Element type -> (template code, bytes, K per instruction).
 TYPES = {"f16": (1, 2, 16), "bf16": (2, 2, 16), "tf32": (3, 4, 8)}
 BUGS = {"none": 0, "no_proxy_fence": 1, "early_read": 2, "swap_regs": 3, "overwrite": 4,
-        "no_wgmma_fence": 5, "no_wait": 6}
+        "no_wgmma_fence": 5, "no_wait": 6, "cp_async_late": 7, "cp_async": 8,
+        "group_per_step": 9}
 
 
 def swizzle(addr: np.ndarray, mode: str, pattern_start: int = 0) -> np.ndarray:

@@ -6,6 +6,7 @@
 // kernels copy the image into 1024-aligned shared memory, run the wgmma and store D through
 // cc::WgmmaFragment::d.  `bug` plants one mistake (see kBug*).
 #include "platform.cuh"
+#include "common/cp_async.cuh"
 #include "common/wgmma.cuh"
 
 namespace {
@@ -20,6 +21,9 @@ constexpr int kBugSwapRegs = 3;        // accumulator registers 0 and 1 stored s
 constexpr int kBugOverwrite = 4;       // B overwritten between the wgmma and its wait
 constexpr int kBugNoWgmmaFence = 5;    // no wgmma.fence before the wgmma
 constexpr int kBugNoWait = 6;          // no wait_group at all
+constexpr int kBugCpAsyncLate = 7;     // the image staged by cp.async, landing after the fence
+constexpr int kCpAsync = 8;            // (no bug) staged by cp.async, waited for, then fenced
+constexpr int kGroupPerStep = 9;       // one commit per K step; D stored after wait_group<1>
 
 CC_DEVICE unsigned char* align1024(unsigned char* p) {
   const auto u = reinterpret_cast<unsigned long long>(p);
@@ -30,9 +34,18 @@ CC_DEVICE unsigned char* align1024(unsigned char* p) {
 CC_DEVICE unsigned char* stage_image(const uint4* image, const int* meta) {
   CUPYCONV_DYNAMIC_SHARED(unsigned char, raw);
   unsigned char* smem = align1024(raw);
+  const int how = meta[14];
+  if (how == kBugCpAsyncLate || how == kCpAsync) {
+    for (int i = threadIdx.x; i < meta[15] / 16; i += blockDim.x) cc::cp_async<16>(smem + 16 * i, image + i);
+    if (how == kCpAsync) cc::cp_async_wait_all();
+    cc::fence_proxy_async();
+    if (how == kBugCpAsyncLate) cc::cp_async_wait_all();
+    __syncthreads();
+    return smem;
+  }
   for (int i = threadIdx.x; i < meta[15] / 16; i += blockDim.x) reinterpret_cast<uint4*>(smem)[i] = image[i];
   __syncthreads();
-  if (meta[14] != kBugNoProxyFence) cc::fence_proxy_async();
+  if (how != kBugNoProxyFence) cc::fence_proxy_async();
   __syncthreads();
   return smem;
 }
@@ -80,6 +93,13 @@ __global__ void wg_ss(const uint4* image, const int* meta, const float* c, float
   for (int s = 0; s < meta[12]; ++s) {
     cc::wgmma<Type, N, TA, TB>(acc, cc::wgmma_desc_advance(da, s * meta[5]),
                                cc::wgmma_desc_advance(db, s * meta[11]), s == 0 ? meta[13] : 1);
+    if (meta[14] == kGroupPerStep) cc::wgmma_commit_group();
+  }
+  if (meta[14] == kGroupPerStep) {  // the newest group still writes acc: it reads as in flight
+    cc::wgmma_wait_group<1>();
+    store_d<N>(acc, out, 0);
+    cc::wgmma_wait_group<0>();
+    return;
   }
   finish<N>(acc, smem, meta, out);
 }

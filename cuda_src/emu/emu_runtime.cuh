@@ -400,6 +400,7 @@ inline bool run_block(Launch& L) {
     t.result = 0;
     t.cp_open.clear();    // copies a thread of the previous block never waited for are dropped
     t.cp_groups.clear();
+    t.group_count = 0;    // warpgroup collectives are counted per block
     fiber_start(t.fiber, &thread_entry, &t);
   }
   int stalled_rounds = 0;  // rounds in which only failed polling waits ran

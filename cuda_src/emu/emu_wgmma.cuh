@@ -298,8 +298,8 @@ inline float wgmma_value(WgmmaType t, const unsigned char* p) {
                               : bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
-/// Visit every (row, k, shared address) the thread's part of `op` reads from shared memory:
-/// its two A rows (SS) and all of B.
+/// Visit every (matrix, slot, row, k, shared address) the thread's part of `op` reads from
+/// shared memory: its two A rows (SS; slots 0 and 1) and all of B (slot = row).
 template <class F>
 inline void wgmma_reads(const WgmmaOp& op, F&& f) {
   const int s = wgmma_elem_bytes(op.type), K = wgmma_k(op.type);
@@ -308,10 +308,10 @@ inline void wgmma_reads(const WgmmaOp& op, F&& f) {
                        static_cast<int>(16 * (x / 32) + (x % 32) / 4 + 8)};
   if (!op.a_regs) {
     for (int h = 0; h < 2; ++h)
-      for (int k = 0; k < K; ++k) f(0, h, k, desc_element(op.da, rows[h], k, op.trans_a, s));
+      for (int k = 0; k < K; ++k) f(0, h, rows[h], k, desc_element(op.da, rows[h], k, op.trans_a, s));
   }
   for (int c = 0; c < op.n; ++c)
-    for (int k = 0; k < K; ++k) f(1, c, k, desc_element(op.db, c, k, op.trans_b, s));
+    for (int k = 0; k < K; ++k) f(1, c, c, k, desc_element(op.db, c, k, op.trans_b, s));
 }
 
 inline std::uint64_t fnv(std::uint64_t h, unsigned char v) { return (h ^ v) * 1099511628211ull; }
@@ -335,7 +335,7 @@ inline std::uint64_t wgmma_check_reads(const WgmmaOp& op, const std::string& whe
   }
   WgmmaBlock& b = wgmma_block();
   std::uint64_t h = 1469598103934665603ull;
-  wgmma_reads(op, [&](int m, int row, int k, std::uint32_t addr) {
+  wgmma_reads(op, [&](int m, int, int row, int k, std::uint32_t addr) {
     const unsigned char* p = shared_pointer(addr, static_cast<std::size_t>(s));
     const WgmmaDesc& d = m == 0 ? op.da : op.db;
     const char* name = m == 0 ? "A" : "B";
@@ -367,10 +367,10 @@ inline void wgmma_execute(const WgmmaOp& op, std::vector<float>& acc) {
   const int emin = op.type == WgmmaType::kF16 ? -14 : -126;
   float A[2][16], B[256][16];
   std::uint64_t h = 1469598103934665603ull;
-  wgmma_reads(op, [&](int m, int row, int k, std::uint32_t addr) {
+  wgmma_reads(op, [&](int m, int slot, int, int k, std::uint32_t addr) {
     const unsigned char* p = shared_pointer(addr, static_cast<std::size_t>(s));
     for (int i = 0; i < s; ++i) h = fnv(h, p[i]);
-    (m == 0 ? A[row] : B[row])[k] = wgmma_value(op.type, p);
+    (m == 0 ? A[slot] : B[slot])[k] = wgmma_value(op.type, p);
   });
   if (h != op.digest) {
     fail_here(describe_thread(*t_thread) + ": the shared-memory operands of the wgmma.mma_async "
@@ -500,7 +500,7 @@ inline void wgmma_mma(Site site, WgmmaType type, int n, float* d, std::uint64_t 
     fail_here(where + " without a wgmma.fence since the last wgmma.wait_group: call "
               "cc::wgmma_fence() before the first wgmma.mma_async of each batch");
   }
-  const int kind = static_cast<int>(type) * 1000 + n * 4 + (trans_a ? 2 : 0) + (trans_b ? 1 : 0) +
+  const int kind = static_cast<int>(type) * 10000 + n * 4 + (trans_a ? 2 : 0) + (trans_b ? 1 : 0) +
                    (a_regs ? 100000 : 0);
   WgmmaGroup& g = wgmma_gather(site, kind, a_regs, where);
   WgmmaOp op;

@@ -190,6 +190,14 @@ def test_planted_bug_is_an_emulation_error(wg_module, bug, message):
         _run_ss(wg_module, "f16", 16, 0, 0, case, a_bits, b_bits, c, bug=bug)
 
 
+def test_a_read_outside_shared_memory_is_an_emulation_error():
+    case, (a_bits, a, b_bits, b, c) = _bug_case()
+    case["b"].sbo = 1 << 16          # the second 8-row group of B lies past the allocation
+    with pytest.raises(EmulationError, match=r"element \(8, 0\) of B is at shared address \d+, "
+                                             r"outside the block's shared memory"):
+        _run_ss(_module(), "f16", 16, 0, 0, case, a_bits, b_bits, c)
+
+
 def test_a_partial_warpgroup_is_an_emulation_error():
     case, (a_bits, a, b_bits, b, c) = _bug_case()
     with pytest.raises(EmulationError, match="collective of 128 threads"):

@@ -180,6 +180,13 @@ def test_loader_builds_caches_and_refuses_on_stand_in_devices(probe_family, tmp_
         assert loader.specific_choice(FAMILY.source, cc, (12, 9)).arch is None
     refusals = loader.arch_specific_refusals()
     assert set(refusals) == {"sm_80 wgmma_probe.cu", "sm_100 wgmma_probe.cu"}
+    from cupyconv import _cli          # what `python -m cupyconv info` prints on such devices
+    lines = _cli._specific_lines(prebuilt.summary(), [(0, "H200", 90, 132, 140.0),
+                                                      (1, "A100", 80, 108, 80.0)], (12, 9))
+    assert lines[0].startswith("device 0 uses sm_90a for wgmma_probe.cu: sm_90: sm_90a cubin")
+    assert lines[1].startswith("device 1 does not use it for wgmma_probe.cu: wgmma_probe: the "
+                               "device is sm_80")
+    assert any(line.startswith("not loaded here: sm_100 wgmma_probe.cu: ") for line in lines)
     # the same cubin with its arch-specific mark cleared no longer validates as sm_90a
     binary = res.path.read_bytes()
     portable = binary[:48] + (int.from_bytes(binary[48:52], "little") & ~0x808).to_bytes(4, "little") \

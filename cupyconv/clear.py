@@ -7,6 +7,8 @@ on-disk kernel caches are kept.
 from __future__ import annotations
 
 from ._compile import clear_module_cache
+from ._kernels import launch
+from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
@@ -22,6 +24,8 @@ __all__ = ["clear_caches"]
 def clear_caches():
     """Drop every cached choice, call signature, loaded kernel module and backend."""
     dispatcher.clear_cache()
+    compiled.clear_cache()
+    launch.clear_program_cache()
     conv_problem.cache_clear()
     signal_call.cache_clear()
     filter_call.cache_clear()

@@ -22,9 +22,16 @@ winograd_max_error_growth : float or None
     ``winograd`` tile may have.  ``None``: 10 for float32/float64/complex, 2 for
     float16.  ``0`` turns ``winograd`` off (``auto`` never considers it and an
     explicit ``method="winograd"`` is refused with this reason).
+compiled_calls : bool
+    When True (default), a repeated call of a public function with the same key (the
+    arrays' shapes, strides, dtypes, alignment and device, every argument, these
+    settings and the backend) replays the launch programs its first call ran, without
+    the dispatcher (``cupyconv.api.compiled``; docs/architecture.md).  False: every
+    call takes the normal path (what ``benchmarks.host_path`` compares against).
 """
 
 autotune = False
 workspace_limit = None
 winograd_max_error_growth = None
 precision = "highest"
+compiled_calls = True

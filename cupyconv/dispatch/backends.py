@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from .._emulation import emulation_unavailable_reason
+from .._kernels import program
 from .._vocabulary import BACKENDS, describe_choices
 from ..backends.cuda import CudaBackend, runner_for
 from ..backends.numpy import NumpyBackend
@@ -134,8 +135,8 @@ def device_constant(xp, host):
     NumPy's unchanged; on CuPy copied to the current device once and then reused
     (:meth:`~cupyconv.backends.cuda.runners.CupyRunner.constant`; read-only by contract)."""
     if xp is np:
-        return host
-    return backend_for(xp).runner.constant(host)
+        return program.constant(host)
+    return program.constant(backend_for(xp).runner.constant(host))
 
 
 def reset():

@@ -33,6 +33,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from .. import config
+from .._kernels import program
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
 from ..backends.arrays import all_finite, max_magnitude, to_tf32, zeros_result
@@ -164,6 +165,7 @@ def clear_cache():
 
 def fft_safe(problem, operands):
     """``(ok, reason)``: whether the FFT result is exact enough for these operands."""
+    program.not_compiled("the fft data scan reads the operands")
     arrays = [operands.get(r) for r in ("activation", "filter", "output")]
     arrays = [a for a in arrays if a is not None]
     if problem.dtype.kind in "biu":
@@ -279,6 +281,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                                  backend=backend)
         first = ranked[0]
         if config.autotune and len(ranked) > 1:
+            program.not_compiled("autotune measured the candidates", transient=True)
             first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
@@ -301,6 +304,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
         try:
             result = backend.run(problem, name, operands, limit, stats)
         except OutOfMemoryError as exc:
+            program.not_compiled("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")
             backend.free_cached()
             continue

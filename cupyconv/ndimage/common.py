@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import scipy.ndimage
 
+from .._kernels import program
 from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
 from ..core import args
@@ -66,6 +67,7 @@ def get_output(output, input, xp, complex_output=False):
     if isinstance(output, (type, np.dtype)):
         dtype = np.dtype(output)
         if complex_output and dtype.kind != "c":
+            program.not_compiled("the call warns")
             warnings.warn("promoting specified output dtype to complex", stacklevel=4)
             dtype = np.promote_types(dtype, np.complex64)
         return Fresh(dtype, shape)
@@ -194,6 +196,7 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
 
 
 def integral(w, xp):
+    program.not_compiled("an integer filter's compute dtype depends on the weights' values")
     if w.dtype.kind in "bu" or (w.dtype.kind == "i"):
         return w.size == 0 or int(xp.abs(w.astype(np.float64)).max()) < EXACT_WEIGHT
     if w.dtype.kind != "f" or w.size == 0:
@@ -293,6 +296,8 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
     operands = call.operands(input, weights, xp)
+    if program.is_constant(weights):        # taps from the key (sigma): cast once, kept
+        program.constant(operands.filter)
     backend = backend_for(xp)
     method = "auto"
     if output.dtype.kind in "biu" and dtype.kind == "f":

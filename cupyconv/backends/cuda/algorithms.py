@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ..._kernels import launch
+from ..._kernels.program import execute
 from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
 from . import implicit_grads, separable, winograd
@@ -60,12 +61,15 @@ def gemm_batch_chunk(problem, workspace_limit):
     return int(min(problem.batch, workspace_limit // max(per_image, 1)))
 
 
+def _execute(prog, x, w, runner):
+    """Execute a forward program on ``x`` and ``w``; returns the ``y`` it allocated."""
+    return execute(prog, runner.xp, dict(x=x, w=w, bias=None))[prog.result]
+
+
 def _direct(problem, x, w, runner, workspace_limit):
-    y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
-                        dtype=problem.dtype)
-    launch.run_direct(runner.loader, problem, x, w, y,
-                      smem_limit=runner.static.smem_per_block)
-    return y
+    prog = launch.direct_program(runner.loader, problem, x, w,
+                                 smem_limit=runner.static.smem_per_block)
+    return _execute(prog, x, w, runner)
 
 
 def tensor_core_flags(problem, device):
@@ -75,11 +79,9 @@ def tensor_core_flags(problem, device):
 
 
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
-    y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
-                        dtype=problem.dtype)
-    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y,
-                                   **tensor_core_flags(problem, runner.static))
-    return y
+    prog = launch.implicit_gemm_program(runner.loader, problem, x, w,
+                                        **tensor_core_flags(problem, runner.static))
+    return _execute(prog, x, w, runner)
 
 
 def _gemm(problem, x, w, runner, workspace_limit):

@@ -131,7 +131,7 @@ def test_views_reach_the_kernels_uncopied(runner, rng, monkeypatch, method):
     w = small_ints(rng, (4, 3, 2, 3), np.float64)
     seen = []
     target = "run_vol2col" if method == "gemm" else {
-        "direct": "run_direct", "implicit_gemm": "run_implicit_gemm_fprop"}[method]
+        "direct": "direct_program", "implicit_gemm": "implicit_gemm_program"}[method]
     real = getattr(launch, target)
 
     def spy(module, problem, xa, *args, **kwargs):

@@ -1,0 +1,299 @@
+"""Issue 24: launch programs and compiled calls on the CUDA path.
+
+Each body runs on the emulated runner (and on CuPy where a GPU is present).  A compiled
+call must give what the normal path gives, bit for bit: both execute the same programs
+with the same parameter bytes, so every comparison here is ``array_equal``, never a
+tolerance.  The normal path is the same call with ``config.compiled_calls`` off.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import cupyconv
+from cupyconv import config, ndimage
+from cupyconv._kernels import launch, program, registry
+from cupyconv.api import compiled
+from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
+from cupyconv.backends.cuda import runners
+from cupyconv.core.problem import ConvProblem
+from helpers import small_ints
+
+F32 = np.dtype(np.float32)
+
+
+@contextlib.contextmanager
+def normal_path():
+    saved = config.compiled_calls
+    config.compiled_calls = False
+    try:
+        yield
+    finally:
+        config.compiled_calls = saved
+
+
+def _data(rng, *shapes, dtype=F32):
+    return [small_ints(rng, s, dtype) for s in shapes]
+
+
+# ------------------------------------------------------------ launch programs
+#: implicit-GEMM tiles every view can run (variant 3 needs channels-last operands).
+TILES = [t for t in registry.gemm_tiles(F32) if t[3] != 3]
+
+
+@pytest.mark.parametrize("family,tile", [("direct", None)] + [("implicit_gemm", t) for t in TILES],
+                         ids=lambda v: str(v))
+def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, tile):
+    """One program per problem and strides (memoised: the same object); executed on new
+    data it computes what a freshly built program computes, and again on the first data
+    exactly its first result."""
+    problem = ConvProblem.create(x_shape=(2, 8, 6, 7), w_shape=(8, 8, 3, 3), padding=1,
+                                 dtype=F32)
+    x1, w1, x2, w2 = (dev.to_dev(a) for a in _data(rng, problem.x_shape, problem.w_shape,
+                                                  problem.x_shape, problem.w_shape))
+    loader = runners.runner_for(dev.name).loader
+
+    def build(x, w):
+        if family == "direct":
+            return launch.direct_program(loader, problem, x, w)
+        return launch.implicit_gemm_program(loader, problem, x, w, tile=tile)
+
+    def run(prog, x, w):
+        y = program.execute(prog, dev.xp, dict(x=x, w=w, bias=None))[prog.result]
+        return dev.to_host(y).copy()
+
+    prog = build(x1, w1)
+    assert build(x2, w2) is prog and prog.launches and prog.workspace_count == 0
+    first = run(prog, x1, w1)
+    second = run(prog, x2, w2)
+    launch.clear_program_cache()
+    fresh = build(x2, w2)
+    assert fresh is not prog
+    np.testing.assert_array_equal(second, run(fresh, x2, w2))
+    np.testing.assert_array_equal(run(prog, x1, w1), first)
+
+
+# ------------------------------------------------------------ compiled calls
+def _calls(dev, rng):
+    """``{name: (call, n_programs)}``: the public calls the issue pins (small shapes)."""
+    x, w = (dev.to_dev(a) for a in _data(rng, (2, 4, 9, 8), (6, 4, 3, 3)))
+    a, k = (dev.to_dev(a) for a in _data(rng, (12, 11), (3, 3)))
+    v = dev.to_dev(rng.standard_normal((9, 8, 7)).astype(F32))
+    plan = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, backend=dev.name)
+    return {
+        "conv (auto)": (lambda: cupyconv.conv(x, w, padding=1), 1),
+        "conv implicit_gemm": (lambda: cupyconv.conv(x, w, padding=1, method="implicit_gemm"), 1),
+        "convolve direct": (lambda: cupyconv.convolve(a, k, "same", method="direct"), 1),
+        "correlate implicit_gemm": (lambda: cupyconv.correlate(a, k, method="implicit_gemm"), 1),
+        "ndimage.gaussian_filter (3 passes)": (lambda: ndimage.gaussian_filter(v, 1.0), 3),
+        "ndimage.correlate": (lambda: ndimage.correlate(v, dev.xp.ones((3, 1, 2), F32)), 1),
+        "plan(x, w)": (lambda: plan(x, w), 1),
+    }
+
+
+def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
+    """A repeated float conv, convolve (direct or implicit GEMM), ndimage filter and planned
+    call: 0 synchronisations, 0 copies, 0 library calls, one allocation per program (the
+    result; a multi-pass filter's pass buffers are its other programs' results) and exactly
+    the programs' launches; the result equals the normal path's bit for bit."""
+    for name, (call, n_programs) in _calls(dev, rng).items():
+        with dev.scope():
+            with normal_path():
+                ref = dev.to_host(call())
+            with program.accounting() as first:
+                call()
+            with program.accounting() as again:
+                y = call()
+        np.testing.assert_array_equal(dev.to_host(y), ref, err_msg=name)
+        assert again["launches"] == n_programs and again["allocations"] == n_programs, name
+        assert not any(again[k] for k in ("syncs", "d2h", "h2d", "library")), (name, again)
+        assert first["launches"] >= again["launches"], name
+
+
+def test_a_compiled_call_is_cached_with_its_programs(dev, rng):
+    x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
+    with dev.scope():
+        cupyconv.conv(x, w, padding=1)
+        entry = lookup(cupyconv.conv, x, w, padding=1)
+        assert isinstance(entry, CompiledCall) and entry.programs[0].name in (
+            "direct", "implicit_gemm")
+        assert lookup(cupyconv.conv, x, w, padding=2) is None          # another key
+        cupyconv.clear_caches()
+        assert lookup(cupyconv.conv, x, w, padding=1) is None
+
+
+def _not_compiled_reason(dev, call, fn, *args, **kwargs):
+    with dev.scope():
+        call()
+        entry = lookup(fn, *args, **kwargs)
+    assert isinstance(entry, NotCompiled), entry
+    return entry.reason
+
+
+def test_calls_outside_programs_take_the_normal_path_with_a_reason(dev, rng):
+    x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
+    b = dev.to_dev(np.arange(3, dtype=F32))
+    why = _not_compiled_reason(dev, lambda: cupyconv.conv(x, w, b, padding=1),
+                               cupyconv.conv, x, w, b, padding=1)
+    assert "not a view" in why                                  # bias added on the host
+    why = _not_compiled_reason(dev, lambda: cupyconv.conv(x, w, padding=1, method="gemm"),
+                               cupyconv.conv, x, w, padding=1, method="gemm")
+    assert "gemm (forward) is not a launch program" in why
+    a = dev.to_dev(small_ints(rng, (6, 6), np.int32))
+    why = _not_compiled_reason(dev, lambda: ndimage.correlate(a, a[:3, :3]),
+                               ndimage.correlate, a, a[:3, :3])
+    assert "overlap" in why or "weights' values" in why
+
+
+def test_the_plan_says_which_path_it_takes(dev, rng):
+    x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
+    direct = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="direct",
+                                backend=dev.name)
+    assert "compiled from the second call" in direct.explain()
+    direct(x, w)
+    assert direct.explain().startswith("compiled: a repeated call replays")
+    assert "compiled:" in repr(direct)
+    gemm = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="gemm",
+                              backend=dev.name)
+    assert gemm.explain() == "normal path: gemm (forward) is not a launch program yet"
+
+
+# ------------------------------------------------------------ invalidation
+def _invalidation_cases(dev, rng):
+    """``(name, [calls])``: each list alternates calls whose keys differ in one thing."""
+    xp = dev.xp
+    x, w = (dev.to_dev(a) for a in _data(rng, (2, 3, 8, 8), (4, 3, 3, 3)))
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    wide = dev.to_dev(small_ints(rng, (2, 3, 8, 9), F32))
+    flat = dev.to_dev(small_ints(rng, (2 * 3 * 8 * 8 + 1,), F32))
+    shifted = flat[1:].reshape(x.shape)          # 4 bytes past a 16-byte boundary
+    v = dev.to_dev(rng.standard_normal((6, 7, 5)).astype(F32))
+
+    def conv(*a, **k):
+        return lambda: cupyconv.conv(*a, padding=1, **k)
+
+    def tf32():
+        config.precision = "tf32"
+        try:
+            return cupyconv.conv(x, w, padding=1)
+        finally:
+            config.precision = "highest"
+
+    return [
+        ("shapes", [conv(x, w), conv(wide, w), conv(x[:1], w)]),
+        ("dtypes", [conv(x, w), conv(x64, w64), conv(x, w64)]),
+        ("strides", [conv(x, w), conv(xp.ascontiguousarray(x.transpose(0, 1, 3, 2)), w),
+                     conv(x.transpose(0, 1, 3, 2), w)]),
+        ("views", [conv(x, w), conv(x[:, :, ::-1], w), conv(x[:, 1:], w[:, 1:]),
+                   conv(x[:, :, 1:7, 2:], w)]),
+        ("misaligned", [conv(x, w), conv(shifted, w)]),
+        ("out", [conv(x, w), lambda: cupyconv.conv(x, w, padding=1,
+                                                   out=xp.empty((2, 4, 8, 8), F32))]),
+        ("config", [conv(x, w), tf32, conv(x, w)]),
+        ("keywords typed", [conv(x, w, cval=0), conv(x, w, cval=0.0),
+                            conv(x, w, padding_mode="reflect")]),
+        ("filters", [lambda: ndimage.gaussian_filter(v, 1.0),
+                     lambda: ndimage.gaussian_filter(v, 1.5),
+                     lambda: ndimage.gaussian_filter(v, 1.0, mode="nearest"),
+                     lambda: ndimage.gaussian_filter(v[::2], 1.0)]),
+    ]
+
+
+def test_alternating_keys_never_replay_a_stale_program(dev, rng):
+    """Alternate calls that differ in one thing each, three rounds: every result equals
+    the normal path's, so no call ever replays another key's program."""
+    for name, calls in _invalidation_cases(dev, rng):
+        with dev.scope():
+            with normal_path():
+                refs = [dev.to_host(c()).copy() for c in calls]
+            for _ in range(3):
+                for c, ref in zip(calls, refs):
+                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+
+
+def test_out_aliasing_an_input_takes_the_result_of_the_normal_path(dev, rng):
+    a, k = (dev.to_dev(b) for b in _data(rng, (10, 10), (3, 3)))
+    with dev.scope():
+        with normal_path():
+            ref = dev.to_host(cupyconv.convolve(a, k, "same"))
+        for _ in range(2):
+            b = a.copy()
+            res = cupyconv.convolve(b, k, "same", out=b)          # out is in1
+            assert res is b
+            np.testing.assert_array_equal(dev.to_host(b), ref)
+
+
+def test_the_key_holds_typed_values_nans_and_devices(monkeypatch):
+    x = np.zeros((1, 1, 4, 4), F32)
+    key = compiled.call_key
+    assert key((x, 2), {})[0] != key((x, 2.0), {})[0] != key((x, True), {})[0]
+    assert key((x,), {"cval": float("nan")}) == (None, None)          # never matches
+    assert key((x,), {"cval": np.float32("nan")}) == (None, None)
+    assert key((x, {"a": 1}), {}) == (None, None)                     # unhashable: normal
+    assert key((x.astype(">f4"),), {})[0] != key((x,), {})[0]         # byte order
+    # a second device, through a stand-in of CuPy's array and runtime
+    current = {"id": 0}
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
+        getDevice=lambda: current["id"]))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    ndarray = type("ndarray", (), {"__module__": "cupy._core.core"})
+
+    def on(device):
+        a = ndarray()
+        a.shape, a.strides, a.dtype = (4,), (4,), F32
+        a.data, a.device = types.SimpleNamespace(ptr=256), types.SimpleNamespace(id=device)
+        return a
+    k0 = key((on(0),), {})[0]
+    assert key((on(1),), {})[0] != k0
+    current["id"] = 1
+    assert key((on(0),), {})[0] != k0                                 # the current device
+
+
+def test_an_out_of_memory_during_replay_runs_the_normal_path(dev, rng, monkeypatch):
+    x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
+    with dev.scope():
+        ref = dev.to_host(cupyconv.conv(x, w, padding=1))
+        assert isinstance(lookup(cupyconv.conv, x, w, padding=1), CompiledCall)
+        real, failed = program.allocate, []
+
+        def once(xp, shape, dtype):
+            if not failed:
+                failed.append(shape)
+                raise MemoryError("injected")
+            return real(xp, shape, dtype)
+        monkeypatch.setattr(program, "allocate", once)
+        np.testing.assert_array_equal(dev.to_host(cupyconv.conv(x, w, padding=1)), ref)
+    assert failed
+
+
+def test_eight_threads_give_the_sequential_results(dev, rng):
+    """Same and different keys from 8 threads at once equal the sequential results."""
+    xs = [dev.to_dev(a) for a in _data(rng, (1, 2, 7, 6), (1, 2, 5, 6), (2, 2, 7, 6))]
+    w = dev.to_dev(small_ints(rng, (3, 2, 3, 3), F32))
+    with dev.scope(), normal_path():
+        refs = [dev.to_host(cupyconv.conv(x, w, padding=1)) for x in xs]
+    errors, barrier = [], threading.Barrier(8)
+
+    def work(i):
+        try:
+            with dev.scope():
+                barrier.wait()
+                for r in range(6):
+                    j = (i + r) % 3 if i % 2 else 0          # odd: different keys; even: one
+                    y = dev.to_host(cupyconv.conv(xs[j], w, padding=1))
+                    if not np.array_equal(y, refs[j]):
+                        errors.append((i, r, j))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

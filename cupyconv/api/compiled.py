@@ -80,14 +80,15 @@ def _alignment(ptr):
     return 16 if low == 0 else low & -low
 
 
-def call_key(args, kwargs):
+def call_key(args, kwargs, backend=None):
     """``(key, arrays)`` of a call, or ``(None, None)`` when the key cannot hold it.
 
-    ``arrays`` lists the call's top-level arrays in key order (the replay binds them).
+    ``arrays`` lists the call's top-level arrays in key order (the replay binds them);
+    ``backend`` is the one in force (``get_backend()``, asked when not given).
     """
     arrays = []
     parts = [config.precision, config.autotune, config.workspace_limit,
-             config.winograd_max_error_growth, get_backend()]
+             config.winograd_max_error_growth, get_backend() if backend is None else backend]
     for v in args:
         part = _part(v, arrays)
         if part is None:
@@ -298,12 +299,13 @@ def lookup(function, *args, **kwargs):
 
 
 def _call(fn, tag, cache, args, kwargs, numpy_backend=None):
+    backend = get_backend()
     if numpy_backend is None:
-        numpy_backend = bool(args) and type(args[0]) is np.ndarray and get_backend() == "numpy"
-    if not config.compiled_calls or numpy_backend or program.recording() is not None:
+        numpy_backend = backend == "numpy" and bool(args) and type(args[0]) is np.ndarray
+    if not config.compiled_calls or numpy_backend or program._STATE.recording is not None:
         return fn(*args, **kwargs)        # off, NumPy's, or inside a call being recorded
     try:
-        key, arrays = call_key(args, kwargs)
+        key, arrays = call_key(args, kwargs, backend)
         if key is None:
             return fn(*args, **kwargs)
         key = (tag, key)
@@ -343,7 +345,7 @@ def compiled_method(fn):
         if cache is None:
             cache = self.__dict__["_compiled"] = LRU(16)
         return _call(functools.partial(fn, self), fn, cache, args, kwargs,
-                     numpy_backend=self.backend == "numpy")
+                     numpy_backend=self._numpy)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..._kernels import launch
-from ..._kernels.program import execute
+from ..._kernels import launch, program
 from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
 from . import implicit_grads, separable, winograd
@@ -63,7 +62,7 @@ def gemm_batch_chunk(problem, workspace_limit):
 
 def _execute(prog, x, w, runner):
     """Execute a forward program on ``x`` and ``w``; returns the ``y`` it allocated."""
-    return execute(prog, runner.xp, dict(x=x, w=w, bias=None))[prog.result]
+    return program.execute(prog, runner.xp, dict(x=x, w=w, bias=None))[prog.result]
 
 
 def _direct(problem, x, w, runner, workspace_limit):

@@ -65,6 +65,9 @@ class Program:
     launches: Tuple[Launch, ...]
     #: the name of the array the program computes.
     result: str
+    #: a host computation instead of launches (the NumPy backend's algorithms):
+    #: ``host(*operands) -> result``; its operands are whole views, not pointers.
+    host: Any = None
 
     @property
     def workspace_count(self):
@@ -102,6 +105,9 @@ def execute(program, xp, bound):
     rec = state.recording
     if rec is not None:
         rec.steps.append((program, dict(bound), bound))
+    if program.host is not None:
+        bound[program.result] = program.host(*[bound[n] for n in program.operands])
+        return bound
     for name, shape, dtype in program.allocations:
         if bound.get(name) is None:
             bound[name] = allocate(xp, shape, dtype)

@@ -25,8 +25,10 @@ out-of-memory while replaying runs the normal path instead.  The cache is a boun
 LRU (:data:`COMPILED_CALLS` entries), thread-safe, emptied by ``clear_caches()``, and
 switched off by ``cupyconv.config.compiled_calls = False``.
 
-Calls on the ``numpy`` backend run no launch programs: they skip the key altogether
-(one type test and the backend in force), so the CPU path pays nothing for this.
+On the ``numpy`` backend the tap loop (``direct``/``implicit_gemm``) is a *host
+program* (``Program.host``: one call of the algorithm on whole operand views), so a
+repeated call there skips validation and the dispatcher the same way; its operands are
+rebuilt as views (shape, strides, dtype at an offset) of the call's arrays.
 """
 from __future__ import annotations
 
@@ -157,11 +159,15 @@ class CompiledCall:
     __slots__ = ("steps", "result", "xp", "programs")
 
     def __init__(self, steps, result, xp):
-        #: ``(program, ((name, source), ...))`` in order; a source is ``("arg", i, offset)``,
-        #: ``("prev", step, name, offset)``, ``("const", array)`` or ``("none",)``.
+        #: ``(program, ((name, source), ...))`` in order; a source is
+        #: ``("arg", i, None, offset, view)`` (the call's ``i``-th array),
+        #: ``("prev", step, name, offset, view)`` (an earlier program's array) or
+        #: ``("const", array)`` (``array`` ``None`` for no array); ``view`` is
+        #: ``(shape, strides, dtype)`` for a host program's operands (whole views), ``None``
+        #: for a launch's (only the pointer is read).
         self.steps = steps
         #: ``(step, name, None)`` for the allocation itself, else ``(step, name, view)``
-        #: with ``view = (offset, shape, strides, dtype)``.
+        #: with ``view = (offset, shape, strides, dtype)`` (the allocation C-contiguous).
         self.result = result
         self.xp = xp
         self.programs = tuple(p for p, _ in steps)
@@ -189,22 +195,26 @@ class CompiledCall:
                     base = arrays[src[1]]
                 elif kind == "prev":
                     base = done[src[1]][src[2]]
-                elif kind == "const":
+                else:                               # a constant, or no array (bias)
                     bound[name] = src[1]
                     continue
+                offset, view = src[3], src[4]
+                if view is not None:
+                    bound[name] = _view(xp, base, offset, view)
                 else:
-                    bound[name] = None
-                    continue
-                bound[name] = base if not src[-1] else _at(xp, base, src[-1])
+                    bound[name] = base if not offset else _at(xp, base, offset)
             done.append(program.execute(prog, xp, bound))
         step, name, view = self.result
         y = done[step][name]
-        if view is None:
-            return y
-        offset, shape, strides, dtype = view
-        if xp is np:
-            return np.ndarray(shape, dtype, buffer=y, offset=offset, strides=strides)
-        return xp.ndarray(shape, dtype, memptr=y.data + offset, strides=strides)
+        return y if view is None else _view(xp, y, view[0], view[1:])
+
+
+def _view(xp, base, offset, view):
+    """The view ``(shape, strides, dtype)`` at ``offset`` bytes into C-contiguous ``base``."""
+    shape, strides, dtype = view
+    if xp is np:
+        return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+    return xp.ndarray(shape, dtype, memptr=base.data + offset, strides=strides)
 
 
 def _at(xp, base, offset):
@@ -235,10 +245,12 @@ def _compile(rec, arrays, result):
             if a is False:                          # allocated by the program
                 made.append((i, name, touched[name]))
                 continue
-            src = _source(a, arrays, made, rec.constants)
+            src = _source(a, arrays, made, rec.constants, prog.host is not None)
             if isinstance(src, str):
                 return NotCompiled(f"{prog.name} operand {name}: {src}")
             binding.append((name, src))
+        if prog.host is not None:                   # a host program's result
+            made.append((i, prog.result, touched[prog.result]))
         steps.append((prog, tuple(binding)))
     res = _result(result, made)
     if isinstance(res, str):
@@ -256,21 +268,35 @@ def _module_of(a):
     return None
 
 
-def _source(a, arrays, made, constants):
+def _source(a, arrays, made, constants, whole):
+    """Where operand ``a`` comes from (see :attr:`CompiledCall.steps`), or why it cannot be
+    found again; ``whole``: the operand is read as a view (a host program), not a pointer."""
     if a is None:
-        return ("none",)
+        return ("const", None)
     ptr = data_pointer(a)
     for i, name, buf in reversed(made):
         if program._within(a, buf):
-            return ("prev", i, name, ptr - data_pointer(buf))
+            return _located(("prev", i, name), a, buf, ptr, whole)
     hits = [i for i, u in enumerate(arrays) if program._within(a, u)]
     if len(hits) > 1:
         return "lies in more than one of the call's arrays (they overlap)"
     if hits:
-        return ("arg", hits[0], ptr - data_pointer(arrays[hits[0]]))
+        return _located(("arg", hits[0], None), a, arrays[hits[0]], ptr, whole)
     if any(program._within(a, c) for c in constants):
         return ("const", a)
     return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
+
+
+def _located(where, a, base, ptr, whole):
+    offset = ptr - data_pointer(base)
+    if not whole:
+        return where + (offset, None)
+    if (not offset and a.shape == base.shape and a.strides == base.strides
+            and a.dtype == base.dtype):
+        return where + (0, None)                 # the array itself
+    if not base.flags.c_contiguous:
+        return "a view of a non-contiguous array (a host program reads whole views)"
+    return where + (offset, (tuple(a.shape), tuple(a.strides), a.dtype))
 
 
 def _result(y, made):
@@ -278,6 +304,8 @@ def _result(y, made):
         if y is buf:
             return (i, name, None)
         if type(y) is type(buf) and program._within(y, buf):
+            if not buf.flags.c_contiguous:
+                break
             offset = data_pointer(y) - data_pointer(buf)
             return (i, name, (offset, tuple(y.shape), tuple(y.strides), y.dtype))
     return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"
@@ -298,14 +326,11 @@ def lookup(function, *args, **kwargs):
     return cache.get((tag, key))
 
 
-def _call(fn, tag, cache, args, kwargs, numpy_backend=None):
-    backend = get_backend()
-    if numpy_backend is None:
-        numpy_backend = backend == "numpy" and bool(args) and type(args[0]) is np.ndarray
-    if not config.compiled_calls or numpy_backend or program._STATE.recording is not None:
-        return fn(*args, **kwargs)        # off, NumPy's, or inside a call being recorded
+def _call(fn, tag, cache, args, kwargs):
+    if not config.compiled_calls or program._STATE.recording is not None:
+        return fn(*args, **kwargs)        # off, or inside a call being recorded
     try:
-        key, arrays = call_key(args, kwargs, backend)
+        key, arrays = call_key(args, kwargs)
         if key is None:
             return fn(*args, **kwargs)
         key = (tag, key)
@@ -344,8 +369,7 @@ def compiled_method(fn):
         cache = self.__dict__.get("_compiled")
         if cache is None:
             cache = self.__dict__["_compiled"] = LRU(16)
-        return _call(functools.partial(fn, self), fn, cache, args, kwargs,
-                     numpy_backend=self._numpy)
+        return _call(functools.partial(fn, self), fn, cache, args, kwargs)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 

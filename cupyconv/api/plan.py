@@ -55,7 +55,6 @@ class ConvPlan:
         self.algorithm = choice.algorithm if method == "auto" else method
         self.result_dtype = np.dtype(result_dtype)
         self.workspace_limit = workspace_limit
-        self._numpy = backend.name == "numpy"      # runs no launch programs
         kernel_problem, _ = backend.prepare(problem, Operands())
         self.workspace_bytes = int(backend.workspace_bytes(kernel_problem, self.algorithm,
                                                            choice.limit))

@@ -302,7 +302,12 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
             tried.append(f"{name}: skipped, " + backend.data_ok(problem, name, operands)[1])
             continue
         try:
-            result = backend.run(problem, name, operands, limit, stats)
+            host = backend.host_program(problem, name, limit)
+            if host is None:
+                result = backend.run(problem, name, operands, limit, stats)
+            else:
+                result = program.execute(host, backend.xp, dict(
+                    activation=operands.activation, filter=operands.filter))[host.result]
         except OutOfMemoryError as exc:
             program.not_compiled("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")

@@ -115,6 +115,27 @@ def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
         assert first["launches"] >= again["launches"], name
 
 
+def test_numpy_calls_replay_the_host_tap_loop(rng):
+    """On the NumPy backend the tap loop is a host program: a repeated tiny call of every
+    rank is a compiled call (validation and dispatcher skipped) equal to the normal path."""
+    cases = [((64,), (3,)), ((32, 32), (3, 3)), ((6, 5, 7), (3, 1, 2)),
+             ((4, 3, 5, 4), (2, 2, 1, 3))]
+    for s1, s2 in cases:
+        a, k = rng.standard_normal(s1), rng.standard_normal(s2)
+        with normal_path():
+            ref = cupyconv.convolve(a, k, method="direct")
+        cupyconv.convolve(a, k, method="direct")
+        entry = lookup(cupyconv.convolve, a, k, method="direct")
+        assert isinstance(entry, CompiledCall) and entry.programs[0].host is not None
+        np.testing.assert_array_equal(cupyconv.convolve(a, k, method="direct"), ref)
+    v = rng.standard_normal((7, 6, 5))
+    with normal_path():
+        ref = ndimage.gaussian_filter(v, 1.0)
+    ndimage.gaussian_filter(v, 1.0)
+    assert len(lookup(ndimage.gaussian_filter, v, 1.0).programs) == 3
+    np.testing.assert_array_equal(ndimage.gaussian_filter(v, 1.0), ref)
+
+
 def test_a_compiled_call_is_cached_with_its_programs(dev, rng):
     x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
     with dev.scope():
@@ -204,9 +225,11 @@ def _invalidation_cases(dev, rng):
     ]
 
 
-def test_alternating_keys_never_replay_a_stale_program(dev, rng):
+def test_alternating_keys_never_replay_a_stale_program(any_dev, rng):
     """Alternate calls that differ in one thing each, three rounds: every result equals
-    the normal path's, so no call ever replays another key's program."""
+    the normal path's, so no call ever replays another key's program (the NumPy
+    backend's host programs included)."""
+    dev = any_dev
     for name, calls in _invalidation_cases(dev, rng):
         with dev.scope():
             with normal_path():
@@ -216,7 +239,8 @@ def test_alternating_keys_never_replay_a_stale_program(dev, rng):
                     np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
 
 
-def test_out_aliasing_an_input_takes_the_result_of_the_normal_path(dev, rng):
+def test_out_aliasing_an_input_takes_the_result_of_the_normal_path(any_dev, rng):
+    dev = any_dev
     a, k = (dev.to_dev(b) for b in _data(rng, (10, 10), (3, 3)))
     with dev.scope():
         with normal_path():
@@ -272,8 +296,9 @@ def test_an_out_of_memory_during_replay_runs_the_normal_path(dev, rng, monkeypat
     assert failed
 
 
-def test_eight_threads_give_the_sequential_results(dev, rng):
+def test_eight_threads_give_the_sequential_results(any_dev, rng):
     """Same and different keys from 8 threads at once equal the sequential results."""
+    dev = any_dev
     xs = [dev.to_dev(a) for a in _data(rng, (1, 2, 7, 6), (1, 2, 5, 6), (2, 2, 7, 6))]
     w = dev.to_dev(small_ints(rng, (3, 2, 3, 3), F32))
     with dev.scope(), normal_path():

@@ -14,6 +14,7 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cupyconv
 from cupyconv import config, ndimage
@@ -182,6 +183,46 @@ def test_the_plan_says_which_path_it_takes(dev, rng):
     gemm = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="gemm",
                               backend=dev.name)
     assert gemm.explain() == "normal path: gemm (forward) is not a launch program yet"
+
+
+@st.composite
+def _call_case(draw):
+    """A small conv call (rank 1-2, float32/64, any boundary, a view of x or not)."""
+    rank = draw(st.integers(1, 2))
+    ks = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    spatial = tuple(draw(st.integers(k + 1, k + 6)) for k in ks)   # >= 2: reflect's need
+    return dict(shape=(draw(st.integers(1, 2)), draw(st.integers(1, 3))) + spatial,
+                k=draw(st.integers(1, 3)), ks=ks,
+                dtype=draw(st.sampled_from([np.float32, np.float64])),
+                view=draw(st.sampled_from(["as is", "flipped", "sliced"])),
+                padding=draw(st.integers(0, 2)),
+                padding_mode=draw(st.sampled_from(["constant", "reflect", "wrap", "edge"])),
+                method=draw(st.sampled_from(["auto", "direct", "implicit_gemm"])),
+                layout=draw(st.sampled_from(["channels_first", "channels_last"])))
+
+
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_call_case(), seed=st.integers(0, 2**16))
+def test_compiled_calls_equal_the_normal_path(any_dev, case, seed):
+    """Whatever the geometry, view and layout, the first and the repeated calls give the
+    normal path's result bit for bit (compiled or not)."""
+    dev, rng = any_dev, np.random.default_rng(seed)
+    x = dev.to_dev(small_ints(rng, case["shape"], case["dtype"]))
+    x = {"as is": x, "flipped": x[..., ::-1], "sliced": x[:, :, 1:]}[case["view"]]
+    if case["layout"] == "channels_last":
+        x = dev.xp.moveaxis(x, 1, -1)
+    c = case["shape"][1]
+    w = small_ints(rng, (case["k"], c) + case["ks"], case["dtype"])
+    w = dev.to_dev(np.moveaxis(w, 1, -1) if case["layout"] == "channels_last" else w)
+    if min(x.shape[2:] if case["layout"] == "channels_first" else x.shape[1:-1]) < max(
+            case["ks"]):
+        return                                      # a sliced x shorter than the kernel
+    kw = {k: case[k] for k in ("padding", "padding_mode", "method", "layout")}
+    with dev.scope():
+        with normal_path():
+            ref = dev.to_host(cupyconv.conv(x, w, **kw))
+        for _ in range(2):
+            np.testing.assert_array_equal(dev.to_host(cupyconv.conv(x, w, **kw)), ref)
 
 
 # ------------------------------------------------------------ invalidation

@@ -28,6 +28,11 @@ compiled_calls : bool
     settings and the backend) replays the launch programs its first call ran, without
     the dispatcher (``cupyconv.api.compiled``; docs/architecture.md).  False: every
     call takes the normal path (what ``benchmarks.host_path`` compares against).
+prebuilt_launches : bool
+    When True, a compiled call on CuPy launches through ``cupy.cuda.driver.launchKernel``
+    with its parameter struct and argument array built once
+    (``cupyconv.backends.cuda.prebuilt_launch``) instead of ``RawKernel.__call__``, which
+    marshals every argument per call.  Default False until a device check has run it.
 """
 
 autotune = False
@@ -35,3 +40,4 @@ workspace_limit = None
 winograd_max_error_growth = None
 precision = "highest"
 compiled_calls = True
+prebuilt_launches = False

@@ -41,6 +41,7 @@ from .. import config
 from .._kernels import program
 from .._kernels.addressing import data_pointer
 from .._lru import LRU
+from ..backends.cuda.prebuilt_launch import prebuilt_program
 from ..dispatch import get_backend
 
 __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
@@ -90,7 +91,8 @@ def call_key(args, kwargs, backend=None):
     """
     arrays = []
     parts = [config.precision, config.autotune, config.workspace_limit,
-             config.winograd_max_error_growth, get_backend() if backend is None else backend]
+             config.winograd_max_error_growth, config.prebuilt_launches,
+             get_backend() if backend is None else backend]
     for v in args:
         part = _part(v, arrays)
         if part is None:
@@ -255,6 +257,12 @@ def _compile(rec, arrays, result):
     res = _result(result, made)
     if isinstance(res, str):
         return NotCompiled(res)
+    if xp is not np and config.prebuilt_launches:
+        import cupy  # optional dependency: present, the result is a CuPy array
+        def stream():
+            return cupy.cuda.get_current_stream().ptr
+        steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
+                 for prog, binding in steps]
     return CompiledCall(tuple(steps), res, xp)
 
 

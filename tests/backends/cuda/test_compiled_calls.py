@@ -8,6 +8,7 @@ tolerance.  The normal path is the same call with ``config.compiled_calls`` off.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import sys
 import threading
 import types
@@ -22,6 +23,7 @@ from cupyconv._kernels import launch, program, registry
 from cupyconv.api import compiled
 from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import runners
+from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
 from helpers import small_ints
 
@@ -363,3 +365,70 @@ def test_eight_threads_give_the_sequential_results(any_dev, rng):
     for t in threads:
         t.join()
     assert not errors
+
+
+# ------------------------------------------------------------ prebuilt CuPy launches
+def test_prebuilt_launches_hand_the_driver_the_struct_and_the_pointers():
+    """A stand-in of ``cupy.cuda.driver`` reads back, through the argument array it is
+    given, the parameter struct's bytes and each operand's pointer; grid, block, shared
+    memory and stream are the launch's.  Each thread fills its own slots."""
+    problem = ConvProblem.create(x_shape=(1, 2, 6, 5), w_shape=(3, 2, 3, 3), padding=1,
+                                 dtype=F32)
+    x, w = np.ones(problem.x_shape, F32), np.ones(problem.w_shape, F32)
+    raw = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=0xF00))
+    loader = types.SimpleNamespace(get_function=lambda name: raw)
+    prog = launch.direct_program(loader, problem, x, w)
+    seen = []
+
+    class Driver:
+        @staticmethod
+        def launchKernel(f, gx, gy, gz, bx, by, bz, smem, stream, argv, extra):
+            n = len(prog.launches[0].slots)
+            addrs = (ctypes.c_uint64 * (n + 1)).from_address(argv)
+            size = prog.launches[0].params.dtype.itemsize
+            params = ctypes.string_at(addrs[0], size)
+            ptrs = [ctypes.c_uint64.from_address(a).value for a in addrs[1:]]
+            seen.append((f, (gx, gy, gz), (bx, by, bz), smem, stream, params, ptrs, extra))
+
+    fast = prebuilt_program(prog, Driver, lambda: 77)
+    step = prog.launches[0]
+
+    def fake(ptr):
+        return types.SimpleNamespace(data=types.SimpleNamespace(ptr=ptr))
+
+    def run(base):
+        bound = dict(x=fake(base), w=fake(base + 16), bias=None, y=fake(base + 32))
+        program.execute(fast, None, bound)
+
+    threads = [threading.Thread(target=run, args=(4096 * (i + 1),)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 4
+    for f, grid, block, smem, stream, params, ptrs, extra in seen:
+        assert (f, smem, stream, extra) == (0xF00, step.shared_mem, 77, 0)
+        assert grid == tuple(step.grid) + (1,) * (3 - len(step.grid))
+        assert block == tuple(step.block) + (1,) * (3 - len(step.block))
+        assert params == np.array(step.params).tobytes()
+        base = ptrs[0]
+        assert ptrs == [base, base + 16, base + 32, base + 32]     # x, w, y, y (no bias)
+    assert sorted(s[6][0] for s in seen) == [4096 * (i + 1) for i in range(4)]
+    emulated = launch.direct_program(runners.EmulatedRunner().loader, problem, x, w)
+    assert prebuilt_program(emulated, Driver, lambda: 0) is emulated     # not CuPy kernels
+
+
+def test_prebuilt_launches_on_a_gpu_equal_the_normal_path(dev, rng):
+    """On CuPy (a device check) the prebuilt launches give the normal path's results."""
+    if dev.name != "cuda":
+        pytest.skip("prebuilt launches are CuPy's (the emulator has no driver)")
+    saved = config.prebuilt_launches
+    config.prebuilt_launches = True
+    try:
+        for name, (call, _) in _calls(dev, rng).items():
+            with normal_path():
+                ref = dev.to_host(call())
+            for _ in range(3):
+                np.testing.assert_array_equal(dev.to_host(call()), ref, err_msg=name)
+    finally:
+        config.prebuilt_launches = saved

@@ -377,11 +377,18 @@ def compiled_method(fn):
         cache = self.__dict__.get("_compiled")
         if cache is None:
             cache = self.__dict__["_compiled"] = LRU(16)
+            _owners.add(self)
         return _call(functools.partial(fn, self), fn, cache, args, kwargs)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 
 
+#: objects with a :func:`compiled_method` cache (plans), for :func:`clear_cache`.
+_owners = weakref.WeakSet()
+
+
 def clear_cache():
-    """Forget every compiled call (``cupyconv.clear_caches`` calls this)."""
+    """Forget every compiled call, the plans' own included (``cupyconv.clear_caches``)."""
     _cache.clear()
+    for owner in list(_owners):
+        owner.__dict__.pop("_compiled", None)

@@ -182,6 +182,8 @@ def test_the_plan_says_which_path_it_takes(dev, rng):
     direct(x, w)
     assert direct.explain().startswith("compiled: a repeated call replays")
     assert "compiled:" in repr(direct)
+    cupyconv.clear_caches()                                  # the plans' caches too
+    assert "compiled from the second call" in direct.explain()
     gemm = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="gemm",
                               backend=dev.name)
     assert gemm.explain() == "normal path: gemm (forward) is not a launch program yet"

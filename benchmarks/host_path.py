@@ -11,8 +11,14 @@ kernel launch stubbed out (counted, not run), so what it times is the planning,
 dispatch and launch preparation alone, and it counts what each call asks of the
 device: kernel launches, GEMMs and workspace allocations.
 
-Per case the median over ``--rounds`` of the mean per-call time (``timeit``'s
-autorange), on NumPy data of the shapes the GPU benchmarks use.
+Per case, in one run: *today's path* (``cupyconv.config.compiled_calls = False``: the
+dispatcher on every call), a *first call* with a key the compiled-call cache has not seen
+(the normal path plus recording and compiling), and a *repeated* call (the compiled call
+when the case compiles, else the normal path, with the reason); host microseconds (the
+median over ``--rounds`` of ``timeit``'s autorange mean; first calls: the median of
+single calls), and per call the launches and GEMMs (stubbed) and the allocations,
+synchronisations and copies each way of ``cupyconv._kernels.program.accounting``.  NumPy
+data of the shapes the GPU benchmarks use, plus two planned layers.
 """
 from __future__ import annotations
 

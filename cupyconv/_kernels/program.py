@@ -34,7 +34,8 @@ import numpy as np
 from .addressing import data_pointer
 
 __all__ = ["Launch", "Program", "execute", "allocate", "record", "Recording", "recording",
-           "not_compiled", "constant", "is_constant", "count", "accounting", "launch_stubbed", "extent"]
+           "not_compiled", "constant", "is_constant", "count", "accounting", "launch_stubbed",
+           "extent"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -284,6 +284,24 @@ def test_alternating_keys_never_replay_a_stale_program(any_dev, rng):
                     np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
 
 
+def test_the_backend_in_force_is_in_the_key(rng):
+    """The same NumPy arrays on the numpy and the emulated backend, alternating: each call
+    replays its own backend's program (a host program, a launch program)."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("the emulated backend is not available here")
+    x, w = _data(rng, (1, 2, 6, 6), (3, 2, 3, 3))
+    for _ in range(2):
+        cupyconv.conv(x, w, padding=1, method="direct")
+        with cupyconv.use_backend("emulated"):
+            cupyconv.conv(x, w, padding=1, method="direct")
+            launched = lookup(cupyconv.conv, x, w, padding=1, method="direct")
+        host = lookup(cupyconv.conv, x, w, padding=1, method="direct")
+        assert host.programs[0].host is not None and launched.programs[0].launches
+    with program.accounting() as counts:
+        cupyconv.conv(x, w, padding=1, method="direct")
+    assert counts["launches"] == 0
+
+
 def test_out_aliasing_an_input_takes_the_result_of_the_normal_path(any_dev, rng):
     dev = any_dev
     a, k = (dev.to_dev(b) for b in _data(rng, (10, 10), (3, 3)))

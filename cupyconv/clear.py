@@ -12,6 +12,7 @@ from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
+from .backends.cuda import winograd as cuda_winograd
 from .backends.cuda.separable import pass_problems
 from .backends.numpy import separable
 from .core.ndimage_map import filter_call
@@ -26,6 +27,7 @@ def clear_caches():
     dispatcher.clear_cache()
     compiled.clear_cache()
     launch.clear_program_cache()
+    cuda_winograd.clear_program_cache()
     conv_problem.cache_clear()
     signal_call.cache_clear()
     filter_call.cache_clear()

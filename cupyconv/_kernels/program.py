@@ -33,7 +33,7 @@ import numpy as np
 
 from .addressing import data_pointer
 
-__all__ = ["Launch", "Program", "execute", "allocate", "record", "Recording", "recording",
+__all__ = ["Launch", "Call", "View", "Program", "at_offset", "view_of", "execute", "allocate", "record", "Recording", "recording",
            "not_compiled", "constant", "is_constant", "count", "accounting", "launch_stubbed",
            "extent"]
 
@@ -54,6 +54,31 @@ class Launch:
 
 
 @dataclasses.dataclass(frozen=True)
+class View:
+    """A slot that is a view of a named array: ``shape``/``strides`` (bytes) at ``offset``
+    bytes into it (the named array C-contiguous); ``shape=None`` for a launch's pointer
+    only."""
+
+    name: str
+    offset: int
+    shape: Any = None
+    strides: Any = None
+    dtype: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A library call of a program (a cuBLAS GEMM, an array-module operation on device
+    arrays): ``function(*inputs)``, its return value stored as ``output`` (``None``: it
+    writes in place, into an ``out=`` among its inputs)."""
+
+    function: Any
+    #: slots: names, or :class:`View` of named arrays.
+    inputs: Tuple[Any, ...]
+    output: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Program:
     """An algorithm's launches on one problem (see the module docstring)."""
 
@@ -63,12 +88,33 @@ class Program:
     operands: Tuple[str, ...]
     #: ``(name, shape, dtype)`` allocated by :func:`execute` unless the caller binds it.
     allocations: Tuple[Tuple[str, Tuple[int, ...], Any], ...]
-    launches: Tuple[Launch, ...]
+    #: the kernel launches (:class:`Launch`) and library calls (:class:`Call`), in order.
+    steps: Tuple[Any, ...]
     #: the name of the array the program computes.
     result: str
-    #: a host computation instead of launches (the NumPy backend's algorithms):
+    #: a host computation instead of steps (the NumPy backend's algorithms):
     #: ``host(*operands) -> result``; its operands are whole views, not pointers.
     host: Any = None
+    #: ``(name, array)`` kept by the program (device constants: transform matrices).
+    constants: Tuple[Tuple[str, Any], ...] = ()
+
+    @property
+    def launches(self):
+        """The kernel launches among the steps."""
+        return tuple(s for s in self.steps if type(s) is Launch)
+
+    @property
+    def calls(self):
+        """The library calls among the steps."""
+        return tuple(s for s in self.steps if type(s) is Call)
+
+    @property
+    def whole_operands(self):
+        """Operands read as whole views (by a host computation or a library call), not
+        only through their pointer."""
+        if self.host is not None:
+            return frozenset(self.operands)
+        return frozenset(getattr(s, "name", s) for c in self.calls for s in c.inputs)
 
     @property
     def workspace_count(self):
@@ -95,9 +141,12 @@ def allocate(xp, shape, dtype):
     return xp.empty(shape, dtype=dtype)
 
 
-def execute(program, xp, bound):
+def execute(program, xp, bound, workspace=None):
     """Run ``program``: allocate what ``bound`` (a fresh dict name -> array, filled in
-    here) lacks, then launch each launch on the pointers of the named arrays.
+    here) lacks, then run each step (a launch on the pointers of the named arrays, a
+    library call on them).  ``workspace(shape, dtype)``: how the allocations other than
+    the result are made (a runner's, which counts them and turns an out-of-memory into
+    the dispatcher's fallback); default :func:`allocate`, as the result's.
 
     Returns ``bound`` with the program's allocations added; the result is
     ``bound[program.result]``.
@@ -111,16 +160,55 @@ def execute(program, xp, bound):
         return bound
     for name, shape, dtype in program.allocations:
         if bound.get(name) is None:
-            bound[name] = allocate(xp, shape, dtype)
-    counts = state.counts
-    if counts is not None:
-        counts["launches"] += len(program.launches)
-        if state.stub:
-            return bound
-    for step in program.launches:
-        step.function(step.grid, step.block, (step.params, *[bound[s] for s in step.slots]),
-                      shared_mem=step.shared_mem)
+            if workspace is None or name == program.result:
+                bound[name] = allocate(xp, shape, dtype)
+            else:
+                bound[name] = workspace(shape, dtype)
+    for name, array in program.constants:
+        bound[name] = array
+    counts, stub = state.counts, state.stub
+    for step in program.steps:
+        if type(step) is Launch:
+            if counts is not None:
+                counts["launches"] += 1
+            if not stub:
+                step.function(step.grid, step.block,
+                              (step.params, *[_slot(xp, bound, s) for s in step.slots]),
+                              shared_mem=step.shared_mem)
+            continue
+        if counts is not None:
+            counts["calls"] += 1
+        value = step.function(*[_slot(xp, bound, s) for s in step.inputs])
+        if step.output is not None:
+            bound[step.output] = value
     return bound
+
+
+def _slot(xp, bound, slot):
+    if type(slot) is str:
+        return bound[slot]
+    base = bound[slot.name]
+    if slot.shape is None:
+        return at_offset(xp, base, slot.offset) if slot.offset else base
+    return view_of(xp, base, slot.offset, (slot.shape, slot.strides, slot.dtype))
+
+
+def at_offset(xp, base, offset):
+    """An array whose data pointer is ``offset`` bytes past ``base``'s (a launch reads
+    only the pointer: the strides are in its parameter struct)."""
+    if xp is np or type(base) is np.ndarray:
+        import ctypes
+        addr = data_pointer(base) + offset
+        return np.frombuffer((ctypes.c_char * 1).from_address(addr), np.uint8)
+    return xp.ndarray((1,), np.uint8, memptr=base.data + offset)
+
+
+def view_of(xp, base, offset, view):
+    """The view ``(shape, strides, dtype)`` at ``offset`` bytes into C-contiguous ``base``."""
+    shape, strides, dtype = view
+    if xp is np or type(base) is np.ndarray:
+        return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+    return xp.ndarray(shape, dtype, memptr=base.data + offset, strides=strides)
 
 
 # ---------------------------------------------------------------- recording
@@ -202,7 +290,8 @@ def launch_stubbed():
 def accounting(stub=False):
     """Count what the calls inside the block ask of the device (this thread): a
     ``collections.Counter`` of ``launches``, ``allocations``, ``syncs``, ``d2h``,
-    ``h2d`` and ``library`` calls.  ``stub``: programs count their launches without
+    ``h2d``, ``library`` calls (``runner.matmul``: cuBLAS) and a program's ``calls``
+    (its library and array-module steps).  ``stub``: programs count their launches without
     running them (the results are then garbage: for budgets and host time only)."""
     counts = collections.Counter()
     outer = (_STATE.counts, _STATE.stub)

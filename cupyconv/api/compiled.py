@@ -202,31 +202,13 @@ class CompiledCall:
                     continue
                 offset, view = src[3], src[4]
                 if view is not None:
-                    bound[name] = _view(xp, base, offset, view)
+                    bound[name] = program.view_of(xp, base, offset, view)
                 else:
-                    bound[name] = base if not offset else _at(xp, base, offset)
+                    bound[name] = base if not offset else program.at_offset(xp, base, offset)
             done.append(program.execute(prog, xp, bound))
         step, name, view = self.result
         y = done[step][name]
-        return y if view is None else _view(xp, y, view[0], view[1:])
-
-
-def _view(xp, base, offset, view):
-    """The view ``(shape, strides, dtype)`` at ``offset`` bytes into C-contiguous ``base``."""
-    shape, strides, dtype = view
-    if xp is np:
-        return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
-    return xp.ndarray(shape, dtype, memptr=base.data + offset, strides=strides)
-
-
-def _at(xp, base, offset):
-    """An array whose data pointer is ``offset`` bytes past ``base``'s (only the pointer is
-    read by a launch: the strides are in the parameter struct)."""
-    if xp is np:
-        import ctypes
-        addr = base.__array_interface__["data"][0] + offset
-        return np.frombuffer((ctypes.c_char * 1).from_address(addr), np.uint8)
-    return xp.ndarray((1,), np.uint8, memptr=base.data + offset)
+        return y if view is None else program.view_of(xp, y, view[0], view[1:])
 
 
 def _compile(rec, arrays, result):
@@ -241,13 +223,13 @@ def _compile(rec, arrays, result):
     made = []                           # (step, name, array) of every program allocation
     steps = []
     for i, (prog, bound, touched) in enumerate(rec.steps):
-        binding = []
+        binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple(n for n, _, _ in prog.allocations):
             a = bound.get(name, False)
             if a is False:                          # allocated by the program
                 made.append((i, name, touched[name]))
                 continue
-            src = _source(a, arrays, made, rec.constants, prog.host is not None)
+            src = _source(a, arrays, made, rec.constants, name in whole)
             if isinstance(src, str):
                 return NotCompiled(f"{prog.name} operand {name}: {src}")
             binding.append((name, src))

@@ -18,6 +18,8 @@ import threading
 
 import numpy as np
 
+from ..._kernels.program import Launch
+
 __all__ = ["PrebuiltLaunch", "prebuilt_program"]
 
 
@@ -50,7 +52,7 @@ class PrebuiltLaunch:
     def __call__(self, grid, block, args, shared_mem=0):
         slots, _, argv = self._buffers()
         for i in range(1, len(args)):
-            slots[i - 1] = args[i].data.ptr
+            slots[i - 1] = args[i].data.ptr      # (a launch's pointer slots are arrays)
         self._driver.launchKernel(self._fptr, *self._dims, self._smem, self._stream(),
                                   argv, 0)
 
@@ -64,12 +66,12 @@ def prebuilt_program(program, driver, stream):
     """``program`` with each launch's function a :class:`PrebuiltLaunch` (the kernel's
     ``CUfunction`` from ``RawKernel.kernel.ptr``, loaded on the current device); a
     program whose functions are not CuPy kernels is returned as it is."""
-    launches = []
-    for step in program.launches:
-        kernel = getattr(step.function, "kernel", None)
-        ptr = getattr(kernel, "ptr", None)
-        if ptr is None:
-            return program
-        launches.append(dataclasses.replace(
-            step, function=PrebuiltLaunch(step, ptr, driver, stream)))
-    return dataclasses.replace(program, launches=tuple(launches))
+    steps = []
+    for step in program.steps:
+        if type(step) is Launch:
+            ptr = getattr(getattr(step.function, "kernel", None), "ptr", None)
+            if ptr is None:
+                return program
+            step = dataclasses.replace(step, function=PrebuiltLaunch(step, ptr, driver, stream))
+        steps.append(step)
+    return dataclasses.replace(program, steps=tuple(steps))

@@ -22,10 +22,10 @@ from cupyconv import config, ndimage
 from cupyconv._kernels import launch, program, registry
 from cupyconv.api import compiled
 from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
-from cupyconv.backends.cuda import runners
+from cupyconv.backends.cuda import runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import small_ints
+from helpers import forget_launches, small_ints
 
 F32 = np.dtype(np.float32)
 
@@ -49,8 +49,8 @@ def _data(rng, *shapes, dtype=F32):
 TILES = [t for t in registry.gemm_tiles(F32) if t[3] != 3]
 
 
-@pytest.mark.parametrize("family,tile", [("direct", None)] + [("implicit_gemm", t) for t in TILES],
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize("family,tile", [("direct", None), ("winograd", None)]
+                         + [("implicit_gemm", t) for t in TILES], ids=lambda v: str(v))
 def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, tile):
     """One program per problem and strides (memoised: the same object); executed on new
     data it computes what a freshly built program computes, and again on the first data
@@ -59,22 +59,26 @@ def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, til
                                  dtype=F32)
     x1, w1, x2, w2 = (dev.to_dev(a) for a in _data(rng, problem.x_shape, problem.w_shape,
                                                   problem.x_shape, problem.w_shape))
-    loader = runners.runner_for(dev.name).loader
+    runner = runners.runner_for(dev.name)
+    loader = runner.loader
 
     def build(x, w):
         if family == "direct":
             return launch.direct_program(loader, problem, x, w)
+        if family == "winograd":        # weight transform, two launches, a batched GEMM
+            return winograd.winograd_program(problem, x, w, runner)
         return launch.implicit_gemm_program(loader, problem, x, w, tile=tile)
 
     def run(prog, x, w):
-        y = program.execute(prog, dev.xp, dict(x=x, w=w, bias=None))[prog.result]
-        return dev.to_host(y).copy()
+        bound = dict(x=x, w=w) if family == "winograd" else dict(x=x, w=w, bias=None)
+        return dev.to_host(program.execute(prog, dev.xp, bound)[prog.result]).copy()
 
     prog = build(x1, w1)
-    assert build(x2, w2) is prog and prog.launches and prog.workspace_count == 0
+    assert build(x2, w2) is prog and prog.launches
+    assert prog.workspace_count == (family == "winograd")           # its transform buffer
     first = run(prog, x1, w1)
     second = run(prog, x2, w2)
-    launch.clear_program_cache()
+    forget_launches()
     fresh = build(x2, w2)
     assert fresh is not prog
     np.testing.assert_array_equal(second, run(fresh, x2, w2))
@@ -83,28 +87,40 @@ def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, til
 
 # ------------------------------------------------------------ compiled calls
 def _calls(dev, rng):
-    """``{name: (call, n_programs)}``: the public calls the issue pins (small shapes)."""
+    """``{name: (call, (launches, allocations, cuBLAS calls))}``: the public calls the
+    issue pins (small shapes) and what a repeated one asks of the device: one allocation
+    per program (the result; a multi-pass filter's pass buffers are its other programs'
+    results), Winograd's transform buffer besides, and its two GEMMs (weight transform
+    and the batched product)."""
     x, w = (dev.to_dev(a) for a in _data(rng, (2, 4, 9, 8), (6, 4, 3, 3)))
     a, k = (dev.to_dev(a) for a in _data(rng, (12, 11), (3, 3)))
     v = dev.to_dev(rng.standard_normal((9, 8, 7)).astype(F32))
     plan = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, backend=dev.name)
+    wino = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="winograd",
+                              backend=dev.name)
+    one = (1, 1, 0)
     return {
-        "conv (auto)": (lambda: cupyconv.conv(x, w, padding=1), 1),
-        "conv implicit_gemm": (lambda: cupyconv.conv(x, w, padding=1, method="implicit_gemm"), 1),
-        "convolve direct": (lambda: cupyconv.convolve(a, k, "same", method="direct"), 1),
-        "correlate implicit_gemm": (lambda: cupyconv.correlate(a, k, method="implicit_gemm"), 1),
-        "ndimage.gaussian_filter (3 passes)": (lambda: ndimage.gaussian_filter(v, 1.0), 3),
-        "ndimage.correlate": (lambda: ndimage.correlate(v, dev.xp.ones((3, 1, 2), F32)), 1),
-        "plan(x, w)": (lambda: plan(x, w), 1),
+        "conv (auto)": (lambda: cupyconv.conv(x, w, padding=1), one),
+        "conv implicit_gemm": (lambda: cupyconv.conv(x, w, padding=1, method="implicit_gemm"),
+                               one),
+        "convolve direct": (lambda: cupyconv.convolve(a, k, "same", method="direct"), one),
+        "correlate implicit_gemm": (lambda: cupyconv.correlate(a, k, method="implicit_gemm"),
+                                    one),
+        "ndimage.gaussian_filter (3 passes)": (lambda: ndimage.gaussian_filter(v, 1.0),
+                                               (3, 3, 0)),
+        "ndimage.correlate": (lambda: ndimage.correlate(v, dev.xp.ones((3, 1, 2), F32)), one),
+        "plan(x, w)": (lambda: plan(x, w), one),
+        "conv winograd": (lambda: cupyconv.conv(x, w, padding=1, method="winograd"), (2, 2, 2)),
+        "planned winograd": (lambda: wino(x, w), (2, 2, 2)),
     }
 
 
 def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
-    """A repeated float conv, convolve (direct or implicit GEMM), ndimage filter and planned
-    call: 0 synchronisations, 0 copies, 0 library calls, one allocation per program (the
-    result; a multi-pass filter's pass buffers are its other programs' results) and exactly
-    the programs' launches; the result equals the normal path's bit for bit."""
-    for name, (call, n_programs) in _calls(dev, rng).items():
+    """A repeated float conv, convolve (direct or implicit GEMM), ndimage filter, planned
+    and Winograd call: 0 synchronisations, 0 copies, exactly the programs' launches,
+    allocations and GEMMs (:func:`_calls`); the result equals the normal path's bit for
+    bit."""
+    for name, (call, budget) in _calls(dev, rng).items():
         with dev.scope():
             with normal_path():
                 ref = dev.to_host(call())
@@ -113,8 +129,9 @@ def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
             with program.accounting() as again:
                 y = call()
         np.testing.assert_array_equal(dev.to_host(y), ref, err_msg=name)
-        assert again["launches"] == n_programs and again["allocations"] == n_programs, name
-        assert not any(again[k] for k in ("syncs", "d2h", "h2d", "library")), (name, again)
+        assert (again["launches"], again["allocations"], again["library"]) == budget, (
+            name, again)
+        assert not any(again[k] for k in ("syncs", "d2h", "h2d")), (name, again)
         assert first["launches"] >= again["launches"], name
 
 

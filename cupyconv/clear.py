@@ -12,7 +12,7 @@ from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
-from .backends.cuda import winograd as cuda_winograd
+from .backends.cuda import algorithms as cuda_algorithms, winograd as cuda_winograd
 from .backends.cuda.separable import pass_problems
 from .backends.numpy import separable
 from .core.ndimage_map import filter_call
@@ -28,6 +28,7 @@ def clear_caches():
     compiled.clear_cache()
     launch.clear_program_cache()
     cuda_winograd.clear_program_cache()
+    cuda_algorithms.clear_program_cache()
     conv_problem.cache_clear()
     signal_call.cache_clear()
     filter_call.cache_clear()

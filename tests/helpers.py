@@ -433,10 +433,11 @@ def forget_launches(seen=None):
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
     from cupyconv._kernels import launch
     from cupyconv.api import compiled
-    from cupyconv.backends.cuda import winograd
+    from cupyconv.backends.cuda import algorithms, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
     winograd.clear_program_cache()
+    algorithms.clear_program_cache()
     compiled.clear_cache()
 

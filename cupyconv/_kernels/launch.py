@@ -34,7 +34,7 @@ __all__ = [
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "implicit_gemm_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
-    "implicit_gemm_program", "clear_program_cache", "check_addressable",
+    "implicit_gemm_program", "clear_program_cache", "vol2col_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
 
@@ -280,15 +280,25 @@ def run_vol2col(module, problem, x, col, n0: int = 0, n_count: Optional[int] = N
     Layout ``[G][(C/G)*prod(KS)][n_count*prod(O)]``; see cuda_src/conv/vol2col.cu.
     """
     n_count, m, col_size = _column_launch(problem, col, x, n0, n_count, "vol2col")
+    step = vol2col_step(module, problem, operand_strides(problem, x, "x"), n0, n_count,
+                        ("x", "col"), index64)
+    if step is not None:
+        execute(Program("vol2col", ("x", "col"), (), (step,), "col"), None, dict(x=x, col=col))
+
+
+def vol2col_step(module, problem, xs, n0, n_count, slots, index64=None):
+    """The vol2col :class:`~.program.Launch` of images ``n0:n0+n_count`` of an ``x`` with
+    strides ``xs`` (:func:`operand_strides`) into the columns (``slots``: x, col), or
+    ``None`` when there is nothing to gather (the caller checked the operands)."""
+    m = n_count * math.prod(problem.out_shape)
     total = problem.in_channels * m
     if total == 0:
-        return
-    xs = operand_strides(problem, x, "x")
+        return None
     if index64 is None:
-        index64 = choose_index64(problem, xs, extra=col_size + total)
+        index64 = choose_index64(problem, xs, extra=problem.in_channels * problem.taps * m + total)
     p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, grid_divisors=(m, 1, 1))
     k = kernel_for(module, "vol2col", problem.dtype, problem.ndim, index64)
-    k((grid_stride_blocks(total),), (registry.THREADS,), (p, x, col))
+    return Launch(k, (grid_stride_blocks(total),), (registry.THREADS,), 0, p, tuple(slots))
 
 
 def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = None,

@@ -54,7 +54,8 @@ NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWA
 #: ``(op, algorithm)`` pairs that run as one launch program (``_kernels.program``), which a
 #: compiled call can replay; the others do device work between their launches in Python
 #: (cuBLAS, cuFFT, host-side factoring) and take the normal path every call.
-COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "winograd")})
+COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "winograd"),
+                      (FORWARD, "gemm")})
 
 
 def _widened(problem, algorithm, operands):

@@ -22,7 +22,7 @@ from cupyconv import config, ndimage
 from cupyconv._kernels import launch, program, registry
 from cupyconv.api import compiled
 from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
-from cupyconv.backends.cuda import runners, winograd
+from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
 from helpers import forget_launches, small_ints
@@ -49,7 +49,7 @@ def _data(rng, *shapes, dtype=F32):
 TILES = [t for t in registry.gemm_tiles(F32) if t[3] != 3]
 
 
-@pytest.mark.parametrize("family,tile", [("direct", None), ("winograd", None)]
+@pytest.mark.parametrize("family,tile", [("direct", None), ("winograd", None), ("gemm", None)]
                          + [("implicit_gemm", t) for t in TILES], ids=lambda v: str(v))
 def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, tile):
     """One program per problem and strides (memoised: the same object); executed on new
@@ -67,15 +67,17 @@ def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, til
             return launch.direct_program(loader, problem, x, w)
         if family == "winograd":        # weight transform, two launches, a batched GEMM
             return winograd.winograd_program(problem, x, w, runner)
+        if family == "gemm":            # vol2col launch, cuBLAS into y
+            return algorithms.gemm_program(problem, x, runner, None)
         return launch.implicit_gemm_program(loader, problem, x, w, tile=tile)
 
     def run(prog, x, w):
-        bound = dict(x=x, w=w) if family == "winograd" else dict(x=x, w=w, bias=None)
+        bound = dict(x=x, w=w) if family in ("winograd", "gemm") else dict(x=x, w=w, bias=None)
         return dev.to_host(program.execute(prog, dev.xp, bound)[prog.result]).copy()
 
     prog = build(x1, w1)
     assert build(x2, w2) is prog and prog.launches
-    assert prog.workspace_count == (family == "winograd")           # its transform buffer
+    assert prog.workspace_count == (family in ("winograd", "gemm"))  # transforms, columns
     first = run(prog, x1, w1)
     second = run(prog, x2, w2)
     forget_launches()
@@ -112,6 +114,7 @@ def _calls(dev, rng):
         "plan(x, w)": (lambda: plan(x, w), one),
         "conv winograd": (lambda: cupyconv.conv(x, w, padding=1, method="winograd"), (2, 2, 2)),
         "planned winograd": (lambda: wino(x, w), (2, 2, 2)),
+        "conv gemm": (lambda: cupyconv.conv(x, w, padding=1, method="gemm"), (1, 2, 1)),
     }
 
 
@@ -182,9 +185,9 @@ def test_calls_outside_programs_take_the_normal_path_with_a_reason(dev, rng):
     why = _not_compiled_reason(dev, lambda: cupyconv.conv(x, w, b, padding=1),
                                cupyconv.conv, x, w, b, padding=1)
     assert "not a view" in why                                  # bias added on the host
-    why = _not_compiled_reason(dev, lambda: cupyconv.conv(x, w, padding=1, method="gemm"),
-                               cupyconv.conv, x, w, padding=1, method="gemm")
-    assert "gemm (forward) is not a launch program" in why
+    why = _not_compiled_reason(dev, lambda: cupyconv.conv(x, w, padding=1, method="fft"),
+                               cupyconv.conv, x, w, padding=1, method="fft")
+    assert "fft data scan" in why or "fft (forward) is not a launch program" in why
     a = dev.to_dev(small_ints(rng, (6, 6), np.int32))
     why = _not_compiled_reason(dev, lambda: ndimage.correlate(a, a[:3, :3]),
                                ndimage.correlate, a, a[:3, :3])
@@ -201,9 +204,9 @@ def test_the_plan_says_which_path_it_takes(dev, rng):
     assert "compiled:" in repr(direct)
     cupyconv.clear_caches()                                  # the plans' caches too
     assert "compiled from the second call" in direct.explain()
-    gemm = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="gemm",
-                              backend=dev.name)
-    assert gemm.explain() == "normal path: gemm (forward) is not a launch program yet"
+    fft = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="fft",
+                             backend=dev.name)
+    assert fft.explain() == "normal path: fft (forward) is not a launch program yet"
 
 
 @st.composite

@@ -33,7 +33,7 @@ import numpy as np
 
 from .addressing import data_pointer
 
-__all__ = ["Launch", "Call", "View", "Program", "at_offset", "view_of", "execute", "allocate", "record", "Recording", "recording",
+__all__ = ["Launch", "Call", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "not_compiled", "constant", "is_constant", "count", "accounting", "launch_stubbed",
            "extent"]
 
@@ -156,6 +156,8 @@ def execute(program, xp, bound, workspace=None):
     if rec is not None:
         rec.steps.append((program, dict(bound), bound))
     if program.host is not None:
+        if state.counts is not None:
+            state.counts["calls"] += 1
         bound[program.result] = program.host(*[bound[n] for n in program.operands])
         return bound
     for name, shape, dtype in program.allocations:
@@ -209,6 +211,16 @@ def view_of(xp, base, offset, view):
     if xp is np or type(base) is np.ndarray:
         return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
     return xp.ndarray(shape, dtype, memptr=base.data + offset, strides=strides)
+
+
+def host_step(name, function, *arrays):
+    """``function(*arrays)`` as a one-step host program: what a public function does to
+    its arrays between programs (a bias added, a layout restored, a cast, a division)
+    becomes a step that a compiled call replays, instead of a reason not to compile.
+    ``function`` must be a function of its arrays and of the call's key alone."""
+    prog = Program(name, tuple(f"a{i}" for i in range(len(arrays))), (), (), "y",
+                   host=function)
+    return execute(prog, None, {f"a{i}": a for i, a in enumerate(arrays)})["y"]
 
 
 # ---------------------------------------------------------------- recording
@@ -290,8 +302,9 @@ def launch_stubbed():
 def accounting(stub=False):
     """Count what the calls inside the block ask of the device (this thread): a
     ``collections.Counter`` of ``launches``, ``allocations``, ``syncs``, ``d2h``,
-    ``h2d``, ``library`` calls (``runner.matmul``: cuBLAS) and a program's ``calls``
-    (its library and array-module steps).  ``stub``: programs count their launches without
+    ``h2d``, ``library`` calls (``runner.matmul``: cuBLAS) and ``calls`` (a program's
+    library and array-module steps, host programs and host steps: each allocates its
+    result on the array module, which ``allocations`` does not count).  ``stub``: programs count their launches without
     running them (the results are then garbage: for budgets and host time only)."""
     counts = collections.Counter()
     outer = (_STATE.counts, _STATE.stub)

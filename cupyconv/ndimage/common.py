@@ -3,6 +3,7 @@ SciPy's ``output`` handling, origins, axes, ``cval`` checks, the compute dtype, 
 :func:`run_filter`'s single problem per pass."""
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 
@@ -230,15 +231,22 @@ def tap_sum(problem, operands, backend):
 def store_output(y, output, xp):
     """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero), written
     into ``output`` when it is the caller's array."""
-    if output.dtype == np.bool_:
+    if isinstance(output, Fresh):         # a host step: a compiled call replays it
+        if y.dtype == output.dtype and y.flags.c_contiguous:
+            return y
+        return program.host_step("store", functools.partial(_stored, output.dtype, xp), y)
+    output[...] = _stored(output.dtype, xp, y)
+    return output
+
+
+def _stored(dtype, xp, y):
+    """``y`` in ``dtype`` by SciPy's C cast, contiguous."""
+    if dtype == np.bool_:
         value = (xp.trunc(y) != 0) if y.dtype.kind == "f" else (y != 0)
     else:
         with np.errstate(invalid="ignore", over="ignore"):
-            value = y.astype(output.dtype, copy=False)
-    if isinstance(output, Fresh):
-        return xp.ascontiguousarray(value)
-    output[...] = value
-    return output
+            value = y.astype(dtype, copy=False)
+    return xp.ascontiguousarray(value)
 
 
 #: A moving average of 8- or 16-bit integers along an axis whose stride is past
@@ -304,9 +312,13 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
         method = tap_sum(call.problem, operands, backend)
     y, _ = run(call.problem, operands, backend, method=method)
     y = call.finish(y, xp)
-    if divide is not None:
-        y = y / divide
+    if divide is not None:                 # a host step: a compiled call replays it
+        y = program.host_step("divide", functools.partial(_divided, divide), y)
     return store_output(y, output, xp)
+
+
+def _divided(divide, y):
+    return y / divide
 
 
 # ------------------------------------------------------------ N-D correlation

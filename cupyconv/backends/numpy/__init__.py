@@ -103,6 +103,9 @@ class NumpyBackend(Backend):
 
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         stats = {} if stats is None else stats
+        why = self.compile_refusal(problem, algorithm)
+        if why:
+            program.not_compiled(why)
         if algorithm in ("direct", "implicit_gemm"):
             return _tap_loop(problem, operands.activation, operands.filter)
         if algorithm != "separable":       # its SciPy passes read a narrower integer input

@@ -174,8 +174,8 @@ def execute(program, xp, bound, workspace=None):
             if counts is not None:
                 counts["launches"] += 1
             if not stub:
-                step.function(step.grid, step.block,
-                              (step.params, *[_slot(xp, bound, s) for s in step.slots]),
+                step.function(step.grid, step.block, (step.params, *[
+                    bound[s] if type(s) is str else _slot(xp, bound, s) for s in step.slots]),
                               shared_mem=step.shared_mem)
             continue
         if counts is not None:

@@ -17,6 +17,7 @@ from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
 from cupyconv.backends.arrays import to_tf32
 
+from helpers import forget_launches
 from kernel_reference import MODES, check_forward, emu_loader, make_problem, ref_conv
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
@@ -210,6 +211,7 @@ def test_launcher_takes_channels_last_tiles_where_operands_allow(dtype, monkeypa
         taken.append(tuple(tile))
         return real(module, family, dt, rank, index64, tile)
     monkeypatch.setattr(launch, "kernel_for", spy)
+    forget_launches()               # a memoised program would not fetch its kernel again
     flags = dict(mma=True, tf32=dtype == F32)
     for view, variant in (("contig", 3), ("flipped", 2)):
         problem = make_problem(n=2, c=32, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),

@@ -36,9 +36,10 @@ from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input,
 from ..base import OutOfMemoryError
 from ..grad_forward import grad_input_operands
 from .direct import operand_views, tap_slices, windows
-from .threads import parallel_map
+from .threads import parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
+           "plan_blocks",
            "columns", "forward_applies", "CHUNK_BYTES"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
@@ -129,9 +130,25 @@ def columns(problem, view, index):
     return cols.reshape(g, -1, math.prod(box)), box
 
 
-def _note(stats, sizes):
-    """Record the largest block's bytes of ``sizes`` (one per block; at least one)."""
-    stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes))
+def plan_blocks(problem, limit):
+    """``(indices, lanes)``: the blocks (:func:`blocks`) and how many run at once.
+
+    One block per core is in flight, so each aims at ``limit / cores`` (and at most
+    :data:`CHUNK_BYTES`); when that is below one position's columns the blocks run one
+    at a time under the whole limit.  The workspace in use stays under ``limit``.
+    """
+    target = _target(problem, limit)
+    lanes = workers()
+    if min(target, limit // lanes) < min_workspace_bytes(problem):
+        lanes = 1
+    indices = list(blocks(problem, min(target, limit // lanes)))
+    return indices, max(1, min(lanes, len(indices)))
+
+
+def _note(stats, sizes, lanes):
+    """Record the workspace in use: the largest block's bytes of ``sizes`` (one per
+    block; at least one) times the blocks in flight."""
+    stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes) * lanes)
 
 
 def _forward(problem, x, w, limit, stats):
@@ -147,7 +164,8 @@ def _forward(problem, x, w, limit, stats):
         yg[_grouped(index)] = res.transpose((2, 0, 1) + spatial)
         return cols.nbytes
 
-    _note(stats, parallel_map(block, blocks(problem, _target(problem, limit))))
+    indices, lanes = plan_blocks(problem, limit)
+    _note(stats, parallel_map(block, indices, lanes), lanes)
     return y
 
 
@@ -168,13 +186,15 @@ def _grad_input(problem, dy, w, limit, stats):
     target = xpad.reshape((problem.batch, g, cg) + padded)
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
     spatial = tuple(range(3, 3 + r))
-    for index in blocks(problem, _target(problem, limit)):
+
+    def columns_of(index):                                         # in parallel
         part = dyg[_grouped(index)]                                # (nb, G, Kg, *Ob)
         box = part.shape[:1] + part.shape[3:]
         dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
         col = np.matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
-        _note(stats, [col.nbytes])
-        col = col.reshape((g, cg) + problem.kernel_shape + box)
+        return col.reshape((g, cg) + problem.kernel_shape + box), box
+
+    def scatter(index, col, box):                                 # serially: taps overlap
         starts = [s.start * st for s, st in zip(index[1:], problem.stride)]
         lead = len(index) - 1          # the output axes the block fixes or splits
         for tap in np.ndindex(*problem.kernel_shape):
@@ -185,6 +205,14 @@ def _grad_input(problem, dy, w, limit, stats):
                               + problem.stride[a] * (o - 1) + 1, problem.stride[a])
             dst = target[index[:1] + (slice(None), slice(None)) + tuple(sl)]
             dst += col[(slice(None), slice(None)) + tap].transpose((2, 0, 1) + spatial)
+
+    indices, lanes = plan_blocks(problem, limit)
+    for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
+        wave = indices[first:first + lanes]
+        cols = parallel_map(columns_of, wave, lanes)
+        _note(stats, [col.nbytes for col, _ in cols], lanes)
+        for index, (col, box) in zip(wave, cols):
+            scatter(index, col, box)
     return fold_padding(problem, xpad)
 
 
@@ -200,8 +228,9 @@ def _grad_weight(problem, x, dy, limit, stats):
         part = np.matmul(dyc.reshape(g, kg, -1), _adjoint(problem, cols).transpose(0, 2, 1))
         return part, cols.nbytes                                   # (G, Kg, Cg * taps)
 
-    parts = parallel_map(block, blocks(problem, _target(problem, limit)))
-    _note(stats, [n for _, n in parts])
+    indices, lanes = plan_blocks(problem, limit)
+    parts = parallel_map(block, indices, lanes)
+    _note(stats, [n for _, n in parts], lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part

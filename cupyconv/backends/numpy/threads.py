@@ -56,13 +56,15 @@ def _pool():
 _ACTIVE = threading.local()
 
 
-def parallel_map(fn, items):
-    """``[fn(item) for item in items]``, the items spread over one thread per core with
-    BLAS single-threaded; in order.  Serial for one item, one core, without
-    ``threadpoolctl``, or when called from one of the pool's own threads."""
+def parallel_map(fn, items, lanes=None):
+    """``[fn(item) for item in items]``, at most ``lanes`` (default: one per core) at
+    once on the pool's threads with BLAS single-threaded; in order.  Serial for one
+    lane or item, without ``threadpoolctl``, or when called from one of the pool's own
+    threads."""
     items = list(items)
+    lanes = workers() if lanes is None else min(lanes, workers())
     controller = blas_controller()
-    if len(items) < 2 or workers() < 2 or controller is None or getattr(
+    if len(items) < 2 or lanes < 2 or controller is None or getattr(
             _ACTIVE, "inside", False):
         return [fn(item) for item in items]
 
@@ -74,7 +76,12 @@ def parallel_map(fn, items):
             _ACTIVE.inside = False
 
     with _single_blas(controller):
-        return list(_pool().map(task, items))
+        if lanes >= workers():
+            return list(_pool().map(task, items))
+        out = []
+        for first in range(0, len(items), lanes):       # ``lanes`` at a time
+            out.extend(_pool().map(task, items[first:first + lanes]))
+        return out
 
 
 _USERS = [0, None]      # callers inside parallel_map, and the BLAS limit they share

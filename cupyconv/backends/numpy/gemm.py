@@ -34,12 +34,12 @@ import numpy as np
 from ..._vocabulary import FORWARD, GRAD_INPUT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
-from ..grad_forward import grad_input_operands
+from ..grad_forward import grad_input_forward, grad_input_operands
 from .direct import operand_views, tap_slices, windows
 from .threads import parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
-           "plan_blocks",
+           "plan_blocks", "as_run",
            "columns", "forward_applies", "CHUNK_BYTES"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
@@ -71,8 +71,13 @@ def min_workspace_bytes(problem):
 
 
 def _as_forward(problem):
-    from ..grad_forward import grad_input_forward
     return grad_input_forward(problem)[0]
+
+
+def as_run(problem):
+    """The problem whose blocks run: an input gradient of :func:`forward_applies` as its
+    forward problem, any other as it is."""
+    return _as_forward(problem) if forward_applies(problem) else problem
 
 
 def _target(problem, limit):

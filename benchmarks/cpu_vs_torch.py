@@ -10,8 +10,10 @@ in one round (PyTorch, cupyconv, the baseline), one timed call each after one un
 call, and the table gives the median of ``--rounds`` rounds.  PyTorch (an optional peer,
 ``torch.nn.functional`` / ``torch.nn.grad`` with one thread per core) is skipped when it
 is not installed.  ``--baseline REF`` times the same calls with cupyconv as of the git
-commit ``REF`` (``git archive`` of ``cupyconv/`` and ``cuda_src/`` into a temporary folder, run in a worker process that
-answers one call at a time, so the turns still alternate).  Results are compared with
+commit ``REF`` (``git archive`` of ``cupyconv/`` and ``cuda_src/`` into a temporary
+folder, run in a worker process that answers one call at a time, so the turns still
+alternate).  ``taskset -c 0 python -m benchmarks.cpu_vs_torch`` compares one core with
+one core (cupyconv takes its cores from the affinity mask, PyTorch is given as many).  Results are compared with
 PyTorch's (largest difference relative to the largest magnitude).  The header records the
 date, the commit and ``uptime``: a shared, loaded machine slows every caller, unevenly.
 """

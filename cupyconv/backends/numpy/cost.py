@@ -45,8 +45,10 @@ CPU = dict(
                             # wide (depthwise as gemm, measured 15.8 ms against 46.5 for the
                             # 64-wide layer of 64x the multiply-adds)
     block=3e-5,             # Python + dispatch per gemm block (views, matmul, write back)
-    depthwise_mac=1.0e-9,   # one tap of the depthwise tap loop per output (float32; float64
-                            # twice: the bytes), backends/numpy/direct.conv_depthwise
+    depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
+                            # twice: the bytes), backends/numpy/direct.conv_depthwise (its
+                            # stride-1 runs over flattened planes: 8 x 64 x 56^2 3x3 on one
+                            # core at load 8, 14 ms against fft's 42; scaled as above)
     col2im=1.0e-9,          # one column element added back into the padded input (serial)
     nonblas=1.0e-9,         # one integer matmul multiply-add (no BLAS)
     fft=0.2e-9,             # per point * log2(line length) of one real FFT pass

@@ -326,28 +326,77 @@ def plane_blocks(batch, channels, plane):
             for n in range(batch) for c in range(0, channels, step)]
 
 
+def _flat_taps(problem, xc, wc):
+    """``(sources, weights, plane)`` of a stride-1 block: each tap's input as one
+    contiguous run per channel plane of the flattened padded block ``xc`` (the "wide"
+    outputs: every padded row position, of which the valid ones are read back through
+    :func:`_valid_outputs`), the weights ``(planes, taps)``, and the run's length."""
+    padded = xc.shape[2:]
+    pst = [math.prod(padded[i + 1:]) for i in range(len(padded))]
+    length = sum((o - 1) * st for o, st in zip(problem.out_shape, pst)) + 1
+    flat = xc.reshape(-1, math.prod(padded))
+    offsets = [sum(t * d * st for t, d, st in zip(tap, problem.dilation, pst))
+               for tap in np.ndindex(*problem.kernel_shape)]
+    weights = np.tile(wc, (xc.shape[0], 1))                     # (images * channels, taps)
+    return [flat[:, o:o + length] for o in offsets], weights, (length, pst)
+
+
+def _valid_outputs(problem, wide, shape, pst):
+    """The valid outputs ``shape`` ``(n, c, *O)`` of the wide rows ``wide``."""
+    item = wide.itemsize
+    return as_strided(wide, shape=shape, strides=(shape[1] * wide.shape[1] * item,
+                                                  wide.shape[1] * item)
+                      + tuple(st * item for st in pst), writeable=False)
+
+
+def _padded_block(problem, xb):
+    """:func:`~cupyconv.backends.arrays.pad_input` of a block, C-contiguous; constant
+    padding by a fill and one copy (``numpy.pad``'s Python per block was a quarter of
+    the depthwise loop's time on 8 x 64 x 56^2 3x3)."""
+    if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
+        return np.ascontiguousarray(pad_input(problem, xb))
+    shape = xb.shape[:2] + problem.padded_shape()
+    cval = problem.cval if xb.dtype.kind == "c" else np.real(problem.cval)
+    out = np.full(shape, cval, dtype=xb.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(b, b + n) for (b, _), n in
+                                            zip(problem.padding, problem.in_shape))] = xb
+    return out
+
+
 def conv_depthwise(problem, x, w):
     """One filter per channel (depthwise, or a single channel): a tap loop per block of
     channel planes (:func:`plane_blocks`), each block padded on its own and its taps
     summed in cache, the blocks on one thread per core
-    (:func:`~cupyconv.backends.numpy.threads.parallel_map`).  Each output sums its taps
-    in C order from the first, whatever the blocks."""
+    (:func:`~cupyconv.backends.numpy.threads.parallel_map`).  Stride 1 sums over the
+    flattened planes (one contiguous run per plane and tap, :func:`_flat_taps`; single
+    core, 8 x 64 x 56^2 3x3 float32: 38 ms as strided rows); a stride reads strided
+    slices.  Each output sums its taps in C order from the first, whatever the blocks."""
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)
     r = problem.ndim
     wts = oriented_weights(problem, w).reshape(problem.out_channels, -1)   # (C, taps)
     taps = list(np.ndindex(*problem.kernel_shape))
+    flat = all(s == 1 for s in problem.stride)
 
     def block(index):
         images, chans = index
-        xc = pad_input(problem, x[images, chans])
+        xc = _padded_block(problem, x[images, chans])
         yc = y[images, chans]
         wc = wts[chans]
-        tmp = np.empty_like(yc)
-        for t, tap in enumerate(taps):
-            src = xc[(slice(None), slice(None)) + tap_slices(problem, tap)]
-            np.multiply(src, wc[:, t].reshape((1, -1) + (1,) * r), out=yc if t == 0 else tmp)
+        if flat:
+            sources, weights, (length, pst) = _flat_taps(problem, xc, wc)
+            acc = np.empty((weights.shape[0], length), dtype=y.dtype)
+        else:
+            sources = [xc[(slice(None), slice(None)) + tap_slices(problem, tap)]
+                       for tap in taps]
+            weights, acc = wc, yc
+        tmp = np.empty_like(acc)
+        shape = (-1, 1) if flat else (1, -1) + (1,) * r
+        for t, src in enumerate(sources):
+            np.multiply(src, weights[:, t].reshape(shape), out=acc if t == 0 else tmp)
             if t:
-                yc += tmp
+                acc += tmp
+        if flat:
+            yc[...] = _valid_outputs(problem, acc, yc.shape, pst)
 
     parallel_map(block, plane_blocks(problem.batch, problem.out_channels,
                                      math.prod(problem.out_shape)))

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..._vocabulary import FORWARD, GRAD_INPUT
+from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
 from . import gemm, separable
@@ -133,7 +133,8 @@ def _gemm_problem(problem):
 
 
 def _blocks(problem):
-    return max(1, -(-problem.column_bytes() // gemm.CHUNK_BYTES))
+    chunk = gemm.CHUNK_BYTES * (gemm.WEIGHT_BLOCKS if problem.op == GRAD_WEIGHT else 1)
+    return max(1, -(-problem.column_bytes() // chunk))
 
 
 def gemm_terms(problem):

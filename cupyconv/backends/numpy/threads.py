@@ -56,6 +56,18 @@ def _pool():
 _ACTIVE = threading.local()
 
 
+def _after_fork():
+    """A forked child has none of the parent's pool threads (a pool copied with the
+    process would wait on them forever) and may have copied a held lock: start afresh."""
+    global _POOL, _LOCK
+    _POOL, _LOCK = None, threading.Lock()
+    _USERS[:] = [0, None]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def parallel_map(fn, items, lanes=None):
     """``[fn(item) for item in items]``, at most ``lanes`` (default: one per core) at
     once on the pool's threads with BLAS single-threaded; in order.  Serial for one

@@ -247,3 +247,17 @@ def test_auto_ranks_the_measured_fastest_first(name, xs, ws, groups, want):
     ranked = [a for a in choose(p, NumpyBackend()).ranked if a != "separable"]
     assert ranked[0] == want, ranked
     assert math.isfinite(NumpyBackend().predict_times(p, [want])[want])
+
+
+def _square_sum(n):
+    return sum(threads.parallel_map(lambda i: i * i, range(n)))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_the_pool_works_in_a_forked_child():
+    """A child forked after the pool started (multiprocessing's fork, Dask's process
+    workers) gets a pool of its own instead of waiting on the parent's threads."""
+    import multiprocessing
+    assert _square_sum(8) == 140                       # the parent's pool is running
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_square_sum, (8,)).get(timeout=20) == 140

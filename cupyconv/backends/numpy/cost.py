@@ -44,7 +44,8 @@ CPU = dict(
     narrow_mac=1.0e-9,      # ... plus this over K/G: BLAS on a GEMM a few output channels
                             # wide (depthwise as gemm, measured 15.8 ms against 46.5 for the
                             # 64-wide layer of 64x the multiply-adds)
-    block=3e-5,             # Python + dispatch per gemm block (views, matmul, write back)
+    block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
+                            # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
                             # twice: the bytes), backends/numpy/direct.conv_depthwise (its
                             # stride-1 runs over flattened planes: 8 x 64 x 56^2 3x3 on one

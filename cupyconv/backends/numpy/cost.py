@@ -25,7 +25,10 @@ __all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms
 
 #: CPU constants (seconds).
 CPU = dict(
-    tap_overhead=4e-6,      # Python + NumPy dispatch per kernel tap (direct)
+    tap_overhead=6e-6,      # Python + einsum dispatch per kernel tap (direct, several
+                            # channels per group; measured 2026-12-01 on (n, 4, 7, 8) *
+                            # (6, 2, 3, 3) groups 2: direct 87-127 us against gemm's 78-92
+                            # for n = 1-8, where 4e-6 ranked direct first from n = 2)
     elem=0.6e-9,            # one multiply-add streamed through NumPy (direct)
     compiled_call=1e-6,     # numpy.convolve fixed cost (1-D compiled direct)
     compiled_mac=0.45e-9,   # numpy.convolve per multiply-add, kernels < 128 taps

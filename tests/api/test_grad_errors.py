@@ -62,7 +62,10 @@ def _grads(rng, workspace_limit=None, method="auto"):
 
 
 #: Bytes of one image's column buffer (all groups) for X_SHAPE, W_SHAPE, KW.
-ONE_IMAGE = cupyconv.ConvProblem.create(x_shape=X_SHAPE, w_shape=W_SHAPE, **KW).column_bytes(1)
+_PROBLEM = cupyconv.ConvProblem.create(x_shape=X_SHAPE, w_shape=W_SHAPE, **KW)
+ONE_IMAGE = _PROBLEM.column_bytes(1)
+#: Bytes of one output position's columns (all groups): the CPU gemm's smallest block.
+ONE_POSITION = ONE_IMAGE // int(np.prod(_PROBLEM.out_shape))
 
 
 def test_bitwise_deterministic_numpy():
@@ -91,14 +94,15 @@ def test_chunked_equals_whole():
         np.testing.assert_allclose(p, q, rtol=1e-13, atol=1e-13)
 
 
-def test_limit_below_one_image_is_an_error():
-    """No gradient algorithm runs without workspace: below one image's columns
+def test_limit_below_one_position_is_an_error():
+    """No gradient algorithm runs without workspace: below one output position's columns
     (and the FFT's spectra) nothing fits, a MemoryError in the user's words: the
     fastest algorithm, the bytes it needs, the limit and what to do."""
     with pytest.raises(MemoryError, match=rf"grad_input of .*'gemm' needs at least "
-                                          rf"{ONE_IMAGE} bytes of workspace but the workspace "
-                                          rf"limit is {ONE_IMAGE - 1} bytes.*workspace_limit"):
-        _grads(np.random.default_rng(2), ONE_IMAGE - 1)
+                                          rf"{ONE_POSITION} bytes of workspace but the "
+                                          rf"workspace limit is {ONE_POSITION - 1} bytes"
+                                          rf".*workspace_limit"):
+        _grads(np.random.default_rng(2), ONE_POSITION - 1)
 
 
 def test_fft_gradients_equal_gemm():

@@ -13,24 +13,47 @@ import math
 
 import numpy as np
 
-from ..._vocabulary import FORWARD, GRAD_INPUT
+from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
-from . import separable
-from .direct import (CHUNK, compiled_applies, line_axis, scipy_line_applies,
+from . import gemm, separable
+from .direct import (CHUNK, PLANE_CHUNK, compiled_applies, line_axis, scipy_line_applies,
                      scipy_line_faster, scipy_nd_applies)
+from .threads import workers
 
-__all__ = ["predict_times", "CPU"]
+__all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms"]
 
 #: CPU constants (seconds).
 CPU = dict(
-    tap_overhead=4e-6,      # Python + NumPy dispatch per kernel tap (direct)
+    tap_overhead=6e-6,      # Python + einsum dispatch per kernel tap (direct, several
+                            # channels per group; measured 2026-12-01 on (n, 4, 7, 8) *
+                            # (6, 2, 3, 3) groups 2: direct 87-127 us against gemm's 78-92
+                            # for n = 1-8, where 4e-6 ranked direct first from n = 2)
     elem=0.6e-9,            # one multiply-add streamed through NumPy (direct)
     compiled_call=1e-6,     # numpy.convolve fixed cost (1-D compiled direct)
     compiled_mac=0.45e-9,   # numpy.convolve per multiply-add, kernels < 128 taps
     compiled_mac_long=0.15e-9,  # ... kernels >= 128 taps (measured 0.13-0.17 ns)
-    copy=3.0e-9,            # one element gathered into the column buffer
-    blas=1.0 / 8e9,         # one GEMM multiply-add in BLAS (float64)
+    copy=3.0e-9,            # one element gathered by a copy of a strided view (padding)
+    blas=1.0 / 8e9,         # one GEMM multiply-add in BLAS (float64), Winograd's products
+    # gemm's blocks and the depthwise tap loop (fitted 2026-12-01 with
+    # benchmarks/fit_cpu_cost.py on the shared 2-core VM at load 5-8, then scaled by 0.6:
+    # the old gemm constants predicted 101 ms for the 2-D 64->64 56^2 layer that the
+    # issue measured at 92 ms and this load at 151 ms, so the other terms stand at the
+    # lighter load of their own fits; all are per core, work spread over min(cores, blocks))
+    column=0.8e-9,          # one element of gemm's column block (float64; float32 half):
+                            # the strided copy along output rows, backends/numpy/gemm.columns
+    block_mac=1.0 / 12e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
+                            # float32 half)
+    narrow_mac=1.0e-9,      # ... plus this over K/G: BLAS on a GEMM a few output channels
+                            # wide (depthwise as gemm, measured 15.8 ms against 46.5 for the
+                            # 64-wide layer of 64x the multiply-adds)
+    block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
+                            # three NumPy calls; the first block's buffer is in gemm_call)
+    depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
+                            # twice: the bytes), backends/numpy/direct.conv_depthwise (its
+                            # stride-1 runs over flattened planes: 8 x 64 x 56^2 3x3 on one
+                            # core at load 8, 14 ms against fft's 42; scaled as above)
+    col2im=1.0e-9,          # one column element added back into the padded input (serial)
     nonblas=1.0e-9,         # one integer matmul multiply-add (no BLAS)
     fft=0.2e-9,             # per point * log2(line length) of one real FFT pass
     fft_line=14000,         # line length at which a pass costs twice per point
@@ -100,22 +123,75 @@ def _direct(problem, cplx):
             macs * c["line_mac"] + padded * c["copy"] / 3)
     if scipy_nd_applies(problem):
         return c["call"] + macs * c["scipy_nd_mac"]
-    single = problem.gemm_n == 1 and problem.in_channels == problem.groups
-    # one channel: one streamed multiply-add per tap, its cost in proportion to the real
-    # element's bytes as a separable pass's (measured 0.20-0.27 ns float32, 0.37-0.50
-    # float64 on 1024^2 * 7^2, 96^3 * 5^3, 256^2 * 3^2)
-    per_mac = c["elem"] * _real_bytes(problem) / 8 if single else c["elem"] * 0.5
-    return c["call"] + problem.taps * c["tap_overhead"] + cplx * macs * per_mac
+    if problem.out_channels == problem.groups == problem.in_channels:
+        # one filter per channel: plane blocks on one thread per core (direct.conv_depthwise)
+        counts = depthwise_terms(problem)
+        return c["call"] + counts[0] * c["depthwise_mac"] + counts[1] * c["chunk_tap"]
+    return c["call"] + problem.taps * c["tap_overhead"] + cplx * macs * c["elem"] * 0.5
+
+
+def _gemm_problem(problem):
+    """The problem gemm runs: an input gradient of :func:`.gemm.forward_applies` as its
+    forward problem."""
+    return grad_input_forward(problem)[0] if gemm.forward_applies(problem) else problem
+
+
+def _blocks(problem):
+    chunk = gemm.CHUNK_BYTES * (gemm.WEIGHT_BLOCKS if problem.op == GRAD_WEIGHT else 1)
+    return max(1, -(-problem.column_bytes() // chunk))
+
+
+def gemm_terms(problem):
+    """gemm's parallel work per core, by constant: ``[block, column, block_mac,
+    narrow_mac]`` counts (column elements and multiply-adds in float64 units: float32
+    half; complex four multiply-adds; the narrow term grows as ``1 / (K/G)``, BLAS's
+    efficiency on a GEMM a few output channels wide), over ``min(cores, blocks)``."""
+    problem = _gemm_problem(problem)
+    cplx = 4.0 if problem.is_complex else 1.0
+    scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
+    cols = problem.groups * problem.gemm_k * problem.gemm_m
+    nblocks = _blocks(problem)
+    cores = min(workers(), nblocks)
+    macs = cplx * _macs(problem) * scale
+    return [nblocks / cores, cplx * cols * scale * 2 / cores, macs / cores,
+            macs / problem.gemm_n / cores]
+
+
+def gemm_serial(problem):
+    """gemm's serial seconds: a strided input gradient adds its columns back per block
+    and tap (:func:`.gemm._grad_input`)."""
+    if problem.op != GRAD_INPUT or gemm.forward_applies(problem):
+        return 0.0
+    c = CPU
+    cols = problem.groups * problem.gemm_k * problem.gemm_m
+    scale = _real_bytes(problem) / 8
+    cplx = 4.0 if problem.is_complex else 1.0
+    return cplx * cols * c["col2im"] * scale * 2 + _blocks(problem) * problem.taps * c["chunk_tap"]
 
 
 def _gemm(problem, cplx):
+    """Blocks of columns (:mod:`.gemm`) on one thread per core: per block its column copy
+    and its GEMM, the blocks spread over the cores (:func:`gemm_terms`); integers run
+    NumPy's own matmul loops (``nonblas``); plus :func:`gemm_serial`."""
     c = CPU
-    mac = c["nonblas"] if problem.dtype.kind in "biu" else c["blas"]
-    if problem.dtype in (np.float32, np.complex64):
-        mac *= 0.5
-    cols = problem.groups * problem.gemm_k * problem.gemm_m
-    scatter = cols * c["copy"] + problem.taps * c["tap_overhead"] if problem.op == GRAD_INPUT else 0
-    return c["call"] + c["gemm_call"] + cols * c["copy"] + cplx * _macs(problem) * mac + scatter
+    counts = gemm_terms(problem)
+    if problem.dtype.kind in "biu":
+        counts[2] *= c["nonblas"] / c["block_mac"]
+    work = sum(n * c[key] for n, key in zip(counts, ("block", "column", "block_mac",
+                                                      "narrow_mac")))
+    return c["call"] + c["gemm_call"] + work + gemm_serial(problem)
+
+
+def depthwise_terms(problem):
+    """The depthwise tap loop's work per core (:func:`.direct.conv_depthwise`):
+    ``[depthwise_mac, chunk_tap]`` counts (multiply-adds in float32 units), over
+    ``min(cores, blocks)``."""
+    cplx = 4.0 if problem.is_complex else 1.0
+    outputs = problem.batch * problem.out_channels * math.prod(problem.out_shape)
+    nblocks = max(1, -(-outputs // PLANE_CHUNK))
+    cores = min(workers(), nblocks)
+    return [cplx * _macs(problem) * _real_bytes(problem) / 4 / cores,
+            nblocks * problem.taps / cores]
 
 
 def _fft(problem, cplx):

@@ -1,17 +1,29 @@
 """The ``gemm`` algorithm on the CPU, for every operation.
 
-- forward: vol2col (the strided window view of ``pad_input(x)`` copied into
-  a column buffer) + one BLAS ``matmul`` per group; the buffer is chunked
-  over images, then output rows, so it never exceeds the workspace limit.
-- input gradient, ``dx = A^H dy``: one GEMM ``W^H dy`` per image chunk and
-  group gives the column buffer; a loop over the kernel taps adds each tap's
-  columns into a zero-padded input (a strided slice per tap: the slices of
-  one tap never overlap), and the padding is folded back onto the source
-  elements (:func:`~cupyconv.backends.arrays.fold_padding`).
-- weight gradient, ``dw = dy . cols^H``: the forward's column buffer and one
-  GEMM per group and image chunk, summed in chunk order.
+The column buffer is built in cache-sized blocks, each feeding one large BLAS GEMM:
 
-No reduction depends on thread timing: results are bitwise reproducible.
+- a block is a box of output positions over ``(N, O_0, ..., O_{r-1})``
+  (:func:`blocks`): the leading axes are fixed one index at a time and the first axis
+  whose remaining box fits is split into runs, so a block may hold several images
+  (the batch folded into the GEMM's columns), some rows of one image, or part of a row;
+- its columns ``(G, C/G * taps, positions)`` are one strided copy of the padded input's
+  window view (:func:`columns`): the innermost axis runs along an output row, so the
+  copy streams (channels first, as the input and the result lie);
+- forward: ``y = W . cols`` per block, the groups as the batch of one ``matmul``
+  ``(G, K/G, C/G * taps) @ (G, C/G * taps, positions)``, written into ``y`` in place;
+- weight gradient, ``dw = dy . cols^H``: the same blocks, summed in block order;
+- input gradient, ``dx = A^H dy``: a stride-1 problem with constant padding is the
+  forward problem of the flipped, channel-transposed kernel
+  (:func:`~cupyconv.backends.grad_forward.grad_input_forward`), run by the same blocked
+  forward; any other runs ``W^H dy`` per block and adds each tap's columns into a
+  zero-padded input (a strided slice per tap; the slices of one tap never overlap),
+  the padding folded back onto the source elements
+  (:func:`~cupyconv.backends.arrays.fold_padding`).
+
+A block's bytes aim at :data:`CHUNK_BYTES` (about the L2 cache of one core: the GEMM
+reads its columns from cache; :data:`WEIGHT_BLOCKS` times that for the weight gradient,
+whose GEMMs reduce over the block), or the workspace limit over the cores when smaller,
+down to one output position (:func:`plan_blocks`).  No reduction depends on thread timing: results are bitwise reproducible.
 ``problem.conjugate=False`` gives the plain transpose (``conv_transpose``).
 """
 from __future__ import annotations
@@ -20,47 +32,80 @@ import math
 
 import numpy as np
 
-from ..._vocabulary import FORWARD, GRAD_INPUT
+from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
-from .direct import operand_views, windows
+from ..grad_forward import grad_input_forward, grad_input_operands
+from .direct import operand_views, tap_slices, windows
+from .threads import parallel_map, workers
 
-__all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "CHUNK_BYTES"]
+__all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
+           "plan_blocks", "as_run", "WEIGHT_BLOCKS",
+           "columns", "forward_applies", "CHUNK_BYTES"]
 
-#: Column-buffer chunk the CPU aims for under a larger limit: big enough for BLAS
-#: efficiency, small enough that a default limit (half the host's memory) is never
-#: taken whole by one buffer.
-CHUNK_BYTES = 64 * 2**20
+#: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
+#: where BLAS reads it fastest (measured on the 2-core VM, float32 ``(64, 576) @ (576,
+#: M)``: 170-250 GFLOP/s for M = 1024 (2.3 MiB of columns), 40-60 for M = 16384); a
+#: default limit (half the host's memory) is never taken whole by one buffer.
+CHUNK_BYTES = 2**20
 
 
 def position_bytes(problem):
-    """Column bytes of one output position (all groups): the forward's smallest chunk."""
+    """Column bytes of one output position (all groups): the smallest block."""
     return problem.dtype.itemsize * problem.groups * problem.gemm_k
 
 
+def forward_applies(problem):
+    """Whether an input gradient runs as the blocked forward problem of
+    :func:`~cupyconv.backends.grad_forward.grad_input_forward` (stride 1, constant
+    padding), else by columns and their scatter back (col2im)."""
+    return (problem.op == GRAD_INPUT and all(s == 1 for s in problem.stride)
+            and problem.padding_mode == "constant" and all(n > 0 for n in problem.in_shape))
+
+
 def min_workspace_bytes(problem):
-    """Least workspace: one output position (forward) or one image (gradients)."""
-    if problem.op == FORWARD:
-        return position_bytes(problem)
-    return problem.column_bytes(1)
+    """Least workspace: one output position's columns (the forward problem's for an input
+    gradient that runs as one, :func:`forward_applies`)."""
+    if forward_applies(problem):
+        return position_bytes(_as_forward(problem))
+    return position_bytes(problem)
+
+
+def _as_forward(problem):
+    return grad_input_forward(problem)[0]
+
+
+def as_run(problem):
+    """The problem whose blocks run: an input gradient of :func:`forward_applies` as its
+    forward problem, any other as it is."""
+    return _as_forward(problem) if forward_applies(problem) else problem
+
+
+#: The weight gradient's blocks are this many times larger: each block's GEMM reduces
+#: over its positions, and longer reductions pay (one core, float32, weight gradient of
+#: 3-D N=2 C=K=32 32^3 3^3: 191 ms at 1 MiB, 147 at 4 MiB; 2-D N=8 C=K=64 56^2: 57, 53).
+WEIGHT_BLOCKS = 4
 
 
 def _target(problem, limit):
-    """Chunk bytes aimed for: ``CHUNK_BYTES`` or the limit if smaller, at least the least chunk."""
-    return max(min(limit, CHUNK_BYTES), min(min_workspace_bytes(problem), limit))
+    """Block bytes aimed for: ``CHUNK_BYTES`` (times :data:`WEIGHT_BLOCKS` for a weight
+    gradient) or the limit if smaller, at least one position."""
+    chunk = CHUNK_BYTES * (WEIGHT_BLOCKS if problem.op == GRAD_WEIGHT else 1)
+    return max(min(limit, chunk), min(min_workspace_bytes(problem), limit))
 
 
 def workspace_bytes(problem, limit):
-    """Column-buffer bytes under ``limit`` (chunks of about :data:`CHUNK_BYTES`)."""
-    return min(problem.column_bytes(), max(_target(problem, limit), min_workspace_bytes(problem)))
+    """Column-buffer bytes under ``limit`` (blocks of about :data:`CHUNK_BYTES`)."""
+    whole = (_as_forward(problem) if forward_applies(problem) else problem).column_bytes()
+    return min(whole, max(_target(problem, limit), min_workspace_bytes(problem)))
 
 
-def _chunks(problem, limit):
+def blocks(problem, limit):
     """Index tuples over ``(N, *O)`` whose column buffer fits ``limit`` bytes.
 
-    The leading axes of ``(N, O_0, O_1, ...)`` are fixed one index at a time
-    and the first axis whose remaining block fits is split into runs, so the
-    buffer stays under the limit down to a single output position.
+    The leading axes of ``(N, O_0, O_1, ...)`` are fixed one index at a time and the
+    first axis whose remaining box fits is split into runs, so the buffer stays under
+    the limit down to a single output position.
     """
     sizes = (problem.batch,) + tuple(problem.out_shape)
     per_position = position_bytes(problem)
@@ -79,42 +124,65 @@ def _chunks(problem, limit):
                 slice(i0, min(sizes[axis], i0 + run)),)
 
 
+def _grouped(index):
+    """A block's index into ``(N, G, C/G, *O, ...)`` arrays."""
+    return index[:1] + (slice(None), slice(None)) + index[1:]
+
+
+def columns(problem, view, index):
+    """``(cols, box)``: the columns ``(G, C/G * taps, positions)`` of block ``index`` of
+    the window view ``(N, G, C/G, *O, *KS)`` (one copy, innermost along a row) and the
+    block's box ``(nb, *Ob)``."""
+    r = problem.ndim
+    part = view[_grouped(index)]                                # (nb, G, Cg, *Ob, *KS)
+    order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
+    src = part.transpose(order)                                 # (G, Cg, *KS, nb, *Ob)
+    cols = np.empty(src.shape, dtype=part.dtype)
+    np.copyto(cols, src)
+    box = part.shape[:1] + part.shape[3:3 + r]
+    g = problem.groups
+    return cols.reshape(g, -1, math.prod(box)), box
+
+
+def plan_blocks(problem, limit):
+    """``(indices, lanes)``: the blocks (:func:`blocks`) and how many run at once.
+
+    One block per core is in flight, so each aims at ``limit / cores`` (and at most
+    :data:`CHUNK_BYTES`); when that is below one position's columns the blocks run one
+    at a time under the whole limit.  The workspace in use stays under ``limit``.
+    """
+    target = _target(problem, limit)
+    lanes = workers()
+    if min(target, limit // lanes) < min_workspace_bytes(problem):
+        lanes = 1
+    indices = list(blocks(problem, min(target, limit // lanes)))
+    return indices, max(1, min(lanes, len(indices)))
+
+
+def _note(stats, sizes, lanes):
+    """Record the workspace in use: the largest block's bytes of ``sizes`` (one per
+    block; at least one) times the blocks in flight."""
+    stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes) * lanes)
+
+
 def _forward(problem, x, w, limit, stats):
-    y = zeros_result(problem, np, x.dtype)
+    if problem.is_empty:
+        return zeros_result(problem, np, x.dtype)
+    y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     view, wg, yg = operand_views(problem, x, w, y)
-    g, kg, kdim, r = problem.groups, problem.gemm_n, problem.gemm_k, problem.ndim
-    wmat = np.ascontiguousarray(wg.reshape(g, kg, kdim).transpose(0, 2, 1))  # (G, Kdim, Kg)
-    peak = 0
-    # (N, G, Cg, *O, *KS) -> (G, N, *O, Cg, *KS): columns are (M, Kdim) per group
-    order = (1, 0) + tuple(range(3, 3 + r)) + (2,) + tuple(range(3 + r, 3 + 2 * r))
-    for index in _chunks(problem, _target(problem, limit)):
-        part = view[index[:1] + (slice(None), slice(None)) + index[1:]]
-        cols = np.ascontiguousarray(part.transpose(order))
-        peak = max(peak, cols.nbytes)
-        m = cols.size // (g * kdim)
-        res = np.matmul(cols.reshape(g, m, kdim), wmat)               # (G, M, Kg)
-        res = res.reshape((g,) + part.shape[:1] + part.shape[3:3 + r] + (kg,))
-        res = res.transpose((1, 0, r + 2) + tuple(range(2, r + 2)))   # (nb, G, Kg, *O)
-        yg[index[:1] + (slice(None), slice(None)) + index[1:]] = res
-    stats["peak_workspace"] = max(stats.get("peak_workspace", 0), peak)
+    g, kg, r = problem.groups, problem.gemm_n, problem.ndim
+    wmat = np.ascontiguousarray(wg).reshape(g, kg, problem.gemm_k)   # (G, Kg, Cg * taps)
+    spatial = tuple(range(3, 3 + r))
+
+    def block(index):
+        cols, box = columns(problem, view, index)
+        res = np.matmul(wmat, cols).reshape((g, kg) + box)         # (G, Kg, nb, *Ob)
+        yg[_grouped(index)] = res.transpose((2, 0, 1) + spatial)
+        return cols.nbytes
+
+    indices, lanes = plan_blocks(problem, limit)
+    _note(stats, parallel_map(block, indices, lanes), lanes)
     return y
-
-
-def _image_chunk(problem, limit):
-    """Images per gradient chunk; one image's columns must fit."""
-    per_image = problem.column_bytes(1)
-    if per_image > limit:
-        raise OutOfMemoryError(
-            f"the gradient needs {per_image} bytes of columns per image; "
-            f"workspace_limit is {limit} bytes")
-    return max(1, min(problem.batch, _target(problem, limit) // max(per_image, 1)))
-
-
-def _tap_slices(problem, tap):
-    """The strided slice of the padded input that kernel tap ``tap`` reads."""
-    return tuple(slice(t * d, t * d + st * (o - 1) + 1, st)
-                 for t, d, st, o in zip(tap, problem.dilation, problem.stride,
-                                        problem.out_shape))
 
 
 def _adjoint(problem, a):
@@ -122,46 +190,72 @@ def _adjoint(problem, a):
 
 
 def _grad_input(problem, dy, w, limit, stats):
-    g, kg, cg = problem.groups, problem.gemm_n, problem.in_channels // problem.groups
-    positions = math.prod(problem.out_shape)
+    if forward_applies(problem):
+        fwd, x, wt = grad_input_operands(problem, dy, w)
+        return _forward(fwd, x, wt, limit, stats)
+    g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
+        problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)
-    wt = _adjoint(problem, wmat).transpose(0, 2, 1)                 # (G, Kdim, Kg)
+    wt = np.ascontiguousarray(_adjoint(problem, wmat).transpose(0, 2, 1))  # (G, Cg*taps, Kg)
     padded = problem.padded_shape()
     xpad = np.zeros((problem.batch, problem.in_channels) + padded, dtype=problem.dtype)
-    nb = _image_chunk(problem, limit)
-    lead = (slice(None),) * 3
-    for n0 in range(0, problem.batch, nb):
-        count = min(nb, problem.batch - n0)
-        col = np.matmul(wt, dy[n0:n0 + count].reshape(count, g, kg, positions))
-        stats["peak_workspace"] = max(stats.get("peak_workspace", 0), col.nbytes)
-        col = col.reshape((count, g, cg) + problem.kernel_shape + problem.out_shape)
-        target = xpad[n0:n0 + count].reshape((count, g, cg) + padded)
+    target = xpad.reshape((problem.batch, g, cg) + padded)
+    dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
+    spatial = tuple(range(3, 3 + r))
+
+    def columns_of(index):                                         # in parallel
+        part = dyg[_grouped(index)]                                # (nb, G, Kg, *Ob)
+        box = part.shape[:1] + part.shape[3:]
+        dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
+        col = np.matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
+        return col.reshape((g, cg) + problem.kernel_shape + box), box
+
+    def scatter(index, col, box):                                 # serially: taps overlap
+        starts = [s.start * st for s, st in zip(index[1:], problem.stride)]
+        lead = len(index) - 1          # the output axes the block fixes or splits
         for tap in np.ndindex(*problem.kernel_shape):
-            target[lead + _tap_slices(problem, tap)] += col[lead + tap]
+            sl = list(tap_slices(problem, tap))
+            for a in range(lead):      # the block's rows: shifted, and as long as the block
+                o = box[1 + a]
+                sl[a] = slice(sl[a].start + starts[a], sl[a].start + starts[a]
+                              + problem.stride[a] * (o - 1) + 1, problem.stride[a])
+            dst = target[index[:1] + (slice(None), slice(None)) + tuple(sl)]
+            dst += col[(slice(None), slice(None)) + tap].transpose((2, 0, 1) + spatial)
+
+    indices, lanes = plan_blocks(problem, limit)
+    for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
+        wave = indices[first:first + lanes]
+        cols = parallel_map(columns_of, wave, lanes)
+        _note(stats, [col.nbytes for col, _ in cols], lanes)
+        for index, (col, box) in zip(wave, cols):
+            scatter(index, col, box)
     return fold_padding(problem, xpad)
 
 
 def _grad_weight(problem, x, dy, limit, stats):
-    g, kg, kdim, r = problem.groups, problem.gemm_n, problem.gemm_k, problem.ndim
-    positions = math.prod(problem.out_shape)
+    g, kg, r = problem.groups, problem.gemm_n, problem.ndim
     view = windows(problem, pad_input(problem, x))                 # (N, G, Cg, *O, *KS)
-    order = (1, 0) + tuple(range(3, 3 + r)) + (2,) + tuple(range(3 + r, 3 + 2 * r))
-    dw = None
-    nb = _image_chunk(problem, limit)
-    for n0 in range(0, problem.batch, nb):
-        count = min(nb, problem.batch - n0)
-        cols = np.ascontiguousarray(view[n0:n0 + count].transpose(order))
-        stats["peak_workspace"] = max(stats.get("peak_workspace", 0), cols.nbytes)
-        cols = _adjoint(problem, cols.reshape(g, count * positions, kdim))
-        dyc = dy[n0:n0 + count].reshape(count, g, kg, positions).transpose(1, 2, 0, 3)
-        part = np.matmul(dyc.reshape(g, kg, count * positions), cols)   # (G, Kg, Kdim)
-        dw = part if dw is None else dw + part
+    dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
+    spatial = tuple(range(3, 3 + r))
+
+    def block(index):
+        cols, _ = columns(problem, view, index)
+        dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
+        part = np.matmul(dyc.reshape(g, kg, -1), _adjoint(problem, cols).transpose(0, 2, 1))
+        return part, cols.nbytes                                   # (G, Kg, Cg * taps)
+
+    indices, lanes = plan_blocks(problem, limit)
+    parts = parallel_map(block, indices, lanes)
+    _note(stats, [n for _, n in parts], lanes)
+    dw = parts[0][0]
+    for part, _ in parts[1:]:                                      # in block order
+        dw = dw + part
     dw = dw.reshape((problem.out_channels, problem.in_channels // g) + problem.kernel_shape)
     return np.ascontiguousarray(oriented_weights(problem, dw))
 
 
 def run(problem, operands, limit, stats):
-    """The result of ``problem.op`` by vol2col + BLAS under ``limit`` bytes of columns."""
+    """The result of ``problem.op`` by blocked vol2col + BLAS under ``limit`` bytes of columns."""
     if problem.op == FORWARD:
         return _forward(problem, operands.activation, operands.filter, limit, stats)
     if problem.op == GRAD_INPUT:

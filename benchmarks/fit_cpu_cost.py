@@ -1,0 +1,119 @@
+"""Fit the CPU cost model's gemm and depthwise constants to timings on this machine.
+
+``python -m benchmarks.fit_cpu_cost [--rounds 5] [--small]``
+
+Times ``gemm`` (forward and both gradients) and the depthwise tap loop (``direct``, one
+filter per channel) on layers from 1-D to 4-D, float32 and float64, and fits
+:data:`cupyconv.backends.numpy.cost.CPU`'s terms by non-negative least squares on the
+work each timing counts (the model of :func:`cupyconv.backends.numpy.cost.predict_times`:
+blocks, column elements, multiply-adds and the narrow-GEMM term spread over
+``min(cores, blocks)``; tap-loop multiply-adds and chunk taps for the depthwise path).
+Prints the fitted values next to the ones in force, then each case's measured and
+predicted milliseconds with the constants in force.  The machine this runs on decides
+the numbers: a loaded machine fits slower constants (say so where they are committed).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+from scipy.optimize import nnls
+
+from cupyconv._bench.timing import time_cpu
+
+#: (name, x shape, w shape, groups, padding, stride, op)
+CASES = [
+    ("2-D 64->64 56^2", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "forward"),
+    ("2-D 16->16 32^2", (4, 16, 32, 32), (16, 16, 3, 3), 1, 1, 1, "forward"),
+    ("2-D 3->32 64^2", (4, 3, 64, 64), (32, 3, 3, 3), 1, 1, 1, "forward"),
+    ("2-D 128->128 14^2 s2", (8, 128, 28, 28), (128, 128, 3, 3), 1, 1, 2, "forward"),
+    ("2-D groups 4, 32^2", (4, 64, 32, 32), (64, 16, 3, 3), 4, 1, 1, "forward"),
+    ("3-D 32->32 32^3", (2, 32, 32, 32, 32), (32, 32, 3, 3, 3), 1, 1, 1, "forward"),
+    ("3-D 8->8 24^3", (2, 8, 24, 24, 24), (8, 8, 3, 3, 3), 1, 1, 1, "forward"),
+    ("1-D 128->128 1024 k5", (16, 128, 1024), (128, 128, 5), 1, 2, 1, "forward"),
+    ("4-D 16->16 12^4", (2, 16, 12, 12, 12, 12), (16, 16, 3, 3, 3, 3), 1, 1, 1, "forward"),
+    ("2-D depthwise gemm", (8, 64, 56, 56), (64, 1, 3, 3), 64, 1, 1, "forward"),
+    ("2-D 64->64 56^2 dw", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "grad_weight"),
+    ("3-D 32->32 32^3 dw", (2, 32, 32, 32, 32), (32, 32, 3, 3, 3), 1, 1, 1, "grad_weight"),
+    ("2-D 64->64 56^2 dx", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "grad_input"),
+    ("2-D 128->128 28^2 s2 dx", (8, 128, 28, 28), (128, 128, 3, 3), 1, 1, 2, "grad_input"),
+]
+#: (name, x shape, kernel): depthwise layers for the tap loop
+DEPTHWISE = [
+    ("depthwise 2-D 64ch 56^2 3x3", (8, 64, 56, 56), (3, 3)),
+    ("depthwise 2-D 32ch 112^2 5x5", (2, 32, 112, 112), (5, 5)),
+    ("depthwise 3-D 16ch 32^3 3^3", (2, 16, 32, 32, 32), (3, 3, 3)),
+    ("depthwise 1-D 64ch 4096 k7", (8, 64, 4096), (7,)),
+]
+_KEYS = ("block", "column", "block_mac", "narrow_mac")
+
+
+def _problem(xs, ws, groups, padding, stride, op, dtype):
+    from cupyconv.core import ConvProblem
+    return ConvProblem.create(x_shape=xs, w_shape=ws, groups=groups, padding=padding,
+                              stride=stride, dtype=np.dtype(dtype), op=op)
+
+
+def _time(problem, algorithm, rounds):
+    from cupyconv.backends.numpy import NumpyBackend
+    from cupyconv.core.problem import Operands
+    rng = np.random.default_rng(0)
+    dtype = problem.dtype
+    x = rng.standard_normal(problem.x_shape).astype(dtype)
+    w = rng.standard_normal(problem.w_shape).astype(dtype)
+    dy = rng.standard_normal(problem.y_shape).astype(dtype)
+    ops = Operands(activation=x, filter=w, output=dy)
+    backend = NumpyBackend()
+    return time_cpu(lambda: backend.run(problem, algorithm, ops, 2**34), repeat=rounds)
+
+
+def _shrink(xs, small):
+    return xs if not small else xs[:2] + tuple(max(s // 2, 4) for s in xs[2:])
+
+
+def main(argv=None):
+    from cupyconv.backends.numpy import cost
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--small", action="store_true", help="halve the spatial extents")
+    opts = parser.parse_args(argv)
+    rows, feats, times = [], [], []
+    fixed = cost.CPU["call"] + cost.CPU["gemm_call"]
+    for dtype in ("float32", "float64"):
+        for name, xs, ws, g, pad, stride, op in CASES:
+            p = _problem(_shrink(xs, opts.small), ws, g, pad, stride, op, dtype)
+            feats.append(cost.gemm_terms(p))
+            t = _time(p, "gemm", opts.rounds)
+            times.append(t - fixed - cost.gemm_serial(p))
+            rows.append((f"{name} {dtype}", p, "gemm", t))
+    fitted = nnls(np.array(feats), np.array(times))[0]
+    dfeats, dtimes = [], []
+    for dtype in ("float32", "float64"):
+        for name, xs, ks in DEPTHWISE:
+            c = xs[1]
+            p = _problem(_shrink(xs, opts.small), (c, 1) + ks, c, [k // 2 for k in ks], 1,
+                         "forward", dtype)
+            dfeats.append(cost.depthwise_terms(p))
+            t = _time(p, "direct", opts.rounds)
+            dtimes.append(t - cost.CPU["call"])
+            rows.append((f"{name} {dtype}", p, "direct", t))
+    dfit = nnls(np.array(dfeats), np.array(dtimes))[0]
+    print("| constant | in force | fitted |\n|---|---:|---:|")
+    for key, value in zip(_KEYS, fitted):
+        print(f"| {key} | {cost.CPU[key]:.3g} | {value:.3g} |")
+    for key, value in zip(("depthwise_mac", "chunk_tap"), dfit):
+        print(f"| {key} | {cost.CPU[key]:.3g} | {value:.3g} |")
+    print("\n| case | algorithm | measured ms | predicted ms | predicted / measured |"
+          "\n|---|---|---:|---:|---:|")
+    for name, p, algo, t in rows:
+        pred = cost.predict_times(p, [algo])[algo]
+        print(f"| {name} | {algo} | {1e3 * t:.1f} | {1e3 * pred:.1f} | {pred / t:.2f} |")
+    ratios = [cost.predict_times(p, [a])[a] / t for _, p, a, t in rows]
+    print(f"\ngeometric mean predicted / measured {math.exp(np.mean(np.log(ratios))):.2f}, "
+          f"range {min(ratios):.2f}-{max(ratios):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

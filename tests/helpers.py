@@ -367,7 +367,7 @@ SMALL_INT_SCALE = {"b": 1, "u": 3, "i": 3, "f": 3, "c": 3}
 def small_ints(rng, shape, dtype, scale=None):
     """Integers in ``[-s, s]`` (``[0, s]`` unsigned, {0, 1} bool) as ``dtype``."""
     dtype = np.dtype(dtype)
-    s = SMALL_INT_SCALE[dtype.kind] if scale is None else scale
+    s = SMALL_INT_SCALE["f" if dtype == BFLOAT16 else dtype.kind] if scale is None else scale
     lo = 0 if dtype.kind in "bu" else -s
     a = rng.integers(lo, s + 1, size=shape)
     if dtype.kind == "c":

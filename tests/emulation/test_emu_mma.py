@@ -499,14 +499,8 @@ def test_module_usable_after_error(mma_normal):
 
 def test_mma_kernels_are_clean_under_asan():
     """The staging of fragments and ldmatrix rows stays in bounds: no ASan/UBSan report."""
-    from cupyconv._emulation import build_module
-    from emulation_support import require_asan, run_in_asan_subprocess
-    require_asan()
-    build_module(path=str(SOURCE), name_expressions=NAMES, mode="asan")
-    code = f"""
-import numpy as np
-from cupyconv._emulation import EmulatedModule
-f = EmulatedModule(path={str(SOURCE)!r}, name_expressions={NAMES!r}, mode="asan").get_function
+    from emulation_support import assert_clean_under_asan
+    assert_clean_under_asan(SOURCE, NAMES, """
 rng = np.random.default_rng(0)
 A, B, C = rng.standard_normal((8, 8, 4)), rng.standard_normal((8, 4, 8)), rng.standard_normal((8, 8, 8))
 f("mma_f64")((2,), (128,), (A, B, C, np.zeros_like(C), np.int32(0)))
@@ -517,7 +511,4 @@ C = rng.standard_normal((4, 16, 8)).astype(np.float32)
 f("mma_f16")((1,), (128,), (A, B, C, np.zeros_like(C), np.int32(0)))
 f("mma_f16_ldmatrix")((4,), (32,), (A, B, C, np.zeros_like(C)))
 f("ldmatrix_dump<4, true>")((1,), (32,), (np.arange(256, dtype=np.uint16), np.zeros(128, np.uint32)))
-print("CHILD-OK", flush=True)
-"""
-    proc = run_in_asan_subprocess(code)
-    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stderr[-3000:]
+""")

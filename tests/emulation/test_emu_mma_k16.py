@@ -266,14 +266,9 @@ def test_k16_kernels_are_clean_under_asan():
     """The larger staging of the f64 m16n8k16 atom, the bf16 atom, ldmatrix of 32-bit data and
     the pipeline's 153 KiB of dynamic shared memory (an exact-size buffer under ASan) stay in
     bounds: no ASan/UBSan report."""
-    from cupyconv._emulation import build_module
-    from emulation_support import require_asan, run_in_asan_subprocess
-    require_asan()
-    build_module(path=str(SOURCE), name_expressions=NAMES, mode="asan")
-    code = f"""
-import numpy as np, ml_dtypes
-from cupyconv._emulation import EmulatedModule
-f = EmulatedModule(path={str(SOURCE)!r}, name_expressions={NAMES!r}, mode="asan").get_function
+    from emulation_support import assert_clean_under_asan
+    assert_clean_under_asan(SOURCE, NAMES, f"""
+import ml_dtypes
 rng = np.random.default_rng(0)
 A, B, C = rng.standard_normal((4, 16, 16)), rng.standard_normal((4, 16, 8)), rng.standard_normal((4, 16, 8))
 f("mma_f64_k16")((1,), (128,), (A, B, C, np.zeros_like(C), np.int32(0)))
@@ -287,7 +282,4 @@ A, B = rng.integers(-4, 5, (64, 320)).astype(np.float16), rng.integers(-4, 5, (8
 D = np.zeros((64, 8), np.float32)
 k((1,), (128,), (A, B, D, np.int32(320), np.int32({STAGE_BYTES}), np.int32(0)), shared_mem={PIPE_SHARED})
 assert np.array_equal(D, A.astype(np.float64) @ B.astype(np.float64).T)
-print("CHILD-OK", flush=True)
-"""
-    proc = run_in_asan_subprocess(code)
-    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stderr[-3000:]
+""")

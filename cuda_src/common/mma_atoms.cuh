@@ -126,6 +126,14 @@
 #define CUPYCONV_MMA_SITE_PARAM
 #endif
 
+// The inline PTX of the atoms with 4 .b32 A, 2 .b32 B and 4 float C/D registers per lane
+// (tf32, f16 and bf16 with float accumulation): `d`, `a`, `b`, `c` are the mma() arguments.
+#define CUPYCONV_MMA_F32_4X2X4(INSTR)                                                  \
+  asm volatile(INSTR " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n" \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                        \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),     \
+                 "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]))
+
 namespace cc {
 
 #if defined(CUPYCONV_HAS_MMA)
@@ -236,20 +244,28 @@ struct MmaMapsAB16x8Wide {
   }
 };
 
+/// The element, register and fragment declarations every atom has (kARegs registers of
+/// type ARegister per lane hold kAElems elements of A, and so on; FragA = ARegister[kARegs]).
+template <typename AE, typename BE, typename CE, typename AR, typename BR, typename CR,
+          int kAR, int kBR, int kCR, int kAE, int kBE, int kCE>
+struct MmaFragments {
+  using AElement = AE;  ///< matrix element types (C's also D's)
+  using BElement = BE;
+  using CElement = CE;
+  using ARegister = AR;  ///< register types
+  using BRegister = BR;
+  using CRegister = CR;
+  static constexpr int kARegs = kAR, kBRegs = kBR, kCRegs = kCR;   ///< registers per lane
+  static constexpr int kAElems = kAE, kBElems = kBE, kCElems = kCE;  ///< elements per lane
+  using FragA = AR[kAR];
+  using FragB = BR[kBR];
+  using FragC = CR[kCR];  ///< also the type of D
+};
+
 /// D(8x8) = A(8x4) * B(4x8) + C(8x8) in double: mma.sync.aligned.m8n8k4.row.col.f64.
-struct MmaF64_m8n8k4 {
+struct MmaF64_m8n8k4
+    : MmaFragments<double, double, double, double, double, double, 1, 1, 2, 1, 1, 2> {
   static constexpr int kM = 8, kN = 8, kK = 4;
-  using AElement = double;   ///< matrix element types
-  using BElement = double;
-  using CElement = double;
-  using ARegister = double;  ///< register types
-  using BRegister = double;
-  using CRegister = double;
-  static constexpr int kARegs = 1, kBRegs = 1, kCRegs = 2;   ///< registers per lane
-  static constexpr int kAElems = 1, kBElems = 1, kCElems = 2;  ///< matrix elements per lane
-  using FragA = double[1];
-  using FragB = double[1];
-  using FragC = double[2];  ///< also the type of D
 
   static CC_CONSTEXPR MmaCoord a_coord(int lane, int /*i*/) { return MmaCoord{lane >> 2, lane & 3}; }
   static CC_CONSTEXPR MmaCoord b_coord(int lane, int /*i*/) { return MmaCoord{lane & 3, lane >> 2}; }
@@ -277,19 +293,10 @@ struct MmaF64_m8n8k4 {
 /// D(16x8) = A(16x8) * B(8x8) + C(16x8), tf32 operands, float accumulation:
 /// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32.  Fill FragA / FragB with
 /// cc::to_tf32 of the floats.
-struct MmaTf32_m16n8k8 : MmaMapC16x8, MmaMapsAB16x8Wide {
+struct MmaTf32_m16n8k8   // A and B as tf32 bits (cc::to_tf32) in .b32 registers
+    : MmaMapC16x8, MmaMapsAB16x8Wide,
+      MmaFragments<float, float, float, unsigned, unsigned, float, 4, 2, 4, 4, 2, 4> {
   static constexpr int kM = 16, kN = 8, kK = 8;
-  using AElement = float;      ///< as tf32 bits (cc::to_tf32)
-  using BElement = float;
-  using CElement = float;
-  using ARegister = unsigned;  ///< .b32 holding a tf32
-  using BRegister = unsigned;
-  using CRegister = float;
-  static constexpr int kARegs = 4, kBRegs = 2, kCRegs = 4;
-  static constexpr int kAElems = 4, kBElems = 2, kCElems = 4;
-  using FragA = unsigned[4];
-  using FragB = unsigned[2];
-  using FragC = float[4];
 
   /// d = a * b + c over the warp (d may alias c).
   template <int kDeferred = 0>
@@ -298,12 +305,7 @@ struct MmaTf32_m16n8k8 : MmaMapC16x8, MmaMapsAB16x8Wide {
 #if defined(CUPYCONV_DEVICE_EMULATED)
     ::cupyconv_emu::detail::mma_m16n8k8_tf32(CUPYCONV_MMA_SITE, d, a, b, c);
 #elif defined(CUPYCONV_HAS_MMA)
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    CUPYCONV_MMA_F32_4X2X4("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
 #else
     static_assert(kDeferred != 0, "cc::MmaTf32_m16n8k8 needs sm_80 or newer (test cc::kHasMma)");
 #endif
@@ -313,19 +315,10 @@ struct MmaTf32_m16n8k8 : MmaMapC16x8, MmaMapsAB16x8Wide {
 /// D(16x8) = A(16x16) * B(16x8) + C(16x8), f16 operands, float accumulation:
 /// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.  Elements are halves
 /// packed two per register (cc::frag_set_half / cc::frag_half).
-struct MmaF16_m16n8k16 : MmaMapC16x8 {
+struct MmaF16_m16n8k16   // .f16x2 registers
+    : MmaMapC16x8,
+      MmaFragments<half, half, float, unsigned, unsigned, float, 4, 2, 4, 8, 4, 4> {
   static constexpr int kM = 16, kN = 8, kK = 16;
-  using AElement = half;
-  using BElement = half;
-  using CElement = float;
-  using ARegister = unsigned;  ///< .f16x2
-  using BRegister = unsigned;  ///< .f16x2
-  using CRegister = float;
-  static constexpr int kARegs = 4, kBRegs = 2, kCRegs = 4;
-  static constexpr int kAElems = 8, kBElems = 4, kCElems = 4;
-  using FragA = unsigned[4];
-  using FragB = unsigned[2];
-  using FragC = float[4];
 
   static CC_CONSTEXPR MmaCoord a_coord(int lane, int i) {
     return MmaCoord{(lane >> 2) + 8 * ((i >> 1) & 1), 2 * (lane & 3) + (i & 1) + 8 * (i >> 2)};
@@ -333,6 +326,7 @@ struct MmaF16_m16n8k16 : MmaMapC16x8 {
   static CC_CONSTEXPR MmaCoord b_coord(int lane, int i) {
     return MmaCoord{2 * (lane & 3) + (i & 1) + 8 * (i >> 1), lane >> 2};
   }
+
   /// d = a * b + c over the warp (d may alias c).
   template <int kDeferred = 0>
   static CC_DEVICE void mma(FragC& d, const FragA& a, const FragB& b,
@@ -340,12 +334,7 @@ struct MmaF16_m16n8k16 : MmaMapC16x8 {
 #if defined(CUPYCONV_DEVICE_EMULATED)
     ::cupyconv_emu::detail::mma_m16n8k16_f16(CUPYCONV_MMA_SITE, d, a, b, c);
 #elif defined(CUPYCONV_HAS_MMA)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    CUPYCONV_MMA_F32_4X2X4("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
 #else
     static_assert(kDeferred != 0, "cc::MmaF16_m16n8k16 needs sm_80 or newer (test cc::kHasMma)");
 #endif
@@ -367,12 +356,7 @@ struct MmaBf16_m16n8k16 : MmaF16_m16n8k16 {
 #if defined(CUPYCONV_DEVICE_EMULATED)
     ::cupyconv_emu::detail::mma_m16n8k16_bf16(CUPYCONV_MMA_SITE, d, a, b, c);
 #elif defined(CUPYCONV_HAS_MMA)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    CUPYCONV_MMA_F32_4X2X4("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
 #else
     static_assert(kDeferred != 0, "cc::MmaBf16_m16n8k16 needs sm_80 or newer (test cc::kHasMma)");
 #endif
@@ -382,19 +366,10 @@ struct MmaBf16_m16n8k16 : MmaF16_m16n8k16 {
 /// D(16x8) = A(16x16) * B(16x8) + C(16x8) in double:
 /// mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 (sm_90 only: DMMA.16x8x16 in SASS;
 /// test cc::kHasMmaF64K16, and use MmaF64_m8n8k4 on sm_80).
-struct MmaF64_m16n8k16 : MmaMapC16x8, MmaMapsAB16x8Wide {
+struct MmaF64_m16n8k16
+    : MmaMapC16x8, MmaMapsAB16x8Wide,
+      MmaFragments<double, double, double, double, double, double, 8, 4, 4, 8, 4, 4> {
   static constexpr int kM = 16, kN = 8, kK = 16;
-  using AElement = double;
-  using BElement = double;
-  using CElement = double;
-  using ARegister = double;
-  using BRegister = double;
-  using CRegister = double;
-  static constexpr int kARegs = 8, kBRegs = 4, kCRegs = 4;
-  static constexpr int kAElems = 8, kBElems = 4, kCElems = 4;
-  using FragA = double[8];
-  using FragB = double[4];
-  using FragC = double[4];
 
   /// d = a * b + c over the warp (d may alias c).
   template <int kDeferred = 0>

@@ -34,7 +34,7 @@ import cupyconv
 from cupyconv._kernels import registry
 
 #: Relative-norm tolerance per dtype (small-integer data: only rounding of sums).
-TOLERANCE = {"float16": 2e-3, "float32": 1e-5, "complex64": 1e-5,
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "complex64": 1e-5,
              "float64": 1e-12, "complex128": 1e-12, "int64": 0.0}
 
 #: family -> (public function, method).

@@ -13,6 +13,8 @@
 #   reference_cases.json      the issue's reference layers vs cuDNN/cupyx, % of FP32 peak
 #   tensor_cores.json         float64 (DMMA) / TF32 / float16 tiles vs cuDNN, % of tensor peak
 #   ndimage_gpu.json          cupyconv.ndimage vs cupyx.scipy.ndimage; separable vs fft
+#   device_micro.json         mma.sync issue rate per atom (HMMA f16/bf16/TF32, DMMA m8n8k4,
+#                             m16n8k16 on sm_90), L2 and HBM copy bandwidth (issue 26)
 #   (the Winograd GPU table is in device_check.log)
 #   bench/all_quick_cuda.{json,md,_speedup.png,_roofline.png}
 #   (the per-call profile of small calls is in device_check.log)
@@ -65,6 +67,9 @@ step glue-smoke 35 "$PY" -m benchmarks.glue_smoke --backend cuda --ranks 1-3 \
     --out "$OUT/glue_smoke.json"
 step gpu-tests 90 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf "${TESTS[@]}"
 step demo 15 "$PY" -m cupyconv demo
+# issue 26: what limits each tile -- the mma.sync rate of every atom (independent MMAs per
+# warp, CUDA events and clock64) and the L2 / HBM copy bandwidth (cuda_src/bench/device_micro.cu)
+step micro 60 "$PY" -m benchmarks.device_micro --out "$OUT"
 # issues 13 and 15: where a small call's time goes, host against device (conv, convolve, a
 # 3-pass ndimage filter, the 96^3 * 5^3 ndimage correlation that took 1.84 ms against
 # cupyx's 0.10, a Winograd layer); early, so a slow later step cannot crowd it out
@@ -86,4 +91,4 @@ rm -f "$TMP"
 echo
 echo "===== summary"
 timeout 30 "$PY" -c "from cupyconv._bench.report import print_summary as p; \
-p('$OUT/bench/all_quick_cuda.json', '$STEPS')" || cat "$STEPS"
+p('$OUT/bench/all_quick_cuda.json', '$STEPS', '$OUT/device_micro.json')" || cat "$STEPS"

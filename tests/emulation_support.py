@@ -13,7 +13,7 @@ from pathlib import Path
 from cupyconv._emulation import _build
 
 __all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess",
-           "cached_module"]
+           "cached_module", "assert_clean_under_asan"]
 
 
 def require_emulation() -> None:
@@ -98,3 +98,31 @@ def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = N
     return subprocess.run([sys.executable, "-c", code], env=child_env, cwd=cwd, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                           check=False)
+
+
+_CACHED_MODULES: dict = {}
+
+
+def cached_module(path, names, mode: str = "normal"):
+    """The EmulatedModule of kernel file `path` with name expressions `names` in `mode`, built
+    once per test process (skips without a compiler)."""
+    from cupyconv._emulation import EmulatedModule
+    require_emulation()
+    key = (str(path), tuple(names), mode)
+    if key not in _CACHED_MODULES:
+        _CACHED_MODULES[key] = EmulatedModule(path=path, name_expressions=list(names), mode=mode)
+    return _CACHED_MODULES[key]
+
+
+def assert_clean_under_asan(path, names, body: str) -> None:
+    """Build the kernels ``names`` of ``path`` in ``asan`` mode here, then run ``body`` (Python
+    source; ``f`` is that module's ``get_function``, ``np`` NumPy) in an ASan subprocess and
+    assert it finished without a sanitizer report (skips without ASan)."""
+    from cupyconv._emulation import build_module
+    require_asan()
+    build_module(path=str(path), name_expressions=list(names), mode="asan")
+    code = (f"import numpy as np\nfrom cupyconv._emulation import EmulatedModule\n"
+            f"f = EmulatedModule(path={str(path)!r}, name_expressions={list(names)!r}, "
+            f"mode='asan').get_function\n" + body + "\nprint('CHILD-OK', flush=True)\n")
+    proc = run_in_asan_subprocess(code)
+    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stderr[-3000:]

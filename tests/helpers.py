@@ -25,6 +25,8 @@ import math
 
 import numpy as np
 
+from cupyconv._dtypes import BFLOAT16
+
 PADDING_MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
 
 # --------------------------------------------------------------------------
@@ -49,6 +51,11 @@ UNIT_ROUNDOFF = {
 }
 #: Extra relative error of rounding the accumulated value to the result dtype.
 FINAL_ROUNDING = {np.dtype(np.float16): 2.0**-11}
+if BFLOAT16 is not None:
+    UNIT_ROUNDOFF[BFLOAT16] = (2.0**-24, "bfloat16 accumulates in float32 (the m16n8k16 bf16 "
+                               "atom and the kernels' float accumulators); the final rounding "
+                               "to bfloat16 adds 2**-8 * |y| (8 significant bits)")
+    FINAL_ROUNDING[BFLOAT16] = 2.0**-8
 #: c in |y - y_ref| <= c * K * u * (|x| conv |w|): Higham's gamma_K = K*u/(1-K*u)
 #: for a sum of K products, times 2 for the product rounding and complex parts.
 ELEMENTWISE_C = 2.0
@@ -78,7 +85,15 @@ def elementwise_bound(abs_conv, k, dtype):
     gamma = ku / (1.0 - ku)
     bound = ELEMENTWISE_C * gamma * np.abs(abs_conv)
     bound = bound + FINAL_ROUNDING.get(dtype, 0.0) * np.abs(abs_conv)
-    return bound + k * np.finfo(dtype).tiny
+    return bound + k * _tiny(dtype)
+
+
+def _tiny(dtype):
+    """The smallest normal number of a floating dtype (bfloat16's from ml_dtypes)."""
+    if dtype == BFLOAT16:
+        import ml_dtypes
+        return float(ml_dtypes.finfo(dtype).tiny)
+    return float(np.finfo(dtype).tiny)
 
 
 def rel_norm_error(y, y_ref, scale=None):
@@ -352,7 +367,7 @@ SMALL_INT_SCALE = {"b": 1, "u": 3, "i": 3, "f": 3, "c": 3}
 def small_ints(rng, shape, dtype, scale=None):
     """Integers in ``[-s, s]`` (``[0, s]`` unsigned, {0, 1} bool) as ``dtype``."""
     dtype = np.dtype(dtype)
-    s = SMALL_INT_SCALE[dtype.kind] if scale is None else scale
+    s = SMALL_INT_SCALE["f" if dtype == BFLOAT16 else dtype.kind] if scale is None else scale
     lo = 0 if dtype.kind in "bu" else -s
     a = rng.integers(lo, s + 1, size=shape)
     if dtype.kind == "c":
@@ -441,3 +456,24 @@ def forget_launches(seen=None):
     algorithms.clear_program_cache()
     compiled.clear_cache()
 
+
+def gradient_cases(x, w, dy, w_transpose, groups, **geo):
+    """The three gradient-style calls of one layer, as ``call(x, w, dy, **kw)`` functions:
+    ``conv_grad_input(dy, w)``, ``conv_grad_weight(x, dy)`` and ``conv_transpose(x,
+    w_transpose)`` (``groups`` and ``geo`` as given), with their float64 references and the
+    same calls on the magnitudes (the scale of their summation error).
+
+    Returns
+    -------
+    list of (call, reference, scale)
+    """
+    import cupyconv
+    kw = dict(geo, groups=groups)
+    calls = [
+        lambda x_, w_, dy_, wt_, **o: cupyconv.conv_grad_input(dy_, w_, x.shape, **kw, **o),
+        lambda x_, w_, dy_, wt_, **o: cupyconv.conv_grad_weight(x_, dy_, w.shape, **kw, **o),
+        lambda x_, w_, dy_, wt_, **o: cupyconv.conv_transpose(x_, wt_, groups=groups, **o),
+    ]
+    wide = [np.asarray(a).astype(np.float64) for a in (x, w, dy, w_transpose)]
+    with cupyconv.use_backend("numpy"):
+        return [(c, c(*wide), c(*[np.abs(a) for a in wide])) for c in calls]

@@ -179,6 +179,16 @@ CUPYCONV_EMU_STORE(__stcs)
 CUPYCONV_EMU_STORE(__stwt)
 #undef CUPYCONV_EMU_STORE
 
+// ---------------------------------------------------------------------------
+// Clocks: clock64() counts nanoseconds of the host's steady clock (monotonic, not the
+// SM's cycles), so a kernel that times itself runs and reports plausible numbers.
+// ---------------------------------------------------------------------------
+inline long long clock64() {
+  return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now().time_since_epoch())
+                                    .count());
+}
+
 // Fences: every fiber switch is a full barrier on one OS thread.
 inline void __threadfence() {}
 inline void __threadfence_block() {}

@@ -257,16 +257,30 @@ def _roofline_plot(plt, path, meta, rows):
     plt.close(fig)
 
 
-def print_summary(json_path, steps_path=None):
+def print_summary(json_path, steps_path=None, micro_path=None):
     """Print the short closing table of ``scripts/device_check.sh``.
 
-    ``steps_path`` is a tab-separated file of ``step, status, rc, seconds``.
+    ``steps_path`` is a tab-separated file of ``step, status, rc, seconds``;
+    ``micro_path`` the ``device_micro.json`` of ``benchmarks.device_micro`` (one line per
+    measurement: TFLOP/s per MMA atom, GB/s per memory level).
     """
     if steps_path and os.path.exists(steps_path):
         print("| step | status | rc | s |\n|---|---|---:|---:|")
         with open(steps_path) as fh:
             for line in fh:
                 print("| " + " | ".join(line.rstrip("\n").split("\t")) + " |")
+    if micro_path and os.path.exists(micro_path):
+        with open(micro_path) as fh:
+            micro = json.load(fh)
+        print(f"\n| micro ({micro['device']}) | rate |\n|---|---:|")
+        for r in micro["rows"]:
+            if r["kind"] == "mma":
+                frac = r.get("fraction_of_model_peak")
+                print(f"| {r['atom']} | {r['tflops']:.1f} TFLOP/s"
+                      + (f" ({100 * frac:.0f}% of model peak)" if frac else "") + " |")
+            else:
+                print(f"| copy {r['level']} {r['working_set_bytes'] / 2**20:.0f} MiB | "
+                      f"{r['gbps']:.0f} GB/s |")
     if not os.path.exists(json_path):
         print(f"no benchmark results at {json_path}")
         return

@@ -25,6 +25,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from .._dtypes import BFLOAT16, HALF_FLOATS
 from .._paths import cuda_src_dir
 from .._lru import memoized
 from .._vocabulary import MAX_RANK
@@ -116,8 +117,13 @@ DTYPES: Dict[str, DtypeSpec] = {
         DtypeSpec(np.dtype(np.complex128), "cc::complex<double>", "cc::complex<double>", 16),
         DtypeSpec(np.dtype(np.int64), "long long", "long long", 8),
         DtypeSpec(np.dtype(np.float16), "cc::half", "float", 4),
+        *([DtypeSpec(BFLOAT16, "cc::bfloat16", "float", 4)] if BFLOAT16 is not None else []),
     )
 }
+
+#: The families with bfloat16 instances: the direct kernel and the implicit GEMM (the
+#: algorithms that compute bfloat16 natively); the others run a bfloat16 problem in float32.
+BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop"})
 
 _INDEX_CPP = {False: "int", True: "long long"}
 
@@ -227,7 +233,7 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
                 (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float64:
         return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
-    if np.dtype(dtype) == np.float16:
+    if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3))
     return ((64, 64, 8, 0),)
@@ -274,6 +280,8 @@ def winograd_tiles(dtype) -> Tuple[Tuple[int, ...], ...]:
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled, ``()``
     when the family has no instance for the dtype."""
+    if BFLOAT16 is not None and np.dtype(dtype) == BFLOAT16 and family not in BFLOAT16_FAMILIES:
+        return ()
     if family == "implicit_gemm_fprop":
         return gemm_tiles(dtype)
     if family == "direct_conv":

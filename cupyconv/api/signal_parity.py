@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from .._dtypes import HALF_FLOATS
 from .._vocabulary import SIGNAL_BOUNDARIES, describe_choices
 from ..core import args
 from ..core.signal_map import check_mode
@@ -17,11 +18,11 @@ __all__ = ["fftconvolve", "oaconvolve", "convolve2d", "correlate2d"]
 
 def _fft_dtype(dtype):
     """The dtype ``scipy.fft`` transforms an operand in: integers and bool in float64,
-    float16 in float32, the others as they are."""
+    float16 and bfloat16 in float32, the others as they are."""
     dtype = np.dtype(dtype)
     if dtype.kind in "biu":
         return np.dtype(np.float64)
-    return np.dtype(np.float32) if dtype == np.float16 else dtype
+    return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
 
 
 def _freq_conv(in1, in2, mode, axes):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtypes import HALF_FLOATS, is_inexact
 from ..core.args import array_module_of
 
 __all__ = ["all_finite", "max_magnitude", "to_tf32", "in_float32", "pad_input", "fold_padding",
@@ -79,7 +80,7 @@ def zeros_result(problem, xp, dtype=None):
 
 def all_finite(a):
     """All elements finite: min/max reductions, no input-sized temporary."""
-    if a.dtype.kind not in "fc" or a.size == 0:
+    if not is_inexact(a.dtype) or a.size == 0:
         return True
     parts = (a.real, a.imag) if a.dtype.kind == "c" else (a,)
     return all(bool(np.isfinite(float(p.min()))) and bool(np.isfinite(float(p.max())))
@@ -122,21 +123,22 @@ def in_compute_dtype(problem, operands):
 
 
 def in_float32(problem, operands):
-    """``(problem, operands)`` of a float16 problem computed in float32, else as given.
+    """``(problem, operands)`` of a float16 or bfloat16 problem computed in float32, else
+    as given.
 
-    The one widening of the float16 contract (docs/semantics.md, "Precision contract"):
-    each operand present is cast to float32 once (exact: every float16 is a float32),
-    ``cval`` is rounded to float16 as padding float16 data with it would (the GPU's half
-    kernels do the same), and the problem's dtype becomes float32, so the algorithm that
-    runs it computes in float32 (a tap sum adds exact float16 products).  The result is
-    float32; the public function rounds it to float16 once.
+    The one widening of the 16-bit contract (docs/semantics.md, "Precision contract"):
+    each operand present is cast to float32 once (exact: every float16 and bfloat16 is a
+    float32), ``cval`` is rounded to the 16-bit type as padding its data with it would (the
+    GPU's 16-bit kernels do the same), and the problem's dtype becomes float32, so the
+    algorithm that runs it computes in float32 (a tap sum adds exact 16-bit products).  The
+    result is float32; the public function rounds it to the 16-bit type once.
     """
-    if problem.dtype != np.float16:
+    if problem.dtype not in HALF_FLOATS:
         return problem, operands
     arrays = {role: operands.get(role).astype(np.float32)
               for role in ("activation", "filter", "output") if operands.get(role) is not None}
     cval = problem.cval
     if cval != 0:
-        with np.errstate(over="ignore"):         # beyond 65504: inf, as float16 padding is
-            cval = float(np.float16(np.real(cval)))
+        with np.errstate(over="ignore"):         # beyond the type's range: inf, as padding is
+            cval = float(np.asarray(np.real(cval), np.float64).astype(problem.dtype))
     return problem.with_(dtype=np.dtype(np.float32), cval=cval), operands.replace(**arrays)

@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from .. import config
+from .._dtypes import BFLOAT16, HALF_FLOATS
 from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, PRECISIONS,
                           describe_choices,
                            methods_for)
@@ -26,7 +27,7 @@ __all__ = [
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
     np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64,
-    np.complex128, np.longdouble, np.clongdouble))     # long double: the CPU only
+    np.complex128, np.longdouble, np.clongdouble)) | HALF_FLOATS  # long double: the CPU only
 #: Long double dtypes (``float128`` on x86-64 Linux): NumPy computes them, no CUDA kernel does.
 LONG_DOUBLE = frozenset(np.dtype(t) for t in (np.longdouble, np.clongdouble)) - frozenset(
     np.dtype(t) for t in (np.float64, np.complex128))
@@ -310,7 +311,8 @@ def check_dtype(a, name):
                         f"of numbers); got {type(a.item()).__name__} {a.item()!r:.60}")
     raise TypeError(
         f"{name} has dtype {dt}, which is not supported; use bool, integer, "
-        "float16/32/64, complex64/128 or long double (object, string and datetime "
+        "float16/32/64, " + ("bfloat16, " if BFLOAT16 is not None else "") +
+        "complex64/128 or long double (object, string and datetime "
         "inputs are rejected rather than silently converted)")
 
 
@@ -362,11 +364,11 @@ def gradient_dtype(*dtypes):
 def compute_dtype(dtype):
     """The dtype the arithmetic (the accumulation) runs in for a given result dtype.
 
-    float16 accumulates in float32; integers and bool in int64 (exact, with
+    float16 and bfloat16 accumulate in float32; integers and bool in int64 (exact, with
     two's-complement wraparound identical to scipy's once cast back).
     """
     dtype = np.dtype(dtype)
-    if dtype == np.float16:
+    if dtype in HALF_FLOATS:
         return np.dtype(np.float32)
     return problem_dtype(dtype)
 
@@ -374,7 +376,7 @@ def compute_dtype(dtype):
 def problem_dtype(dtype):
     """The dtype of a problem (its operands as the engine receives them) for a result dtype.
 
-    As :func:`compute_dtype`, except that float16 stays float16: its operands are not
+    As :func:`compute_dtype`, except that float16 (and bfloat16) stays: its operands are not
     widened before dispatch.  The CUDA path computes it natively (half storage, float32
     accumulation, one rounding); the CPU backends cast the operands to float32 once in
     ``Backend.prepare`` (docs/semantics.md, "Precision contract").

@@ -32,6 +32,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
+from .._dtypes import is_inexact
 from .. import config
 from .._kernels import program
 from .._lru import LRU
@@ -315,7 +316,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
         _explicit(problem, backend, method, limit)
-        if (method in NON_FINITE_SPREAD and problem.dtype.kind in "fc"
+        if (method in NON_FINITE_SPREAD and is_inexact(problem.dtype)
                 and not fft_safe(problem, operands)[0]):      # float data: finite or not
             warnings.warn(f"Use of {method} convolution on input with NAN or inf results in "
                           f"NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "

@@ -13,6 +13,7 @@ from scipy.ndimage import correlate1d as scipy_correlate1d
 from scipy.ndimage import uniform_filter1d as scipy_uniform_filter1d
 
 from .. import config
+from .._dtypes import HALF_FLOATS
 from .._kernels import program
 from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
@@ -24,11 +25,11 @@ from ..dispatch.dispatcher import ranked_for_data
 __all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "store_output", "scipy_line_pass", "run_filter"]
 
 
-#: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32).
+#: Input dtypes a filter computes (SciPy's, plus float16 and bfloat16, which run in float32).
 INPUT_KINDS = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128))
-SINGLE = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.complex64))
+    np.uint64, np.float32, np.float64, np.complex64, np.complex128)) | HALF_FLOATS
+SINGLE = frozenset(np.dtype(t) for t in (np.float32, np.complex64)) | HALF_FLOATS
 #: Largest integer-valued weight computed exactly in int64.
 EXACT_WEIGHT = 2**31
 
@@ -49,14 +50,14 @@ def as_arrays(input, weights=_NO_WEIGHTS):
     if input.dtype not in INPUT_KINDS:
         raise RuntimeError(
             f"array type not supported: input has dtype {input.dtype}; use bool, integer, "
-            "float16/32/64 or complex64/128")
+            "float16/32/64, bfloat16 or complex64/128")
     if weights is _NO_WEIGHTS:
         return xp, input, None
     if weights is None:
         weights = xp.full((), np.nan)
     else:
         weights = args.as_array(xp, weights)
-        if weights.dtype.kind not in "biufc":
+        if weights.dtype.kind not in "biufc" and weights.dtype not in HALF_FLOATS:
             raise RuntimeError(f"array type not supported: weights have dtype {weights.dtype}")
     return xp, input, weights
 

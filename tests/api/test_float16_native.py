@@ -25,8 +25,9 @@ from cupyconv._kernels import launch
 from cupyconv._vocabulary import ALGORITHMS
 
 from backends.cuda.conftest import Device
-from helpers import (assert_matches_reference, conv_bounds, forget_launches, ref_conv,
-                     ref_convolve, rel_norm_error)
+from cupyconv._dtypes import BFLOAT16
+from helpers import (FINAL_ROUNDING, assert_matches_reference, conv_bounds, forget_launches,
+                     gradient_cases, ref_conv, ref_convolve, rel_norm_error)
 
 F16 = np.dtype(np.float16)
 #: unit roundoff of the one final rounding to float16 (binary16: 11 significant bits).
@@ -116,20 +117,29 @@ def test_every_forward_algorithm_within_the_float16_bound(on, rng):
             _check_half_result(on.to_host(y), ref, bounds, method, f"{on.name} {method} {kw}")
 
 
+#: the 16-bit dtypes (bfloat16 where ml_dtypes is installed) and their final rounding
+SIXTEEN_BIT = [pytest.param(F16, id="float16"),
+               pytest.param(BFLOAT16, id="bfloat16", marks=pytest.mark.skipif(
+                   BFLOAT16 is None, reason="ml_dtypes is not installed"))]
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN_BIT)
 @pytest.mark.parametrize("fn", ["convolve", "correlate"])
-def test_signal_functions_within_the_float16_bound(on, fn, rng):
-    a, b = _half(rng, (13, 11)), _half(rng, (4, 3))
+def test_signal_functions_within_the_16_bit_bound(on, fn, dtype, rng):
+    """float16 and bfloat16 (tests/api/test_bfloat16.py has bfloat16's other checks)."""
+    a, b = (rng.standard_normal(s).astype(dtype) for s in ((13, 11), (4, 3)))
     for method in ("direct", "gemm", "fft", "auto"):
         for mode in ("full", "same", "valid"):
             with on.scope():
                 y = getattr(cupyconv, fn)(on.to_dev(a), on.to_dev(b), mode, method=method)
-            ref = ref_convolve(a, b, mode, correlate=fn == "correlate")
+            ref = ref_convolve(a.astype(np.float64), b.astype(np.float64), mode,
+                               correlate=fn == "correlate")
             absref = ref_convolve(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)),
                                   mode, correlate=fn == "correlate")
             y = on.to_host(y)
-            assert y.dtype == F16
-            err = rel_norm_error(y, ref, absref)
-            assert err <= U16 + 64 * U32, (fn, method, mode, err)
+            assert y.dtype == dtype
+            err = rel_norm_error(y.astype(np.float64), ref, absref)
+            assert err <= FINAL_ROUNDING[dtype] + 64 * U32, (fn, method, mode, err)
 
 
 # ------------------------------------------------ float32 accumulation, overflow
@@ -247,25 +257,12 @@ def test_gradients_and_transpose_within_the_float16_bound(on, rng):
     x, w = _half(rng, (2, 4, 7, 6)), _half(rng, (6, 2, 3, 3))
     dy = _half(rng, (2, 6, 4, 3))
     geo = dict(stride=2, padding=1, groups=2)
-    x64, w64, dy64 = (a.astype(np.float64) for a in (x, w, dy))
-    with cupyconv.use_backend("numpy"):                 # float64 references
-        want_dx = cupyconv.conv_grad_input(dy64, w64, x.shape, **geo)
-        want_dw = cupyconv.conv_grad_weight(x64, dy64, w.shape, **geo)
-        want_t = cupyconv.conv_transpose(x64, w64.reshape(4, 3, 3, 3), groups=2)
-        abs_dx = cupyconv.conv_grad_input(np.abs(dy64), np.abs(w64), x.shape, **geo)
-        abs_dw = cupyconv.conv_grad_weight(np.abs(x64), np.abs(dy64), w.shape, **geo)
-        abs_t = cupyconv.conv_transpose(np.abs(x64), np.abs(w64).reshape(4, 3, 3, 3),
-                                        groups=2)
+    wt = w.reshape(4, 3, 3, 3)
+    cases = gradient_cases(x, w, dy, wt, **geo)
     for method in ("gemm", "fft"):
-        with on.scope():
-            got = (cupyconv.conv_grad_input(on.to_dev(dy), on.to_dev(w), x.shape, method=method,
-                                            **geo),
-                   cupyconv.conv_grad_weight(on.to_dev(x), on.to_dev(dy), w.shape, method=method,
-                                             **geo),
-                   cupyconv.conv_transpose(on.to_dev(x), on.to_dev(w.reshape(4, 3, 3, 3)),
-                                           groups=2, method=method))
-        for y, want, scale, k in zip(got, (want_dx, want_dw, want_t), (abs_dx, abs_dw, abs_t),
-                                     (6 * 9, 2 * 4 * 3, 4 * 9)):
+        for (call, want, scale), k in zip(cases, (6 * 9, 2 * 4 * 3, 4 * 9)):
+            with on.scope():
+                y = call(*(on.to_dev(a) for a in (x, w, dy, wt)), method=method)
             y = on.to_host(y)
             assert y.dtype == F16
             err = rel_norm_error(y, want, scale)

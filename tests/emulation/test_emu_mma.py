@@ -31,6 +31,8 @@ NAMES = ["mma_f64", "mma_tf32", "mma_f16", "mma_f16_ldmatrix", *LDMATRIX, "to_tf
          "ldmatrix_from_global", "ldmatrix_misaligned"]
 
 i32 = np.int32
+
+
 def _module(mode: str = "normal") -> EmulatedModule:
     return cached_module(SOURCE, NAMES, mode)
 
@@ -45,10 +47,10 @@ def mma_normal():
     return _module("normal")
 
 
-def _marked_line(marker: str) -> str:
-    for number, line in enumerate(SOURCE.read_text().splitlines(), start=1):
+def _marked_line(marker: str, source: Path = SOURCE) -> str:
+    for number, line in enumerate(source.read_text().splitlines(), start=1):
         if marker in line:
-            return f"mma.cu:{number}"
+            return f"{source.name}:{number}"
     raise LookupError(marker)
 
 
@@ -145,13 +147,18 @@ scales = st.integers(min_value=-30, max_value=30)
 
 # --- fragment maps, cvt.rna.tf32.f32, ldmatrix ------------------------------------------------
 
+#: ints per lane that the fragment_maps kernel writes (the m16n8k16 bf16 / f64 maps from 72 on,
+#: checked by test_emu_mma_k16.py)
+FRAGMENT_MAP_INTS = 72 + 64
+
+
 def test_fragment_maps_follow_the_ptx_isa(mma_normal):
-    maps = np.zeros((32, 72), np.int32)
+    maps = np.zeros((32, FRAGMENT_MAP_INTS), np.int32)
     mma_normal.get_function("fragment_maps")((1,), (32,), (maps,))
     for lane in range(32):
         pairs = [tuple(maps[lane, 2 * j:2 * j + 2]) for j in range(34)]
         assert pairs == _ptx_maps(lane), f"lane {lane}"
-        assert list(maps[lane, 68:]) == [0, (lane // 8) % 2, lane // 8, lane % 8]
+        assert list(maps[lane, 68:72]) == [0, (lane // 8) % 2, lane // 8, lane % 8]
     # each operand's map covers its matrix exactly once
     spans = {"f64 A": (0, 1, (8, 4)), "f64 B": (1, 1, (4, 8)), "f64 C": (2, 2, (8, 8)),
              "tf32 A": (4, 4, (16, 8)), "tf32 B": (8, 2, (8, 8)), "tf32 C": (10, 4, (16, 8)),
@@ -448,8 +455,8 @@ def test_emulator_matches_h200_bit_for_bit(mma_normal):
 
 @pytest.mark.parametrize("kernel, block, message, marker", [
     ("mma_lane_exits", 32, "lane 31 .*has exited", "MARK_EXIT"),
-    ("mma_f64", 16, "has only 16 threads", "MARK_MMA_F64"),
-    ("mma_f64", 48, "has only 16 threads", "MARK_MMA_F64"),
+    ("mma_f64", 16, "has only 16 threads", "MARK_ATOM_IO_MMA"),
+    ("mma_f64", 48, "has only 16 threads", "MARK_ATOM_IO_MMA"),
     ("mma_meets_syncwarp", 32, "divergent warp", "MARK_SYNCWARP_MMA"),
 ])
 def test_incomplete_warp_is_an_error(mma_module, kernel, block, message, marker):
@@ -457,7 +464,8 @@ def test_incomplete_warp_is_an_error(mma_module, kernel, block, message, marker)
     args = (z,) if kernel != "mma_f64" else (z, z, z, np.zeros(64 * 64), i32(0))
     with pytest.raises(EmulationError, match=message) as info:
         mma_module.get_function(kernel)((1,), (block,), args)
-    assert _marked_line(marker) in str(info.value)
+    source = KERNELS / "atom_io.cuh" if marker == "MARK_ATOM_IO_MMA" else SOURCE
+    assert _marked_line(marker, source) in str(info.value)
 
 
 def test_divergent_mma_names_both_sites(mma_module):
@@ -491,14 +499,8 @@ def test_module_usable_after_error(mma_normal):
 
 def test_mma_kernels_are_clean_under_asan():
     """The staging of fragments and ldmatrix rows stays in bounds: no ASan/UBSan report."""
-    from cupyconv._emulation import build_module
-    from emulation_support import require_asan, run_in_asan_subprocess
-    require_asan()
-    build_module(path=str(SOURCE), name_expressions=NAMES, mode="asan")
-    code = f"""
-import numpy as np
-from cupyconv._emulation import EmulatedModule
-f = EmulatedModule(path={str(SOURCE)!r}, name_expressions={NAMES!r}, mode="asan").get_function
+    from emulation_support import assert_clean_under_asan
+    assert_clean_under_asan(SOURCE, NAMES, """
 rng = np.random.default_rng(0)
 A, B, C = rng.standard_normal((8, 8, 4)), rng.standard_normal((8, 4, 8)), rng.standard_normal((8, 8, 8))
 f("mma_f64")((2,), (128,), (A, B, C, np.zeros_like(C), np.int32(0)))
@@ -509,7 +511,4 @@ C = rng.standard_normal((4, 16, 8)).astype(np.float32)
 f("mma_f16")((1,), (128,), (A, B, C, np.zeros_like(C), np.int32(0)))
 f("mma_f16_ldmatrix")((4,), (32,), (A, B, C, np.zeros_like(C)))
 f("ldmatrix_dump<4, true>")((1,), (32,), (np.arange(256, dtype=np.uint16), np.zeros(128, np.uint32)))
-print("CHILD-OK", flush=True)
-"""
-    proc = run_in_asan_subprocess(code)
-    assert proc.returncode == 0 and "CHILD-OK" in proc.stdout, proc.stderr[-3000:]
+""")

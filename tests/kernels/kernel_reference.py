@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from cupyconv._dtypes import BFLOAT16
 from cupyconv._kernels import launch
 from cupyconv.core.problem import ConvProblem
 
@@ -151,7 +152,17 @@ def ref_col2vol(problem, col):
 
 
 def ref_conv(problem, x_logical, w_logical, bias=None, alpha=1, beta=0, y0=None):
-    """y (logical, channels-first) = alpha * conv + beta * y0 + bias."""
+    """y (logical, channels-first) = alpha * conv + beta * y0 + bias.
+
+    bfloat16 is computed in float64 and rounded once (the kernels' float32 epilogue of
+    small-integer sums is exact, then rounds once; NumPy's bfloat16 arithmetic would round
+    every step)."""
+    if problem.dtype == BFLOAT16:
+        wide = problem.with_(dtype=np.dtype(np.float64))
+        y = ref_conv(wide, x_logical.astype(np.float64), w_logical.astype(np.float64),
+                     None if bias is None else bias.astype(np.float64), alpha, beta,
+                     None if y0 is None else y0.astype(np.float64))
+        return y.astype(problem.dtype)
     g = problem.groups
     col = ref_vol2col(problem, x_logical)
     kg, cg, taps = problem.out_channels // g, problem.in_channels // g, problem.taps

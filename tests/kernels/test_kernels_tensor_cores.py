@@ -1,7 +1,10 @@
 """The tensor-core implicit-GEMM tiles (variant 2) under the CPU emulation.
 
 float64 runs DMMA m8n8k4, float32 the TF32 m16n8k8 atom (``precision="tf32"`` only),
-float16 m16n8k16 with float accumulation and its fragments through ``ldmatrix.trans``.
+float16 m16n8k16 with float accumulation and its fragments through ``ldmatrix.trans``,
+bfloat16 the same tiles with the m16n8k16 bf16 atom (issue 26; where ml_dtypes is installed:
+small-integer sums are exact in float32, so the one rounding to bfloat16 of the reference
+computed in float64 is the kernels' result bit for bit).
 Each atom is the emulator's warp collective with the PTX ISA fragment layouts and the
 H200's accumulation (tests/emulation/test_emu_mma.py checks the atoms alone, with a
 planted register swap).  Small integers are exact in every atom, so the geometry tests
@@ -13,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cupyconv._dtypes import BFLOAT16
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
 from cupyconv.backends.arrays import to_tf32
@@ -23,10 +27,16 @@ from kernel_reference import MODES, check_forward, emu_loader, make_problem, ref
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 F16, F32, F64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+#: the tensor-core dtypes (bfloat16 where ml_dtypes is installed: the m16n8k16 bf16 atom)
+TC_DTYPES = (F64, F32, F16) + ((BFLOAT16,) if BFLOAT16 is not None else ())
 #: every compiled tensor-core tile, with its dtype
-TC_TILES = [(dt, t) for dt in (F64, F32, F16) for t in registry.gemm_tiles(dt) if t[3] == 2]
+#: (bfloat16: the 64x64 tile only -- its 128x128 tiles are float16's code with the other
+#: atom, which the 64x64 one exercises -- to keep the suite's time down)
+TC_TILES = [(dt, t) for dt in TC_DTYPES for t in registry.gemm_tiles(dt)
+            if t[3] == 2 and (dt != BFLOAT16 or t[0] == 64)]
 #: the channels-last variant (16-byte channel copies) of the tensor-core tiles
-NHWC_TILES = [(dt, t) for dt in (F64, F32, F16) for t in registry.gemm_tiles(dt) if t[3] == 3]
+NHWC_TILES = [(dt, t) for dt in TC_DTYPES for t in registry.gemm_tiles(dt)
+              if t[3] == 3 and (dt != BFLOAT16 or t[0] == 64)]
 #: spatial extents per rank: M and K/G are non-multiples of every tile
 SHAPES = {1: (37,), 2: (9, 11), 3: (5, 6, 7), 4: (3, 4, 3, 4)}
 

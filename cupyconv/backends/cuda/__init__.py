@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..._dtypes import BFLOAT16
 from ..._kernels import launch, program
 from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft_conv, winograd_conv
@@ -49,6 +50,10 @@ FREE_MEMORY_FRACTION = 0.5
 #: again in half.
 NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "gemm"),
                          (GRAD_INPUT, "implicit_gemm"), (GRAD_WEIGHT, "implicit_gemm")})
+#: The same for bfloat16: the direct and implicit-GEMM kernels (cc::bfloat16 storage, the
+#: m16n8k16 bf16 atom); ``gemm`` computes a bfloat16 problem in float32 (its vol2col and
+#: cuBLAS GEMM have no bfloat16 instance).
+NATIVE_BFLOAT16 = NATIVE_HALF - {(FORWARD, "gemm")}
 
 
 #: ``(op, algorithm)`` pairs that run as one launch program (``_kernels.program``), which a
@@ -60,8 +65,9 @@ COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD,
 
 def _widened(problem, algorithm, operands):
     """``(problem, operands)`` as ``algorithm`` computes them (float16 in float32 unless
-    :data:`NATIVE_HALF`)."""
-    if (problem.op, algorithm) in NATIVE_HALF and not _columns(problem, algorithm):
+    :data:`NATIVE_HALF`, bfloat16 unless :data:`NATIVE_BFLOAT16`)."""
+    native = NATIVE_BFLOAT16 if problem.dtype == BFLOAT16 else NATIVE_HALF
+    if (problem.op, algorithm) in native and not _columns(problem, algorithm):
         return problem, operands
     return in_float32(problem, operands)     # (the column path's col2vol would round again)
 

@@ -156,6 +156,8 @@ def tensor_kind(problem):
     kind = problem.dtype.name
     if kind == "float32":
         return "tf32" if problem.precision == "tf32" else None
+    if kind == "bfloat16":          # the bf16 atom runs at the f16 atom's rate
+        return "float16"
     return kind if kind in ("float64", "float16") else None
 
 

@@ -25,6 +25,7 @@ import threading
 
 import numpy as np
 
+from ..._dtypes import HALF_FLOATS
 from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
 from ..._kernels import program, registry
@@ -350,10 +351,11 @@ class EmulatedRunner(_Constants, _HostCopies):
         float32 and the result rounded once to half, as cuBLAS's ``CUBLAS_COMPUTE_32F``
         (NumPy's own half matmul is not documented to accumulate in float)."""
         program.count("library")
-        if np.result_type(a, b) != np.float16:
+        dtype = np.result_type(a, b)
+        if dtype not in HALF_FLOATS:
             return np.matmul(a, b, out=out)
-        with np.errstate(over="ignore"):         # beyond 65504: inf, silently as on a GPU
-            res = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+        with np.errstate(over="ignore"):         # beyond the type's range: inf, as on a GPU
+            res = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
         if out is None:
             return res
         out[...] = res

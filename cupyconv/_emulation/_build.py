@@ -30,7 +30,6 @@ import functools
 import hashlib
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ from .._fsutil import (InsecureCacheError, atomic_write, check_private, clean_st
                        existing_private_dir, private_dir, scratch_for, sha256_bytes,
                        warn_read_only)
 from .._paths import cache_root, cuda_src_dir  # noqa: F401 (re-exported)
+from ._entry import (ENTRY_KEY_SYMBOL, FORMAT, entry_digest, entry_mark,  # noqa: F401
+                     entry_source, evict, library_verified)
 
 __all__ = [
     "EmulationCompileError", "cuda_src_dir", "cache_dir", "find_compiler",
@@ -53,10 +54,6 @@ __all__ = [
 #: schedule, same library) and ``asan`` (AddressSanitizer + UBSan build).
 MODES = ("normal", "reverse", "asan")
 
-#: Version of the entry layout (part of every key and of :func:`entry_digest`).
-FORMAT = 2
-#: The ``extern "C"`` function every library exports: its entry's key.
-ENTRY_KEY_SYMBOL = "emu_entry_key"
 
 _SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".inc")
 _PASSTHROUGH_PREFIXES = ("-D", "-U", "-I", "--define-macro=", "--undefine-macro=",
@@ -287,64 +284,6 @@ def _dependency_digest(source_file: Path | None) -> str:
     return h.hexdigest()
 
 
-def entry_digest(stem: str, data: bytes) -> str:
-    """Digest binding a library's bytes to its entry's name (key and flavour)."""
-    return sha256_bytes(f"cupyconv-emu\0{FORMAT}\0{stem}\0{sha256_bytes(data)}".encode())
-
-
-def entry_mark(stem: str) -> str:
-    """The key string a library of entry ``stem`` carries (and ``emu_entry_key`` returns)."""
-    return f"cupyconv-emu-entry:{stem}"
-
-
-def _regular_private(path: Path) -> bool:
-    """Whether ``path`` is a regular file, not a symlink (refuses untrusted files)."""
-    st = os.lstat(path)
-    if not stat.S_ISREG(st.st_mode):
-        return False
-    check_private(path, st)
-    return True
-
-
-def library_verified(lib: Path) -> bool:
-    """Whether a cached library is bound to its entry (``lib``'s name).
-
-    True when ``lib`` and its ``.sha256`` sidecar are regular files (a
-    symbolic link is refused), the sidecar holds :func:`entry_digest` of the
-    name and the bytes, and the bytes carry the library's key string.
-
-    Raises
-    ------
-    cupyconv._fsutil.InsecureCacheError
-        If the library or its sidecar could be modified by another user.
-    """
-    sidecar = lib.with_suffix(".sha256")
-    try:
-        if not (_regular_private(lib) and _regular_private(sidecar)):
-            return False
-        recorded = sidecar.read_text().strip()
-        data = lib.read_bytes()
-    except (OSError, UnicodeDecodeError):
-        return False
-    return (recorded == entry_digest(lib.stem, data)
-            and (entry_mark(lib.stem) + "\0").encode() in data)
-
-
-def evict(lib: Path) -> None:
-    """Remove a cache entry (sidecar first, so a crash leaves a miss); never raises."""
-    for path in (lib.with_suffix(".sha256"), lib):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-def _entry_source(wrapper_source: str, stem: str) -> str:
-    """The wrapper plus the export that names the entry it is compiled for."""
-    return (f"{wrapper_source}\nextern \"C\" __attribute__((visibility(\"default\"))) const char* "
-            f"{ENTRY_KEY_SYMBOL}() {{ return \"{entry_mark(stem)}\"; }}\n")
-
-
 def _compile(cxx: str, src: Path, flags: list[str]) -> bytes:
     """Run the compiler on ``src`` into a private scratch directory; the library's bytes."""
     with tempfile.TemporaryDirectory(prefix="cupyconv-emu-") as tmp:
@@ -424,7 +363,7 @@ def build_library(wrapper_source: str, source_file: Path | None, options=(),
         [wrapper_source, _dependency_digest(source_file), _compiler_version(cxx), cxx,
          flavour, f"format={FORMAT}"] + flags).encode()).hexdigest()[:32]
     stem = f"{key}-{flavour}"
-    wrapper_source = _entry_source(wrapper_source, stem)
+    wrapper_source = entry_source(wrapper_source, stem)
     out_dir = cache_dir()
     with _build_lock:
         for where, above in ((out_dir, cache_root()), (scratch_for(out_dir, create=False),) * 2):

@@ -33,7 +33,7 @@ __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
-    "name_expression", "gemm_tiles", "gemm_tile_fits", "MULTISTAGE_VARIANTS", "gemm_family",
+    "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "direct_tiles", "WINOGRAD_MAX_ALPHA",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
@@ -145,8 +145,8 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False),
         KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
                      "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
-        KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
-                     "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
+        KernelFamily("implicit_gemm_fma_dmma", "conv/implicit_gemm_fma_dmma.cu",
+                     "implicit_gemm_fma_dmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
                      "{tile_m}, {tile_n}, {math}>", True, True),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
@@ -212,53 +212,53 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     them when told the device has them, see :func:`tensor_core_tile`); 3 is variant 2 on
     channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
     tile when the operands' strides and addresses allow); 0 is the general
-    variant (any channel count); 4 and 5 are the multistage tiles of the family
-    ``implicit_gemm_multistage`` (:data:`MULTISTAGE_VARIANTS`): float32 FMA and float64
+    variant (any channel count); 5 and 6 are the multistage FMA and DMMA tiles of the family
+    ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA and float64
     DMMA, 128x128x16, three cp.async stages in dynamic shared memory.  float32 has a 128x128 aligned FMA tile (8x8 outputs per
     thread: twice the math per gathered element of 128x64); float64 stops at 128x64,
     whose 8x4 float64 block already fills the 128 registers a thread may have at two
     resident CTAs.
     """
     if np.dtype(dtype) == np.float32:
-        return ((128, 128, 16, 4), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
+        return ((128, 128, 16, 5), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
                 (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float64:
-        return ((128, 128, 16, 5), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
+        return ((128, 128, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float16:
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3))
     return ((64, 64, 8, 0),)
 
 
-#: The multistage tiles (issue 26 items 3, 4): tile variant -> (stages, TILE_M, TILE_N,
-#: math) of ``implicit_gemm_multistage`` (``cuda_src/conv/implicit_gemm_multistage.cu``).
+#: The multistage FMA and DMMA tiles (issue 26 items 3, 4): tile variant -> (stages, TILE_M, TILE_N,
+#: math) of ``implicit_gemm_fma_dmma`` (``cuda_src/conv/implicit_gemm_fma_dmma.cu``).
 #: TILE_M x TILE_N is the warp tile of an MMA atom, or the thread's register block of
-#: ``cc::SimtFma``.  Variant 4: float32 FMA 128x128x16, 3 stages, 8x8 outputs per thread
-#: (48 KiB); variant 5: float64 DMMA m8n8k4 128x128x16, 3 stages, 32x64 warp tiles (96 KiB,
+#: ``cc::SimtFma``.  Variant 5: float32 FMA 128x128x16, 3 stages, 8x8 outputs per thread
+#: (48 KiB); variant 6: float64 DMMA m8n8k4 128x128x16, 3 stages, 32x64 warp tiles (96 KiB,
 #: opted in past 48 KiB).
-MULTISTAGE_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
-    4: (3, 8, 8, "cc::SimtFma"),
-    5: (3, 32, 64, "cc::MmaF64_m8n8k4"),
+FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
+    5: (3, 8, 8, "cc::SimtFma"),
+    6: (3, 32, 64, "cc::MmaF64_m8n8k4"),
 }
 
 
 def gemm_family(tile: Tuple[int, ...]) -> str:
     """The kernel family that runs an implicit-GEMM ``tile`` of :func:`gemm_tiles`."""
-    return "implicit_gemm_multistage" if tile[3] in MULTISTAGE_VARIANTS else "implicit_gemm_fprop"
+    return "implicit_gemm_fma_dmma" if tile[3] in FMA_DMMA_VARIANTS else "implicit_gemm_fprop"
 
 
 def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
     """Dynamic shared bytes a ``tile`` is launched with (0: static shared memory only):
     ``stages * (BM + BN) * BK`` elements for the multistage tiles (the kernel checks it)."""
-    if tile[3] not in MULTISTAGE_VARIANTS:
+    if tile[3] not in FMA_DMMA_VARIANTS:
         return 0
     bm, bn, bk = tile[:3]
-    return MULTISTAGE_VARIANTS[tile[3]][0] * (bm + bn) * bk * dtype_spec(dtype).dtype.itemsize
+    return FMA_DMMA_VARIANTS[tile[3]][0] * (bm + bn) * bk * dtype_spec(dtype).dtype.itemsize
 
 
 def tensor_core_variant(variant: int) -> bool:
-    """Whether tile variant ``variant`` computes on tensor cores (2, 3 and 5)."""
-    return variant in (2, 3, 5)
+    """Whether tile variant ``variant`` computes on tensor cores (2, 3 and 6)."""
+    return variant in (2, 3, 6)
 
 
 def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
@@ -303,9 +303,9 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled, ``()``
     when the family has no instance for the dtype."""
     if family == "implicit_gemm_fprop":
-        return tuple(t for t in gemm_tiles(dtype) if t[3] not in MULTISTAGE_VARIANTS)
-    if family == "implicit_gemm_multistage":
-        return tuple(t for t in gemm_tiles(dtype) if t[3] in MULTISTAGE_VARIANTS)
+        return tuple(t for t in gemm_tiles(dtype) if t[3] not in FMA_DMMA_VARIANTS)
+    if family == "implicit_gemm_fma_dmma":
+        return tuple(t for t in gemm_tiles(dtype) if t[3] in FMA_DMMA_VARIANTS)
     if family == "direct_conv":
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
@@ -334,8 +334,8 @@ def _name_expression(family, dtype, rank, index64, tile):
         raise ValueError(f"rank must be in [1, {MAX_RANK}]; got {rank}")
     fields = {"T": spec.cpp, "Acc": spec.accum, "R": int(rank), "I": _INDEX_CPP[bool(index64)]}
     fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
-    if family == "implicit_gemm_multistage":
-        fields.update(zip(("stages", "tile_m", "tile_n", "math"), MULTISTAGE_VARIANTS[tile[3]]))
+    if family == "implicit_gemm_fma_dmma":
+        fields.update(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
     return fam.template.format(**fields)
 
 

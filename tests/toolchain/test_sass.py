@@ -320,7 +320,7 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
     from cupyconv._compile.build import parse_ptxas_log
     from cupyconv._compile.occupancy import ctas_per_sm
     (am, an, ak), mma, fma = _TC_ATOMS[dtype]
-    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] in (2, 3)]   # (multistage: test_sass_multistage)
+    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] in (2, 3)]   # (multistage: test_sass_fma_dmma)
     names = [registry.name_expression("implicit_gemm_fprop", dtype, 3, False, t) for t in tiles]
     path, meta, _, _ = compile_group("conv/implicit_gemm_fprop.cu", names, "sm_90", root=tmp_path)
     disassembled, usage = sass.disassemble(path), parse_ptxas_log(meta["log"])

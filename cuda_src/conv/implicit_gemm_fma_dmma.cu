@@ -1,6 +1,6 @@
 // cupyconv: multistage implicit-GEMM tiles (issue 26 items 3 and 4), any spatial rank R.
 //
-//   implicit_gemm_multistage<T, Acc, R, Index, BM, BN, BK, STAGES, TILE_M, TILE_N, Math>
+//   implicit_gemm_fma_dmma<T, Acc, R, Index, BM, BN, BK, STAGES, TILE_M, TILE_N, Math>
 //
 // The GEMM and its gather are those of implicit_gemm_fprop.cu (GEMM-K ordered (tap,
 // channel), the tap-aligned loop: C/G % BK == 0, the boundary remap once per tap, out of
@@ -19,8 +19,9 @@
 //   k-step is two LDS.128 whose 16 distinct lanes are 16 bytes apart (2 wavefronts each;
 //   the 128x128x8 tile's 8 contiguous rows per thread put its lanes 32 bytes apart: 4
 //   wavefronts).  Shared A is [k][m]; shared B is [k][n] with n's bits 2-4 XOR (k & 7)
-//   (FmaStageLayout): the B loader's lanes (16 k x 2 n) store to 16 banks, twice, instead of
-//   one bank 16 times, and a 4-column fragment stays one aligned 16-byte chunk.
+//   (FmaStageLayout): the B loader's lanes (8 k x 4 n, k and k + 8 per thread) store to 32
+//   distinct banks (unswizzled: 8 lanes per bank), and a 4-column fragment stays one aligned
+//   16-byte chunk.
 // * Math = an f64 MMA atom (cc::MmaF64_m8n8k4, DMMA; 128x128x16x3, 96 KiB opted in): 8 warps
 //   as 4 x 2, warp tiles TILE_M x TILE_N = 32 x 64 (4 x 8 atoms, 64 double accumulators per
 //   lane).  Shared A is [m][k] and B [n][k], k contiguous: a row of BK = 16 doubles is 128
@@ -29,13 +30,13 @@
 //   consecutive k of its atom row (or column), so the lane's atom k-slot t stands for the k
 //   pair 2t, 2t + 1 of an 8-deep half: two m8n8k4 steps per 128-bit load (A and B use the
 //   same k permutation, so the sum is the same sum).  Lanes (g, t) of a quarter warp read
-//   rows 2q, 2q + 1 at chunks t ^ swz: 8 distinct chunks, no conflict; the gather's lanes
-//   (32 rows, one k) store to 8 distinct chunks per 8 rows.
+//   rows 2q, 2q + 1 at chunks t ^ swz: 8 distinct chunks, no conflict; the A gather's lanes
+//   (16 rows x a k pair) store in 2 wavefronts, the least for 256 bytes.
 //   The float64 m16n8k16 atom of sm_90 is another Math for the same tile (its fragments are
 //   not built yet: the static_assert below names the atoms this file takes).
 //
 // Shared-memory layouts are mirrored by the address model in tests/kernels/
-// test_kernels_multistage.py (banks and wavefronts of every fragment read and loader store).
+// test_kernels_fma_dmma.py (banks and wavefronts of every fragment read and loader store).
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "implicit_gemm_parts.cuh"
 
@@ -79,7 +80,7 @@ struct alignas(16) Double2 { double v[2]; };
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kStages,
           int TILE_M, int TILE_N, typename Math>
 __global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
-implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* __restrict__ x,
+implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __restrict__ x,
                          const T* __restrict__ w, T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
@@ -142,29 +143,17 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
   /// register for the thread's eight destinations
   const int a_dst0 = kSimt ? 0 : cc::KContiguousStageLayout<BM, BN, 16>::a(a_k, a_m);
   const bool a_valid = block_m + a_m < M;
-  Index a_base[R];
-  Index a_x_n = 0;
-  {
-    cc::OutputPosition<R, Index> pos;
-    pos.set(p, a_valid ? block_m + a_m : Index(0));
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      a_base[i] = pos.coord[i] * static_cast<Index>(p.stride[i]) - static_cast<Index>(p.pad_before[i]);
-    }
-    a_x_n = pos.n * static_cast<Index>(p.x_stride_n) + g * cpg * x_stride_c;
-  }
+  const cc::GatherRow<R, Index> a_row(p, a_valid ? block_m + a_m : Index(0), g, cpg, x_stride_c);
   // B loader: k-row b_k, columns b_n + kBColsStep * j ------------------------------
   const int b_k = tid % kBKThreads, b_n = tid / kBKThreads;
   const Index w_g = g * Kg * w_stride_k;
   const S a_fill = a_valid ? cc::make_scalar<S>(p.cval_re, p.cval_im) : cc::zero<S>();
   Index a_off = 0, b_off = 0;
   bool a_load = false;
-  auto set_tap = [&](Index tap) {        // once per tap: both offsets, out of line
-    if (a_valid) {
-      const cc::TapOffset<Index> t = cc::gather_tap_offset(p, a_base, a_x_n, tap);
-      a_off = t.off;
-      a_load = t.inside;
-    }
+  auto set_tap = [&](Index tap) {        // once per tap, out of line: A's offset, B's
+    const cc::TapOffset<Index> t = a_valid ? a_row.at(p, tap) : cc::TapOffset<Index>{0, false};
+    a_off = t.off;
+    a_load = t.inside;
     b_off = cc::weight_tap_offset(p, w_g, tap);
   };
 

@@ -9,11 +9,11 @@ from cupyconv._kernels import registry
 
 from toolchain_support import nvrtc_available
 
-FAMILY = "implicit_gemm_multistage"
+FAMILY = "implicit_gemm_fma_dmma"
 
 
 @pytest.fixture(scope="module")
-def multistage_sm90(tmp_path_factory):
+def fma_dmma_sm90(tmp_path_factory):
     """(instructions, usage) of both multistage tiles' rank-3 int kernels on sm_90."""
     from cupyconv._compile import compile_group, nvrtc_version
     from cupyconv._compile.build import parse_ptxas_log
@@ -41,14 +41,14 @@ def _hot(instrs):
     return loop, sass.loop_stats(loop), [i.opcode.split(".")[0] for i in loop]
 
 
-def test_dmma_tile_hot_loop(multistage_sm90):
+def test_dmma_tile_hot_loop(fma_dmma_sm90):
     """float64 128x128x16: one slice per loop trip, 128 DMMA per warp (16 k x 128 x 128 /
     (8 x 8 x 4) / 8 warps), at most 4 instructions per DMMA, 24 LDS.128 (4 A and 8 B
     fragments per 8-deep half), one 8-byte LDGSTS per element copied (16 per thread), one
     barrier, no DFMA, no LDG, no local memory, no spills; its 96 KiB let 2 CTAs share an
     SM, its 64 double accumulators per lane keep it to one (registers)."""
     from cupyconv._compile.occupancy import ctas_per_sm
-    tile, instrs, usage = multistage_sm90["float64"]
+    tile, instrs, usage = fma_dmma_sm90["float64"]
     loop, st, ops = _hot(instrs)
     assert ops.count("DMMA") == 128 and "DFMA" not in ops, ops
     assert st.instructions <= 4 * ops.count("DMMA"), st
@@ -61,12 +61,12 @@ def test_dmma_tile_hot_loop(multistage_sm90):
     assert ctas_per_sm("sm_90", usage["registers"], smem, registry.THREADS) == 1, usage
 
 
-def test_fma_tile_hot_loop(multistage_sm90):
+def test_fma_tile_hot_loop(fma_dmma_sm90):
     """float32 FMA 128x128x16: FFMA in the hot loop with 16 per LDS.128 (8 x 8 outputs per
     4 vector loads), math share >= 0.6, no local memory, no spills, 2 CTAs per SM on sm_90
     (128 registers, 48 KiB)."""
     from cupyconv._compile.occupancy import ctas_per_sm
-    tile, instrs, usage = multistage_sm90["float32"]
+    tile, instrs, usage = fma_dmma_sm90["float32"]
     loop, st, ops = _hot(instrs)
     assert ops.count("FFMA") == st.math and st.math % 64 == 0 and st.math >= 128, ops
     assert st.shared_load_bits == (128,) and st.math == 16 * st.shared_loads, st

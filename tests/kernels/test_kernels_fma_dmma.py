@@ -1,5 +1,5 @@
 """The multistage implicit-GEMM tiles (issue 26 items 3, 4): float32 FMA and float64 DMMA,
-128x128x16, three cp.async stages (cuda_src/conv/implicit_gemm_multistage.cu).
+128x128x16, three cp.async stages (cuda_src/conv/implicit_gemm_fma_dmma.cu).
 
 The emulated tests run small integers (exact in float32 FMA and in the DMMA atom) against
 the NumPy reference, as the other tiles' tests do.  The address model mirrors the shared
@@ -15,37 +15,30 @@ import pytest
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
 
-from kernel_reference import MODES, check_forward, emu_loader, make_problem
+from kernel_reference import MODES, check_forward, emu_loader, make_problem, mode_case
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 #: every compiled multistage tile, with its dtype
 MS_TILES = [(dt, t) for dt in (F32, F64) for t in registry.gemm_tiles(dt)
-            if t[3] in registry.MULTISTAGE_VARIANTS]
-#: spatial extents per rank: M and K/G are non-multiples of the 128x128 tile
-SHAPES = {1: (37,), 2: (9, 11), 3: (5, 6, 7), 4: (3, 4, 3, 4)}
+            if t[3] in registry.FMA_DMMA_VARIANTS]
 emulated = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 
 @emulated
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
-def test_multistage_tiles_match_reference(dtype, tile, mode):
+def test_fma_dmma_tiles_match_reference(dtype, tile, mode):
     """Every padding mode; ranks 1-4 and both layouts across the modes; groups, two taps'
     worth of channel slices, flipped/strided views, bias, beta and cval."""
-    i = MODES.index(mode)
-    rank, layout = 1 + i % 4, ("channels_first", "channels_last")[i % 2]
-    problem = make_problem(n=2, c=2 * 32, k=70, g=2, s=SHAPES[rank],
-                           ks=(2,) * rank if rank == 4 else (3,) * rank, stride=(1,) * rank,
-                           dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
-                           layout=layout, dtype=dtype, flip=True,
-                           cval=-2 if mode == "constant" else 0)
+    layout = ("channels_first", "channels_last")[MODES.index(mode) % 2]
+    rank, problem = mode_case(mode, 2 * 32, dtype, layout)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
                   x_view="flipped", w_view="strided", bias=True, beta=1, tile=tile)
 
 
 @emulated
 @pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
-def test_multistage_reverse_schedule_matches_normal(dtype, tile):
+def test_fma_dmma_reverse_schedule_matches_normal(dtype, tile):
     """A missing wait or barrier around the stages would change the result."""
     problem = make_problem(n=2, c=2 * 16, k=10, g=2, s=(7, 9), ks=(3, 2), stride=(2, 1),
                            dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap", dtype=dtype)
@@ -55,33 +48,33 @@ def test_multistage_reverse_schedule_matches_normal(dtype, tile):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-def test_multistage_tiles_are_chosen_where_they_fit():
+def test_fma_dmma_tiles_are_chosen_where_they_fit():
     """Many rows and C/G % 16 == 0: the multistage tile (float64 only on a device with the
     DMMA atom; float32 without TF32); otherwise the present tiles."""
     big = dict(n=16, k=128, g=1, s=(24, 24), ks=(3, 3), stride=(1, 1), dilation=(1, 1),
                padding=((1, 1), (1, 1)))
     f64 = make_problem(c=32, dtype=F64, **big)
     f32 = make_problem(c=32, dtype=F32, **big)
-    assert launch.implicit_gemm_tile(f64, mma=True) == (128, 128, 16, 5)
-    assert launch.implicit_gemm_tile(f64, mma=False)[3] != 5
-    assert launch.implicit_gemm_tile(f32) == (128, 128, 16, 4)
+    assert launch.implicit_gemm_tile(f64, mma=True) == (128, 128, 16, 6)
+    assert launch.implicit_gemm_tile(f64, mma=False)[3] != 6
+    assert launch.implicit_gemm_tile(f32) == (128, 128, 16, 5)
     assert launch.implicit_gemm_tile(f32, mma=True, tf32=True)[3] == 2
     odd = make_problem(c=24, dtype=F64, **big)            # C/G % 16 != 0
-    assert launch.implicit_gemm_tile(odd, mma=True)[3] != 5
+    assert launch.implicit_gemm_tile(odd, mma=True)[3] != 6
     small = make_problem(c=32, dtype=F32, **dict(big, s=(6, 6)))
-    assert launch.implicit_gemm_tile(small)[3] != 4
+    assert launch.implicit_gemm_tile(small)[3] != 5
 
 
-def test_multistage_names_and_shared_bytes():
+def test_fma_dmma_names_and_shared_bytes():
     """The name spells stages, warp/thread tile and math; the host's dynamic shared size is
     the kernel's (it traps on another, p.aux[1])."""
-    name = registry.name_expression("implicit_gemm_multistage", F64, 3, False, (128, 128, 16, 5))
-    assert name == ("implicit_gemm_multistage<double, double, 3, int, 128, 128, 16, 3, 32, 64, "
+    name = registry.name_expression("implicit_gemm_fma_dmma", F64, 3, False, (128, 128, 16, 6))
+    assert name == ("implicit_gemm_fma_dmma<double, double, 3, int, 128, 128, 16, 3, 32, 64, "
                     "cc::MmaF64_m8n8k4>")
-    assert registry.gemm_family((128, 128, 16, 4)) == "implicit_gemm_multistage"
+    assert registry.gemm_family((128, 128, 16, 5)) == "implicit_gemm_fma_dmma"
     assert registry.gemm_family((128, 128, 8, 1)) == "implicit_gemm_fprop"
-    assert registry.gemm_dynamic_smem((128, 128, 16, 4), F32) == 48 * 1024
-    assert registry.gemm_dynamic_smem((128, 128, 16, 5), F64) == 96 * 1024
+    assert registry.gemm_dynamic_smem((128, 128, 16, 5), F32) == 48 * 1024
+    assert registry.gemm_dynamic_smem((128, 128, 16, 6), F64) == 96 * 1024
     assert registry.gemm_dynamic_smem((128, 128, 8, 1), F32) == 0
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from cupyconv._emulation import _build
 
-__all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess"]
+__all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess",
+           "cached_module"]
 
 
 def require_emulation() -> None:
@@ -83,3 +84,17 @@ def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = N
     return subprocess.run([sys.executable, "-c", code], env=child_env, cwd=cwd, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                           check=False)
+
+
+_CACHED_MODULES: dict = {}
+
+
+def cached_module(path, names, mode: str = "normal"):
+    """The EmulatedModule of kernel file `path` with name expressions `names` in `mode`, built
+    once per test process (skips without a compiler)."""
+    from cupyconv._emulation import EmulatedModule
+    require_emulation()
+    key = (str(path), tuple(names), mode)
+    if key not in _CACHED_MODULES:
+        _CACHED_MODULES[key] = EmulatedModule(path=path, name_expressions=list(names), mode=mode)
+    return _CACHED_MODULES[key]

@@ -21,6 +21,9 @@
 //   MmaTf32_m16n8k8    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32  4 x b32 (tf32)  2 x b32  4 float
 //   MmaF16_m16n8k16    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32   4 x f16x2 (8 halves)
 //                                                                       2 x f16x2 (4 halves)  4 float
+//   MmaBf16_m16n8k16   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 as f16, bf16x2 registers
+//   MmaF64_m16n8k16    mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64  8 double  4 double  4 double
+//                      (sm_90 only: DMMA.16x8x16, 8x the work of one m8n8k4; cc::kHasMmaF64K16)
 //
 // Each atom has kM, kN, kK; FragA / FragB / FragC (register arrays: kARegs, kBRegs,
 // kCRegs registers of type ARegister, ...; kAElems, kBElems, kCElems matrix elements
@@ -37,15 +40,22 @@
 //   m16n8k16 f16   A a_i = (g + 8 ((i >> 1) & 1), 2t + (i & 1) + 8 (i >> 2)), halves i = 0..7
 //                  B b_i = (2t + (i & 1) + 8 (i >> 1), g), halves i = 0..3
 //                  C/D as m16n8k8
+//   m16n8k16 bf16  A, B, C/D as m16n8k16 f16 (PTX: one table for .f16 and .bf16)
+//   m16n8k16 f64   A a_i = (g + 8 (i & 1), t + 4 (i >> 1)), i = 0..7
+//                  B b_i = (t + 4 i, g), i = 0..3
+//                  C/D as m16n8k8
+//   (the f64 table is PTX's "Matrix fragments for mma.m16n8k16 with .f64", the same as
+//   CUTLASS's cute/atom/mma_traits_sm90.hpp SM90_16x8x16_F64F64F64F64_TN)
 //
-// For the f16 atom element i lives in register i / 2, low 16 bits for even i
-// (cc::frag_set_half / cc::frag_half).  Under the tf32 atom the operands are
+// For the f16 and bf16 atoms element i lives in register i / 2, low 16 bits for even i
+// (cc::frag_set_half / cc::frag_half for half, cc::frag_set_bf16 / cc::frag_bf16 for
+// bfloat16).  Under the tf32 atom the operands are
 // the cc::to_tf32 bits of a float: cvt.rna.tf32.f32, round to nearest with ties
 // AWAY from zero to 10 mantissa bits, low 13 bits zero; +-Inf kept; NaN only has
 // its low 13 bits cleared (ptxas lowers the cvt to exactly that bit arithmetic on
 // sm_80 and sm_90, so a NaN whose payload lies only there becomes +-Inf).
-// Accumulation: f64 in double; tf32 and f16 in float32 (the products of two
-// tf32 or f16 operands are exact in float).  PTX does not specify the order or
+// Accumulation: f64 in double; tf32, f16 and bf16 in float32 (the products of two
+// tf32, f16 or bf16 operands are exact in float).  PTX does not specify the order or
 // the internal rounding of the K-sum (an H200 adds c and all K products at once,
 // truncated to 25 bits below the largest term, rounding toward zero; the
 // emulator copies that, see docs/emulation.md): compare results with a
@@ -67,6 +77,14 @@
 // .x4 of a 16x16 row-major f16 tile (matrix m = rows 8 (m & 1) .., columns 8 (m >> 1) ..)
 // is MmaF16_m16n8k16's FragA, and an .x2.trans of a 16x8 row-major B tile (matrix m
 // = rows 8 m ..) its FragB.
+//
+// ldmatrix of 32-bit elements (TF32, as CUTLASS loads its operands): ldmatrix moves bytes,
+// so a 16-byte row is 4 floats and register m of lane l is the float (l / 4, l % 4) of
+// matrix m (its halves j = 0, 1 are the float's low and high 16 bits).  An .x4 of a 16x8
+// row-major float tile (matrix m = rows 8 (m & 1) .., columns 4 (m >> 1) ..) is therefore
+// MmaTf32_m16n8k8's FragA, and an .x2 of an 8x8 tile stored n-major ([n][k], matrix m =
+// columns 4 m ..) its FragB.  .trans transposes 16-bit halves, not 32-bit elements: it
+// does not serve 32-bit data (a TF32 operand stored k-major needs scalar loads).
 //
 // All of these are warp collectives: every lane of a full warp must call the same
 // instruction (`.sync.aligned`), converged.  Under NVRTC they are inline PTX
@@ -92,6 +110,9 @@
 #if defined(CUPYCONV_DEVICE_EMULATED) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750)
 #define CUPYCONV_HAS_LDMATRIX 1
 #endif
+#if defined(CUPYCONV_DEVICE_EMULATED) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+#define CUPYCONV_HAS_MMA_F64_K16 1
+#endif
 
 // Under the emulator every collective takes its call site (for error messages)
 // as defaulted last arguments, filled in at the caller's line (a builtin that is
@@ -116,6 +137,11 @@ constexpr bool kHasMma = false;
 constexpr bool kHasLdmatrix = true;  ///< cc::ldmatrix can be used here
 #else
 constexpr bool kHasLdmatrix = false;
+#endif
+#if defined(CUPYCONV_HAS_MMA_F64_K16)
+constexpr bool kHasMmaF64K16 = true;  ///< cc::MmaF64_m16n8k16 can be used here (sm_90+)
+#else
+constexpr bool kHasMmaF64K16 = false;
 #endif
 
 /// (row, column) of a matrix element.
@@ -172,9 +198,43 @@ CC_DEVICE void frag_set_half(unsigned (&regs)[N], int i, half h) {
   regs[i >> 1] = (regs[i >> 1] & ~(0xffffu << shift)) | (static_cast<unsigned>(h.bits) << shift);
 }
 
+/// Element i of a bf16x2 register array (the same packing as f16x2).
+template <int N>
+CC_DEVICE bfloat16 frag_bf16(const unsigned (&regs)[N], int i) {
+  bfloat16 h;
+  h.bits = frag_half(regs, i).bits;
+  return h;
+}
+
+/// Sets element i of a bf16x2 register array.
+template <int N>
+CC_DEVICE void frag_set_bf16(unsigned (&regs)[N], int i, bfloat16 v) {
+  half h;
+  h.bits = v.bits;
+  frag_set_half(regs, i, h);
+}
+
 // ---------------------------------------------------------------------------
 // MMA atoms
 // ---------------------------------------------------------------------------
+
+/// The C/D map of every m16n8 atom: c_i = (g + 8 (i >> 1), 2t + (i & 1)), i < 4.
+struct MmaMapC16x8 {
+  static CC_CONSTEXPR MmaCoord c_coord(int lane, int i) {
+    return MmaCoord{(lane >> 2) + 8 * (i >> 1), 2 * (lane & 3) + (i & 1)};
+  }
+};
+
+/// The A and B maps of the atoms with 32-bit-or-wider elements on m16n8: a_i = (g + 8 (i & 1),
+/// t + 4 (i >> 1)) and b_i = (t + 4 i, g) (MmaTf32_m16n8k8: i < 4, 2; MmaF64_m16n8k16: 8, 4).
+struct MmaMapsAB16x8Wide {
+  static CC_CONSTEXPR MmaCoord a_coord(int lane, int i) {
+    return MmaCoord{(lane >> 2) + 8 * (i & 1), (lane & 3) + 4 * (i >> 1)};
+  }
+  static CC_CONSTEXPR MmaCoord b_coord(int lane, int i) {
+    return MmaCoord{(lane & 3) + 4 * i, lane >> 2};
+  }
+};
 
 /// D(8x8) = A(8x4) * B(4x8) + C(8x8) in double: mma.sync.aligned.m8n8k4.row.col.f64.
 struct MmaF64_m8n8k4 {
@@ -217,7 +277,7 @@ struct MmaF64_m8n8k4 {
 /// D(16x8) = A(16x8) * B(8x8) + C(16x8), tf32 operands, float accumulation:
 /// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32.  Fill FragA / FragB with
 /// cc::to_tf32 of the floats.
-struct MmaTf32_m16n8k8 {
+struct MmaTf32_m16n8k8 : MmaMapC16x8, MmaMapsAB16x8Wide {
   static constexpr int kM = 16, kN = 8, kK = 8;
   using AElement = float;      ///< as tf32 bits (cc::to_tf32)
   using BElement = float;
@@ -230,16 +290,6 @@ struct MmaTf32_m16n8k8 {
   using FragA = unsigned[4];
   using FragB = unsigned[2];
   using FragC = float[4];
-
-  static CC_CONSTEXPR MmaCoord a_coord(int lane, int i) {
-    return MmaCoord{(lane >> 2) + 8 * (i & 1), (lane & 3) + 4 * (i >> 1)};
-  }
-  static CC_CONSTEXPR MmaCoord b_coord(int lane, int i) {
-    return MmaCoord{(lane & 3) + 4 * i, lane >> 2};
-  }
-  static CC_CONSTEXPR MmaCoord c_coord(int lane, int i) {
-    return MmaCoord{(lane >> 2) + 8 * (i >> 1), 2 * (lane & 3) + (i & 1)};
-  }
 
   /// d = a * b + c over the warp (d may alias c).
   template <int kDeferred = 0>
@@ -263,7 +313,7 @@ struct MmaTf32_m16n8k8 {
 /// D(16x8) = A(16x16) * B(16x8) + C(16x8), f16 operands, float accumulation:
 /// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.  Elements are halves
 /// packed two per register (cc::frag_set_half / cc::frag_half).
-struct MmaF16_m16n8k16 {
+struct MmaF16_m16n8k16 : MmaMapC16x8 {
   static constexpr int kM = 16, kN = 8, kK = 16;
   using AElement = half;
   using BElement = half;
@@ -283,10 +333,6 @@ struct MmaF16_m16n8k16 {
   static CC_CONSTEXPR MmaCoord b_coord(int lane, int i) {
     return MmaCoord{2 * (lane & 3) + (i & 1) + 8 * (i >> 1), lane >> 2};
   }
-  static CC_CONSTEXPR MmaCoord c_coord(int lane, int i) {
-    return MmaCoord{(lane >> 2) + 8 * (i >> 1), 2 * (lane & 3) + (i & 1)};
-  }
-
   /// d = a * b + c over the warp (d may alias c).
   template <int kDeferred = 0>
   static CC_DEVICE void mma(FragC& d, const FragA& a, const FragB& b,
@@ -306,9 +352,75 @@ struct MmaF16_m16n8k16 {
   }
 };
 
+/// D(16x8) = A(16x16) * B(16x8) + C(16x8), bf16 operands, float accumulation:
+/// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (sm_80+).  The fragment layout
+/// is MmaF16_m16n8k16's; elements are bfloat16 packed two per register
+/// (cc::frag_set_bf16 / cc::frag_bf16).
+struct MmaBf16_m16n8k16 : MmaF16_m16n8k16 {
+  using AElement = bfloat16;
+  using BElement = bfloat16;
+
+  /// d = a * b + c over the warp (d may alias c).
+  template <int kDeferred = 0>
+  static CC_DEVICE void mma(FragC& d, const FragA& a, const FragB& b,
+                            const FragC& c CUPYCONV_MMA_SITE_PARAM) {
+#if defined(CUPYCONV_DEVICE_EMULATED)
+    ::cupyconv_emu::detail::mma_m16n8k16_bf16(CUPYCONV_MMA_SITE, d, a, b, c);
+#elif defined(CUPYCONV_HAS_MMA)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#else
+    static_assert(kDeferred != 0, "cc::MmaBf16_m16n8k16 needs sm_80 or newer (test cc::kHasMma)");
+#endif
+  }
+};
+
+/// D(16x8) = A(16x16) * B(16x8) + C(16x8) in double:
+/// mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 (sm_90 only: DMMA.16x8x16 in SASS;
+/// test cc::kHasMmaF64K16, and use MmaF64_m8n8k4 on sm_80).
+struct MmaF64_m16n8k16 : MmaMapC16x8, MmaMapsAB16x8Wide {
+  static constexpr int kM = 16, kN = 8, kK = 16;
+  using AElement = double;
+  using BElement = double;
+  using CElement = double;
+  using ARegister = double;
+  using BRegister = double;
+  using CRegister = double;
+  static constexpr int kARegs = 8, kBRegs = 4, kCRegs = 4;
+  static constexpr int kAElems = 8, kBElems = 4, kCElems = 4;
+  using FragA = double[8];
+  using FragB = double[4];
+  using FragC = double[4];
+
+  /// d = a * b + c over the warp (d may alias c).
+  template <int kDeferred = 0>
+  static CC_DEVICE void mma(FragC& d, const FragA& a, const FragB& b,
+                            const FragC& c CUPYCONV_MMA_SITE_PARAM) {
+#if defined(CUPYCONV_DEVICE_EMULATED)
+    ::cupyconv_emu::detail::mma_m16n8k16_f64(CUPYCONV_MMA_SITE, d, a, b, c);
+#elif defined(CUPYCONV_HAS_MMA_F64_K16)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%16, %17, %18, %19};\n"
+        : "=d"(d[0]), "=d"(d[1]), "=d"(d[2]), "=d"(d[3])
+        : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]),
+          "d"(a[7]), "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]),
+          "d"(c[0]), "d"(c[1]), "d"(c[2]), "d"(c[3]));
+#else
+    static_assert(kDeferred != 0,
+                  "cc::MmaF64_m16n8k16 needs sm_90 or newer (test cc::kHasMmaF64K16)");
+#endif
+  }
+};
+
 /// The tensor-core atom of a storage type: double -> MmaF64_m8n8k4 (DMMA), float ->
-/// MmaTf32_m16n8k8 (the TF32 opt-in), half -> MmaF16_m16n8k16; kDefined false for the
-/// others (whose `type` is a placeholder a kernel must not call).
+/// MmaTf32_m16n8k8 (the TF32 opt-in), half -> MmaF16_m16n8k16, bfloat16 ->
+/// MmaBf16_m16n8k16; kDefined false for the others (whose `type` is a placeholder a
+/// kernel must not call).
 template <typename T> struct MmaAtomFor {
   using type = MmaF64_m8n8k4;
   static constexpr bool kDefined = false;
@@ -323,6 +435,10 @@ template <> struct MmaAtomFor<float> {
 };
 template <> struct MmaAtomFor<half> {
   using type = MmaF16_m16n8k16;
+  static constexpr bool kDefined = true;
+};
+template <> struct MmaAtomFor<bfloat16> {
+  using type = MmaBf16_m16n8k16;
   static constexpr bool kDefined = true;
 };
 

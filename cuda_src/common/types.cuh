@@ -6,6 +6,9 @@
 // layout equals numpy's complex64/complex128 and NVRTC needs no std headers.
 // Half storage (`cc::half`, IEEE binary16 bits) accumulates in float; its
 // conversions are single PTX instructions, so no cuda_fp16.h is needed.
+// bfloat16 storage (`cc::bfloat16`, the top 16 bits of a binary32, the layout of
+// ml_dtypes.bfloat16) accumulates in float too; its conversions are integer bit
+// arithmetic, the same on every arch and in the emulator (no cuda_bf16.h).
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -110,9 +113,48 @@ CC_DEVICE half float_to_half(float f) {
   return h;
 }
 
-/// Accumulator type of a storage type: float for half, identity otherwise.
+/// bfloat16 storage with ml_dtypes.bfloat16's layout (the high half of a binary32);
+/// arithmetic happens in float.
+struct alignas(2) bfloat16 {
+  unsigned short bits;  ///< the bfloat16 bit pattern
+};
+
+/// bfloat16 -> float (exact: the bits are the float's high half).
+CC_DEVICE float bfloat16_to_float(bfloat16 h) {
+  const unsigned u = static_cast<unsigned>(h.bits) << 16;
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+
+/// float -> bfloat16, round to nearest even (overflow gives +-inf; a NaN stays a quiet
+/// NaN of the same sign), as ml_dtypes and cvt.rn.bf16.f32 round.  Integer bit arithmetic,
+/// so every arch (also sm_75, which has no bf16 cvt) and the emulator round alike.
+CC_DEVICE bfloat16 float_to_bfloat16(float f) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  unsigned u = __float_as_uint(f);
+#else
+  unsigned u;
+  std::memcpy(&u, &f, sizeof(u));
+#endif
+  bfloat16 h;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    h.bits = static_cast<unsigned short>((u >> 16) | 0x0040u);  // NaN: quiet, sign kept
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);                            // ties to even; carries to inf
+    h.bits = static_cast<unsigned short>(u >> 16);
+  }
+  return h;
+}
+
+/// Accumulator type of a storage type: float for half and bfloat16, identity otherwise.
 template <typename T> struct AccumType { using type = T; };
 template <> struct AccumType<half> { using type = float; };
+template <> struct AccumType<bfloat16> { using type = float; };
 
 /// Conversion between storage and accumulator types.
 template <typename Acc, typename T>
@@ -123,6 +165,10 @@ template <>
 CC_DEVICE float to_accum<float, half>(half v) { return half_to_float(v); }
 template <>
 CC_DEVICE half from_accum<half, float>(float v) { return float_to_half(v); }
+template <>
+CC_DEVICE float to_accum<float, bfloat16>(bfloat16 v) { return bfloat16_to_float(v); }
+template <>
+CC_DEVICE bfloat16 from_accum<bfloat16, float>(float v) { return float_to_bfloat16(v); }
 
 /// Builds a scalar of type `T` from the (re, im) double pair of the params.
 template <typename T>
@@ -133,6 +179,12 @@ template <>
 struct ScalarFrom<half> {
   static CC_DEVICE half make(double re, double /*im*/) {
     return float_to_half(static_cast<float>(re));
+  }
+};
+template <>
+struct ScalarFrom<bfloat16> {
+  static CC_DEVICE bfloat16 make(double re, double /*im*/) {
+    return float_to_bfloat16(static_cast<float>(re));
   }
 };
 template <typename Real>

@@ -1,5 +1,6 @@
 // Tensor-core warp collectives of the emulation layer: mma.sync.aligned
-// (m8n8k4 f64, m16n8k8 tf32, m16n8k16 f16 with f32 accumulation), ldmatrix
+// (m8n8k4 f64, m16n8k8 tf32, m16n8k16 f16 and bf16 with f32 accumulation,
+// m16n8k16 f64 of sm_90), ldmatrix
 // (m8n8 .b16, x1/x2/x4, optional .trans) and cvt.rna.tf32.f32.  Included by
 // cuda_emu.cuh only; kernels use the atoms of common/mma_atoms.cuh.
 //
@@ -36,12 +37,20 @@
 //                     C/D c_i: (g + 8(i>>1), 2t + (i&1))
 //   m16n8k16 .f16     A a_i (halves): (g + 8((i>>1)&1), 2t + (i&1) + 8(i>>2))
 //                     B b_i (halves): (2t + (i&1) + 8(i>>1), g)   C/D as m16n8k8
-//   (.f16x2 register r holds halves 2r (low 16 bits) and 2r + 1 (high 16 bits))
+//   m16n8k16 .bf16    as .f16 (bf16x2 registers)
+//   m16n8k16 .f64     A a_i: (g + 8(i&1), t + 4(i>>1)), i < 8     B b_i: (t + 4i, g), i < 4
+//                     C/D as m16n8k8
+//   (.f16x2 / .bf16x2 register r holds elements 2r (low 16 bits) and 2r + 1 (high 16 bits))
 //
 // Arithmetic.  PTX defines D = A * B + C but not the order or the internal
 // rounding of the sums; the emulator reproduces an NVIDIA H200 (sm_90), bit for
 // bit on all of about 700 000 outputs measured (docs/emulation.md):
 //   f64:  d = c; for k = 0..3: d = fma(a[row][k], b[k][col], d) (IEEE double).
+//   f64 m16n8k16 (sm_90): the same chain over k = 0..15.  NOT measured on a GPU: the
+//        order is the m8n8k4 one extended; exact whenever the products and partial sums
+//        are (small integers), otherwise compare with the chain's error bound.
+//   bf16 with f32 accumulation: the f16 adder model with bf16 operands (whose subnormals
+//        count with exponent -126).  NOT measured on a GPU either (the f16 path was).
 //   tf32 / f16 with f32 accumulation (mma_f32_accumulate): products exact, a
 //        product's exponent taken as e(a) + e(b); c and all K products aligned
 //        to the largest exponent emax, truncated toward zero to multiples of
@@ -71,7 +80,7 @@ inline std::uint32_t tf32_rna_bits(float x) {
 
 /// Warp matrix instructions the emulator knows.
 enum class MatrixInstr : int {
-  kMmaF64 = 1, kMmaTf32, kMmaF16,
+  kMmaF64 = 1, kMmaTf32, kMmaF16, kMmaBf16, kMmaF64K16,
   kLdmatrix = 16,  // + 4 * trans + num (1, 2 or 4)
 };
 
@@ -83,6 +92,10 @@ inline std::string matrix_instr_name(int kind) {
       return "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
     case static_cast<int>(MatrixInstr::kMmaF16):
       return "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+    case static_cast<int>(MatrixInstr::kMmaBf16):
+      return "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    case static_cast<int>(MatrixInstr::kMmaF64K16):
+      return "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64";
     default: break;
   }
   const int v = kind - static_cast<int>(MatrixInstr::kLdmatrix);
@@ -95,7 +108,7 @@ struct MatrixLane {
   std::uint64_t count = 0;        ///< warp matrix instructions this lane executed in the block
   int kind = 0;                   ///< MatrixInstr (+ ldmatrix variant)
   Site site{"", 0};               ///< call site
-  alignas(8) unsigned char data[48] = {};  ///< operand registers, or the ldmatrix row address
+  alignas(8) unsigned char data[128] = {};  ///< operand registers, or the ldmatrix row address
 };
 
 /// Staging area of one warp.
@@ -295,17 +308,25 @@ inline void mma_m16n8k8_tf32(Site site, float* d, const std::uint32_t* a, const 
   for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
 
-/// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}.
-inline void mma_m16n8k16_f16(Site site, float* d, const std::uint32_t* a, const std::uint32_t* b,
-                             const float* c) {
+/// The float a bf16 element holds (its bits are the float's high half).
+inline float bf16_bits_to_float(unsigned short h) {
+  return bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
+
+/// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 {d0..d3}, {a0..a3},
+/// {b0,b1}, {c0..c3}: `kind` names the instruction, `to_float` reads one 16-bit element
+/// and `emin` is the operand type's minimum exponent (-14 for f16, -126 for bf16).
+inline void mma_m16n8k16_f32acc(Site site, int kind, float* d, const std::uint32_t* a,
+                                const std::uint32_t* b, const float* c,
+                                float (*to_float)(unsigned short), int emin) {
   unsigned char in[40];
   std::memcpy(in, a, 16);
   std::memcpy(in + 16, b, 8);
   std::memcpy(in + 24, c, 16);
-  MatrixWarp& w = matrix_gather(site, static_cast<int>(MatrixInstr::kMmaF16), in, sizeof(in));
-  auto half_at = [](const MatrixLane& e, std::size_t offset, int i) {  // element i of packed regs
+  MatrixWarp& w = matrix_gather(site, kind, in, sizeof(in));
+  auto half_at = [to_float](const MatrixLane& e, std::size_t offset, int i) {  // element i
     const std::uint32_t r = staged<std::uint32_t>(e, offset + 4 * static_cast<std::size_t>(i >> 1));
-    return half_bits_to_float(static_cast<unsigned short>((i & 1) ? (r >> 16) : (r & 0xffffu)));
+    return to_float(static_cast<unsigned short>((i & 1) ? (r >> 16) : (r & 0xffffu)));
   };
   float A[16][16], B[16][8];
   for (unsigned l = 0; l < 32; ++l) {
@@ -322,7 +343,49 @@ inline void mma_m16n8k16_f16(Site site, float* d, const std::uint32_t* a, const 
     const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
     float bcol[16];
     for (int k = 0; k < 16; ++k) bcol[k] = B[k][col];
-    out[i] = mma_f32_accumulate(A[row], bcol, 16, staged<float>(w.lane[lane], 24 + 4 * i), -14);
+    out[i] = mma_f32_accumulate(A[row], bcol, 16, staged<float>(w.lane[lane], 24 + 4 * i), emin);
+  }
+  matrix_release(site);
+  for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+/// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}.
+inline void mma_m16n8k16_f16(Site site, float* d, const std::uint32_t* a, const std::uint32_t* b,
+                             const float* c) {
+  mma_m16n8k16_f32acc(site, static_cast<int>(MatrixInstr::kMmaF16), d, a, b, c,
+                      half_bits_to_float, -14);
+}
+
+/// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {d0..d3}, {a0..a3}, {b0,b1}, {c0..c3}.
+inline void mma_m16n8k16_bf16(Site site, float* d, const std::uint32_t* a, const std::uint32_t* b,
+                              const float* c) {
+  mma_m16n8k16_f32acc(site, static_cast<int>(MatrixInstr::kMmaBf16), d, a, b, c,
+                      bf16_bits_to_float, -126);
+}
+
+/// mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {d0..d3}, {a0..a7}, {b0..b3}, {c0..c3}
+/// (sm_90): a chain of fused multiply-adds in k order from c.
+inline void mma_m16n8k16_f64(Site site, double* d, const double* a, const double* b,
+                             const double* c) {
+  double in[16];
+  std::memcpy(in, a, 64);
+  std::memcpy(in + 8, b, 32);
+  std::memcpy(in + 12, c, 32);
+  MatrixWarp& w = matrix_gather(site, static_cast<int>(MatrixInstr::kMmaF64K16), in, sizeof(in));
+  double A[16][16], B[16][8];
+  for (unsigned l = 0; l < 32; ++l) {
+    const int g = mma_group(l), t = mma_tig(l);
+    for (int i = 0; i < 8; ++i) A[g + 8 * (i & 1)][t + 4 * (i >> 1)] = staged<double>(w.lane[l], 8 * i);
+    for (int i = 0; i < 4; ++i) B[t + 4 * i][g] = staged<double>(w.lane[l], 64 + 8 * i);
+  }
+  const unsigned lane = lane_id();
+  const int g = mma_group(lane), t = mma_tig(lane);
+  double out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    double acc = staged<double>(w.lane[lane], 96 + 8 * i);
+    for (int k = 0; k < 16; ++k) acc = std::fma(A[row][k], B[k][col], acc);
+    out[i] = acc;
   }
   matrix_release(site);
   for (int i = 0; i < 4; ++i) d[i] = out[i];

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cupyconv._emulation import EmulatedModule, EmulationError
-from emulation_support import require_emulation
+from emulation_support import cached_module
 
 KERNELS = Path(__file__).parent / "kernels"
 SOURCE = KERNELS / "mma.cu"
@@ -31,14 +31,10 @@ NAMES = ["mma_f64", "mma_tf32", "mma_f16", "mma_f16_ldmatrix", *LDMATRIX, "to_tf
          "ldmatrix_from_global", "ldmatrix_misaligned"]
 
 i32 = np.int32
-_MODULES: dict = {}
 
 
 def _module(mode: str) -> EmulatedModule:
-    require_emulation()
-    if mode not in _MODULES:
-        _MODULES[mode] = EmulatedModule(path=SOURCE, name_expressions=NAMES, mode=mode)
-    return _MODULES[mode]
+    return cached_module(SOURCE, NAMES, mode)
 
 
 @pytest.fixture(scope="module", params=["normal", "reverse"])
@@ -51,10 +47,10 @@ def mma_normal():
     return _module("normal")
 
 
-def _marked_line(marker: str) -> str:
-    for number, line in enumerate(SOURCE.read_text().splitlines(), start=1):
+def _marked_line(marker: str, source: Path = SOURCE) -> str:
+    for number, line in enumerate(source.read_text().splitlines(), start=1):
         if marker in line:
-            return f"mma.cu:{number}"
+            return f"{source.name}:{number}"
     raise LookupError(marker)
 
 
@@ -151,13 +147,18 @@ scales = st.integers(min_value=-30, max_value=30)
 
 # --- fragment maps, cvt.rna.tf32.f32, ldmatrix ------------------------------------------------
 
+#: ints per lane that the fragment_maps kernel writes (the m16n8k16 bf16 / f64 maps from 72 on,
+#: checked by test_emu_mma_k16.py)
+FRAGMENT_MAP_INTS = 72 + 64
+
+
 def test_fragment_maps_follow_the_ptx_isa(mma_normal):
-    maps = np.zeros((32, 72), np.int32)
+    maps = np.zeros((32, FRAGMENT_MAP_INTS), np.int32)
     mma_normal.get_function("fragment_maps")((1,), (32,), (maps,))
     for lane in range(32):
         pairs = [tuple(maps[lane, 2 * j:2 * j + 2]) for j in range(34)]
         assert pairs == _ptx_maps(lane), f"lane {lane}"
-        assert list(maps[lane, 68:]) == [0, (lane // 8) % 2, lane // 8, lane % 8]
+        assert list(maps[lane, 68:72]) == [0, (lane // 8) % 2, lane // 8, lane % 8]
     # each operand's map covers its matrix exactly once
     spans = {"f64 A": (0, 1, (8, 4)), "f64 B": (1, 1, (4, 8)), "f64 C": (2, 2, (8, 8)),
              "tf32 A": (4, 4, (16, 8)), "tf32 B": (8, 2, (8, 8)), "tf32 C": (10, 4, (16, 8)),
@@ -454,8 +455,8 @@ def test_emulator_matches_h200_bit_for_bit(mma_normal):
 
 @pytest.mark.parametrize("kernel, block, message, marker", [
     ("mma_lane_exits", 32, "lane 31 .*has exited", "MARK_EXIT"),
-    ("mma_f64", 16, "has only 16 threads", "MARK_MMA_F64"),
-    ("mma_f64", 48, "has only 16 threads", "MARK_MMA_F64"),
+    ("mma_f64", 16, "has only 16 threads", "MARK_ATOM_IO_MMA"),
+    ("mma_f64", 48, "has only 16 threads", "MARK_ATOM_IO_MMA"),
     ("mma_meets_syncwarp", 32, "divergent warp", "MARK_SYNCWARP_MMA"),
 ])
 def test_incomplete_warp_is_an_error(mma_module, kernel, block, message, marker):
@@ -463,7 +464,8 @@ def test_incomplete_warp_is_an_error(mma_module, kernel, block, message, marker)
     args = (z,) if kernel != "mma_f64" else (z, z, z, np.zeros(64 * 64), i32(0))
     with pytest.raises(EmulationError, match=message) as info:
         mma_module.get_function(kernel)((1,), (block,), args)
-    assert _marked_line(marker) in str(info.value)
+    source = KERNELS / "atom_io.cuh" if marker == "MARK_ATOM_IO_MMA" else SOURCE
+    assert _marked_line(marker, source) in str(info.value)
 
 
 def test_divergent_mma_names_both_sites(mma_module):

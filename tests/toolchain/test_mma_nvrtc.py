@@ -129,3 +129,54 @@ def test_sm75_using_an_atom_is_a_compile_error(nvrtc, atom):
         _compile(nvrtc, "sm_75", source, [name], "sm75_mma.cu")
     assert f"cc::{atom} needs sm_80 or newer" in info.value.log
     _compile(nvrtc, "sm_80", source, [name], "sm80_mma.cu")   # the same source is fine on sm_80
+
+
+# --- issue 26: bf16 and f64 m16n8k16 atoms, 32-bit ldmatrix, the swizzled pipeline ------------
+
+KERNEL_K16 = KERNEL.parent / "mma_k16.cu"
+PIPELINES = [f"swizzled_pipeline<{t}, 3>" for t in ("float", "cc::half", "cc::bfloat16")]
+NAMES_K16 = ["mma_bf16", "mma_f64_k16", "bf16_round_trip",
+             "ldmatrix32_trans", "swizzle_map<3, 3, 3>", *PIPELINES]
+#: the tensor-core instructions of each kernel of mma_k16.cu in sm_80 / sm_90 SASS
+K16_OPS = {"mma_bf16": ["HMMA.16816.F32.BF16"], "mma_f64_k16": ["DMMA.16x8x16"],
+           "ldmatrix32_trans": ["LDSM.16.MT88"],
+           **{p: [atom, "LDSM.16.M88.2", "LDSM.16.M88.4"] for p, atom in zip(
+               PIPELINES, ("HMMA.1688.F32.TF32", "HMMA.16816.F32", "HMMA.16816.F32.BF16"))}}
+
+
+def k16_names(arch: str) -> list:
+    """mma_k16.cu's kernels for `arch` (mma_f64_k16 only from sm_90)."""
+    return [n for n in NAMES_K16 if arch == "sm_90" or n != "mma_f64_k16"]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_k16_atoms_and_pipeline_in_sass(nvrtc, arch, tmp_path):
+    from cupyconv._compile.build import parse_ptxas_log
+    names = k16_names(arch)
+    binary, log, lowered = _compile(nvrtc, arch, KERNEL_K16.read_text(), names, str(KERNEL_K16))
+    usage = parse_ptxas_log(log)
+    assert {n: usage[lowered[n]]["spill_stores"] for n in names if usage[lowered[n]]["spill_stores"]} == {}
+    funcs = _sass(binary, tmp_path, arch)
+    for name, want in K16_OPS.items():
+        if name not in names:
+            continue
+        ops = [i.opcode for i in funcs[lowered[name]]]
+        assert sorted({op for op in ops if op.startswith(("HMMA", "DMMA", "LDSM"))}) == sorted(want), name
+        if name in PIPELINES:   # 16-byte cp.async, one wait (DEPBAR) + barrier per K-tile
+            assert "LDGSTS.E.128" in ops and any(op.startswith("DEPBAR") for op in ops), name
+    if arch == "sm_90":     # one DMMA.16x8x16 per atom call
+        assert sum(i.opcode.startswith("DMMA") for i in funcs[lowered["mma_f64_k16"]]) == 1
+
+
+@pytest.mark.parametrize("arch, atom, message", [
+    ("sm_75", "MmaBf16_m16n8k16", "needs sm_80 or newer"),
+    ("sm_80", "MmaF64_m16n8k16", "needs sm_90 or newer"),
+])
+def test_k16_atom_below_its_arch_is_a_compile_error(nvrtc, arch, atom, message):
+    from cupyconv._compile import KernelCompileError
+    source = SM75_MMA % {"atom": atom}
+    name = f"uses_{atom}"
+    with pytest.raises(KernelCompileError) as info:
+        _compile(nvrtc, arch, source, [name], "k16_mma.cu")
+    assert f"cc::{atom} {message}" in info.value.log
+    _compile(nvrtc, "sm_90", source, [name], "k16_mma.cu")

@@ -57,3 +57,40 @@ def test_every_family_compiles_with_nvrtc13(tmp_path):
            if registry.FAMILIES[family].hot and spills}
     assert hot == {}
     assert all(regs > 0 for *_, regs in out["kernels"])
+
+
+_K16_SCRIPT = textwrap.dedent("""
+    import json
+    from pathlib import Path
+    from cupyconv._compile import _nvrtc, nvrtc_version
+    from cupyconv._compile.build import compile_options, parse_ptxas_log
+    from cupyconv._paths import cuda_src_dir
+    source = Path({source!r})
+    out = {{"version": list(nvrtc_version())}}
+    for arch, names in {names!r}.items():
+        _, log, lowered = _nvrtc.compile_program(source.read_text(), str(source),
+                                                 compile_options(arch) + ("-I" + str(cuda_src_dir()),),
+                                                 names)
+        usage = parse_ptxas_log(log)
+        out[arch] = {{n: usage[lowered[n]]["spill_stores"] for n in names}}
+    print(json.dumps(out))
+""")
+
+
+def test_issue26_atoms_compile_with_nvrtc13():
+    """The bf16 / f64 m16n8k16 atoms, the swizzle and the swizzled pipeline
+    (tests/emulation/kernels/mma_k16.cu) build under NVRTC 13 for sm_80 and sm_90, no spills."""
+    lib = _nvrtc13()
+    if not lib:
+        pytest.skip("NVRTC 13 is not in .nvrtc13/ (bash scripts/test.sh installs it there)")
+    from test_mma_nvrtc import KERNEL_K16, k16_names
+    names = {arch: k16_names(arch) for arch in ("sm_80", "sm_90")}
+    proc = subprocess.run([sys.executable, "-c", _K16_SCRIPT.format(source=str(KERNEL_K16),
+                                                                    names=names)],
+                          env=dict(os.environ, CUPYCONV_NVRTC=lib), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["version"][0] == 13
+    assert {arch: sorted(out[arch]) for arch in names} == {a: sorted(n) for a, n in names.items()}
+    assert all(s == 0 for arch in names for s in out[arch].values())

@@ -6,6 +6,7 @@
 // (lane, i) -> (row, col) maps.  Tests locate lines by the MARK comments.
 #include "platform.cuh"
 #include "common/mma_atoms.cuh"
+#include "atom_io.cuh"
 
 __device__ __forceinline__ int global_warp() {
   return static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32);
@@ -14,37 +15,7 @@ __device__ __forceinline__ int global_warp() {
 /// D = A(8x4) * B(4x8) + C(8x8) in double.  bug != 0 plants a fragment mix-up:
 /// the lane's A register and B register are swapped (A has only one).
 __global__ void mma_f64(const double* A, const double* B, const double* C, double* D, int bug) {
-  using Mma = cc::MmaF64_m8n8k4;
-  const int lane = threadIdx.x % 32, w = global_warp();
-  A += w * Mma::kM * Mma::kK;
-  B += w * Mma::kK * Mma::kN;
-  C += w * Mma::kM * Mma::kN;
-  D += w * Mma::kM * Mma::kN;
-  Mma::FragA a;
-  Mma::FragB b;
-  Mma::FragC c, d;
-  for (int i = 0; i < Mma::kAElems; ++i) {
-    const cc::MmaCoord p = Mma::a_coord(lane, i);
-    a[i] = A[p.row * Mma::kK + p.col];
-  }
-  for (int i = 0; i < Mma::kBElems; ++i) {
-    const cc::MmaCoord p = Mma::b_coord(lane, i);
-    b[i] = B[p.row * Mma::kN + p.col];
-  }
-  for (int i = 0; i < Mma::kCElems; ++i) {
-    const cc::MmaCoord p = Mma::c_coord(lane, i);
-    c[i] = C[p.row * Mma::kN + p.col];
-  }
-  if (bug) {
-    const double t = a[0];
-    a[0] = b[0];
-    b[0] = t;
-  }
-  Mma::mma(d, a, b, c);  // MARK_MMA_F64
-  for (int i = 0; i < Mma::kCElems; ++i) {
-    const cc::MmaCoord p = Mma::c_coord(lane, i);
-    D[p.row * Mma::kN + p.col] = d[i];
-  }
+  atom_io::product<cc::MmaF64_m8n8k4>(A, B, C, D, global_warp(), bug);
 }
 
 /// D = A(16x8) * B(8x8) + C(16x8), tf32 operands (cc::to_tf32), float accumulation.
@@ -91,37 +62,7 @@ __global__ void mma_tf32(const float* A, const float* B, const float* C, float* 
 /// D = A(16x16) * B(16x8) + C(16x8), f16 operands, float accumulation.  bug != 0
 /// swaps A registers 0 and 1 (each an f16x2).
 __global__ void mma_f16(const cc::half* A, const cc::half* B, const float* C, float* D, int bug) {
-  using Mma = cc::MmaF16_m16n8k16;
-  const int lane = threadIdx.x % 32, w = global_warp();
-  A += w * Mma::kM * Mma::kK;
-  B += w * Mma::kK * Mma::kN;
-  C += w * Mma::kM * Mma::kN;
-  D += w * Mma::kM * Mma::kN;
-  Mma::FragA a;
-  Mma::FragB b;
-  Mma::FragC c, d;
-  for (int i = 0; i < Mma::kAElems; ++i) {
-    const cc::MmaCoord p = Mma::a_coord(lane, i);
-    cc::frag_set_half(a, i, A[p.row * Mma::kK + p.col]);
-  }
-  for (int i = 0; i < Mma::kBElems; ++i) {
-    const cc::MmaCoord p = Mma::b_coord(lane, i);
-    cc::frag_set_half(b, i, B[p.row * Mma::kN + p.col]);
-  }
-  for (int i = 0; i < Mma::kCElems; ++i) {
-    const cc::MmaCoord p = Mma::c_coord(lane, i);
-    c[i] = C[p.row * Mma::kN + p.col];
-  }
-  if (bug) {
-    const unsigned t = a[0];
-    a[0] = a[1];
-    a[1] = t;
-  }
-  Mma::mma(d, a, b, c);  // MARK_MMA_F16
-  for (int i = 0; i < Mma::kCElems; ++i) {
-    const cc::MmaCoord p = Mma::c_coord(lane, i);
-    D[p.row * Mma::kN + p.col] = d[i];
-  }
+  atom_io::product<cc::MmaF16_m16n8k16>(A, B, C, D, global_warp(), bug);
 }
 
 /// The f16 product with both operands staged in shared memory (rows padded) and
@@ -184,35 +125,38 @@ __global__ void to_tf32_bits(const float* x, unsigned* y, int n) {
     y[i] = cc::to_tf32(x[i]);
 }
 
-/// Every fragment map, per lane: out[lane][72] = (row, col) pairs of
+/// Every fragment map, per lane: out[lane][136] = (row, col) pairs of
 /// f64 A0 B0 C0 C1 | tf32 A0..3 B0..1 C0..3 | f16 A0..7 B0..3 C0..3 |
 /// ldmatrix dst (j, trans) for j = 0, 1 and trans = 0, 1 (4 pairs), then
-/// src_matrix(lane, 1), src_matrix(lane, 2), src_matrix(lane, 4), src_row(lane).
+/// src_matrix(lane, 1), src_matrix(lane, 2), src_matrix(lane, 4), src_row(lane), then
+/// (from 72) bf16 A0..7 B0..3 C0..3 | f64 m16n8k16 A0..7 B0..3 C0..3.
+/// Writes (row, col) at o; returns the next slot.
+__device__ __forceinline__ int* put(int* o, cc::MmaCoord p) {
+  o[0] = p.row;
+  o[1] = p.col;
+  return o + 2;
+}
+
+/// Writes an atom's A, B and C maps for `lane` at o; returns the next slot.
+template <typename Atom>
+__device__ __forceinline__ int* put_maps(int* o, int lane) {
+  for (int i = 0; i < Atom::kAElems; ++i) o = put(o, Atom::a_coord(lane, i));
+  for (int i = 0; i < Atom::kBElems; ++i) o = put(o, Atom::b_coord(lane, i));
+  for (int i = 0; i < Atom::kCElems; ++i) o = put(o, Atom::c_coord(lane, i));
+  return o;
+}
+
 __global__ void fragment_maps(int* out) {
   const int lane = threadIdx.x % 32;
-  int* o = out + lane * 72;
-  auto put = [&o](cc::MmaCoord p) {
-    *o++ = p.row;
-    *o++ = p.col;
-  };
-  using F64 = cc::MmaF64_m8n8k4;
-  using T32 = cc::MmaTf32_m16n8k8;
-  using F16 = cc::MmaF16_m16n8k16;
-  for (int i = 0; i < F64::kAElems; ++i) put(F64::a_coord(lane, i));
-  for (int i = 0; i < F64::kBElems; ++i) put(F64::b_coord(lane, i));
-  for (int i = 0; i < F64::kCElems; ++i) put(F64::c_coord(lane, i));
-  for (int i = 0; i < T32::kAElems; ++i) put(T32::a_coord(lane, i));
-  for (int i = 0; i < T32::kBElems; ++i) put(T32::b_coord(lane, i));
-  for (int i = 0; i < T32::kCElems; ++i) put(T32::c_coord(lane, i));
-  for (int i = 0; i < F16::kAElems; ++i) put(F16::a_coord(lane, i));
-  for (int i = 0; i < F16::kBElems; ++i) put(F16::b_coord(lane, i));
-  for (int i = 0; i < F16::kCElems; ++i) put(F16::c_coord(lane, i));
+  int* o = put_maps<cc::MmaF16_m16n8k16>(put_maps<cc::MmaTf32_m16n8k8>(
+      put_maps<cc::MmaF64_m8n8k4>(out + lane * 136, lane), lane), lane);
   for (int t = 0; t < 2; ++t)
-    for (int j = 0; j < 2; ++j) put(cc::LdmatrixM8n8::dst(lane, j, t != 0));
+    for (int j = 0; j < 2; ++j) o = put(o, cc::LdmatrixM8n8::dst(lane, j, t != 0));
   *o++ = cc::LdmatrixM8n8::src_matrix(lane, 1);
   *o++ = cc::LdmatrixM8n8::src_matrix(lane, 2);
   *o++ = cc::LdmatrixM8n8::src_matrix(lane, 4);
   *o++ = cc::LdmatrixM8n8::src_row(lane);
+  put_maps<cc::MmaF64_m16n8k16>(put_maps<cc::MmaBf16_m16n8k16>(o, lane), lane);
 }
 
 // --- planted synchronisation bugs (emulator only; undefined behaviour on a GPU) ---

@@ -32,8 +32,9 @@
 //   same k permutation, so the sum is the same sum).  Lanes (g, t) of a quarter warp read
 //   rows 2q, 2q + 1 at chunks t ^ swz: 8 distinct chunks, no conflict; the A gather's lanes
 //   (16 rows x a k pair) store in 2 wavefronts, the least for 256 bytes.
-//   The float64 m16n8k16 atom of sm_90 is another Math for the same tile (its fragments are
-//   not built yet: the static_assert below names the atoms this file takes).
+//   Math = cc::MmaF64_m16n8k16 (sm_90, DMMA.16x8x16): the same tile and layout, 2 x 8 atoms
+//   per warp; its k-slot t + 4 q stands for k = 8 (q >> 1) + 2 t + (q & 1), so the same
+//   LDS.128 pairs fill it.  Below sm_90 that instantiation compiles and traps.
 //
 // Shared-memory layouts are mirrored by the address model in tests/kernels/
 // test_kernels_fma_dmma.py (banks and wavefronts of every fragment read and loader store).
@@ -88,8 +89,12 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   static_assert(kSimt ? (sizeof(T) == 4 && sizeof(Acc) == 4)
                       : (sizeof(T) == 8 && sizeof(Acc) == 8 && sizeof(typename Math::AElement) == 8),
                 "cc::SimtFma takes float32; the MMA tile takes float64");
-  static_assert(kSimt || (Math::kM == 8 && Math::kN == 8 && Math::kK == 4),
-                "the DMMA multistage tile's fragments are built for cc::MmaF64_m8n8k4");
+  static_assert(kSimt || (Math::kM == 8 && Math::kN == 8 && Math::kK == 4) ||
+                    (Math::kM == 16 && Math::kN == 8 && Math::kK == 16),
+                "the DMMA multistage tile's fragments are built for cc::MmaF64_m8n8k4 and "
+                "cc::MmaF64_m16n8k16");
+  /// the f64 m16n8k16 atom (sm_90) in the MMA tile
+  constexpr bool kK16 = !kSimt && Math::kK == 16;
   using S = T;                                   ///< staged element
   using Layout = typename cc::Conditional<kSimt, cc::FmaStageLayout<BM, BN, BK>,
                                           cc::KContiguousStageLayout<BM, BN, BK>>::type;
@@ -199,8 +204,8 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   const int lane = tid & 31, warp = tid >> 5;
   const int tm = tid % 16, tn = tid / 16;                    // SIMT thread block
   const int wm0 = (warp % kWarpsM) * TILE_M, wn0 = (warp / kWarpsM) * TILE_N;
-  constexpr int kAccM = kSimt ? TILE_M : TILE_M / 8, kAccN = kSimt ? TILE_N : TILE_N / 8;
-  constexpr int kAccE = kSimt ? 1 : 2;                       // m8n8k4: 2 doubles per lane
+  constexpr int kAccM = kSimt ? TILE_M : TILE_M / Math::kM, kAccN = kSimt ? TILE_N : TILE_N / Math::kN;
+  constexpr int kAccE = kSimt ? 1 : (kK16 ? 4 : 2);          // doubles per lane per atom
   Acc acc[kAccM][kAccN][kAccE];
 #pragma unroll
   for (int i = 0; i < kAccM; ++i)
@@ -229,7 +234,47 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
 #pragma unroll
           for (int j = 0; j < 8; ++j) acc[i][j][0] = cc::fma(a[i], b[j], acc[i][j][0]);
       }
-    } else if constexpr (cc::kHasMma) {
+    } else if constexpr (kK16 && cc::kHasMmaF64K16) {
+      // m16n8k16: lane (g, t) holds A rows g, g + 8 and B column g at k-slots t + 4 q; slot
+      // t + 4 q stands for k = 8 (q >> 1) + 2 t + (q & 1) (the pairs of one LDS.128), for A
+      // and B alike: A element r + 4 h + 2 e (row g + 8 r) and B element 2 h + e are k
+      // 8 h + 2 t + e
+      const cc::MmaCoord ca = Math::a_coord(lane, 0), cb = Math::b_coord(lane, 0);
+      // 64-bit indices: one A atom live at a time, B read once per A atom (ptxas 12.9 spills
+      // with both A atoms live); else both A atoms live, B read once
+      constexpr int kAGroups = sizeof(Index) == 8 ? kAccM : 1, kALive = kAccM / kAGroups;
+#pragma unroll
+      for (int ig = 0; ig < kAGroups; ++ig) {
+        double af[kALive][8];
+#pragma unroll
+        for (int il = 0; il < kALive; ++il)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const cc::Double2 v = *reinterpret_cast<const cc::Double2*>(
+                  &sa[Layout::a(8 * h + 2 * ca.col, wm0 + 16 * (ig * kALive + il) + 8 * r + ca.row)]);
+              af[il][r + 4 * h] = v.v[0];
+              af[il][r + 4 * h + 2] = v.v[1];
+            }
+#pragma unroll
+        for (int j = 0; j < kAccN; ++j) {   // one B fragment live at a time (registers)
+          double bf[4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const cc::Double2 v = *reinterpret_cast<const cc::Double2*>(
+                &sb[Layout::b(8 * h + 2 * cb.row, wn0 + 8 * j + cb.col)]);
+            bf[2 * h] = v.v[0];
+            bf[2 * h + 1] = v.v[1];
+          }
+#pragma unroll
+          for (int il = 0; il < kALive; ++il) {
+            const int i = ig * kALive + il;
+            Math::mma(acc[i][j], af[il], bf, acc[i][j]);
+          }
+        }
+      }
+    } else if constexpr (!kK16 && cc::kHasMma) {
       // lane's atom row (A), column (B) and k-slot t: slot t holds k = 8 h + 2 t + e
       const cc::MmaCoord ca = Math::a_coord(lane, 0), cb = Math::b_coord(lane, 0);
 // both halves unrolled: 3.95 instructions per DMMA at rank 3; 64-bit indices, and rank 1 on
@@ -254,7 +299,8 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
         }
       }
     } else {
-      cc::require(false, "the DMMA multistage tile needs sm_80 or newer");
+      cc::require(false, kK16 ? "the f64 m16n8k16 tile needs sm_90 or newer"
+                              : "the DMMA multistage tile needs sm_80 or newer");
     }
   };
 
@@ -286,7 +332,7 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
       if constexpr (kSimt) {
         m = block_m + (i < 4 ? 4 * tm + i : BM / 2 + 4 * tm + i - 4);
       } else {
-        m = block_m + wm0 + 8 * i + Math::c_coord(lane, e).row;
+        m = block_m + wm0 + Math::kM * i + Math::c_coord(lane, e).row;
       }
       if (m >= M) continue;
       cc::OutputPosition<R, Index> pos;
@@ -297,7 +343,7 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
         if constexpr (kSimt) {
           col = block_n + (j < 4 ? 4 * tn + j : BN / 2 + 4 * tn + j - 4);
         } else {
-          col = block_n + wn0 + 8 * j + Math::c_coord(lane, e).col;
+          col = block_n + wn0 + Math::kN * j + Math::c_coord(lane, e).col;
         }
         if (col < Kg) {
           const Index k = g * Kg + col;

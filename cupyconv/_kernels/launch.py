@@ -381,6 +381,8 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)
+    if index64 and not registry.tile_index64(tile):
+        raise ValueError(f"tile {tile} is compiled for 32-bit indices only; this problem needs 64-bit")
     kern = kernel_for(module, registry.gemm_family(tile), problem.dtype, problem.ndim, index64, tile)
     smem = registry.gemm_dynamic_smem(tile, problem.dtype)   # multistage tiles: dynamic shared
     if smem > SHARED_MEMORY_LIMIT:

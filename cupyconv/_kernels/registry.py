@@ -34,7 +34,7 @@ __all__ = [
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
-    "gemm_dynamic_smem", "tensor_core_variant", "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "direct_tiles", "WINOGRAD_MAX_ALPHA",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -223,7 +223,8 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
         return ((128, 128, 16, 5), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
                 (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float64:
-        return ((128, 128, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
+        return ((128, 128, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
+                (128, 128, 16, 7))
     if np.dtype(dtype) == np.float16:
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3))
@@ -235,11 +236,20 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
 #: TILE_M x TILE_N is the warp tile of an MMA atom, or the thread's register block of
 #: ``cc::SimtFma``.  Variant 5: float32 FMA 128x128x16, 3 stages, 8x8 outputs per thread
 #: (48 KiB); variant 6: float64 DMMA m8n8k4 128x128x16, 3 stages, 32x64 warp tiles (96 KiB,
-#: opted in past 48 KiB).
+#: opted in past 48 KiB); variant 7: the same tile on the sm_90 m16n8k16 float64 atom
+#: (DMMA.16x8x16; below sm_90 it traps, so only an explicit ``tile=`` takes it: the launcher
+#: is not told the arch).
 FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
     5: (3, 8, 8, "cc::SimtFma"),
     6: (3, 32, 64, "cc::MmaF64_m8n8k4"),
+    7: (3, 32, 64, "cc::MmaF64_m16n8k16"),
 }
+
+
+def tile_index64(tile: Tuple[int, ...]) -> bool:
+    """Whether ``tile`` has a 64-bit-index build: all but variant 7, whose m16n8k16 fragments
+    spill with 64-bit indices (ptxas 12.9: 96 bytes), so it is compiled for ``int`` only."""
+    return tile[3] != 7
 
 
 def gemm_family(tile: Tuple[int, ...]) -> str:
@@ -257,8 +267,8 @@ def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
 
 
 def tensor_core_variant(variant: int) -> bool:
-    """Whether tile variant ``variant`` computes on tensor cores (2, 3 and 6)."""
-    return variant in (2, 3, 6)
+    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 6 and 7)."""
+    return variant in (2, 3, 6, 7)
 
 
 def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
@@ -355,6 +365,8 @@ def instantiations(families: Optional[Iterable[str]] = None,
             for r in ranks:
                 for wide in index64:
                     for tile in tiles_for(f, dt, r):
+                        if wide and f == "implicit_gemm_fma_dmma" and not tile_index64(tile):
+                            continue
                         out.append(Instantiation(f, dt, int(r), bool(wide), tuple(tile),
                                                  name_expression(f, dt, r, wide, tile)))
     return out

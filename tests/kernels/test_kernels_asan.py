@@ -115,7 +115,7 @@ FAMILIES = {
         # the multistage tiles (issue 26): float32 FMA and float64 DMMA, 128x128x16, three
         # cp.async stages in dynamic shared memory (the DMMA tile's 96 KiB opted in)
         implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
-        implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6)])
+        implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6), (128, 128, 16, 7)])
     """,
     "tensor_core_channels_last_copies": """
         # variant 3: 16-byte copies of contiguous channels, on arrays of exactly their size

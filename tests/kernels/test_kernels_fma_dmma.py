@@ -63,6 +63,15 @@ def test_fma_dmma_tiles_are_chosen_where_they_fit():
     assert launch.implicit_gemm_tile(odd, mma=True)[3] != 6
     small = make_problem(c=32, dtype=F32, **dict(big, s=(6, 6)))
     assert launch.implicit_gemm_tile(small)[3] != 5
+    # the m16n8k16 tile (sm_90 only) is never the automatic choice, and has no 64-bit build
+    assert all(launch.implicit_gemm_tile(make_problem(c=c, dtype=F64, **dict(big, n=n)),
+                                         mma=True)[3] != 7 for c in (16, 32) for n in (1, 16))
+    assert not registry.tile_index64((128, 128, 16, 7)) and registry.tile_index64((128, 128, 16, 6))
+    x = np.zeros(f64.x_shape)
+    w = np.zeros(f64.w_shape)
+    with pytest.raises(ValueError, match="32-bit indices only"):
+        launch.run_implicit_gemm_fprop(emu_loader(), f64, x, w, np.zeros(f64.y_shape),
+                                       tile=(128, 128, 16, 7), index64=True)
 
 
 def test_fma_dmma_names_and_shared_bytes():
@@ -75,6 +84,8 @@ def test_fma_dmma_names_and_shared_bytes():
     assert registry.gemm_family((128, 128, 8, 1)) == "implicit_gemm_fprop"
     assert registry.gemm_dynamic_smem((128, 128, 16, 5), F32) == 48 * 1024
     assert registry.gemm_dynamic_smem((128, 128, 16, 6), F64) == 96 * 1024
+    assert registry.name_expression("implicit_gemm_fma_dmma", F64, 2, False,
+                                    (128, 128, 16, 7)).endswith("32, 64, cc::MmaF64_m16n8k16>")
     assert registry.gemm_dynamic_smem((128, 128, 8, 1), F32) == 0
 
 

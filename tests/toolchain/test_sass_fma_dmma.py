@@ -32,7 +32,7 @@ def fma_dmma_sm90(tmp_path_factory):
             path, meta, _, _ = compile_group(registry.FAMILIES[FAMILY].source, [name], "sm_90",
                                              root=root)
             symbol = meta["lowered"][name]
-            out[dtype] = (tile, sass.disassemble(path)[symbol], parse_ptxas_log(meta["log"])[symbol])
+            out[tile] = (tile, sass.disassemble(path)[symbol], parse_ptxas_log(meta["log"])[symbol])
     return out
 
 
@@ -48,7 +48,7 @@ def test_dmma_tile_hot_loop(fma_dmma_sm90):
     barrier, no DFMA, no LDG, no local memory, no spills; its 96 KiB let 2 CTAs share an
     SM, its 64 double accumulators per lane keep it to one (registers)."""
     from cupyconv._compile.occupancy import ctas_per_sm
-    tile, instrs, usage = fma_dmma_sm90["float64"]
+    tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 6)]
     loop, st, ops = _hot(instrs)
     assert ops.count("DMMA") == 128 and "DFMA" not in ops, ops
     assert st.instructions <= 4 * ops.count("DMMA"), st
@@ -66,7 +66,7 @@ def test_fma_tile_hot_loop(fma_dmma_sm90):
     4 vector loads), math share >= 0.6, no local memory, no spills, 2 CTAs per SM on sm_90
     (128 registers, 48 KiB)."""
     from cupyconv._compile.occupancy import ctas_per_sm
-    tile, instrs, usage = fma_dmma_sm90["float32"]
+    tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 5)]
     loop, st, ops = _hot(instrs)
     assert ops.count("FFMA") == st.math and st.math % 64 == 0 and st.math >= 128, ops
     assert st.shared_load_bits == (128,) and st.math == 16 * st.shared_loads, st
@@ -75,3 +75,18 @@ def test_fma_tile_hot_loop(fma_dmma_sm90):
     assert usage["spill_stores"] == usage["spill_loads"] == 0, usage
     smem = registry.gemm_dynamic_smem(tile, "float32")
     assert ctas_per_sm("sm_90", usage["registers"], smem, registry.THREADS) >= 2, usage
+
+
+def test_dmma_k16_tile_hot_loop(fma_dmma_sm90):
+    """The same tile on the sm_90 float64 m16n8k16 atom (DMMA.16x8x16, 8x the work of one
+    m8n8k4): 16 per warp per slice, the same 24 LDS.128 and 16 LDGSTS, at most 4
+    instructions per m8n8k4's worth of work (32 per DMMA.16x8x16), no spills."""
+    tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 7)]
+    loop, st, ops = _hot(instrs)
+    dmma = [i for i in loop if i.base == "DMMA"]
+    assert len(dmma) == 16 and all("16x8x16" in i.opcode for i in dmma), ops
+    assert st.instructions <= 4 * 8 * len(dmma), st
+    assert st.shared_loads == 24 and st.shared_load_bits == (128,), st
+    assert ops.count("LDGSTS") == 16 and "LDG" not in ops and ops.count("BAR") == 1, ops
+    assert st.local_loads == st.local_stores == 0
+    assert usage["spill_stores"] == usage["spill_loads"] == 0, usage

@@ -49,6 +49,28 @@ __device__ __noinline__ TapOffset<Index> gather_tap_offset(const ConvParams<R>& 
   return TapOffset<Index>{off, inside};
 }
 
+/// One A-loader row of the gather: GEMM row m's base padded coordinates and the offset of
+/// its image and group in x (computed once per thread; row 0 stands in for rows past M).
+template <int R, typename Index>
+struct GatherRow {
+  Index base[R];  ///< padded coordinates of tap 0
+  Index x_n;      ///< offset of the row's image and group
+
+  CC_DEVICE GatherRow(const ConvParams<R>& p, Index m, Index g, Index cpg, Index x_stride_c) {
+    OutputPosition<R, Index> pos;
+    pos.set(p, m);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      base[i] = pos.coord[i] * static_cast<Index>(p.stride[i]) - static_cast<Index>(p.pad_before[i]);
+    }
+    x_n = pos.n * static_cast<Index>(p.x_stride_n) + g * cpg * x_stride_c;
+  }
+  /// The row's offset at weight tap `tap` (gather_tap_offset, out of line).
+  CC_DEVICE TapOffset<Index> at(const ConvParams<R>& p, Index tap) const {
+    return gather_tap_offset(p, base, x_n, tap);
+  }
+};
+
 /// Offset of w at weight tap `tap` (out of line, as gather_tap_offset).
 template <int R, typename Index>
 __device__ __noinline__ Index weight_tap_offset(const ConvParams<R>& p, Index w_row, Index tap) {

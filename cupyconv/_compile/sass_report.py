@@ -48,6 +48,8 @@ def reference_dynamic_smem(inst: registry.Instantiation) -> int:
     TILE_W + 2 columns plus ``registry.DIRECT_TAP_BLOCK`` rounded up to 16
     bytes, then the 3 x 3 (3 at rank 1) weights, in accumulator elements.
     """
+    if inst.family == "implicit_gemm_fma_dmma":
+        return registry.gemm_dynamic_smem(inst.tile, inst.dtype)
     if inst.family != "direct_conv":
         return 0
     th, tw = inst.tile
@@ -257,7 +259,7 @@ def _hot_selection(inst: registry.Instantiation) -> bool:
     if inst.family == "direct_conv":
         return (inst.rank in (1, 3) and not inst.index64
                 and inst.tile == registry.direct_tiles(inst.rank)[0])
-    if inst.family == "implicit_gemm_fprop":
+    if inst.family in ("implicit_gemm_fprop", "implicit_gemm_fma_dmma"):
         return (inst.rank, inst.index64) in ((3, False), (registry.MAX_RANK, True))
     return False
 

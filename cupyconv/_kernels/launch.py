@@ -325,7 +325,7 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
               and registry.tensor_core_tile(t, problem.dtype, mma, tf32) and t[3] != 3]
-    usable.sort(key=lambda t: t[3] != 2)       # tensor cores first (stable otherwise)
+    usable.sort(key=lambda t: not registry.tensor_core_variant(t[3]))   # tensor cores first (stable)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
 
@@ -406,7 +406,14 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
         bm, bn = tile[:2]
         if index64 is None:
             index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
-        kern = kernel_for(module, "implicit_gemm_fprop", problem.dtype, problem.ndim, index64, tile)
+        if index64 and not registry.tile_index64(tile):
+            raise ValueError(f"tile {tile} is compiled for 32-bit indices only; "
+                             f"this problem needs 64-bit")
+        kern = kernel_for(module, registry.gemm_family(tile), problem.dtype, problem.ndim,
+                          index64, tile)
+        smem = registry.gemm_dynamic_smem(tile, problem.dtype)   # multistage: dynamic shared
+        if smem > SHARED_MEMORY_LIMIT:
+            kern.max_dynamic_shared_size_bytes = smem
         out_size = math.prod(problem.out_shape)
         n_per = max(1, min(problem.batch, (MAX_GRID_X * bm) // max(out_size, 1)))
         grid_y = -(-problem.gemm_n // bn)
@@ -418,9 +425,9 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
                 p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
                                      n0=n0, n_count=n_count, g0=g0, alpha=alpha, beta=beta,
                                      bias_stride=bias_stride, has_bias=has_bias,
-                                     aux=(int(tf32), 0, 0, 0))
+                                     aux=(int(tf32), smem, 0, 0))
                 grid = (-(-(n_count * out_size) // bm), grid_y, gz)
-                launches.append(Launch(kern, grid, (registry.THREADS,), 0, p, slots))
+                launches.append(Launch(kern, grid, (registry.THREADS,), smem, p, slots))
     return _program("implicit_gemm", problem, launches)
 
 

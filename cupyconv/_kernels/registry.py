@@ -34,7 +34,8 @@ __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
-    "name_expression", "gemm_tiles", "gemm_tile_fits", "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
+    "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "direct_tiles", "WINOGRAD_MAX_ALPHA",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -159,6 +160,9 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False),
         KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
                      "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
+        KernelFamily("implicit_gemm_fma_dmma", "conv/implicit_gemm_fma_dmma.cu",
+                     "implicit_gemm_fma_dmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
+                     "{tile_m}, {tile_n}, {math}>", True, True),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
         KernelFamily("winograd_input", "conv/winograd_transform.cu",
@@ -223,27 +227,70 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     them when told the device has them, see :func:`tensor_core_tile`); 3 is variant 2 on
     channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
     tile when the operands' strides and addresses allow); 0 is the general
-    variant (any channel count).  float32 has a 128x128 aligned FMA tile (8x8 outputs per
+    variant (any channel count); 5 and 6 are the multistage FMA and DMMA tiles of the family
+    ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA and float64
+    DMMA, 128x128x16, three cp.async stages in dynamic shared memory.  float32 has a 128x128 aligned FMA tile (8x8 outputs per
     thread: twice the math per gathered element of 128x64); float64 stops at 128x64,
     whose 8x4 float64 block already fills the 128 registers a thread may have at two
     resident CTAs.
     """
     if np.dtype(dtype) == np.float32:
-        return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
+        return ((128, 128, 16, 5), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
                 (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float64:
-        return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
+        return ((128, 128, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
+                (128, 128, 16, 7))
     if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3))
     return ((64, 64, 8, 0),)
 
 
+#: The multistage FMA and DMMA tiles (issue 26 items 3, 4): tile variant -> (stages, TILE_M, TILE_N,
+#: math) of ``implicit_gemm_fma_dmma`` (``cuda_src/conv/implicit_gemm_fma_dmma.cu``).
+#: TILE_M x TILE_N is the warp tile of an MMA atom, or the thread's register block of
+#: ``cc::SimtFma``.  Variant 5: float32 FMA 128x128x16, 3 stages, 8x8 outputs per thread
+#: (48 KiB); variant 6: float64 DMMA m8n8k4 128x128x16, 3 stages, 32x64 warp tiles (96 KiB,
+#: opted in past 48 KiB); variant 7: the same tile on the sm_90 m16n8k16 float64 atom
+#: (DMMA.16x8x16; below sm_90 it traps, so only an explicit ``tile=`` takes it: the launcher
+#: is not told the arch).
+FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
+    5: (3, 8, 8, "cc::SimtFma"),
+    6: (3, 32, 64, "cc::MmaF64_m8n8k4"),
+    7: (3, 32, 64, "cc::MmaF64_m16n8k16"),
+}
+
+
+def tile_index64(tile: Tuple[int, ...]) -> bool:
+    """Whether ``tile`` has a 64-bit-index build: all but variant 7, whose m16n8k16 fragments
+    spill with 64-bit indices (ptxas 12.9: 96 bytes), so it is compiled for ``int`` only."""
+    return tile[3] != 7
+
+
+def gemm_family(tile: Tuple[int, ...]) -> str:
+    """The kernel family that runs an implicit-GEMM ``tile`` of :func:`gemm_tiles`."""
+    return "implicit_gemm_fma_dmma" if tile[3] in FMA_DMMA_VARIANTS else "implicit_gemm_fprop"
+
+
+def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
+    """Dynamic shared bytes a ``tile`` is launched with (0: static shared memory only):
+    ``stages * (BM + BN) * BK`` elements for the multistage tiles (the kernel checks it)."""
+    if tile[3] not in FMA_DMMA_VARIANTS:
+        return 0
+    bm, bn, bk = tile[:3]
+    return FMA_DMMA_VARIANTS[tile[3]][0] * (bm + bn) * bk * dtype_spec(dtype).dtype.itemsize
+
+
+def tensor_core_variant(variant: int) -> bool:
+    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 6 and 7)."""
+    return variant in (2, 3, 6, 7)
+
+
 def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
     """Whether ``tile`` may run: its tensor-core variant needs a device with the atoms
     (``mma``), and float32's TF32 atom also ``precision="tf32"`` (``tf32``); every other
-    tile may."""
-    if tile[3] < 2:
+    tile may (the FMA multistage tile too: below sm_80 its copies are plain loads)."""
+    if not tensor_core_variant(tile[3]):
         return True
     return mma and (tf32 or np.dtype(dtype) != np.float32)
 
@@ -283,7 +330,9 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     if BFLOAT16 is not None and np.dtype(dtype) == BFLOAT16 and family not in BFLOAT16_FAMILIES:
         return ()
     if family == "implicit_gemm_fprop":
-        return gemm_tiles(dtype)
+        return tuple(t for t in gemm_tiles(dtype) if t[3] not in FMA_DMMA_VARIANTS)
+    if family == "implicit_gemm_fma_dmma":
+        return tuple(t for t in gemm_tiles(dtype) if t[3] in FMA_DMMA_VARIANTS)
     if family == "direct_conv":
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
@@ -312,6 +361,8 @@ def _name_expression(family, dtype, rank, index64, tile):
         raise ValueError(f"rank must be in [1, {MAX_RANK}]; got {rank}")
     fields = {"T": spec.cpp, "Acc": spec.accum, "R": int(rank), "I": _INDEX_CPP[bool(index64)]}
     fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
+    if family == "implicit_gemm_fma_dmma":
+        fields.update(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
     return fam.template.format(**fields)
 
 
@@ -331,6 +382,8 @@ def instantiations(families: Optional[Iterable[str]] = None,
             for r in ranks:
                 for wide in index64:
                     for tile in tiles_for(f, dt, r):
+                        if wide and f == "implicit_gemm_fma_dmma" and not tile_index64(tile):
+                            continue
                         out.append(Instantiation(f, dt, int(r), bool(wide), tuple(tile),
                                                  name_expression(f, dt, r, wide, tile)))
     return out

@@ -111,6 +111,12 @@ FAMILIES = {
         implicit_gemm_tiles(awkward(32, "reflect", np.float16),
                             [(128, 128, 16, 2), (64, 64, 16, 2)])
     """,
+    "fma_dmma_tiles": """
+        # the multistage tiles (issue 26): float32 FMA and float64 DMMA, 128x128x16, three
+        # cp.async stages in dynamic shared memory (the DMMA tile's 96 KiB opted in)
+        implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
+        implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6), (128, 128, 16, 7)])
+    """,
     "tensor_core_channels_last_copies": """
         # variant 3: 16-byte copies of contiguous channels, on arrays of exactly their size
         implicit_gemm_tiles(awkward(32, "reflect", np.float64, contiguous=True),
@@ -204,5 +210,6 @@ def test_families_cover_every_kernel_family():
     from cupyconv._kernels import registry
     launched = {Path(source).stem for family in FAMILIES for source, _ in record(family)[0]}
     expected = {Path(registry.FAMILIES[f].source).stem
-                for f in ("vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv")}
+                for f in ("vol2col", "col2vol", "implicit_gemm_fprop", "implicit_gemm_fma_dmma",
+                          "direct_conv")}
     assert expected <= launched, expected - launched

@@ -183,8 +183,8 @@ def _check_launch_bounds(family, inst, body):
     import re
     symbol = inst.name
     small_acc = registry.dtype_spec(inst.dtype).accum_itemsize == 4
-    min_blocks = 2 if (family == "implicit_gemm_fprop" and inst.tile[3] and not inst.index64
-                       and small_acc) else 1
+    min_blocks = 2 if (family in ("implicit_gemm_fprop", "implicit_gemm_fma_dmma")
+                       and inst.tile[3] and not inst.index64 and small_acc) else 1
     assert re.search(rf"\.maxntid\s+{registry.THREADS},\s*1,\s*1\b", body), symbol
     assert re.search(rf"\.minnctapersm\s+{min_blocks}\b", body), symbol
     assert re.search(r"\btrap;", body), symbol

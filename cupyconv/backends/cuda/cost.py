@@ -29,7 +29,7 @@ import os
 import re
 import warnings
 
-from ..._kernels import launch
+from ..._kernels import launch, registry
 from ..._paths import cache_root
 from ..._vocabulary import FORWARD
 from .. import fft_conv
@@ -187,7 +187,7 @@ def predict_times(problem, device, candidates, efficiency=None):
             columns = implicit_grads.needs_columns(problem)
             fwd, tile = _implicit_forward(problem, device)
             rate, eff = peak, eff_of[name]
-            if tc_peak and tile[3] == 2:
+            if tc_peak and registry.tensor_core_variant(tile[3]):
                 rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
             # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the
             # H200 run's 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs
@@ -258,7 +258,8 @@ def efficiency_key(problem, device, name):
     """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
     if name == "implicit_gemm" and tensor_peak_flops(problem, device):
         tile = _implicit_forward(problem, device)[1]
-        return "implicit_gemm_tc_" + tensor_kind(problem) if tile[3] == 2 else name
+        return ("implicit_gemm_tc_" + tensor_kind(problem) if registry.tensor_core_variant(tile[3])
+                else name)
     if name == "gemm" and tensor_peak_flops(problem, device):
         return "gemm_tc_" + tensor_kind(problem)
     if name == "fft":

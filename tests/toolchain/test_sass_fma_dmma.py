@@ -1,0 +1,92 @@
+"""SASS floors of the multistage implicit-GEMM tiles (issue 26 items 3, 4), sm_90, rank 3,
+32-bit indices, NVRTC 12 (the figures of docs/kernels_sass.md)."""
+from __future__ import annotations
+
+import pytest
+
+from cupyconv._compile import sass
+from cupyconv._kernels import registry
+
+from toolchain_support import nvrtc_available
+
+FAMILY = "implicit_gemm_fma_dmma"
+
+
+@pytest.fixture(scope="module")
+def fma_dmma_sm90(tmp_path_factory):
+    """(instructions, usage) of both multistage tiles' rank-3 int kernels on sm_90."""
+    from cupyconv._compile import compile_group, nvrtc_version
+    from cupyconv._compile.build import parse_ptxas_log
+    if not nvrtc_available():
+        pytest.skip("NVRTC unavailable")
+    why = sass.disassembler_reason()
+    if why is not None:
+        pytest.skip(f"SASS needs the disassembler: {why}")
+    if nvrtc_version()[0] != 12:
+        pytest.skip(f"the floors are pinned for NVRTC 12.x (CI); this is {nvrtc_version()}")
+    root = tmp_path_factory.mktemp("sass-multistage")
+    out = {}
+    for dtype in ("float32", "float64"):
+        for tile in registry.tiles_for(FAMILY, dtype, 3):
+            name = registry.name_expression(FAMILY, dtype, 3, False, tile)
+            path, meta, _, _ = compile_group(registry.FAMILIES[FAMILY].source, [name], "sm_90",
+                                             root=root)
+            symbol = meta["lowered"][name]
+            out[tile] = (tile, sass.disassemble(path)[symbol], parse_ptxas_log(meta["log"])[symbol])
+    return out
+
+
+def _hot(instrs):
+    loop = sass.hot_loop(instrs, "math").instructions(instrs)
+    return loop, sass.loop_stats(loop), [i.opcode.split(".")[0] for i in loop]
+
+
+def test_dmma_tile_hot_loop(fma_dmma_sm90):
+    """float64 128x128x16: one slice per loop trip, 128 DMMA per warp (16 k x 128 x 128 /
+    (8 x 8 x 4) / 8 warps), at most 4 instructions per DMMA, 24 LDS.128 (4 A and 8 B
+    fragments per 8-deep half), one 8-byte LDGSTS per element copied (16 per thread), one
+    barrier, no DFMA, no LDG, no local memory, no spills; its 96 KiB let 2 CTAs share an
+    SM, its 64 double accumulators per lane keep it to one (registers)."""
+    from cupyconv._compile.occupancy import ctas_per_sm
+    tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 6)]
+    loop, st, ops = _hot(instrs)
+    assert ops.count("DMMA") == 128 and "DFMA" not in ops, ops
+    assert st.instructions <= 4 * ops.count("DMMA"), st
+    assert st.shared_loads == 24 and st.shared_load_bits == (128,), st
+    assert ops.count("LDGSTS") == 16 and "LDG" not in ops and ops.count("BAR") == 1, ops
+    assert st.local_loads == st.local_stores == 0
+    assert usage["spill_stores"] == usage["spill_loads"] == 0, usage
+    smem = registry.gemm_dynamic_smem(tile, "float64")
+    assert smem == 98304 and ctas_per_sm("sm_90", 32, smem, registry.THREADS) == 2
+    assert ctas_per_sm("sm_90", usage["registers"], smem, registry.THREADS) == 1, usage
+
+
+def test_fma_tile_hot_loop(fma_dmma_sm90):
+    """float32 FMA 128x128x16: FFMA in the hot loop with 16 per LDS.128 (8 x 8 outputs per
+    4 vector loads), math share >= 0.6, no local memory, no spills, 2 CTAs per SM on sm_90
+    (128 registers, 48 KiB)."""
+    from cupyconv._compile.occupancy import ctas_per_sm
+    tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 5)]
+    loop, st, ops = _hot(instrs)
+    assert ops.count("FFMA") == st.math and st.math % 64 == 0 and st.math >= 128, ops
+    assert st.shared_load_bits == (128,) and st.math == 16 * st.shared_loads, st
+    assert st.math / st.instructions >= 0.6, st
+    assert st.local_loads == st.local_stores == 0
+    assert usage["spill_stores"] == usage["spill_loads"] == 0, usage
+    smem = registry.gemm_dynamic_smem(tile, "float32")
+    assert ctas_per_sm("sm_90", usage["registers"], smem, registry.THREADS) >= 2, usage
+
+
+def test_dmma_k16_tile_hot_loop(fma_dmma_sm90):
+    """The same tile on the sm_90 float64 m16n8k16 atom (DMMA.16x8x16, 8x the work of one
+    m8n8k4): 16 per warp per slice, the same 24 LDS.128 and 16 LDGSTS, at most 4
+    instructions per m8n8k4's worth of work (32 per DMMA.16x8x16), no spills."""
+    tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 7)]
+    loop, st, ops = _hot(instrs)
+    dmma = [i for i in loop if i.base == "DMMA"]
+    assert len(dmma) == 16 and all("16x8x16" in i.opcode for i in dmma), ops
+    assert st.instructions <= 4 * 8 * len(dmma), st
+    assert st.shared_loads == 24 and st.shared_load_bits == (128,), st
+    assert ops.count("LDGSTS") == 16 and "LDG" not in ops and ops.count("BAR") == 1, ops
+    assert st.local_loads == st.local_stores == 0
+    assert usage["spill_stores"] == usage["spill_loads"] == 0, usage

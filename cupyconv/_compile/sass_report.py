@@ -40,6 +40,9 @@ REFERENCE_KERNEL_EXTENT = 3
 def reference_dynamic_smem(inst: registry.Instantiation) -> int:
     """Dynamic shared bytes of the reference launch of a kernel (0 for families without).
 
+    The multistage implicit GEMM's is fixed by its tile
+    (:func:`cupyconv._kernels.registry.multistage_smem_bytes`).
+
     The direct kernel's shared memory is chosen per launch
     (``cupyconv._kernels.launch.direct_smem_layout``, which the toolchain does
     not import; a test pins the two equal).  The reference is its tile with a
@@ -48,6 +51,8 @@ def reference_dynamic_smem(inst: registry.Instantiation) -> int:
     TILE_W + 2 columns plus ``registry.DIRECT_TAP_BLOCK`` rounded up to 16
     bytes, then the 3 x 3 (3 at rank 1) weights, in accumulator elements.
     """
+    if inst.family == "implicit_gemm_multistage":
+        return registry.multistage_smem_bytes(inst.tile)
     if inst.family != "direct_conv":
         return 0
     th, tw = inst.tile
@@ -144,7 +149,7 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
             for other in occupancy_archs:
                 ou = usage[other].get(lowered[other][inst.name], {})
                 ctas[other] = ctas_per_sm(other, ou.get("registers", 0), ou.get("smem_bytes", 0) + dyn,
-                                          registry.THREADS)
+                                          registry.block_threads(inst.family))
             reports.append(SassReport(
                 inst.family, inst.name, arch, inst.dtype.name, inst.rank, inst.index64, inst.tile,
                 loop_stats(lp.instructions(instrs)) if lp is not None else None,

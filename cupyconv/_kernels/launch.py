@@ -4,7 +4,9 @@ Every runner takes a *module-like* object: anything with
 ``get_function(name_expression)`` returning a callable
 ``kernel(grid, block, args, shared_mem=0)`` -- a ``cupy.RawModule`` (or the
 cached-cubin wrapper of :func:`cupyconv._compile.load_module`) for CuPy
-arrays, an ``EmulatedModule`` for NumPy arrays.  Instead of a module you may
+arrays, an ``EmulatedModule`` for NumPy arrays (a kernel that launches with more than
+48 KiB of dynamic shared memory, the multistage implicit GEMM, gets the opt-in through
+its ``max_dynamic_shared_size_bytes`` where it has one).  Instead of a module you may
 pass a *loader* ``loader(source, name_expressions) -> module``; the runner
 then asks for exactly the kernel it launches.  Arrays are only inspected
 through ``.shape``, ``.strides``, ``.itemsize`` and ``.dtype``.
@@ -32,7 +34,7 @@ __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "implicit_gemm_tile", "run_implicit_gemm_fprop", "run_direct", "check_addressable",
+    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
 
@@ -313,11 +315,12 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[
     """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
     problem fills (many rows, enough channels), tensor-core tiles first where allowed
     (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
-    Never the channels-last variant 3: the launcher takes it for a chosen variant-2 tile
-    when the operands allow (:func:`channels_last_reason`)."""
+    Never the channels-last variants 3 and 4 (multistage): the launcher takes them for a
+    chosen variant-2 tile when the operands allow (:func:`channels_last_reason`,
+    :func:`multistage_tile`)."""
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
-              and registry.tensor_core_tile(t, problem.dtype, mma, tf32) and t[3] != 3]
+              and registry.tensor_core_tile(t, problem.dtype, mma, tf32) and t[3] < 3]
     usable.sort(key=lambda t: t[3] != 2)       # tensor cores first (stable otherwise)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
@@ -337,6 +340,30 @@ def channels_last_reason(problem, xs, ws, x, w) -> str:
     if data_pointer(x) % 16 or data_pointer(w) % 16:
         return "x or w does not start on a 16-byte boundary"
     return ""
+
+
+def multistage_reason(problem, tile, tf32: bool) -> str:
+    """Why the multistage tile ``tile`` (variant :data:`registry.MULTISTAGE`) cannot run
+    ``problem`` on operands :func:`channels_last_reason` accepts (``""`` when it can):
+    whole K-tiles of ``BK`` channels per group, and for float32 operands rounded to TF32
+    beforehand (``tf32``: its loop never rounds)."""
+    cpg = problem.in_channels // problem.groups
+    if cpg % tile[2]:
+        return f"in_channels/groups ({cpg}) is not a multiple of its K-tile ({tile[2]} channels)"
+    if np.dtype(problem.dtype) == np.float32 and not tf32:
+        return "float32 needs operands rounded to TF32 beforehand (tf32=True)"
+    return ""
+
+
+def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
+    """The multistage tile the launcher takes in place of a tensor-core tile on operands
+    :func:`channels_last_reason` accepts: the 128x128 one where the problem fills it (as
+    :func:`implicit_gemm_tile` asks: at least 64 row tiles, half its width of columns),
+    else the small one; ``None`` when none can run it."""
+    usable = [t for t in registry.gemm_tiles(problem.dtype)
+              if t[3] == registry.MULTISTAGE and not multistage_reason(problem, t, tf32)]
+    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
+    return (fits or usable[-1:] or [None])[0]
 
 
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
@@ -368,20 +395,27 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
     if (not explicit and tile[3] == 2 and twin in tiles
             and not channels_last_reason(problem, xs, ws, x, w)):
-        tile = twin
+        tile = multistage_tile(problem, tf32) or twin
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    reason = channels_last_reason(problem, xs, ws, x, w) if explicit and tile[3] == 3 else ""
+    reason = channels_last_reason(problem, xs, ws, x, w) if explicit and tile[3] >= 3 else ""
     if reason:
-        raise ValueError(f"tile {tile} is the channels-last tensor-core variant: {reason}")
+        raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {reason}")
+    reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
+    if reason:
+        raise ValueError(f"tile {tile} is the multistage tensor-core variant: {reason}")
     bm, bn = tile[:2]
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
     bias_arr, bias_stride, has_bias = _bias_args(bias, y)
-    kern = kernel_for(module, "implicit_gemm_fprop", problem.dtype, problem.ndim, index64, tile)
+    family = registry.gemm_family(tile)
+    kern = kernel_for(module, family, problem.dtype, problem.ndim, index64, tile)
+    smem = registry.multistage_smem_bytes(tile) if family == "implicit_gemm_multistage" else 0
+    if smem > SHARED_MEMORY_LIMIT and getattr(kern, "max_dynamic_shared_size_bytes", smem) < smem:
+        kern.max_dynamic_shared_size_bytes = smem     # the opt-in past 48 KiB (CuPy, emulator)
     out_size = math.prod(problem.out_shape)
     n_per = max(1, min(problem.batch, (MAX_GRID_X * bm) // max(out_size, 1)))
     grid_y = -(-problem.gemm_n // bn)
@@ -394,7 +428,7 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
                                  bias_stride=bias_stride, has_bias=has_bias,
                                  aux=(int(bool(tf32)), 0, 0, 0))
             grid = (-(-(n_count * out_size) // bm), grid_y, gz)
-            kern(grid, (registry.THREADS,), (p, x, w, y, bias_arr))
+            kern(grid, (registry.block_threads(family),), (p, x, w, y, bias_arr), shared_mem=smem)
 
 
 def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,

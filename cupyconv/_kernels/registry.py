@@ -8,6 +8,7 @@ launched.  A name expression spells out the whole specialisation::
     vol2col<float, 3, int>
     col2vol<cc::complex<double>, 5, long long>
     implicit_gemm_fprop<float, float, 3, int, 128, 64, 8, 1>  # T, Acc, R, Index, BM, BN, BK, VARIANT
+    implicit_gemm_multistage<float, float, 3, int, 128, 128, 32, 3>  # ..., BM, BN, BK, STAGES
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
     winograd_input<cc::half, float, 3, int, 8>                # T, Acc (compute), R, Index, MAX_ALPHA
 
@@ -33,7 +34,8 @@ __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
-    "name_expression", "gemm_tiles", "gemm_tile_fits", "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "name_expression", "gemm_tiles", "gemm_tile_fits", "gemm_family", "MULTISTAGE",
+    "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads", "direct_tiles", "WINOGRAD_MAX_ALPHA",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -92,6 +94,10 @@ THREADS = read_block_threads()
 #: Kernel taps per register window of the direct kernel (its shared-memory rows are
 #: padded by this many elements so a window never reads past its row's allocation).
 DIRECT_TAP_BLOCK = read_define("CUPYCONV_DIRECT_TAP_BLOCK", lo=1, hi=32)
+#: Threads per block of the multistage implicit GEMM (4 warps; the header's define).
+MULTISTAGE_THREADS = read_define("CUPYCONV_MULTISTAGE_THREADS", lo=128, hi=128)
+#: Tile variant of the multistage implicit GEMM (family ``implicit_gemm_multistage``).
+MULTISTAGE = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +150,9 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False),
         KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
                      "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
+        KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
+                     "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
+                     True, True),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
         KernelFamily("winograd_input", "conv/winograd_transform.cu",
@@ -207,7 +216,11 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     float16 m16n8k16 with float accumulation; sm_80+ devices only: the launcher takes
     them when told the device has them, see :func:`tensor_core_tile`); 3 is variant 2 on
     channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
-    tile when the operands' strides and addresses allow); 0 is the general
+    tile when the operands' strides and addresses allow); 4 (:data:`MULTISTAGE`) is the
+    multistage main loop of family ``implicit_gemm_multistage`` (channels-last operands,
+    K-tiles of 128 bytes: BK 32 for TF32, 64 for float16, :func:`multistage_stages` of
+    them in swizzled dynamic shared memory, 64x64 warp tiles in the 128x128 tile, 32x32
+    in the small one); 0 is the general
     variant (any channel count).  float32 has a 128x128 aligned FMA tile (8x8 outputs per
     thread: twice the math per gathered element of 128x64); float64 stops at 128x64,
     whose 8x4 float64 block already fills the 128 registers a thread may have at two
@@ -215,12 +228,13 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     """
     if np.dtype(dtype) == np.float32:
         return ((128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
-                (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
+                (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3),
+                (128, 128, 32, MULTISTAGE), (64, 64, 32, MULTISTAGE))
     if np.dtype(dtype) == np.float64:
         return ((64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3))
     if np.dtype(dtype) == np.float16:
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
-                (64, 64, 16, 3))
+                (64, 64, 16, 3), (128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
     return ((64, 64, 8, 0),)
 
 
@@ -237,6 +251,29 @@ def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
     """Whether ``tile`` can run a problem with ``cpg`` input channels per group (the
     tap-aligned variants 1 and 2 need ``cpg % BK == 0``)."""
     return not tile[3] or cpg % tile[2] == 0
+
+
+def gemm_family(tile: Tuple[int, ...]) -> str:
+    """The kernel family of an implicit-GEMM tile: ``implicit_gemm_multistage`` for
+    variant :data:`MULTISTAGE`, else ``implicit_gemm_fprop``."""
+    return "implicit_gemm_multistage" if tile[3] == MULTISTAGE else "implicit_gemm_fprop"
+
+
+def block_threads(family: str) -> int:
+    """Threads per block of a family's kernels."""
+    return MULTISTAGE_THREADS if family == "implicit_gemm_multistage" else THREADS
+
+
+def multistage_stages(tile: Tuple[int, ...]) -> int:
+    """K-tiles in flight of a multistage tile: 3 for 128x128 (96 KiB: two CTAs fit an
+    sm_90 SM's 227 KiB), 4 for the small tiles (64 KiB)."""
+    return 3 if tile[0] * tile[1] >= 128 * 128 else 4
+
+
+def multistage_smem_bytes(tile: Tuple[int, ...]) -> int:
+    """Dynamic shared memory of a multistage tile: stages x (BM + BN) rows of 128 bytes
+    (``cuda_src/conv/implicit_gemm_multistage.cu``)."""
+    return multistage_stages(tile) * (tile[0] + tile[1]) * 128
 
 
 def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
@@ -265,8 +302,8 @@ def winograd_tiles(dtype) -> Tuple[Tuple[int, ...], ...]:
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled, ``()``
     when the family has no instance for the dtype."""
-    if family == "implicit_gemm_fprop":
-        return gemm_tiles(dtype)
+    if family in ("implicit_gemm_fprop", "implicit_gemm_multistage"):
+        return tuple(t for t in gemm_tiles(dtype) if gemm_family(t) == family)
     if family == "direct_conv":
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
@@ -295,6 +332,8 @@ def _name_expression(family, dtype, rank, index64, tile):
         raise ValueError(f"rank must be in [1, {MAX_RANK}]; got {rank}")
     fields = {"T": spec.cpp, "Acc": spec.accum, "R": int(rank), "I": _INDEX_CPP[bool(index64)]}
     fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
+    if family == "implicit_gemm_multistage":
+        fields["stages"] = multistage_stages(tile)
     return fam.template.format(**fields)
 
 

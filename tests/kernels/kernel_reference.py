@@ -70,6 +70,35 @@ def make_problem(*, n, c, k, g, s, ks, stride, dilation, padding, mode="constant
                               layout=layout, dtype=dtype, flip=flip)
 
 
+#: spatial extents per rank of the tile tests: M and K/G are non-multiples of every tile
+TILE_SHAPES = {1: (37,), 2: (9, 11), 3: (5, 6, 7), 4: (3, 4, 3, 4)}
+
+
+def mode_case(mode, c, dtype, layout="channels_last"):
+    """``(rank, problem)`` of the every-mode tile tests: rank 1 + (mode's index) % 4, 2
+    groups of ``c / 2`` channels, 70 output channels, kernel 3 (2 at rank 4), pads (2, 1),
+    flipped, cval -2 for constant padding."""
+    rank = 1 + MODES.index(mode) % 4
+    return rank, make_problem(n=2, c=c, k=70, g=2, s=TILE_SHAPES[rank],
+                              ks=(2,) * rank if rank == 4 else (3,) * rank, stride=(1,) * rank,
+                              dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
+                              layout=layout, dtype=dtype, flip=True,
+                              cval=-2 if mode == "constant" else 0)
+
+
+def spy_kernels(monkeypatch):
+    """A list that collects ``(family, tile)`` of every kernel ``launch.kernel_for``
+    fetches from now on (the launchers' choices)."""
+    taken = []
+    real = launch.kernel_for
+
+    def spy(module, family, dt, rank, index64, tile):
+        taken.append((family, tuple(tile)))
+        return real(module, family, dt, rank, index64, tile)
+    monkeypatch.setattr(launch, "kernel_for", spy)
+    return taken
+
+
 def small_ints(rng, shape, dtype, scope=3):
     """Small-integer data (exact sums in every dtype)."""
     dt = np.dtype(dtype)

@@ -149,3 +149,23 @@ def test_multistage_shared_memory_opts_in_past_48k():
         assert smem > launch.SHARED_MEMORY_LIMIT
         assert 2 * smem <= 227 * 1024 or tile[0] < 128
 
+
+@emulated
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monkeypatch):
+    """``conv`` on channels-first operands (x NCHW, w KCRS) with one K-tile of channels:
+    the CUDA path copies them once into channels-last memory (backends.cuda.relayout)
+    and runs the multistage tile, whose epilogue writes the channels-first result;
+    exact on small integers (float16: one rounding, as the float64 reference cast)."""
+    import cupyconv
+    taken = spy_kernels(monkeypatch)
+    bk = 128 // dtype.itemsize
+    rng = np.random.default_rng(7)
+    x = small_ints(rng, (1, bk, 6, 5), dtype)
+    w = small_ints(rng, (16, bk, 3, 3), dtype, scope=2)
+    precision = "tf32" if dtype == F32 else "highest"
+    with cupyconv.use_backend("emulated"):
+        y = cupyconv.conv(x, w, padding=1, method="implicit_gemm", precision=precision)
+    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding=1)
+    assert taken[-1] == ("implicit_gemm_multistage", (64, 64, bk, registry.MULTISTAGE))
+    np.testing.assert_array_equal(y, ref.astype(dtype))

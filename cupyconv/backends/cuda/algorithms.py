@@ -17,7 +17,7 @@ import math
 from ..._kernels import launch
 from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
-from . import implicit_grads, separable, winograd
+from . import implicit_grads, relayout, separable, winograd
 
 __all__ = ["can_implement", "gemm_batch_chunk", "run", "tensor_core_flags"]
 
@@ -77,8 +77,9 @@ def tensor_core_flags(problem, device):
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
     y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
                         dtype=problem.dtype)
-    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y,
-                                   **tensor_core_flags(problem, runner.static))
+    flags = tensor_core_flags(problem, runner.static)
+    x, w = relayout.relaid(problem, x, w, runner.xp, **flags)   # channels-last for variant 4
+    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y, **flags)
     return y
 
 

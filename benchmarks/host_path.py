@@ -11,8 +11,14 @@ kernel launch stubbed out (counted, not run), so what it times is the planning,
 dispatch and launch preparation alone, and it counts what each call asks of the
 device: kernel launches, GEMMs and workspace allocations.
 
-Per case the median over ``--rounds`` of the mean per-call time (``timeit``'s
-autorange), on NumPy data of the shapes the GPU benchmarks use.
+Per case, in one run: *today's path* (``cupyconv.config.compiled_calls = False``: the
+dispatcher on every call), a *first call* with a key the compiled-call cache has not seen
+(the normal path plus recording and compiling), and a *repeated* call (the compiled call
+when the case compiles, else the normal path, with the reason); host microseconds (the
+median over ``--rounds`` of ``timeit``'s autorange mean; first calls: the median of
+single calls), and per call the launches and GEMMs (stubbed) and the allocations,
+synchronisations and copies each way of ``cupyconv._kernels.program.accounting``.  NumPy
+data of the shapes the GPU benchmarks use, plus two planned layers.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import collections
 import contextlib
 import json
 import statistics
+import time
 import timeit
 
 import numpy as np
@@ -28,6 +35,8 @@ import numpy as np
 import cupyconv
 import cupyconv.ndimage
 from cupyconv._emulation import EmulatedFunction
+from cupyconv._kernels import program
+from cupyconv.api import compiled
 from cupyconv.backends.cuda import runners
 
 def gaussian_4d():
@@ -108,24 +117,108 @@ def stubbed(counts):
         runners.EmulatedRunner.workspace = workspace
 
 
+_PLANS = []
+
+
+def planned_calls():
+    """``{name: call}`` of planned layers (``plan(x, w)``): the plan's own compiled cache."""
+    rng = np.random.default_rng(1)
+    x2 = rng.standard_normal((4, 16, 32, 32)).astype(np.float32)
+    w2 = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    x3 = rng.standard_normal((1, 48, 14, 14, 14)).astype(np.float32)
+    w3 = rng.standard_normal((48, 48, 3, 3, 3)).astype(np.float32)
+    direct = cupyconv.plan_conv(x2.shape, w2.shape, np.float32, padding=1, backend="emulated")
+    wino = cupyconv.plan_conv(x3.shape, w3.shape, np.float32, padding=1, method="winograd",
+                              backend="emulated")
+    _PLANS[:] = [direct, wino]
+    return {f"plan(x, w) 2-D N4 16->32 32^2 3x3 ({direct.algorithm})": lambda: direct(x2, w2),
+            "planned winograd layer 3-D 48->48 14^3 3^3": lambda: wino(x3, w3)}
+
+
+def _per_call(fn, rounds):
+    samples = []
+    for _ in range(rounds):
+        n, _ = timeit.Timer(fn).autorange()
+        samples.append(timeit.Timer(fn).timeit(n) / n)
+    return 1e6 * statistics.median(samples)
+
+
+def _first_call(fn, rounds):
+    """Host us of a call whose key is new (the dispatcher's caches and modules warm):
+    the normal path plus recording and compiling."""
+    samples = []
+    for _ in range(max(rounds, 3)):
+        _reset()
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return 1e6 * statistics.median(samples)
+
+
+#: what each row counts per call: the emulator's launches and GEMMs (stubbed) and the
+#: call-accounting counters of ``cupyconv._kernels.program.accounting``.
+COUNTED = ("launches", "gemms", "allocations", "syncs", "d2h", "h2d")
+
+
+def _counts(fn, counts):
+    counts.clear()
+    with program.accounting() as acc:
+        fn()
+    return dict(launches=counts["launches"], gemms=counts["gemms"],
+                allocations=acc["allocations"], syncs=acc["syncs"], d2h=acc["d2h"],
+                h2d=acc["h2d"])
+
+
 def measure(rounds):
+    """Rows of per-call host time and counts: today's path (``config.compiled_calls``
+    off), a first call with a new key, and a repeated (compiled) call, in one run."""
     rows = []
     counts = collections.Counter()
+    saved = cupyconv.config.compiled_calls
     with cupyconv.use_backend("emulated"), stubbed(counts):
-        for name, fn in small_calls(np).items():
-            fn()                                  # plans, choices and modules cached
-            counts.clear()
-            fn()
-            per_call_counts = dict(counts)
-            samples = []
-            for _ in range(rounds):
-                n, _ = timeit.Timer(fn).autorange()
-                samples.append(timeit.Timer(fn).timeit(n) / n)
-            rows.append(dict(case=name, us=1e6 * statistics.median(samples),
-                             launches=per_call_counts.get("launches", 0),
-                             gemms=per_call_counts.get("gemms", 0),
-                             workspace=per_call_counts.get("workspace", 0)))
+        calls = dict(small_calls(np))
+        calls.update(planned_calls())
+        try:
+            for name, fn in calls.items():
+                cupyconv.config.compiled_calls = False
+                fn()                              # plans, choices and modules cached
+                today = _counts(fn, counts)
+                today_us = _per_call(fn, rounds)
+                cupyconv.config.compiled_calls = True
+                first_us = _first_call(fn, rounds)
+                fn()
+                again = _counts(fn, counts)
+                rows.append(dict(case=name, today_us=today_us, first_us=first_us,
+                                 repeated_us=_per_call(fn, rounds), today=today,
+                                 repeated=again, path=_path()))
+        finally:
+            cupyconv.config.compiled_calls = saved
     return rows
+
+
+def _reset():
+    """Forget every compiled call (the process-wide cache and the plans' own)."""
+    compiled.clear_cache()
+    for plan in _PLANS:
+        plan.__dict__.pop("_compiled", None)
+
+
+def _path():
+    """The one case's compiled-call entry after :func:`_reset` and its calls: "compiled"
+    with its launches, or the reason it takes the normal path."""
+    entries = compiled._cache.values() + [e for p in _PLANS if "_compiled" in p.__dict__
+                                          for e in p.__dict__["_compiled"].values()]
+    if not entries:
+        return "normal path: the key cannot hold the call"
+    entry = entries[0]
+    if isinstance(entry, compiled.CompiledCall):
+        return "compiled"
+    return f"normal path: {entry.reason}"
+
+
+def _fmt(c):
+    return (f"{c['launches']} | {c['gemms']} | {c['allocations']} | {c['syncs']} | "
+            f"{c['d2h']}/{c['h2d']}")
 
 
 def main(argv=None):
@@ -134,10 +227,13 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the rows here")
     opts = ap.parse_args(argv)
     rows = measure(opts.rounds)
-    print("| call | host us per call | launches | GEMMs | workspace allocations |")
-    print("|---|---:|---:|---:|---:|")
+    print("| call | today us | first call us | repeated us | path of a repeated call | "
+          "today: launches, GEMMs, allocations, syncs, copies d2h/h2d | repeated: the same |")
+    print("|---|---:|---:|---:|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['us']:.1f} | {r['launches']} | {r['gemms']} | {r['workspace']} |")
+        print(f"| {r['case']} | {r['today_us']:.1f} | {r['first_us']:.1f} | "
+              f"{r['repeated_us']:.1f} | {r['path']} | {_fmt(r['today'])} | "
+              f"{_fmt(r['repeated'])} |")
     if opts.json:
         with open(opts.json, "w") as fh:
             json.dump(rows, fh, indent=1)

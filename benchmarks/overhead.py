@@ -4,7 +4,8 @@
 
 For each tiny ``convolve`` the median per-call time of ``cupyconv.convolve``
 and of ``scipy.signal.convolve`` (both ``method="auto"``), timed in
-alternating order round by round, and their ratio (goal: <= 1.5).  For a
+alternating order round by round, and their ratio (goal: <= 1.3, issue 24: a repeated
+call is a compiled call, the tap loop replayed without the dispatcher).  For a
 planned 8->8 channel 16x16 ``conv`` the median time of ``plan(x, w)``
 against the bare algorithm (the backend's ``run`` on prepared channels-first
 views, what a plan cannot avoid), and their difference (goal: <= 15 us).
@@ -59,7 +60,7 @@ def main(argv=None):
         ratio = ours / scipys
         lines.append(f"| convolve {s1}*{s2} (auto: {cupyconv.choose_conv_method(a, k)}) | "
                      f"{ours * 1e6:.1f} | {scipys * 1e6:.1f} (scipy.signal.convolve) | "
-                     f"{ratio:.2f}x | <= 1.5x | {'yes' if ratio <= 1.5 else 'no'} |")
+                     f"{ratio:.2f}x | <= 1.3x | {'yes' if ratio <= 1.3 else 'no'} |")
     x = rng.standard_normal((1, 8, 16, 16))
     w = rng.standard_normal((8, 8, 3, 3))
     plan = cupyconv.plan_conv(x.shape, w.shape, np.float64, padding=1, backend="numpy")

@@ -10,8 +10,9 @@ import time
 import numpy as np
 from scipy import signal
 
-from ._compile import cache, compat, prebuilt
+from ._compile import cache, compat, loader, prebuilt
 from ._compile import library_path, nvrtc_version
+from ._kernels import registry
 from ._paths import cuda_src_dir
 from ._version import __version__
 from .api.conv import conv
@@ -137,6 +138,29 @@ def _where_lines(pk, devices, driver, nvrtc):
             f"would load the packaged cubins{ptx}; other groups from the {rest}"]
 
 
+def _specific_lines(pk, devices, driver):
+    """Whether each arch-specific kernel source (sm_90a) runs on each device, and why."""
+    sources = sorted({f.source for f in registry.FAMILIES.values() if f.arch_specific})
+    if not sources:
+        return [f"arch-specific kernels ({', '.join(compat.ARCH_SPECIFIC)}): no kernel family "
+                "declares one; the portable kernels run everywhere"]
+    lines = []
+    for source in sources:
+        declared = loader.declared_specific(source)
+        if not devices or driver is None:
+            packed = [a for a, srcs in pk.get("arch_specific", {}).items() if source in srcs]
+            ccs = ", ".join(f"{a} on compute capability {compat.ARCH_SPECIFIC[a][0] / 10:.1f}"
+                            for a in declared)
+            lines.append(f"arch-specific {source}: {ccs} only (packaged: {', '.join(packed) or 'no'}"
+                         "); the portable kernels elsewhere")
+        for i, _, cc, _, _ in devices if driver is not None else ():
+            choice = loader.specific_choice(source, cc, driver)
+            used = f"uses {choice.arch}" if choice.arch else "does not use it"
+            lines.append(f"device {i} {used} for {source}: {choice.reason}")
+    lines += [f"not loaded here: {k}: {why}" for k, why in loader.arch_specific_refusals().items()]
+    return lines
+
+
 def info():
     """Print the backends, CuPy, the driver, the devices, NVRTC and where kernels come from.
 
@@ -170,7 +194,7 @@ def info():
     print("    3. " + (f"NVRTC {compat.format_version(nvrtc)}: any other group, compiled on first "
                        "use and stored in the cache" if nvrtc else
                        f"NVRTC: missing, so a group in neither place cannot load ({_NVRTC_INSTALL})"))
-    for line in _where_lines(pk, devices, driver, nvrtc):
+    for line in _where_lines(pk, devices, driver, nvrtc) + _specific_lines(pk, devices, driver):
         print(f"  {line}")
     print(f"  kernel sources: {cuda_src_dir()}")
     return 0

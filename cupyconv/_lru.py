@@ -34,6 +34,22 @@ class LRU:
                 self._data.popitem(last=False)
         return value
 
+    def get(self, key, default=None):
+        """The value of ``key`` (now the most recently used), or ``default``."""
+        with self._lock:
+            value = self._data.get(key, default)
+            if value is not default:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key, value):
+        """Store ``value`` under ``key``, dropping the least recently used past ``maxsize``."""
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
     def clear(self):
         with self._lock:
             self._data.clear()

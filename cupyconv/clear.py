@@ -7,9 +7,12 @@ on-disk kernel caches are kept.
 from __future__ import annotations
 
 from ._compile import clear_module_cache
+from ._kernels import launch
+from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
+from .backends.cuda import algorithms as cuda_algorithms, winograd as cuda_winograd
 from .backends.cuda.separable import pass_problems
 from .backends.numpy import separable
 from .core.ndimage_map import filter_call
@@ -22,6 +25,10 @@ __all__ = ["clear_caches"]
 def clear_caches():
     """Drop every cached choice, call signature, loaded kernel module and backend."""
     dispatcher.clear_cache()
+    compiled.clear_cache()
+    launch.clear_program_cache()
+    cuda_winograd.clear_program_cache()
+    cuda_algorithms.clear_program_cache()
     conv_problem.cache_clear()
     signal_call.cache_clear()
     filter_call.cache_clear()

@@ -35,6 +35,17 @@ ndimage_integers : {"scipy", "exact"}
     in float64, as ``scipy.ndimage`` does, so integer outputs are SciPy's exactly.
     ``"exact"``: in int64 (exact modulo 2**64, as integer arithmetic wraps), where
     SciPy's rounding loses the low bits.  Below the bound both are exact and agree.
+compiled_calls : bool
+    When True (default), a repeated call of a public function with the same key (the
+    arrays' shapes, strides, dtypes, alignment and device, every argument, these
+    settings and the backend) replays the launch programs its first call ran, without
+    the dispatcher (``cupyconv.api.compiled``; docs/architecture.md).  False: every
+    call takes the normal path (what ``benchmarks.host_path`` compares against).
+prebuilt_launches : bool
+    When True, a compiled call on CuPy launches through ``cupy.cuda.driver.launchKernel``
+    with its parameter struct and argument array built once
+    (``cupyconv.backends.cuda.prebuilt_launch``) instead of ``RawKernel.__call__``, which
+    marshals every argument per call.  Default False until a device check has run it.
 """
 import numbers as _numbers
 import sys as _sys
@@ -51,16 +62,21 @@ workspace_limit = None
 winograd_max_error_growth = None
 precision = "highest"
 ndimage_integers = "scipy"
+compiled_calls = True
+prebuilt_launches = False
 
 
 def _is_bool(value):
     return isinstance(value, (bool, _np.bool_))
 
 
-def _check_autotune(value):
-    if not _is_bool(value):
-        raise TypeError(f"cupyconv.config.autotune must be True or False, got {value!r}")
-    return bool(value)
+def _boolean(name):
+    """The check of a setting that is True or False."""
+    def check(value):
+        if not _is_bool(value):
+            raise TypeError(f"cupyconv.config.{name} must be True or False, got {value!r}")
+        return bool(value)
+    return check
 
 
 def _optional_number(name, allowed, kind, valid, convert):
@@ -88,7 +104,7 @@ def _one_of(name, choices):
 
 
 _CHECKS = {
-    "autotune": _check_autotune,
+    "autotune": _boolean("autotune"),
     "workspace_limit": _optional_number(
         "workspace_limit", "None or a positive int number of bytes", _numbers.Integral,
         lambda v: v >= 1, int),
@@ -97,6 +113,8 @@ _CHECKS = {
     "winograd_max_error_growth": _optional_number(
         "winograd_max_error_growth", "None or a number >= 0 (0 turns winograd off)",
         _numbers.Real, lambda v: v >= 0, lambda v: v),
+    "compiled_calls": _boolean("compiled_calls"),
+    "prebuilt_launches": _boolean("prebuilt_launches"),
 }
 
 

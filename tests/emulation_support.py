@@ -12,7 +12,8 @@ from pathlib import Path
 
 from cupyconv._emulation import _build
 
-__all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess"]
+__all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess",
+           "cached_module"]
 
 
 def require_emulation() -> None:
@@ -21,6 +22,20 @@ def require_emulation() -> None:
     if reason is not None:
         import pytest
         pytest.skip(f"CUDA emulation unavailable: {reason}")
+
+
+_MODULES: dict = {}
+
+
+def cached_module(path, names, mode: str = "normal"):
+    """An ``EmulatedModule`` of ``path`` with ``names``, built once per test session and
+    mode; skips the calling test when emulation is unavailable."""
+    require_emulation()
+    key = (str(path), tuple(names), mode)
+    if key not in _MODULES:
+        from cupyconv._emulation import EmulatedModule
+        _MODULES[key] = EmulatedModule(path=path, name_expressions=list(names), mode=mode)
+    return _MODULES[key]
 
 
 def asan_available() -> bool:

@@ -115,5 +115,7 @@
 #include "emu_sync.cuh"
 #include "emu_memory.cuh"
 #include "emu_mma.cuh"
+#include "emu_wgmma.cuh"
+#include "emu_mbarrier.cuh"
 
 #endif  // CUPYCONV_EMU_CUDA_EMU_CUH

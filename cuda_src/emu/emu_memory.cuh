@@ -32,6 +32,11 @@ inline void poison_static_shared(void* p, std::size_t bytes, std::uint64_t& epoc
   epoch = L->block_serial;
   std::memset(p, kPoisonByte, bytes);
   L->static_shared.emplace_back(static_cast<unsigned char*>(p), bytes);
+  // its shared address: after the others, congruent to its host address modulo 1024
+  const auto host = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p) % 1024u);
+  const std::uint32_t addr = L->shared_top + host;
+  L->static_shared_addr.push_back(addr);
+  L->shared_top = static_cast<std::uint32_t>((addr + bytes + 1023u) / 1024u * 1024u);
 }
 
 /// Whether [p, p + n) lies in the running block's shared memory.

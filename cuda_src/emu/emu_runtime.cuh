@@ -12,6 +12,7 @@ enum class Wait : unsigned char {
   kRunnable,  // ready to run (or running)
   kBlock,     // waiting at a block-wide barrier
   kWarp,      // waiting at a warp collective
+  kGroup,     // waiting at a warpgroup collective (wgmma.mma_async: 4 aligned warps)
   kDone,      // kernel returned
   kFailed,    // reported an error; never resumed
 };
@@ -64,6 +65,9 @@ struct ThreadCtx {
   FiberSlot fiber;             ///< execution context
   std::vector<AsyncCopy> cp_open;             ///< cp.async copies not yet committed
   std::deque<std::vector<AsyncCopy>> cp_groups;  ///< committed groups, oldest first
+  std::uint64_t group_count = 0;  ///< warpgroup collectives this thread executed in the block
+  int group_kind = 0;             ///< the pending warpgroup collective's instruction
+  bool spinning = false;          ///< yielded in a polling wait (mbarrier.try_wait) that failed
 };
 
 /// State of one kernel launch.
@@ -79,6 +83,13 @@ struct Launch {
   std::uint64_t block_serial = 0;       ///< unique per block of any launch (poisoning epoch)
   /// CUPYCONV_STATIC_SHARED arrays the running block has declared (address, bytes).
   std::vector<std::pair<unsigned char*, std::size_t>> static_shared;
+  /// Emulated shared state-space address of each static_shared array, and of the dynamic
+  /// shared memory: its address is congruent to its host address modulo 1024 (so aligning
+  /// a generic pointer aligns its shared address, as on the GPU); arrays follow it.
+  std::vector<std::uint32_t> static_shared_addr;
+  std::uint32_t dyn_shared_addr = 0;   ///< shared address of dyn_shared[0]
+  std::uint32_t shared_top = 0;        ///< first free shared address (1024-aligned)
+  bool spin_progress = false;          ///< an mbarrier changed during this scheduler round
   FiberFn body = nullptr;           ///< runs the kernel for the current thread
   void* body_arg = nullptr;         ///< argument of body
   std::string error;                ///< first error; non-empty aborts the launch
@@ -115,6 +126,9 @@ inline std::string describe_state(const ThreadCtx& t) {
     case Wait::kDone: return "has exited";
     case Wait::kFailed: return "has failed";
     case Wait::kRunnable: return "is running";
+    case Wait::kGroup:
+      return "waits in a warpgroup collective at " + std::string(t.site.file) + ":" +
+             std::to_string(t.site.line);
     default: return "waits in " + describe_site(t);
   }
 }
@@ -142,6 +156,9 @@ inline void set_error(Launch& L, const std::string& msg) {
   std::abort();
 }
 
+/// Defined by emu_wgmma.cuh: fails a thread that returns with wgmma operations in flight.
+inline void wgmma_check_exit(ThreadCtx& t);
+
 /// Called on a fiber: wait in a collective and return its result.
 inline std::uint64_t collective(Wait wait, Op op, Site site, unsigned mask, int src_lane,
                                 std::uint64_t value) {
@@ -163,6 +180,7 @@ inline void thread_entry(void* p) {
   Launch* L = t_launch;
   try {
     L->body(L->body_arg);
+    wgmma_check_exit(*t);
     t->wait = Wait::kDone;
 #if CUPYCONV_EMU_USE_BOOST
   } catch (const boost::context::detail::forced_unwind&) {
@@ -250,6 +268,42 @@ inline bool release_warps(Launch& L) {
   return progress;
 }
 
+/// Release every warpgroup collective (128 threads, warps 4k .. 4k + 3) whose threads have
+/// all arrived at the same instruction; the instruction checks the details on its own.
+/// Returns true if any thread was released; sets L.error when one of them has exited.
+inline bool release_warpgroups(Launch& L) {
+  bool progress = false;
+  for (unsigned base = 0; base + 128 <= L.nthreads; base += 128) {
+    ThreadCtx* g = L.threads + base;
+    const ThreadCtx* waiting = nullptr;
+    bool ready = true;
+    for (unsigned i = 0; i < 128; ++i) {
+      if (g[i].wait == Wait::kGroup) {
+        if (waiting == nullptr) waiting = &g[i];
+      } else {
+        ready = false;
+      }
+    }
+    if (waiting == nullptr) continue;
+    if (ready) {
+      for (unsigned i = 0; i < 128; ++i) g[i].wait = Wait::kRunnable;
+      progress = true;
+      continue;
+    }
+    for (unsigned i = 0; i < 128; ++i) {
+      if (g[i].wait == Wait::kDone || g[i].wait == Wait::kFailed) {
+        set_error(L, describe_thread(*waiting) + " waits in the warpgroup collective at " +
+                         waiting->site.file + ":" + std::to_string(waiting->site.line) +
+                         ", but " + describe_thread(g[i]) + " of its warpgroup (threads " +
+                         std::to_string(base) + ".." + std::to_string(base + 127) +
+                         ") has exited: wgmma needs all 128 threads");
+        return false;
+      }
+    }
+  }
+  return progress;
+}
+
 /// Release a block-wide barrier once every live thread waits at it.
 /// Returns true if threads were released; sets L.error on divergence.
 inline bool release_block_barrier(Launch& L) {
@@ -302,6 +356,19 @@ inline bool release_block_barrier(Launch& L) {
 inline std::string describe_deadlock(const Launch& L) {
   for (unsigned i = 0; i < L.nthreads; ++i) {
     const ThreadCtx& t = L.threads[i];
+    if (t.wait != Wait::kGroup) continue;
+    const unsigned base = i / 128 * 128;
+    for (unsigned j = base; j < base + 128; ++j) {
+      const ThreadCtx& u = L.threads[j];
+      if (u.wait != Wait::kGroup) {
+        return "deadlock: " + describe_thread(t) + " waits in the warpgroup collective at " +
+               t.site.file + ":" + std::to_string(t.site.line) + ", but " + describe_thread(u) +
+               " of its warpgroup " + describe_state(u);
+      }
+    }
+  }
+  for (unsigned i = 0; i < L.nthreads; ++i) {
+    const ThreadCtx& t = L.threads[i];
     if (t.wait != Wait::kWarp) continue;
     const unsigned base = i / 32 * 32;
     for (unsigned j = 0; j < 32 && base + j < L.nthreads; ++j) {
@@ -333,12 +400,17 @@ inline bool run_block(Launch& L) {
     t.result = 0;
     t.cp_open.clear();    // copies a thread of the previous block never waited for are dropped
     t.cp_groups.clear();
+    t.group_count = 0;    // warpgroup collectives are counted per block
     fiber_start(t.fiber, &thread_entry, &t);
   }
+  int stalled_rounds = 0;  // rounds in which only failed polling waits ran
   for (;;) {
+    bool advanced = false, spinning = false;
+    L.spin_progress = false;
     for (unsigned k = 0; k < n; ++k) {
       ThreadCtx& t = L.threads[L.reverse ? n - 1 - k : k];
       if (t.wait != Wait::kRunnable) continue;
+      t.spinning = false;
       t_thread = &t;
       fiber_resume(t.fiber);
       t_thread = nullptr;
@@ -346,12 +418,35 @@ inline bool run_block(Launch& L) {
         abandon_all(L);
         return false;
       }
+      if (t.wait == Wait::kRunnable && t.spinning) {
+        spinning = true;
+      } else {
+        advanced = true;
+      }
     }
     bool all_done = true;
     for (unsigned i = 0; i < n && all_done; ++i) all_done = L.threads[i].wait == Wait::kDone;
     if (all_done) return true;
-    if (!release_warps(L) && L.error.empty() && !release_block_barrier(L) && L.error.empty()) {
-      set_error(L, describe_deadlock(L));
+    bool released = release_warps(L);
+    if (!released && L.error.empty()) released = release_warpgroups(L);
+    if (!released && L.error.empty()) released = release_block_barrier(L);
+    if (!released && L.error.empty()) {
+      if (!spinning) {
+        set_error(L, describe_deadlock(L));
+      } else if (advanced || L.spin_progress) {
+        stalled_rounds = 0;
+      } else if (++stalled_rounds > 2) {
+        for (unsigned i = 0; i < n; ++i) {
+          const ThreadCtx& t = L.threads[i];
+          if (t.wait == Wait::kRunnable && t.spinning) {
+            set_error(L, "deadlock: " + describe_thread(t) + " polls an mbarrier at " +
+                             t.site.file + ":" + std::to_string(t.site.line) +
+                             " whose phase never completes (no thread left can arrive on it or "
+                             "complete its transactions)");
+            break;
+          }
+        }
+      }
     }
     if (!L.error.empty()) {
       abandon_all(L);
@@ -406,6 +501,8 @@ inline int run_launch_pooled(dim3 grid, dim3 block, std::size_t shmem, int sched
     std::unique_ptr<unsigned char[]> smem(new unsigned char[shmem]);
     L.dyn_shared = smem.get();
     L.dyn_shared_bytes = shmem;
+    // 1 KiB at shared address 0 is left out (sm_90 reserves it), then the dynamic window.
+    L.dyn_shared_addr = 1024u + static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(L.dyn_shared) % 1024u);
     const unsigned long long nblocks = static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
     t_launch = &L;
     bool ok = true;
@@ -417,6 +514,8 @@ inline int run_launch_pooled(dim3 grid, dim3 block, std::size_t shmem, int sched
       std::memset(L.dyn_shared, kPoisonByte, shmem);  // garbage: uninitialized reads show up
       L.block_serial = ++g_block_serial;  // CUPYCONV_STATIC_SHARED arrays: poisoned at first use
       L.static_shared.clear();
+      L.static_shared_addr.clear();
+      L.shared_top = static_cast<std::uint32_t>((L.dyn_shared_addr + shmem + 1023u) / 1024u * 1024u);
       ok = run_block(L);
     }
     t_launch = nullptr;

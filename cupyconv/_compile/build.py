@@ -10,6 +10,9 @@ are validated (``--arch`` must be ``sm_NN`` values, ``--ranks`` ranges in
 ``1..MAX_RANK``): a bad value is an argparse error (exit code 2), never an
 empty build.
 
+An arch-specific family (``KernelFamily.arch_specific = ("sm_90a",)``) is
+built for its targets only, the portable ones never for them (:func:`group_work`).
+
 :func:`compile_group` is the one cache-or-compile step (the loader uses it
 too).  On a miss in a cache that cannot be written (a shared, prebuilt,
 read-only cache) the binary is kept in a private temporary directory of
@@ -30,6 +33,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from .._fsutil import warn_read_only
 from .._kernels import registry
 from . import cache
+from .compat import ARCH_SPECIFIC
 from ._nvrtc import KernelCompileError, NvrtcUnavailable, compile_program, nvrtc_version
 from .progress import ProgressBar
 
@@ -37,10 +41,10 @@ __all__ = ["DEFAULT_ARCHS", "KernelReport", "compile_options", "compile_group", 
            "parse_ptxas_log", "format_report", "main", "KernelCompileError", "parse_archs",
            "parse_ranks", "ProgressBar", "GroupResult", "compile_groups", "group_work"]
 
-#: Architectures built by default.
-DEFAULT_ARCHS = ("sm_80", "sm_90")
+#: Architectures built by default (``sm_90a`` builds only the families that declare it).
+DEFAULT_ARCHS = ("sm_80", "sm_90", "sm_90a")
 
-_SM = re.compile(r"sm_\d{2,3}")
+_SM = re.compile(r"sm_\d{2,3}|" + "|".join(map(re.escape, ARCH_SPECIFIC)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,11 +247,20 @@ def compile_groups(work: Sequence[Tuple[str, Tuple[str, str, int], Sequence]], *
 
 def group_work(archs: Iterable[str], ranks: Iterable[int], families: Optional[Iterable[str]] = None,
                dtypes: Optional[Iterable] = None):
-    """``(arch, group, members)`` for every arch and registry group of the selection."""
+    """``(arch, group, members)`` for every arch and registry group of the selection.
+
+    A group goes with the archs its family builds for (``KernelFamily.builds_for``).
+    """
     groups: Dict[Tuple[str, str, int], list] = {}
     for inst in registry.instantiations(families, ranks=ranks, dtypes=dtypes):
         groups.setdefault(inst.group, []).append(inst)
-    return [(arch, g, members) for arch in archs for g, members in groups.items()]
+    out = []
+    for arch in archs:
+        for g, members in groups.items():
+            chosen = [m for m in members if registry.FAMILIES[m.family].builds_for(arch)]
+            if chosen:
+                out.append((arch, g, chosen))
+    return out
 
 
 def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, registry.MAX_RANK + 1),
@@ -281,12 +294,14 @@ def build(archs: Iterable[str] = DEFAULT_ARCHS, ranks: Iterable[int] = range(1, 
     Raises
     ------
     ValueError
-        For no archs, an arch that is not ``sm_NN`` or no ranks.
+        For no archs, an arch that is not ``sm_NN`` (or a known arch-specific
+        target such as ``sm_90a``) or no ranks.
     """
     archs, ranks = list(archs), list(ranks)
     bad = [a for a in archs if not isinstance(a, str) or not _SM.fullmatch(a)]
     if not archs or bad:
-        raise ValueError(f"archs must be a non-empty list of sm_NN such as sm_90, got {archs!r}")
+        raise ValueError(f"archs must be a non-empty list of sm_NN such as sm_90 (or the "
+                         f"arch-specific {', '.join(ARCH_SPECIFIC)}), got {archs!r}")
     if not ranks:
         raise ValueError("ranks is empty: nothing to build")
     work = group_work(archs, ranks, families, dtypes)
@@ -313,13 +328,15 @@ def parse_archs(text: str) -> List[str]:
     Raises
     ------
     argparse.ArgumentTypeError
-        For an empty list or an item that is not ``sm_NN``.
+        For an empty list or an item that is not ``sm_NN`` or a known
+        arch-specific target (``sm_90a``).
     """
     archs = [a.strip() for a in text.split(",")]
     bad = [a for a in archs if not _SM.fullmatch(a)]
     if not text.strip() or bad:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of sm_NN archs such as sm_80,sm_90; got {text!r}")
+            f"expected a comma-separated list of sm_NN archs such as sm_80,sm_90 (arch-specific: "
+            f"{', '.join(ARCH_SPECIFIC)}); got {text!r}")
     return list(dict.fromkeys(archs))
 
 
@@ -363,7 +380,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "(no GPU needed). A progress bar shows kernels done / total and the time "
                     "left (drawn by tqdm when it is installed).")
     ap.add_argument("--arch", type=parse_archs, default=list(DEFAULT_ARCHS),
-                    help="comma-separated sm_NN, e.g. sm_80,sm_90")
+                    help="comma-separated sm_NN, e.g. sm_80,sm_90; sm_90a builds the "
+                         "arch-specific (warpgroup MMA) families")
     ap.add_argument("--ranks", type=parse_ranks, default=list(range(1, registry.MAX_RANK + 1)),
                     help=f"1..{registry.MAX_RANK}, e.g. 1-8 or 1,2,3")
     ap.add_argument("--families", default=None, help=f"comma-separated subset of {sorted(registry.FAMILIES)}")

@@ -17,7 +17,8 @@ says which symbol each kernel is.  So
   these.  :func:`read_entry` checks that the key, arch and source are the
   requested ones, that the map covers exactly the requested names, the
   digests and size, and that the binary is what the arch says (an ELF for
-  ``EM_CUDA`` whose header names the same ``sm_XY``, or PTX whose
+  ``EM_CUDA`` whose header names the same ``sm_XY`` and is arch-specific
+  exactly when the arch is (``sm_90a``: :func:`elf_arch_specific`), or PTX whose
   ``.target`` is that arch) and defines every mapped symbol.  Anything else
   (a mismatch, an unreadable entry, a directory in place of a file, JSON of
   the wrong shape) reads as a miss and is recompiled; it never loads.
@@ -41,14 +42,17 @@ from .._fsutil import (atomic_write, check_private, clean_stale_tmp, existing_pr
                        private_dir, scratch_for, sha256_bytes)
 from .._paths import cache_root, cuda_src_dir
 from .._version import __version__
+from .compat import arch_parts
 
 __all__ = ["cache_dir", "cuda_src_dir", "package_version", "source_digest", "include_closure",
            "entry_key", "entry_paths", "entry_digest", "read_entry", "write_entry",
            "validate_binary", "valid_names", "elf_sm", "lookup", "scratch_root", "ARCH_PATTERN",
-           "entry_counts"]
+           "entry_counts", "elf_arch_specific"]
 
-#: An NVRTC ``-arch`` value this cache stores: ``sm_XY`` (cubin) or ``compute_XY`` (PTX).
-ARCH_PATTERN = re.compile(r"(sm|compute)_(\d{2,3})")
+#: An NVRTC ``-arch`` value this cache stores: ``sm_XY`` (cubin) or ``compute_XY`` (PTX),
+#: and the arch-specific ``sm_XYa`` (:data:`cupyconv._compile.compat.ARCH_SPECIFIC` says
+#: which are known; :func:`_arch_number` refuses the others).
+ARCH_PATTERN = re.compile(r"(sm|compute)_(\d{2,3})(a?)")
 #: Version of the sidecar layout (part of :func:`entry_digest`).
 FORMAT = 2
 
@@ -125,16 +129,13 @@ def entry_key(*, nvrtc_version: Sequence[int], arch: str, options: Iterable[str]
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def _arch_number(arch: str) -> Tuple[str, int]:
-    m = ARCH_PATTERN.fullmatch(arch) if isinstance(arch, str) else None
-    if m is None:
-        raise ValueError(f"arch must look like sm_90 or compute_90, got {arch!r}")
-    return m.group(1), int(m.group(2))
+def _arch_number(arch: str) -> Tuple[str, int, bool]:
+    return arch_parts(arch)
 
 
 def entry_paths(arch: str, source: Path, key: str, root: Optional[Path] = None):
     """``(binary_path, sidecar_path)`` of a cache entry (``.cubin`` or ``.ptx``)."""
-    kind, _ = _arch_number(arch)
+    kind, _, _ = _arch_number(arch)
     if not re.fullmatch(r"[0-9a-f]{8,64}", key):
         raise ValueError(f"cache key must be hex, got {key!r}")
     d = (root or cache_dir()) / arch
@@ -167,9 +168,75 @@ def elf_sm(data: bytes) -> Optional[int]:
     return None
 
 
+_NV_COMPAT = b".nv.compat"
+#: ``.nv.compat`` attribute that NVRTC 13 sets to 1 for an arch-specific cubin.
+_COMPAT_ARCH_SPECIFIC = 0x09
+
+
+def _section(data: bytes, wanted: bytes) -> Optional[bytes]:
+    """The contents of the ELF section named ``wanted``, or None (absent, malformed)."""
+    try:
+        shoff = struct.unpack_from("<Q", data, 0x28)[0]
+        entsize, count, names = struct.unpack_from("<HHH", data, 0x3A)
+        if entsize < 64 or not count or names >= count:
+            return None
+        def header(i):
+            return struct.unpack_from("<IIQQQQ", data, shoff + i * entsize)
+        name_off = header(names)[4]
+        for i in range(count):
+            name, _, _, _, off, size = header(i)
+            start = name_off + name
+            if data[start:start + len(wanted) + 1] == wanted + b"\0":
+                return data[off:off + size] if off + size <= len(data) else None
+    except struct.error:
+        return None
+    return None
+
+
+def _compat_attributes(section: bytes) -> Dict[int, int]:
+    """The one-byte and two-byte attributes of a ``.nv.compat`` section (its
+    ``.nv.info`` record layout: format byte, attribute byte, then a value: 1 none,
+    2 a byte, 3 a half-word, 4 a half-word size and that many bytes)."""
+    out: Dict[int, int] = {}
+    pos = 0
+    while pos + 4 <= len(section):
+        fmt, attr = section[pos], section[pos + 1]
+        if fmt == 2:
+            out[attr] = section[pos + 2]
+        elif fmt == 3:
+            out[attr] = struct.unpack_from("<H", section, pos + 2)[0]
+        elif fmt == 4:
+            pos += struct.unpack_from("<H", section, pos + 2)[0]
+        elif fmt != 1:
+            break
+        pos += 4
+    return out
+
+
+def elf_arch_specific(data: bytes) -> Optional[bool]:
+    """Whether a CUDA ELF is an arch-specific (``sm_XYa``) cubin; None for an unknown layout.
+
+    Three encodings are known (the test suite checks them with NVRTC 12 and 13 on every
+    arch they build): ``EI_OSABI`` 0x33 sets bit 0x800 of ``e_flags``; 0x41 from NVRTC
+    12 sets bit 0x8; 0x41 from NVRTC 13 leaves ``e_flags`` alone (an ``sm_90a`` header
+    equals the ``sm_90`` one) and sets attribute 0x09 of the ``.nv.compat`` section.
+    """
+    if len(data) < 64:
+        return None
+    flags = struct.unpack_from("<I", data, 48)[0]
+    if data[7] == 0x33:
+        return bool(flags & 0x800)
+    if data[7] == 0x41:
+        if flags & 0x8:
+            return True
+        section = _section(data, _NV_COMPAT)
+        return bool(section and _compat_attributes(section).get(_COMPAT_ARCH_SPECIFIC))
+    return None
+
+
 def validate_binary(data: bytes, arch: str, symbols: Iterable[str]) -> Optional[str]:
     """Why ``data`` is not a binary for ``arch`` defining ``symbols`` (None if it is)."""
-    kind, number = _arch_number(arch)
+    kind, number, specific = _arch_number(arch)
     if not data:
         return "empty"
     if kind == "sm":
@@ -177,17 +244,18 @@ def validate_binary(data: bytes, arch: str, symbols: Iterable[str]) -> Optional[
             return "not a 64-bit ELF file"
         if struct.unpack_from("<H", data, 18)[0] != _EM_CUDA:
             return "not a CUDA ELF file"
-        found = elf_sm(data)
-        if found is not None and found != number:
-            return f"built for sm_{found}, not {arch}"
+        found, found_specific = elf_sm(data), elf_arch_specific(data)
+        if found is not None and (found, found_specific) != (number, specific):
+            return f"built for sm_{found}{'a' if found_specific else ''}, not {arch}"
         missing = [s for s in symbols if b"\0" + s.encode() + b"\0" not in data]
     else:
         try:
             text = data.decode("ascii")
         except UnicodeDecodeError:
             return "not PTX text"
-        target = re.search(r"^\s*\.target\s+sm_(\d+)", text, re.MULTILINE)
-        if ".version" not in text or target is None or int(target.group(1)) != number:
+        target = re.search(r"^\s*\.target\s+sm_(\d+)(a?)\b", text, re.MULTILINE)
+        if (".version" not in text or target is None or int(target.group(1)) != number
+                or bool(target.group(2)) != specific):
             return f"not PTX for {arch}"
         missing = [s for s in symbols if not re.search(rf"\.entry\s+{re.escape(s)}\s*\(", text)]
     return f"symbols missing: {missing}" if missing else None

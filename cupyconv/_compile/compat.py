@@ -30,7 +30,8 @@ from typing import Optional, Sequence, Tuple
 
 __all__ = ["Target", "ToolchainMismatch", "split_driver_version", "known_archs",
            "select_target", "format_version", "select_packaged", "MIN_LINUX_DRIVER",
-           "GPU_INSTALL"]
+           "GPU_INSTALL", "ARCH_SPECIFIC", "ArchSpecificUnavailable", "SpecificChoice",
+           "select_specific", "arch_parts"]
 
 Version = Tuple[int, int]
 
@@ -49,6 +50,15 @@ _ARCH_SPAN = {
 }
 
 
+#: Arch-specific targets a kernel family may declare: arch -> (the one compute capability
+#: whose devices load it, the NVRTC version that added it).  An ``sm_90a`` cubin (Hopper's
+#: ``wgmma``, ``setmaxnreg``) loads only on compute capability 9.0 (H100/H200), not on 9.x
+#: nor 10.0 (PTX ISA, "Architecture-specific features"; CUDA C++ Programming Guide,
+#: "Feature availability"); NVRTC 12.0 added it.  No PTX is built for them: ``compute_90a``
+#: PTX also JIT-compiles only for 9.0, so it would add nothing to the cubin.
+ARCH_SPECIFIC = {"sm_90a": (90, (12, 0))}
+
+
 #: Oldest Linux NVIDIA driver of each CUDA major release (CUDA Toolkit release notes,
 #: "CUDA Toolkit and Corresponding Driver Versions"; 12.x runs on any 12.0 driver by minor
 #: version compatibility, except PTX, which needs a driver as new as its NVRTC).
@@ -63,6 +73,11 @@ GPU_INSTALL = (
 
 class ToolchainMismatch(RuntimeError):
     """NVRTC, the CUDA driver and the GPU cannot produce a loadable kernel together."""
+
+
+class ArchSpecificUnavailable(RuntimeError):
+    """An arch-specific kernel group (``sm_90a``) cannot run on this device; the message
+    says why.  The launcher takes the portable kernels instead."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +102,98 @@ class Target:
     def ptx(self) -> bool:
         """Whether the target is PTX for the driver to JIT-compile."""
         return self.arch.startswith("compute_")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecificChoice:
+    """Whether a family's arch-specific target is used on one device, and why (or why not).
+
+    Attributes
+    ----------
+    arch : str or None
+        ``"sm_90a"``, or ``None``: the launcher falls back to the portable kernels.
+    reason : str
+        One sentence for ``python -m cupyconv info`` and the fallback's record.
+    """
+
+    arch: Optional[str]
+    reason: str
+
+
+def arch_parts(arch: str) -> Tuple[str, int, bool]:
+    """``"sm_90a"`` -> ``("sm", 90, True)``; ``"compute_90"`` -> ``("compute", 90, False)``.
+
+    Raises
+    ------
+    ValueError
+        For anything else than ``sm_XY``, ``compute_XY`` or an arch-specific target of
+        :data:`ARCH_SPECIFIC` (or its ``compute_`` PTX spelling).
+    """
+    kind, _, rest = arch.partition("_") if isinstance(arch, str) else ("", "", "")
+    specific = rest.endswith("a")
+    number = rest[:-1] if specific else rest
+    if (kind not in ("sm", "compute") or not number.isdigit() or not 2 <= len(number) <= 3
+            or (specific and f"sm_{rest}" not in ARCH_SPECIFIC)):
+        raise ValueError(f"arch must look like sm_90, compute_90 or one of the arch-specific "
+                         f"targets {sorted(ARCH_SPECIFIC)}; got {arch!r}")
+    return kind, int(number), specific
+
+
+def select_specific(device_cc: int, declared: Sequence[str], driver: Version, nvrtc: Optional[Version],
+                    supported: Optional[Sequence[int]] = None,
+                    packaged: Sequence[Tuple[str, Version]] = ()) -> SpecificChoice:
+    """Which of a family's arch-specific targets a device runs, or why none.
+
+    Parameters
+    ----------
+    device_cc : int
+        The device's compute capability as ``XY``.
+    declared : sequence of str
+        The family's arch-specific targets (``KernelFamily.arch_specific``).
+    driver : (int, int)
+        CUDA version of the driver.
+    nvrtc : (int, int) or None
+        NVRTC version (``None``: no NVRTC loads).
+    supported : sequence of int, optional
+        The ``XY`` NVRTC compiles for (default :func:`known_archs`).
+    packaged : sequence of (str, (int, int))
+        ``(arch, NVRTC version that built it)`` of the group's packaged binaries.
+
+    Returns
+    -------
+    SpecificChoice
+        ``sm_90a`` only on compute capability 9.0, when a packaged cubin loads on this
+        driver or NVRTC can build one; else ``arch=None`` with the reason.
+    """
+    if isinstance(device_cc, bool) or not isinstance(device_cc, int) or device_cc <= 0:
+        raise ValueError(f"device_cc must be a positive int such as 90, got {device_cc!r}")
+    driver = tuple(driver)[:2]
+    dev = f"sm_{device_cc}"
+    runs = [a for a in declared if a in ARCH_SPECIFIC and ARCH_SPECIFIC[a][0] == device_cc]
+    if not runs:
+        where = ", ".join(f"{a} on compute capability {ARCH_SPECIFIC[a][0] // 10}."
+                          f"{ARCH_SPECIFIC[a][0] % 10}" for a in declared if a in ARCH_SPECIFIC)
+        return SpecificChoice(None, f"the device is {dev}; {where or 'no known target'} only; "
+                                    f"the portable kernels run instead")
+    arch = runs[0]
+    if any(a == arch and tuple(b)[:2][0] <= driver[0] for a, b in packaged):
+        return SpecificChoice(arch, f"{dev}: packaged {arch} cubin")
+    if nvrtc is None:
+        return SpecificChoice(None, f"{dev}: no packaged {arch} cubin and no NVRTC to build one; "
+                                    f"the portable kernels run instead")
+    nvrtc = tuple(nvrtc)[:2]
+    archs = known_archs(nvrtc) if supported is None else tuple(int(a) for a in supported)
+    if nvrtc < ARCH_SPECIFIC[arch][1] or ARCH_SPECIFIC[arch][0] not in archs:
+        return SpecificChoice(None, f"{dev}: NVRTC {format_version(nvrtc)} cannot build {arch} "
+                                    f"(needs NVRTC >= {format_version(ARCH_SPECIFIC[arch][1])}); "
+                                    f"the portable kernels run instead")
+    if nvrtc[0] > driver[0]:
+        return SpecificChoice(None, f"{dev}: NVRTC {format_version(nvrtc)} is from a newer CUDA "
+                                    f"major release than the driver ({format_version(driver)}), "
+                                    f"which cannot load its {arch} cubin; the portable kernels "
+                                    f"run instead")
+    return SpecificChoice(arch, f"{dev}: {arch} cubin from the user cache or NVRTC "
+                                f"{format_version(nvrtc)}")
 
 
 def format_version(version: Sequence[int]) -> str:
@@ -193,12 +300,13 @@ def select_packaged(device_cc: int, driver: Version,
         CUDA version of the driver.
     available : sequence of (str, (int, int))
         ``(arch, NVRTC version that built it)`` of every packaged binary of
-        the group: ``sm_XY`` cubins and ``compute_XY`` PTX.
+        the group: ``sm_XY`` cubins (``sm_90a`` too) and ``compute_XY`` PTX.
 
     Returns
     -------
     str or None
-        In this order: the cubin for the device's own arch; a cubin of the
+        In this order: an arch-specific cubin (``sm_90a``) when the device is
+        its one compute capability; the cubin for the device's own arch; a cubin of the
         same major and a lower minor arch (a cubin for ``sm_XY`` runs on
         ``sm_XZ`` with ``Z >= Y``: CUDA C++ Programming Guide, "Binary
         compatibility"), the newest such; PTX for the newest ``compute_XY``
@@ -211,11 +319,15 @@ def select_packaged(device_cc: int, driver: Version,
     major = device_cc // 10
     cubins, ptx = [], []
     for arch, built in available:
-        kind, _, number = arch.partition("_")
-        if not number.isdigit():
+        try:
+            kind, cc, specific = arch_parts(arch)
+        except ValueError:
             continue
-        cc, built = int(number), tuple(built)[:2]
-        if kind == "sm" and cc // 10 == major and cc <= device_cc and built[0] <= driver[0]:
+        built = tuple(built)[:2]
+        if specific:        # an arch-specific cubin: its one compute capability, first
+            if kind == "sm" and ARCH_SPECIFIC[arch][0] == device_cc and built[0] <= driver[0]:
+                cubins.append((cc + 0.5, arch))
+        elif kind == "sm" and cc // 10 == major and cc <= device_cc and built[0] <= driver[0]:
             cubins.append((cc, arch))
         elif kind == "compute" and cc <= device_cc and built <= driver:
             ptx.append((cc, arch))

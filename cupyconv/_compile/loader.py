@@ -24,6 +24,16 @@ a cubin for the device's ``sm_XY``; PTX for the newest ``compute_XY`` NVRTC
 knows when the GPU is newer than NVRTC (the driver JIT-compiles it; one
 warning); or a :class:`~cupyconv._compile.compat.ToolchainMismatch` naming
 both versions when nothing built here could load.
+
+A group of an arch-specific family (``KernelFamily.arch_specific``, e.g.
+``sm_90a``) is resolved the same way for its arch-specific target, chosen by
+:func:`cupyconv._compile.compat.select_specific`: only on the compute
+capability that runs it (9.0 for sm_90a), never as PTX.  Elsewhere, and when
+its cubin is missing, fails to build or is refused by the driver, loading
+raises :class:`~cupyconv._compile.compat.ArchSpecificUnavailable` with the
+reason, which is also recorded for :func:`arch_specific_refusals`
+(``python -m cupyconv info`` prints them); the launcher then runs the
+portable kernels.  :func:`specific_choice` tells beforehand.
 """
 from __future__ import annotations
 
@@ -38,11 +48,12 @@ from typing import Dict, Iterable, Tuple
 from .._kernels import registry
 from . import compat, prebuilt
 from .build import compile_group
-from ._nvrtc import NvrtcUnavailable, nvrtc_version, supported_archs
+from ._nvrtc import KernelCompileError, NvrtcUnavailable, nvrtc_version, supported_archs
 
 __all__ = ["CubinModule", "Resolved", "load_module", "clear_module_cache", "device_arch",
            "device_target", "nvrtc_target", "device_properties", "resolve_group",
-           "loaded_origins", "MODULE_CACHE_SIZE", "ORIGINS"]
+           "loaded_origins", "MODULE_CACHE_SIZE", "ORIGINS", "declared_specific",
+           "specific_choice", "arch_specific_refusals"]
 
 #: Loaded (device, group) modules kept alive.
 MODULE_CACHE_SIZE = 256
@@ -51,6 +62,8 @@ ORIGINS = ("package", "cache", "nvrtc")
 
 _lock = threading.Lock()
 _modules: "collections.OrderedDict[tuple, CubinModule]" = collections.OrderedDict()
+#: (device cc, source) -> why its arch-specific group did not load (this process).
+_refusals: Dict[Tuple[int, str], str] = {}
 
 
 class CubinModule:
@@ -199,6 +212,77 @@ def _missing_nvrtc(source: str, device_cc: int, exc: Exception) -> NvrtcUnavaila
         f"`python -m cupyconv info` shows what is installed.")
 
 
+def declared_specific(source: str) -> Tuple[str, ...]:
+    """The arch-specific targets declared by the families of ``source`` (empty: portable)."""
+    return tuple(sorted({a for fam in registry.FAMILIES.values() if fam.source == source
+                         for a in fam.arch_specific}))
+
+
+def _nvrtc_or_none():
+    try:
+        return nvrtc_version(), supported_archs()
+    except (NvrtcUnavailable, OSError, RuntimeError):
+        return None, None
+
+
+def specific_choice(source: str, device_cc: int, driver: Tuple[int, int]) -> compat.SpecificChoice:
+    """Whether the arch-specific groups of ``source`` would run on a device, and why.
+
+    Packaged cubins (any group of ``source``), NVRTC and the driver are considered
+    (:func:`cupyconv._compile.compat.select_specific`), and a refusal recorded in this
+    process for the device overrides a positive answer.
+
+    Parameters
+    ----------
+    source : str
+        File relative to ``cuda_src/`` of an arch-specific family.
+    device_cc : int
+        Compute capability ``XY`` (a stand-in device in tests).
+    driver : (int, int)
+        CUDA version of the driver.
+    """
+    declared = declared_specific(source)
+    if not declared:
+        return compat.SpecificChoice(None, f"{source} declares no arch-specific target")
+    with _lock:
+        refused = _refusals.get((device_cc, source))
+    if refused is not None:
+        return compat.SpecificChoice(None, refused)
+    nvrtc, supported = _nvrtc_or_none()
+    return compat.select_specific(device_cc, declared, driver, nvrtc, supported,
+                                  prebuilt.packaged_archs(source))
+
+
+def _refuse(device_cc: int, source: str, reason: str) -> compat.ArchSpecificUnavailable:
+    with _lock:
+        _refusals[(device_cc, source)] = reason
+    return compat.ArchSpecificUnavailable(reason)
+
+
+def arch_specific_refusals() -> Dict[str, str]:
+    """``{"sm_XY source": reason}`` for each arch-specific group that did not load here."""
+    with _lock:
+        return {f"sm_{cc} {source}": why for (cc, source), why in sorted(_refusals.items())}
+
+
+def _resolve_specific(source: str, names: Tuple[str, ...], device_cc: int,
+                      driver: Tuple[int, int], declared: Tuple[str, ...]) -> Resolved:
+    hit = prebuilt.find(source, names, device_cc, driver)
+    if hit is not None:
+        return Resolved(hit.path, hit.lowered, hit.arch, "package")
+    nvrtc, supported = _nvrtc_or_none()
+    choice = compat.select_specific(device_cc, declared, driver, nvrtc, supported)
+    if choice.arch is None:
+        raise _refuse(device_cc, source, f"{Path(source).stem}: {choice.reason}")
+    try:
+        path, meta, cached, _ = compile_group(source, names, choice.arch)
+    except (KernelCompileError, NvrtcUnavailable) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _refuse(device_cc, source, f"{Path(source).stem}: building the {choice.arch} cubin "
+                      f"failed ({first}); the portable kernels run instead") from exc
+    return Resolved(Path(path), meta["lowered"], choice.arch, "cache" if cached else "nvrtc")
+
+
 def resolve_group(source: str, names: Iterable[str], device_cc: int,
                   driver: Tuple[int, int]) -> Resolved:
     """Find the binary of one group: packaged, else the user cache, else NVRTC.
@@ -219,8 +303,14 @@ def resolve_group(source: str, names: Iterable[str], device_cc: int,
     NvrtcUnavailable
         When the group is not packaged (for this device) and NVRTC cannot
         be loaded; the message says what to install.
+    cupyconv._compile.compat.ArchSpecificUnavailable
+        For a group of an arch-specific family that this device does not run
+        (or whose cubin is missing and cannot be built); recorded with the reason.
     """
     names = tuple(sorted(set(names)))
+    declared = declared_specific(source)
+    if declared:
+        return _resolve_specific(source, names, device_cc, tuple(driver), declared)
     hit = prebuilt.find(source, names, device_cc, driver)
     if hit is not None:
         return Resolved(hit.path, hit.lowered, hit.arch, "package")
@@ -240,7 +330,13 @@ def _load_group(device_id: int, device_cc: int, driver, source: str, names: tupl
             _modules.move_to_end(key)
             return mod
     res = resolve_group(source, names, device_cc, driver)
-    mod = CubinModule(res.path, res.lowered, device_id, origin=res.origin, arch=res.arch)
+    try:
+        mod = CubinModule(res.path, res.lowered, device_id, origin=res.origin, arch=res.arch)
+    except Exception as exc:   # noqa: BLE001 - the driver's error type is CuPy's
+        if not compat.arch_parts(res.arch)[2]:
+            raise
+        raise _refuse(device_cc, source, f"{Path(source).stem}: the driver refused the "
+                      f"{res.arch} cubin ({exc}); the portable kernels run instead") from exc
     with _lock:
         _modules[key] = mod
         while len(_modules) > MODULE_CACHE_SIZE:
@@ -293,6 +389,7 @@ def clear_module_cache() -> None:
     """Drop every loaded module (files on disk, the cache and the packaged kernels, are kept)."""
     with _lock:
         _modules.clear()
+        _refusals.clear()
     nvrtc_target.cache_clear()
     device_target.cache_clear()
     _properties.cache_clear()

@@ -35,8 +35,9 @@ from .prebuilt import FORMAT, INDEX_NAME
 __all__ = ["DEFAULT_ARCHS", "DEFAULT_RANKS", "DEFAULT_DTYPES", "SETTINGS", "NO_NVRTC_MESSAGE",
            "PackSpec", "settings_from_env", "spec_from_settings", "pack"]
 
-#: Cubins packed by default (A100, A10/RTX 30xx, L4/L40/RTX 40xx, H100/H200).
-DEFAULT_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+#: Cubins packed by default (A100, A10/RTX 30xx, L4/L40/RTX 40xx, H100/H200; ``sm_90a``:
+#: the families that declare it, for the H100/H200 only).
+DEFAULT_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 #: Ranks packed by default.
 DEFAULT_RANKS = (1, 2, 3, 4)
 #: Element types packed by default: every dtype the kernels have (int64 serves integer
@@ -149,8 +150,8 @@ def spec_from_settings(settings: Mapping[str, str]) -> Optional[PackSpec]:
             raise ValueError(f"CUPYCONV_PREBUILT_PTX must be compute_NN values or none; got {bad}")
         fields["ptx"] = tuple(dict.fromkeys(ptx))
     else:
-        newest = max(int(a[3:]) for a in archs)
-        fields["ptx"] = (f"compute_{newest}",)
+        portable = [compat.arch_parts(a)[1] for a in archs if not compat.arch_parts(a)[2]]
+        fields["ptx"] = (f"compute_{max(portable)}",) if portable else ()
     for key, known in (("dtypes", registry.DTYPES), ("families", registry.FAMILIES)):
         if key in settings:
             fields[key] = _subset(settings[key], known, key)

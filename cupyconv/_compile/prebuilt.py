@@ -36,21 +36,22 @@ import re
 import threading
 import warnings
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._fsutil import sha256_bytes
 from .._paths import cuda_src_dir, prebuilt_dir
 from . import cache, compat
 from .build import compile_options
 
-__all__ = ["INDEX_NAME", "FORMAT", "PackagedKernelWarning", "Hit", "read_index", "find", "summary"]
+__all__ = ["INDEX_NAME", "FORMAT", "PackagedKernelWarning", "Hit", "read_index", "find", "summary",
+           "packaged_archs"]
 
 #: File name of the index inside the prebuilt directory.
 INDEX_NAME = "index.json"
 #: Version of the index layout.
 FORMAT = 1
 
-_FILE = re.compile(r"(sm|compute)_\d{2,3}/[0-9A-Za-z_.+-]+\.(cubin|ptx)")
+_FILE = re.compile(r"(sm|compute)_\d{2,3}a?/[0-9A-Za-z_.+-]+\.(cubin|ptx)")
 
 
 class PackagedKernelWarning(RuntimeWarning):
@@ -188,11 +189,7 @@ def find(source: str, names: Sequence[str], device_cc: int, driver: Tuple[int, i
     by_arch = idx.groups.get((source, names))
     if not by_arch:
         return None
-    available = []
-    for arch, e in by_arch.items():
-        built = e.get("nvrtc")
-        if isinstance(built, list) and len(built) == 2 and all(isinstance(v, int) for v in built):
-            available.append((arch, tuple(built)))
+    available = [(arch, _built(e)) for arch, e in by_arch.items() if _built(e) is not None]
     while available:
         arch = compat.select_packaged(device_cc, driver, available)
         if arch is None:
@@ -202,6 +199,24 @@ def find(source: str, names: Sequence[str], device_cc: int, driver: Tuple[int, i
             return hit
         available = [a for a in available if a[0] != arch]
     return None
+
+
+def _built(entry: dict) -> Optional[Tuple[int, int]]:
+    built = entry.get("nvrtc")
+    if isinstance(built, list) and len(built) == 2 and all(isinstance(v, int) for v in built):
+        return tuple(built)
+    return None
+
+
+def packaged_archs(source: str, directory=None) -> List[Tuple[str, Tuple[int, int]]]:
+    """``(arch, NVRTC version)`` of every packaged binary of any group of ``source``
+    (unverified: what ``info`` reports; :func:`find` verifies what loads)."""
+    idx = _index(directory)
+    if idx is None:
+        return []
+    found = {(arch, _built(e)) for (src, _), by_arch in idx.groups.items() if src == source
+             for arch, e in by_arch.items() if _built(e) is not None}
+    return sorted(found)
 
 
 def summary(directory=None, device_cc: Optional[int] = None,
@@ -215,14 +230,15 @@ def summary(directory=None, device_cc: Optional[int] = None,
         no kernels), ``error``, ``nvrtc``, ``archs``, ``ptx``, ``ranks``,
         ``dtypes``, ``families``, ``groups``, ``kernels``, ``bytes``,
         ``matches_sources`` (a sample entry's key matches the installed
-        sources), and with ``device_cc`` and ``driver``: ``device_arch``,
-        the packaged arch that device would load (or ``None``).
+        sources), ``arch_specific`` (arch-specific target -> the sources packed
+        for it), and with ``device_cc`` and ``driver``: ``device_arch``, the
+        packaged portable arch that device would load (or ``None``).
     """
     directory = Path(directory) if directory is not None else prebuilt_dir()
     idx = _index(directory)
     out = {"dir": str(directory), "present": idx is not None, "reason": None, "error": "",
            "nvrtc": None, "archs": [], "ptx": [], "ranks": [], "dtypes": [], "families": [],
-           "groups": 0, "kernels": 0, "bytes": 0, "matches_sources": None}
+           "groups": 0, "kernels": 0, "bytes": 0, "matches_sources": None, "arch_specific": {}}
     if idx is None:
         return out
     data = idx.data
@@ -231,6 +247,12 @@ def summary(directory=None, device_cc: Optional[int] = None,
                 "kernels", "bytes"):
         if key in data:
             out[key] = data[key]
+    specific: Dict[str, set] = {}
+    for (source, _), by_arch in idx.groups.items():
+        for arch in by_arch:
+            if arch.endswith("a"):
+                specific.setdefault(arch, set()).add(source)
+    out["arch_specific"] = {a: sorted(s) for a, s in sorted(specific.items())}
     if idx.groups:
         (source, names), by_arch = next(iter(idx.groups.items()))
         entry = next(iter(by_arch.values()))
@@ -240,6 +262,7 @@ def summary(directory=None, device_cc: Optional[int] = None,
             out["matches_sources"] = False
     if device_cc is not None and driver is not None and out["nvrtc"]:
         built = tuple(out["nvrtc"])
-        out["device_arch"] = compat.select_packaged(
-            device_cc, driver, [(a, built) for a in list(out["archs"]) + list(out["ptx"])])
+        portable = [a for a in list(out["archs"]) + list(out["ptx"]) if not a.endswith("a")]
+        out["device_arch"] = compat.select_packaged(device_cc, driver,
+                                                    [(a, built) for a in portable])
     return out

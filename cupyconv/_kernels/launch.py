@@ -29,12 +29,14 @@ from .._lru import memoized
 from . import direct_axes, registry
 from .addressing import addressable, data_pointer, device_alignment
 from .params import logical_strides, pack_conv_params
+from .program import Launch, Program, execute
 
 __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "check_addressable",
+    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
+    "implicit_gemm_program", "clear_program_cache", "vol2col_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
 
@@ -238,12 +240,6 @@ def operand_strides(problem, array, which: str):
     return st, _shape_lcs(problem, which)
 
 
-def _xwy_strides(problem, x, w, y):
-    """:func:`operand_strides` of the three operands of a forward launch."""
-    return (operand_strides(problem, x, "x"), operand_strides(problem, w, "w"),
-            operand_strides(problem, y, "y"))
-
-
 def check_dtype(problem, **arrays) -> None:
     """Raise ``TypeError`` naming the first operand whose dtype is not the problem's."""
     for name, a in arrays.items():
@@ -252,12 +248,13 @@ def check_dtype(problem, **arrays) -> None:
                             f"dtype {np.dtype(problem.dtype).name}")
 
 
-def _bias_args(bias, y):
+def _bias_args(bias):
+    """``(bias element stride, has_bias)`` (a kernel without bias reads ``y``'s pointer)."""
     if bias is None:
-        return y, 0, False
+        return 0, False
     if len(bias.shape) != 1:
         raise ValueError(f"bias must be 1-D; got shape {tuple(bias.shape)}")
-    return bias, int(bias.strides[0]) // int(bias.itemsize), True
+    return int(bias.strides[0]) // int(bias.itemsize), True
 
 
 # ---------------------------------------------------------------------------
@@ -285,15 +282,25 @@ def run_vol2col(module, problem, x, col, n0: int = 0, n_count: Optional[int] = N
     Layout ``[G][(C/G)*prod(KS)][n_count*prod(O)]``; see cuda_src/conv/vol2col.cu.
     """
     n_count, m, col_size = _column_launch(problem, col, x, n0, n_count, "vol2col")
+    step = vol2col_step(module, problem, operand_strides(problem, x, "x"), n0, n_count,
+                        ("x", "col"), index64)
+    if step is not None:
+        execute(Program("vol2col", ("x", "col"), (), (step,), "col"), None, dict(x=x, col=col))
+
+
+def vol2col_step(module, problem, xs, n0, n_count, slots, index64=None):
+    """The vol2col :class:`~.program.Launch` of images ``n0:n0+n_count`` of an ``x`` with
+    strides ``xs`` (:func:`operand_strides`) into the columns (``slots``: x, col), or
+    ``None`` when there is nothing to gather (the caller checked the operands)."""
+    m = n_count * math.prod(problem.out_shape)
     total = problem.in_channels * m
     if total == 0:
-        return
-    xs = operand_strides(problem, x, "x")
+        return None
     if index64 is None:
-        index64 = choose_index64(problem, xs, extra=col_size + total)
+        index64 = choose_index64(problem, xs, extra=problem.in_channels * problem.taps * m + total)
     p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, grid_divisors=(m, 1, 1))
     k = kernel_for(module, "vol2col", problem.dtype, problem.ndim, index64)
-    k((grid_stride_blocks(total),), (registry.THREADS,), (p, x, col))
+    return Launch(k, (grid_stride_blocks(total),), (registry.THREADS,), 0, p, tuple(slots))
 
 
 def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = None,
@@ -380,66 +387,123 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     explicit ``tile``) rounds what it stages.  An explicit ``tile`` is taken as given.
 
     Zero workspace.  The batch is split into launches when ``gridDim.x``
-    would pass its limit, the groups into launches of at most 65535.
+    would pass its limit, the groups into launches of at most 65535.  Builds (memoised)
+    and executes the :func:`implicit_gemm_program` with ``y`` bound.
     """
+    prog = implicit_gemm_program(module, problem, x, w, y, bias, alpha, beta, tile, index64,
+                                 mma, tf32)
+    execute(prog, None, dict(x=x, w=w, y=y, bias=bias))
+
+
+def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
+                          tile=None, index64=None, mma=False, tf32=False) -> Program:
+    """The :class:`~.program.Program` of :func:`run_implicit_gemm_fprop` on these operands
+    (checked here; memoised per problem, strides, operand alignment and options).  With
+    ``y=None`` the program allocates a contiguous ``y``."""
     _require(can_implement_implicit_gemm(problem))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
-    if 0 in problem.y_shape:
-        return
-    tiles = registry.gemm_tiles(problem.dtype)
-    cpg = problem.in_channels // problem.groups
-    xs, ws, ys = _xwy_strides(problem, x, w, y)
+    xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
+    ys = _y_strides(problem, y)
     explicit = tile is not None
     tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
+    reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in (2, 3, 4) else ""
+    bias_stride, has_bias = _bias_args(bias)
+    return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
+                                tile, explicit, reason, index64, bool(tf32))
+
+
+@memoized()
+def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
+                         tile, explicit, channels_last, index64, tf32):
+    tiles = registry.gemm_tiles(problem.dtype)
+    cpg = problem.in_channels // problem.groups
     twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
-    if (not explicit and tile[3] == 2 and twin in tiles
-            and not channels_last_reason(problem, xs, ws, x, w)):
+    if not explicit and tile[3] == 2 and twin in tiles and not channels_last:
         tile = multistage_tile(problem, tf32) or twin
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    reason = channels_last_reason(problem, xs, ws, x, w) if explicit and tile[3] >= 3 else ""
-    if reason:
-        raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {reason}")
+    if explicit and tile[3] >= 3 and channels_last:
+        raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {channels_last}")
     reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
     if reason:
         raise ValueError(f"tile {tile} is the multistage tensor-core variant: {reason}")
-    bm, bn = tile[:2]
-    if index64 is None:
-        index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
-    bias_arr, bias_stride, has_bias = _bias_args(bias, y)
-    family = registry.gemm_family(tile)
-    kern = kernel_for(module, family, problem.dtype, problem.ndim, index64, tile)
-    smem = registry.multistage_smem_bytes(tile) if family == "implicit_gemm_multistage" else 0
-    if smem > SHARED_MEMORY_LIMIT and getattr(kern, "max_dynamic_shared_size_bytes", smem) < smem:
-        kern.max_dynamic_shared_size_bytes = smem     # the opt-in past 48 KiB (CuPy, emulator)
-    out_size = math.prod(problem.out_shape)
-    n_per = max(1, min(problem.batch, (MAX_GRID_X * bm) // max(out_size, 1)))
-    grid_y = -(-problem.gemm_n // bn)
-    for n0 in range(0, problem.batch, n_per):
-        n_count = min(n_per, problem.batch - n0)
-        for g0 in range(0, problem.groups, MAX_GRID_YZ):
-            gz = min(MAX_GRID_YZ, problem.groups - g0)
-            p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
-                                 n0=n0, n_count=n_count, g0=g0, alpha=alpha, beta=beta,
-                                 bias_stride=bias_stride, has_bias=has_bias,
-                                 aux=(int(bool(tf32)), 0, 0, 0))
-            grid = (-(-(n_count * out_size) // bm), grid_y, gz)
-            kern(grid, (registry.block_threads(family),), (p, x, w, y, bias_arr), shared_mem=smem)
+    launches = []
+    if 0 not in problem.y_shape:
+        bm, bn = tile[:2]
+        if index64 is None:
+            index64 = choose_index64(problem, xs, ws, ys, extra=problem.gemm_m + bm)
+        family = registry.gemm_family(tile)
+        kern = kernel_for(module, family, problem.dtype, problem.ndim, index64, tile)
+        smem = registry.multistage_smem_bytes(tile) if family == "implicit_gemm_multistage" else 0
+        if smem > SHARED_MEMORY_LIMIT and getattr(kern, "max_dynamic_shared_size_bytes", smem) < smem:
+            kern.max_dynamic_shared_size_bytes = smem     # the opt-in past 48 KiB (CuPy, emulator)
+        out_size = math.prod(problem.out_shape)
+        n_per = max(1, min(problem.batch, (MAX_GRID_X * bm) // max(out_size, 1)))
+        grid_y = -(-problem.gemm_n // bn)
+        slots = ("x", "w", "y", "bias" if has_bias else "y")
+        for n0 in range(0, problem.batch, n_per):
+            n_count = min(n_per, problem.batch - n0)
+            for g0 in range(0, problem.groups, MAX_GRID_YZ):
+                gz = min(MAX_GRID_YZ, problem.groups - g0)
+                p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
+                                     n0=n0, n_count=n_count, g0=g0, alpha=alpha, beta=beta,
+                                     bias_stride=bias_stride, has_bias=has_bias,
+                                     aux=(int(tf32), 0, 0, 0))
+                grid = (-(-(n_count * out_size) // bm), grid_y, gz)
+                launches.append(Launch(kern, grid, (registry.block_threads(family),), smem, p,
+                                       slots))
+    return _program("implicit_gemm", problem, launches)
+
+
+def _y_strides(problem, y):
+    """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
+    if y is not None:
+        return operand_strides(problem, y, "y")
+    shape = problem.y_shape
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return (strides[0], strides[1], tuple(strides[2:])), _shape_lcs(problem, "y")
+
+
+def _program(name, problem, launches):
+    """A forward program on ``x``, ``w`` (and ``bias``) allocating a contiguous ``y``."""
+    return Program(name, ("x", "w", "bias"), (("y", tuple(problem.y_shape), problem.dtype),),
+                   tuple(launches), "y")
 
 
 def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
                smem_limit: int = SHARED_MEMORY_LIMIT, index64: Optional[bool] = None) -> None:
-    """``y = alpha * conv(x, w) + beta * y + bias`` with the direct (stencil) kernel."""
+    """``y = alpha * conv(x, w) + beta * y + bias`` with the direct (stencil) kernel
+    (builds, memoised, and executes the :func:`direct_program` with ``y`` bound)."""
+    prog = direct_program(module, problem, x, w, y, bias, alpha, beta, smem_limit, index64)
+    execute(prog, None, dict(x=x, w=w, y=y, bias=bias))
+
+
+def direct_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
+                   smem_limit: int = SHARED_MEMORY_LIMIT, index64=None) -> Program:
+    """The :class:`~.program.Program` of :func:`run_direct` on these operands (checked
+    here; memoised per problem, strides and options).  With ``y=None`` the program
+    allocates a contiguous ``y``."""
     _require(can_implement_direct(problem, smem_limit))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
+    xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
+    bias_stride, has_bias = _bias_args(bias)
+    return _direct_build(module, problem, xs, ws, _y_strides(problem, y), bias_stride, has_bias,
+                         alpha, beta, smem_limit, index64)
+
+
+@memoized()
+def _direct_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta, smem_limit,
+                  index64):
     if 0 in problem.y_shape:
-        return
-    xs, ws, ys = _xwy_strides(problem, x, w, y)
+        return _program("direct", problem, ())
+    y_problem = problem
     better = direct_axes.reduced(problem, xs, ws, ys, registry.MAX_RANK)
     if better is not None and direct_tile(better[0], smem_limit) is not None:
         problem, xs, ws, ys = better              # one channel: fewer, better-shaped axes
@@ -453,10 +517,17 @@ def run_direct(module, problem, x, w, y, bias=None, alpha=1, beta=0,
     total_blocks = problem.batch * problem.out_channels * tiles_w * tiles_h * outer
     if index64 is None:
         index64 = choose_index64(problem, xs, ws, ys, extra=total_blocks)
-    bias_arr, bias_stride, has_bias = _bias_args(bias, y)
     p = pack_conv_params(problem, x_strides=xs[0], w_strides=ws[0], y_strides=ys[0],
                          alpha=alpha, beta=beta, bias_stride=bias_stride, has_bias=has_bias,
                          grid_divisors=(tiles_w, tiles_h, outer), aux=(kch, kcw, pitch, 0))
     kern = kernel_for(module, "direct_conv", problem.dtype, r, index64, (th, tw))
     blocks = max(1, min(total_blocks, _GRID_STRIDE_BLOCKS))
-    kern((blocks,), (registry.THREADS,), (p, x, w, y, bias_arr), shared_mem=smem)
+    launch = Launch(kern, (blocks,), (registry.THREADS,), smem, p,
+                    ("x", "w", "y", "bias" if has_bias else "y"))
+    return _program("direct", y_problem, (launch,))
+
+
+def clear_program_cache():
+    """Forget the memoised programs (they hold loaded kernels' function handles)."""
+    _direct_build.cache_clear()
+    _implicit_gemm_build.cache_clear()

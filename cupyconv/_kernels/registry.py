@@ -142,6 +142,15 @@ class KernelFamily:
     hot: bool
     #: True when the family takes a tile (see :func:`tiles_for`).
     tiled: bool
+    #: Arch-specific targets (``("sm_90a",)``) the family is built for, and only those:
+    #: its kernels use instructions the portable archs lack (Hopper's warpgroup MMA), run
+    #: only on the matching compute capability, and a launcher falls back to a portable
+    #: family elsewhere.  Empty: a portable family (every ``sm_XY`` and ``compute_XY``).
+    arch_specific: Tuple[str, ...] = ()
+
+    def builds_for(self, arch: str) -> bool:
+        """Whether this family is compiled for ``arch`` (``sm_80``, ``sm_90a``, ``compute_90``)."""
+        return arch in self.arch_specific if self.arch_specific else not arch.endswith("a")
 
 
 FAMILIES: Dict[str, KernelFamily] = {

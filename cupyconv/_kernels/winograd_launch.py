@@ -28,10 +28,11 @@ from .launch import (SHARED_MEMORY_LIMIT, check_addressable, check_dtype, choose
                      dtype_ok, grid_stride_blocks, kernel_for, operand_strides)
 from .._lru import memoized
 from .params import FAST_DIVMOD_DTYPE, fast_divmod_params, pack_conv_params
+from .program import Launch
 
 __all__ = ["PieceAxis", "piece_dtype", "piece_words", "compute_dtype", "real_dtype",
            "matrix_stack", "tiles_per_block", "can_implement_winograd", "run_winograd_input",
-           "run_winograd_output", "TARGET_SHARED_BYTES"]
+           "run_winograd_output", "launch_step", "TARGET_SHARED_BYTES"]
 
 #: Dynamic shared memory a block aims for (several blocks per SM); a tile larger than
 #: this still runs alone in its block up to the device's per-block limit.
@@ -182,6 +183,18 @@ def _pack_piece(axes, channels, n_count, tb, accumulate):
 
 def _launch(module, family, problem, axes, arrays, conv_kw, channels, n0, n_count,
             accumulate, index64, smem_limit, work_elems):
+    step = launch_step(module, family, problem, axes, ("a", "b", "c"), conv_kw, channels, n0,
+                       n_count, accumulate, index64, smem_limit, work_elems)
+    if step is not None:
+        step.function(step.grid, step.block, (step.params,) + tuple(arrays),
+                      shared_mem=step.shared_mem)
+
+
+def launch_step(module, family, problem, axes, slots, conv_kw, channels, n0, n_count,
+                accumulate, index64, smem_limit, work_elems):
+    """The :class:`~.program.Launch` of one transform kernel (``family``
+    ``winograd_input``/``winograd_output``) on the arrays in ``slots`` (data, matrices,
+    result), or ``None`` when it has no work; ``conv_kw`` is ``("x"|"y", strides)``."""
     axes = tuple(axes)
     if len(axes) != problem.ndim:
         raise ValueError(f"a piece needs {problem.ndim} axes; got {len(axes)}")
@@ -193,7 +206,7 @@ def _launch(module, family, problem, axes, arrays, conv_kw, channels, n0, n_coun
     wp = _pack_piece(axes, int(channels), n_count, tb, bool(accumulate))
     items = int(wp["items"])
     if items == 0:
-        return
+        return None
     which, spatial = conv_kw
     if index64 is None:
         index64 = choose_index64(problem, spatial, extra=max(work_elems, items * int(wp["vol"])))
@@ -203,8 +216,21 @@ def _launch(module, family, problem, axes, arrays, conv_kw, channels, n0, n_coun
     kern = kernel_for(module, family, problem.dtype, problem.ndim, index64,
                       registry.winograd_tiles(problem.dtype)[0])
     smem = tb * int(wp["pitch"]) * compute_dtype(problem.dtype).itemsize
-    kern((grid_stride_blocks(-(-items // tb) * registry.THREADS),), (registry.THREADS,),
-         (p, wp) + tuple(arrays), shared_mem=smem)
+    grid = (grid_stride_blocks(-(-items // tb) * registry.THREADS),)
+    return Launch(_WithPiece(kern, wp), grid, (registry.THREADS,), smem, p, tuple(slots))
+
+
+class _WithPiece:
+    """A transform kernel with its piece struct bound: called as ``(grid, block, (params,
+    *pointers))`` like every program launch, it passes ``(params, piece, *pointers)``."""
+
+    __slots__ = ("kernel", "piece")
+
+    def __init__(self, kernel, piece):
+        self.kernel, self.piece = kernel, piece
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.kernel(grid, block, (args[0], self.piece) + tuple(args[1:]), shared_mem=shared_mem)
 
 
 def _piece_elements(axes, channels, n_count):

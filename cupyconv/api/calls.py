@@ -7,8 +7,11 @@ result dtype and honours ``out=`` (checked first by :func:`check_out`).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .._kernels import program
 from ..core import args
 
 __all__ = ["check_out", "write_out", "channels_first", "logical_views", "finish", "with_precision"]
@@ -63,12 +66,22 @@ def check_bias(bias, channels, xp):
 
 
 def finish(y, problem, xp, result_dtype, out=None, bias=None):
-    """Add ``bias``, restore the layout, cast to ``result_dtype`` and honour ``out=``."""
+    """Add ``bias``, restore the layout, cast to ``result_dtype`` and honour ``out=``
+    (the first three as one host step, which a compiled call replays)."""
+    result_dtype = np.dtype(result_dtype)
+    if (bias is not None or problem.layout == "channels_last" or y.dtype != result_dtype
+            or result_dtype == np.bool_):
+        y = program.host_step("finish", functools.partial(_finished, problem, xp, result_dtype),
+                              y, bias)
+    return write_out(y, out, xp)
+
+
+def _finished(problem, xp, result_dtype, y, bias):
     if bias is not None:
         y = y + bias.astype(y.dtype, copy=False).reshape((1, -1) + (1,) * problem.ndim)
     if problem.layout == "channels_last":
         y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
-    return write_out(args.cast_result(y, result_dtype), out, xp)
+    return args.cast_result(y, result_dtype)
 
 
 def with_precision(problem, precision, result_dtype, *data):

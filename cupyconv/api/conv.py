@@ -7,6 +7,7 @@ from .._lru import memoized
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
+from .compiled import compiled
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 
 __all__ = ["conv", "prepare_conv", "conv_problem"]
@@ -46,6 +47,7 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
     return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp)
 
 
+@compiled
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
          padding_mode="constant", cval=0, layout="channels_first", method="auto",
          out=None, workspace_limit=None, precision=None):

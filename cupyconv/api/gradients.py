@@ -13,6 +13,7 @@ from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
+from .compiled import compiled
 from .calls import check_bias, finish, logical_views, with_precision
 
 __all__ = ["conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose"]
@@ -54,6 +55,7 @@ def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None
     return finish(out, problem, xp, result, None, bias)
 
 
+@compiled
 def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
                     padding_mode="constant", cval=0, layout="channels_first",
                     method="auto", workspace_limit=None, precision=None):
@@ -113,6 +115,7 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
                 filter=w)
 
 
+@compiled
 def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, groups=1,
                      padding_mode="constant", cval=0, layout="channels_first",
                      method="auto", workspace_limit=None, precision=None):
@@ -197,6 +200,7 @@ def _transpose_padding(padding, output_padding, s, ks, stride, dilation):
     return pads, args.normalize_per_axis(output_padding, r, "output_padding", minimum=0)
 
 
+@compiled
 def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, dilation=1,
                    groups=1, layout="channels_first", method="auto", workspace_limit=None,
                    precision=None):

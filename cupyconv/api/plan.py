@@ -14,6 +14,8 @@ from .._vocabulary import ALGORITHMS, BACKENDS, describe_choices
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
+from .. import config
+from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 
 __all__ = ["plan_conv", "ConvPlan"]
@@ -90,8 +92,28 @@ class ConvPlan:
                 f"{self.result_dtype}, backend={self.backend!r}, "
                 f"algorithm={self.algorithm!r}{note}, "
                 f"workspace={_fmt_bytes(self.workspace_bytes)}, "
-                f"flops={self.flops:.3g}, bytes={_fmt_bytes(self.bytes_moved)})")
+                f"flops={self.flops:.3g}, bytes={_fmt_bytes(self.bytes_moved)}; "
+                f"{self.explain()})")
 
+    def explain(self):
+        """Which path a call of this plan takes and why: a compiled call (its launch
+        programs replayed from the second call with the same arrays' key) or the normal
+        path (the dispatcher every call), with the reason."""
+        if not config.compiled_calls:
+            return "normal path: cupyconv.config.compiled_calls is off"
+        entries = self.__dict__.get("_compiled")
+        last = entries.values()[-1] if entries is not None and len(entries) else None
+        if isinstance(last, CompiledCall):
+            return f"compiled: a repeated call replays {last!r}"
+        if isinstance(last, NotCompiled):
+            return f"normal path: {last.reason}"
+        why = self._backend.compile_refusal(self.problem, self.algorithm)
+        if why:
+            return f"normal path: {why}"
+        return ("compiled from the second call with the same key (arrays' shapes, strides, "
+                "dtypes, alignment; bias; out; config)")
+
+    @compiled_method
     def __call__(self, x, w, bias=None, out=None):
         """Run the planned convolution on arrays of the planned shapes and dtypes."""
         p = self.problem

@@ -17,6 +17,7 @@ from ..core.signal_map import check_mode, signal_call
 from ..dispatch import backend_for, choose, run
 from ..dispatch.dispatcher import ranked_for_data
 from ..dispatch.autotune import measure as measure_fn
+from .compiled import compiled
 from .calls import check_out, with_precision, write_out
 
 __all__ = ["convolve", "correlate", "choose_conv_method", "choose_algorithm", "signal_problem",
@@ -66,6 +67,7 @@ def _broadcast_product(call, xp, in1, in2):
     return res
 
 
+@compiled
 def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, precision=None):
     """Convolve two N-dimensional arrays.
 
@@ -138,6 +140,7 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, preci
     return compute(*signal_problem(in1, in2, mode, axes, False), method, out, precision)
 
 
+@compiled
 def correlate(in1, in2, mode="full", method="auto", *, axes=None, out=None, precision=None):
     """Cross-correlate two N-dimensional arrays.
 

@@ -10,6 +10,7 @@ import numpy as np
 from .._vocabulary import SIGNAL_BOUNDARIES, describe_choices
 from ..core import args
 from ..core.signal_map import check_mode
+from .compiled import compiled
 from .signal import centered, compute, signal_problem
 
 __all__ = ["fftconvolve", "oaconvolve", "convolve2d", "correlate2d"]
@@ -53,6 +54,7 @@ def _freq_conv(in1, in2, mode, axes):
     return centered(res, s1).copy() if mode == "same" and res.shape != s1 else res
 
 
+@compiled
 def fftconvolve(in1, in2, mode="full", axes=None):
     """Convolve two N-dimensional arrays using FFT (:func:`scipy.signal.fftconvolve`).
 
@@ -88,6 +90,7 @@ def fftconvolve(in1, in2, mode="full", axes=None):
     return _freq_conv(in1, in2, mode, axes)
 
 
+@compiled
 def oaconvolve(in1, in2, mode="full", axes=None):
     """Convolve two N-dimensional arrays using overlap-add (:func:`scipy.signal.oaconvolve`).
 
@@ -164,6 +167,7 @@ def _conv2d(in1, in2, mode, boundary, fillvalue, correlate, name):
     return res
 
 
+@compiled
 def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     """Convolve two 2-D arrays with a boundary (:func:`scipy.signal.convolve2d`).
 
@@ -201,6 +205,7 @@ def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     return _conv2d(in1, in2, mode, boundary, fillvalue, False, "convolve2d")
 
 
+@compiled
 def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     """Cross-correlate two 2-D arrays with a boundary (:func:`scipy.signal.correlate2d`).
 

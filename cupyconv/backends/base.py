@@ -77,6 +77,16 @@ class Backend(abc.ABC):
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         """Compute ``problem``'s result array (logical channels-first)."""
 
+    def host_program(self, problem, algorithm, workspace_limit):
+        """The :class:`~cupyconv._kernels.program.Program` that computes ``algorithm`` on
+        the host (operands ``activation``, ``filter``), or ``None`` when ``run`` does."""
+        return None
+
+    def compile_refusal(self, problem, algorithm) -> str:
+        """Why a call running ``algorithm`` on ``problem`` cannot be a compiled call
+        (``""`` when it can): the algorithm does work outside a launch program."""
+        return f"the {self.name} backend runs no launch programs"
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
         algorithm whose applicability depends on the data, such as ``separable``, says

@@ -184,20 +184,22 @@ def weight_transform(tile, taps, real=np.dtype(np.float64)):
 KRON_BYTES = 1 << 18
 
 
-def transform_weights(w, groups, tile, cdtype, xp, constant=None):
+def transform_weights(w, groups, tile, cdtype, xp, constant=None, matmul=None):
     """``U`` ``(P, G, K/G, Cg)`` in ``cdtype``: the weights ``w`` ``(K, Cg, *r)``
     (:func:`wide_weights`) through ``G`` along each axis in their precision, transform positions
     first (row-major over the axes' ``alpha``): one GEMM with :func:`weight_transform`
     (one GEMM per axis past :data:`KRON_BYTES`).  ``constant`` turns a host matrix into
-    an ``xp`` array (default ``xp.asarray``; the CUDA runner's keeps it on the device)."""
+    an ``xp`` array (default ``xp.asarray``; the CUDA runner's keeps it on the device);
+    ``matmul`` computes the GEMM (default ``xp.matmul``; the CUDA runner's, cuBLAS)."""
     constant = xp.asarray if constant is None else constant
     real = wide_real(w.dtype)
+    matmul = xp.matmul if matmul is None else matmul
     k, cg = w.shape[:2]
     taps = tuple(w.shape[2:])
     npos = math.prod(m + r - 1 for m, r in zip(tile, taps))
     if 8 * npos * math.prod(taps) <= KRON_BYTES:
-        u = xp.matmul(constant(weight_transform(tuple(tile), taps, real)),
-                      w.reshape(k * cg, -1).T)                # (P, K * Cg)
+        u = matmul(constant(weight_transform(tuple(tile), taps, real)),
+                   w.reshape(k * cg, -1).T)                   # (P, K * Cg)
     else:
         u = w
         for a, (m, r) in enumerate(zip(tile, taps)):

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._compile.compat import GPU_INSTALL
 from .._emulation import emulation_unavailable_reason
+from .._kernels import program
 from .._vocabulary import BACKENDS, describe_choices
 from ..backends.cuda import CudaBackend, runner_for
 from ..backends.numpy import NumpyBackend
@@ -139,8 +140,8 @@ def device_constant(xp, host):
     NumPy's unchanged; on CuPy copied to the current device once and then reused
     (:meth:`~cupyconv.backends.cuda.runners.CupyRunner.constant`; read-only by contract)."""
     if xp is np:
-        return host
-    return backend_for(xp).runner.constant(host)
+        return program.constant(host)
+    return program.constant(backend_for(xp).runner.constant(host))
 
 
 def reset():

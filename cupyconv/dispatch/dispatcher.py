@@ -33,6 +33,7 @@ from typing import Dict, Tuple
 import numpy as np
 
 from .. import config
+from .._kernels import program
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
 from ..backends.arrays import all_finite, max_magnitude, to_tf32, zeros_result
@@ -166,6 +167,7 @@ def clear_cache():
 
 def fft_safe(problem, operands):
     """``(ok, reason)``: whether the FFT result is exact enough for these operands."""
+    program.not_compiled("the fft data scan reads the operands")
     arrays = [operands.get(r) for r in ("activation", "filter", "output")]
     arrays = [a for a in arrays if a is not None]
     if problem.dtype.kind in "biu":
@@ -308,6 +310,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                                  backend=backend)
         first = ranked[0]
         if config.autotune and len(ranked) > 1:
+            program.not_compiled("autotune measured the candidates", transient=True)
             first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
@@ -328,8 +331,14 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                 tried.append(f"{name}: skipped, {why}")
                 continue
         try:
-            result = backend.run(problem, name, operands, limit, stats)
+            host = backend.host_program(problem, name, limit)
+            if host is None:
+                result = backend.run(problem, name, operands, limit, stats)
+            else:
+                result = program.execute(host, backend.xp, dict(
+                    activation=operands.activation, filter=operands.filter))[host.result]
         except OutOfMemoryError as exc:
+            program.not_compiled("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")
             backend.free_cached()
             continue

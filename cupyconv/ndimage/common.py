@@ -3,6 +3,7 @@ SciPy's ``output`` handling, origins, axes, ``cval`` checks, the compute dtype, 
 :func:`run_filter`'s single problem per pass."""
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
 
@@ -12,6 +13,7 @@ from scipy.ndimage import correlate1d as scipy_correlate1d
 from scipy.ndimage import uniform_filter1d as scipy_uniform_filter1d
 
 from .. import config
+from .._kernels import program
 from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
 from ..core import args
@@ -81,6 +83,7 @@ def get_output(output, input, xp, complex_output=False):
     if isinstance(output, (type, np.dtype)):
         dtype = np.dtype(output)
         if complex_output and dtype.kind != "c":
+            program.not_compiled("the call warns")
             warnings.warn("promoting specified output dtype to complex", stacklevel=4)
             dtype = np.promote_types(dtype, np.complex64)
         return Fresh(dtype, shape)
@@ -214,6 +217,7 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
 
 
 def integral(w, xp):
+    program.not_compiled("an integer filter's compute dtype depends on the weights' values")
     if w.dtype.kind in "bu" or (w.dtype.kind == "i"):
         return w.size == 0 or int(xp.abs(w.astype(np.float64)).max()) < EXACT_WEIGHT
     if w.dtype.kind != "f" or w.size == 0:
@@ -259,15 +263,19 @@ def store_output(y, output, xp):
     """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero; a bool
     output is the cast to unsigned char, nonzero), written into ``output`` when it is the
     caller's array."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        if output.dtype == np.bool_:
-            value = c_bool(y, xp)
-        else:
-            value = y.astype(output.dtype, copy=False)
-    if isinstance(output, Fresh):
-        return xp.ascontiguousarray(value)
-    output[...] = value
+    if isinstance(output, Fresh):         # a host step: a compiled call replays it
+        if y.dtype == output.dtype and y.flags.c_contiguous:
+            return y
+        return program.host_step("store", functools.partial(_stored, output.dtype, xp), y)
+    output[...] = _stored(output.dtype, xp, y)
     return output
+
+
+def _stored(dtype, xp, y):
+    """``y`` in ``dtype`` by SciPy's C cast, contiguous."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        value = c_bool(y, xp) if dtype == np.bool_ else y.astype(dtype, copy=False)
+    return xp.ascontiguousarray(value)
 
 
 #: A moving average of 8- or 16-bit integers along an axis whose stride is past
@@ -332,14 +340,20 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
     operands = call.operands(input, weights, xp)
+    if program.is_constant(weights):        # taps from the key (sigma): cast once, kept
+        program.constant(operands.filter)
     method = "auto"
     if output.dtype.kind in "biu" and dtype.kind == "f":
         method = tap_sum(call.problem, operands, backend)
     y, _ = run(call.problem, operands, backend, method=method)
     y = call.finish(y, xp)
-    if divide is not None:
-        y = y / divide
+    if divide is not None:                 # a host step: a compiled call replays it
+        y = program.host_step("divide", functools.partial(_divided, divide), y)
     return store_output(y, output, xp)
+
+
+def _divided(divide, y):
+    return y / divide
 
 
 # ------------------------------------------------------------ N-D correlation

@@ -15,6 +15,7 @@ import operator
 
 import numpy as np
 
+from ..api.compiled import compiled
 from ..core import args
 from ..core.ndimage_map import engine_mode
 from ..dispatch import device_constant
@@ -64,6 +65,7 @@ def _correlate_or_convolve(input, weights, output, mode, cval, origin, convoluti
     return run_filter(xp, input, weights, origins, engine, cval, output)
 
 
+@compiled
 def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
     """Multidimensional correlation (:func:`scipy.ndimage.correlate`).
 
@@ -110,6 +112,7 @@ def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *
     return _correlate_or_convolve(input, weights, output, mode, cval, origin, False, axes)
 
 
+@compiled
 def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
     """Multidimensional convolution (:func:`scipy.ndimage.convolve`).
 
@@ -128,6 +131,7 @@ def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *,
 
 
 # ------------------------------------------------------------- 1-D correlation
+@compiled
 def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """1-D correlation along one axis (:func:`scipy.ndimage.correlate1d`).
 
@@ -161,6 +165,7 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
     return run_filter(xp, input, weights.reshape(shape), origins, engine, cval, output)
 
 
+@compiled
 def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """1-D convolution along one axis (:func:`scipy.ndimage.convolve1d`).
 
@@ -204,6 +209,7 @@ def gaussian_kernel1d(sigma, order, radius):
     return q * phi_x
 
 
+@compiled
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
                       truncate=4.0, *, radius=None):
     """1-D Gaussian filter (:func:`scipy.ndimage.gaussian_filter1d`).
@@ -229,6 +235,7 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
     return correlate1d(input, device_constant(xp, weights), axis, output, mode, cval, 0)
 
 
+@compiled
 def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
                     *, radius=None, axes=None):
     """Multidimensional Gaussian filter (:func:`scipy.ndimage.gaussian_filter`).
@@ -269,6 +276,7 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
 
 
 # --------------------------------------------------------------------- uniform
+@compiled
 def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """1-D moving average (:func:`scipy.ndimage.uniform_filter1d`).
 
@@ -301,6 +309,7 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     return run_filter(xp, input, weights, origins, engine, cval, output, divide=size)
 
 
+@compiled
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *,
                    axes=None):
     """Multidimensional moving average (:func:`scipy.ndimage.uniform_filter`).

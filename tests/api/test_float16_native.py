@@ -25,8 +25,8 @@ from cupyconv._kernels import launch
 from cupyconv._vocabulary import ALGORITHMS
 
 from backends.cuda.conftest import Device
-from helpers import (assert_matches_reference, conv_bounds, ref_conv, ref_convolve,
-                     rel_norm_error)
+from helpers import (assert_matches_reference, conv_bounds, forget_launches, ref_conv,
+                     ref_convolve, rel_norm_error)
 
 F16 = np.dtype(np.float16)
 #: unit roundoff of the one final rounding to float16 (binary16: 11 significant bits).
@@ -203,8 +203,9 @@ def kernels(monkeypatch):
         return launcher
 
     monkeypatch.setattr(launch, "kernel_for", kernel_for)
-    for name in ("run_direct", "run_implicit_gemm_fprop"):
+    for name in ("direct_program", "implicit_gemm_program"):
         monkeypatch.setattr(launch, name, recording(getattr(launch, name)))
+    forget_launches()               # memoised programs would not fetch their kernels again
     return seen
 
 
@@ -221,6 +222,7 @@ def test_cuda_path_runs_the_half_kernels_on_the_callers_arrays(kernels, method, 
                 "gemm": "vol2col"}
     fetched = [d for f, d in kernels["kernels"] if f == families[method]]
     assert fetched and set(fetched) == {F16}, kernels["kernels"]
+    assert kernels["operands"] or method == "gemm"
     for xa, wa in kernels["operands"]:
         assert xa.dtype == F16 and np.shares_memory(xa, x) and np.shares_memory(wa, w)
 

@@ -18,6 +18,7 @@ import pytest
 import cupyconv
 from cupyconv._kernels import launch
 from cupyconv.api.gradients import conv_grad_input, conv_grad_weight
+from helpers import forget_launches
 
 MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
 #: (rank, spatial, kernel, stride, dilation, padding, groups): tile non-multiples everywhere
@@ -94,7 +95,7 @@ def test_float64_gradients_on_dmma(dev, tiles, geo, mode):
     rng = np.random.default_rng(MODES.index(mode) + 10 * geo[0])
     for op in OPS:
         x, w, dy = _case(op, geo, np.float64, mode, layout, rng)
-        del tiles[:]
+        forget_launches(tiles)
         got = _ours(dev, op, geo, x, w, dy, mode, layout)
         assert _rel(got, _ref(op, geo, x, w, dy, mode, layout)) <= 1e-12, op
         assert tiles and all(t[3] == 2 for t in tiles), (op, tiles)
@@ -107,7 +108,7 @@ def test_tf32_gradients_on_tensor_cores(dev, tiles, geo):
     for op in OPS:
         x, w, dy = _case(op, geo, np.float32, mode, layout, rng)
         ref = _ref(op, geo, x, w, dy, mode, layout)
-        del tiles[:]
+        forget_launches(tiles)
         tf32 = _rel(_ours(dev, op, geo, x, w, dy, mode, layout, "tf32"), ref)
         assert tiles and all(t[3] == 2 for t in tiles), (op, tiles)
         fma = _rel(_ours(dev, op, geo, x, w, dy, mode, layout, "highest"), ref)
@@ -119,7 +120,7 @@ def test_float16_gradients_on_tensor_cores(dev, tiles, geo):
     mode, layout = "reflect", "channels_last"
     rng = np.random.default_rng(geo[0])
     x, w, dy = _case("weight", geo, np.float16, mode, layout, rng, n=16)
-    del tiles[:]
+    forget_launches(tiles)
     got = _ours(dev, "weight", geo, x, w, dy, mode, layout)
     assert got.dtype == np.float16
     assert _rel(got, _ref("weight", geo, x, w, dy, mode, layout)) <= 2.0 ** -11 + 2e-5
@@ -139,7 +140,7 @@ def test_input_gradients_that_are_not_convolutions_use_the_column_buffer(dev, ti
     x, w = rng.standard_normal((2, 16, 9, 9)), rng.standard_normal((8, 16, 3, 3))
     dy = rng.standard_normal(cupyconv.conv(x, w, **geo).shape)
     ref = conv_grad_input(dy, w, x.shape, method="gemm", **geo)
-    del tiles[:]
+    forget_launches(tiles)
     with dev.scope():
         got = dev.to_host(conv_grad_input(dev.to_dev(dy), dev.to_dev(w), x.shape,
                                           method="implicit_gemm", **geo))
@@ -170,7 +171,7 @@ def test_forward_on_tensor_cores(dev, tiles, dtype, precision, bound):
     w = rng.standard_normal((24, 16, 3, 2, 3)).astype(dtype)
     ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding=1, groups=2,
                         padding_mode="wrap")
-    del tiles[:]
+    forget_launches(tiles)
     with dev.scope():
         got = dev.to_host(cupyconv.conv(dev.to_dev(x), dev.to_dev(w), padding=1, groups=2,
                                         padding_mode="wrap", method="implicit_gemm",
@@ -195,7 +196,7 @@ def test_channels_last_forward_on_16_byte_copies(dev, tiles, dtype, precision, b
              lambda a: np.ascontiguousarray(a[::-1])[::-1],         # batch reversed
              lambda a: np.ascontiguousarray(a[..., ::-1])[..., ::-1])   # channels reversed
     for view in views:
-        del tiles[:]
+        forget_launches(tiles)
         with dev.scope():
             xd = dev.to_dev(view(x))     # (CuPy copies a NumPy view: contiguous again;
             # under TF32 the kernel reads the dispatcher's rounded copy, layout kept)

@@ -163,7 +163,7 @@ def test_glue_smoke_runs_every_family_and_catches_a_wrong_launch(monkeypatch, tm
 
     import cupyconv
     from benchmarks import glue_smoke
-    from cupyconv._kernels import launch
+    from cupyconv._kernels import program
     if "emulated" not in cupyconv.available_backends():
         pytest.skip("CUDA emulation unavailable")
     out = tmp_path / "smoke.json"
@@ -171,12 +171,14 @@ def test_glue_smoke_runs_every_family_and_catches_a_wrong_launch(monkeypatch, tm
     results = json.loads(out.read_text())["results"]
     assert {r["family"] for r in results} == set(glue_smoke.ROUTES)
     assert all(r["ok"] for r in results) and "0 failed" in capsys.readouterr().out
-    real = launch.run_direct
+    real = program.execute
 
-    def wrong(loader, problem, x, w, y, *a, **k):
-        real(loader, problem, x, w, y, *a, **k)
-        y[...] += 1                                       # a planted bug
-    monkeypatch.setattr(launch, "run_direct", wrong)
+    def wrong(prog, xp, bound):
+        arrays = real(prog, xp, bound)
+        if prog.name == "direct":
+            arrays[prog.result][...] += 1                 # a planted bug
+        return arrays
+    monkeypatch.setattr(program, "execute", wrong)
     assert glue_smoke.main(["--backend", "emulated", "--ranks", "1"]) == 1
 
 

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cupyconv._emulation import EmulatedModule, EmulationError
-from emulation_support import require_emulation
+from emulation_support import cached_module
 
 KERNELS = Path(__file__).parent / "kernels"
 SOURCE = KERNELS / "mma.cu"
@@ -31,14 +31,8 @@ NAMES = ["mma_f64", "mma_tf32", "mma_f16", "mma_f16_ldmatrix", *LDMATRIX, "to_tf
          "ldmatrix_from_global", "ldmatrix_misaligned"]
 
 i32 = np.int32
-_MODULES: dict = {}
-
-
-def _module(mode: str) -> EmulatedModule:
-    require_emulation()
-    if mode not in _MODULES:
-        _MODULES[mode] = EmulatedModule(path=SOURCE, name_expressions=NAMES, mode=mode)
-    return _MODULES[mode]
+def _module(mode: str = "normal") -> EmulatedModule:
+    return cached_module(SOURCE, NAMES, mode)
 
 
 @pytest.fixture(scope="module", params=["normal", "reverse"])

@@ -88,7 +88,10 @@ def mode_case(mode, c, dtype, layout="channels_last"):
 
 def spy_kernels(monkeypatch):
     """A list that collects ``(family, tile)`` of every kernel ``launch.kernel_for``
-    fetches from now on (the launchers' choices)."""
+    fetches from now on (the launchers' choices; memoised programs are forgotten first,
+    since one would not fetch its kernel again)."""
+    from helpers import forget_launches
+    forget_launches()
     taken = []
     real = launch.kernel_for
 

@@ -154,9 +154,10 @@ def test_multistage_shared_memory_opts_in_past_48k():
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monkeypatch):
     """``conv`` on channels-first operands (x NCHW, w KCRS) with one K-tile of channels:
-    the CUDA path copies them once into channels-last memory (backends.cuda.relayout)
-    and runs the multistage tile, whose epilogue writes the channels-first result;
-    exact on small integers (float16: one rounding, as the float64 reference cast)."""
+    the CUDA path copies them once into channels-last memory (backends.cuda.relayout,
+    host steps of the call's program) and runs the multistage tile, whose epilogue writes
+    the channels-first result; exact on small integers (float16: one rounding, as the
+    float64 reference cast), also when the call repeats on new data."""
     import cupyconv
     taken = spy_kernels(monkeypatch)
     bk = 128 // dtype.itemsize
@@ -164,8 +165,12 @@ def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monke
     x = small_ints(rng, (1, bk, 6, 5), dtype)
     w = small_ints(rng, (16, bk, 3, 3), dtype, scope=2)
     precision = "tf32" if dtype == F32 else "highest"
+    x2 = small_ints(rng, x.shape, dtype)
     with cupyconv.use_backend("emulated"):
         y = cupyconv.conv(x, w, padding=1, method="implicit_gemm", precision=precision)
-    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding=1)
+        # the same call on new data (a compiled call replays the copies as host steps)
+        y2 = cupyconv.conv(x2, w, padding=1, method="implicit_gemm", precision=precision)
     assert taken[-1] == ("implicit_gemm_multistage", (64, 64, bk, registry.MULTISTAGE))
-    np.testing.assert_array_equal(y, ref.astype(dtype))
+    for xi, yi in ((x, y), (x2, y2)):
+        ref = cupyconv.conv(xi.astype(np.float64), w.astype(np.float64), padding=1)
+        np.testing.assert_array_equal(yi, ref.astype(dtype))

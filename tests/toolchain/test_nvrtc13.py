@@ -10,7 +10,6 @@ spills in the hot families.
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -18,14 +17,7 @@ import sys
 import textwrap
 
 import pytest
-
-
-def _nvrtc13() -> str:
-    root = os.environ.get("CUPYCONV_NVRTC13_DIR") or os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".nvrtc13")
-    found = [f for f in glob.glob(os.path.join(root, "nvidia", "cu13", "lib", "libnvrtc.so.13*"))
-             if ".alt." not in f]
-    return sorted(found)[0] if found else ""
+from toolchain_support import nvrtc13_library as _nvrtc13
 
 
 _SCRIPT = textwrap.dedent("""

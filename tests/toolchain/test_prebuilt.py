@@ -61,7 +61,9 @@ def test_select_packaged(cc, driver, available, expected):
 
 def test_default_spec_is_the_issue_selection():
     spec = packing.spec_from_settings({})
-    assert spec.archs == ("sm_80", "sm_86", "sm_89", "sm_90") and spec.ptx == ("compute_90",)
+    assert spec.archs == ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+    assert spec.ptx == ("compute_90",)          # PTX of the newest portable arch
+    assert packing.spec_from_settings({"archs": "sm_90a"}).ptx == ()
     assert spec.ranks == (1, 2, 3, 4) and {"float32", "float64", "float16"} <= set(spec.dtypes)
     assert set(spec.dtypes) <= set(registry.DTYPES) and not spec.require
 

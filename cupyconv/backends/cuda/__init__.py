@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..._kernels import launch
+from ..._kernels import launch, program
 from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft_conv, winograd_conv
 from ...core.args import LONG_DOUBLE
@@ -27,7 +27,7 @@ from ..separable_factors import NotSeparable, term_limit, terms_take
 from . import algorithms, cost, gradients, implicit_grads, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
-__all__ = ["CudaBackend", "FREE_MEMORY_FRACTION", "NATIVE_HALF", "CupyRunner",
+__all__ = ["CudaBackend", "COMPILED", "FREE_MEMORY_FRACTION", "NATIVE_HALF", "CupyRunner",
            "EmulatedRunner", "DeviceInfo", "runner_for"]
 
 _LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the CPU "
@@ -49,6 +49,13 @@ FREE_MEMORY_FRACTION = 0.5
 #: again in half.
 NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "gemm"),
                          (GRAD_INPUT, "implicit_gemm"), (GRAD_WEIGHT, "implicit_gemm")})
+
+
+#: ``(op, algorithm)`` pairs that run as one launch program (``_kernels.program``), which a
+#: compiled call can replay; the others do device work between their launches in Python
+#: (cuBLAS, cuFFT, host-side factoring) and take the normal path every call.
+COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "winograd"),
+                      (FORWARD, "gemm")})
 
 
 def _widened(problem, algorithm, operands):
@@ -95,10 +102,17 @@ class CudaBackend(Backend):
         problem, _ = _computed(problem, algorithm)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
+    def compile_refusal(self, problem, algorithm):
+        if (problem.op, algorithm) in COMPILED:
+            return ""
+        return f"{algorithm} ({problem.op}) is not a launch program yet"
+
     def call_scope(self):
         return self.runner.call_scope()
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
+        if algorithm in ("winograd", "separable"):
+            program.not_compiled(f"whether {algorithm} may run depends on the data")
         if algorithm == "winograd":
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
@@ -177,6 +191,9 @@ class CudaBackend(Backend):
 
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         runner = self.runner
+        why = self.compile_refusal(problem, algorithm)
+        if why:
+            program.not_compiled(why)
         problem, operands = _widened(problem, algorithm, operands)
         if algorithm == "fft":
             need = fft_conv.workspace_bytes(problem)

@@ -12,14 +12,18 @@ the gradients are in :mod:`.gradients`.)  The same code drives CuPy arrays
 """
 from __future__ import annotations
 
+import functools
 import math
 
-from ..._kernels import launch
+from ..._kernels import launch, program
+from ..._kernels.program import Call, Program
+from ..._lru import memoized
 from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
 from . import implicit_grads, relayout, separable, winograd
 
-__all__ = ["can_implement", "gemm_batch_chunk", "run", "tensor_core_flags"]
+__all__ = ["can_implement", "gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
+           "tensor_core_flags"]
 
 
 def _fft_ok(problem):
@@ -60,12 +64,15 @@ def gemm_batch_chunk(problem, workspace_limit):
     return int(min(problem.batch, workspace_limit // max(per_image, 1)))
 
 
+def _execute(prog, x, w, runner):
+    """Execute a forward program on ``x`` and ``w``; returns the ``y`` it allocated."""
+    return program.execute(prog, runner.xp, dict(x=x, w=w, bias=None))[prog.result]
+
+
 def _direct(problem, x, w, runner, workspace_limit):
-    y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
-                        dtype=problem.dtype)
-    launch.run_direct(runner.loader, problem, x, w, y,
-                      smem_limit=runner.static.smem_per_block)
-    return y
+    prog = launch.direct_program(runner.loader, problem, x, w,
+                                 smem_limit=runner.static.smem_per_block)
+    return _execute(prog, x, w, runner)
 
 
 def tensor_core_flags(problem, device):
@@ -75,35 +82,67 @@ def tensor_core_flags(problem, device):
 
 
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
-    y = runner.xp.empty((problem.batch, problem.out_channels) + problem.out_shape,
-                        dtype=problem.dtype)
     flags = tensor_core_flags(problem, runner.static)
     x, w = relayout.relaid(problem, x, w, runner.xp, **flags)   # channels-last for variant 4
-    launch.run_implicit_gemm_fprop(runner.loader, problem, x, w, y, **flags)
-    return y
+    prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
+    return _execute(prog, x, w, runner)
 
 
 def _gemm(problem, x, w, runner, workspace_limit):
-    """vol2col kernel into a column buffer, then ``xp.matmul`` (cuBLAS) per group."""
-    xp = runner.xp
+    """vol2col kernel into a column buffer, then ``runner.matmul`` (cuBLAS) per group:
+    builds (memoised) and executes the :func:`gemm_program`."""
+    prog = gemm_program(problem, x, runner, workspace_limit)
+    return program.execute(prog, runner.xp, dict(x=x, w=w),
+                           workspace=runner.workspace)[prog.result]
+
+
+def gemm_program(problem, x, runner, workspace_limit):
+    """The :class:`~cupyconv._kernels.program.Program` of the forward ``gemm``: the
+    weights as one contiguous ``(G, K/G, C/G*taps)`` matrix (a library call), then per
+    batch chunk the vol2col launch into the column buffer and the GEMM written into
+    ``y``'s chunk (memoised per problem, ``x`` strides, chunk and runner)."""
     nb = gemm_batch_chunk(problem, workspace_limit)
     if nb < 1:
         raise OutOfMemoryError(
             f"gemm needs {problem.column_bytes(1)} bytes of columns per image; "
             f"workspace_limit is {workspace_limit}")
+    launch.check_dtype(problem, x=x)
+    launch.check_addressable(x=x)
+    return _gemm_build(problem, launch.operand_strides(problem, x, "x"), nb, runner)
+
+
+@memoized()
+def _gemm_build(problem, xs, nb, runner):
     g, kg, kdim = problem.groups, problem.gemm_n, problem.gemm_k
     positions = math.prod(problem.out_shape)
-    y = xp.empty((problem.batch, problem.out_channels, positions), dtype=problem.dtype)
-    wmat = xp.ascontiguousarray(w).reshape(g, kg, kdim)
-    col = runner.workspace((g * kdim * nb * positions,), problem.dtype)
-    yg = y.reshape(problem.batch, g, kg, positions)
+    steps = [Call(functools.partial(_weight_matrix, runner.xp, (g, kg, kdim)), ("w",), "wmat")]
     for n0 in range(0, problem.batch, nb):
         count = min(nb, problem.batch - n0)
-        launch.run_vol2col(runner.loader, problem, x, col, n0=n0, n_count=count)
-        cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
-        res = runner.matmul(wmat, cols, precision=problem.precision).reshape(g, kg, count, positions)
-        yg[n0:n0 + count] = res.transpose(2, 0, 1, 3)
-    return y.reshape((problem.batch, problem.out_channels) + problem.out_shape)
+        step = launch.vol2col_step(runner.loader, problem, xs, n0, count, ("x", "col"))
+        if step is not None:
+            steps += [step, Call(functools.partial(
+                _chunk_product, runner.matmul, problem.precision, n0, count, (g, kg, kdim),
+                positions), ("wmat", "col", "y"))]
+    return Program("gemm", ("x", "w"), (
+        ("y", tuple(problem.y_shape), problem.dtype),
+        ("col", (g * kdim * nb * positions,), problem.dtype)), tuple(steps), "y")
+
+
+def clear_program_cache():
+    """Forget the memoised ``gemm`` programs (they hold the runners' kernels)."""
+    _gemm_build.cache_clear()
+
+
+def _weight_matrix(xp, shape, w):
+    return xp.ascontiguousarray(w).reshape(shape)
+
+
+def _chunk_product(matmul, precision, n0, count, gkk, positions, wmat, col, y):
+    """``y[n0:n0+count]`` = the GEMM of the weight matrix with the chunk's columns."""
+    g, kg, kdim = gkk
+    cols = col[: g * kdim * count * positions].reshape(g, kdim, count * positions)
+    res = matmul(wmat, cols, precision=precision).reshape(g, kg, count, positions)
+    y.reshape(y.shape[0], g, kg, positions)[n0:n0 + count] = res.transpose(2, 0, 1, 3)
 
 
 _IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm,

@@ -6,7 +6,7 @@ sector fetched per sector used.  Channels-first operands (x ``NCHW``, w ``KCRS``
 run the variant-2 tiles instead, whose weight reads fetch a 32-byte sector per element
 (8x over-fetch for TF32, 16x for float16).  :func:`relaid` copies such operands once
 into channels-last memory (one bandwidth pass each, ``xp.ascontiguousarray`` of the
-transposed view), handed on as the same logical ``(N, C, *S)`` / ``(K, C/G, *KS)``
+transposed view, as host steps of the call's program: ``program.host_step``), handed on as the same logical ``(N, C, *S)`` / ``(K, C/G, *KS)``
 views; y is written in the caller's layout by the kernel's epilogue (through its
 strides).  :func:`relayout_bytes` is what the cost model charges for it.
 
@@ -16,9 +16,10 @@ dispatcher's rounded copy comes first, ``backends.arrays.to_tf32``), and plans a
 """
 from __future__ import annotations
 
+import functools
 import math
 
-from ..._kernels import launch
+from ..._kernels import launch, program
 from ..._vocabulary import FORWARD
 
 __all__ = ["multistage_applies", "relaid", "relayout_bytes", "channels_last_copy"]
@@ -53,7 +54,8 @@ def relaid(problem, x, w, xp, *, mma: bool, tf32: bool):
     ws = launch.operand_strides(problem, w, "w")
     if not launch.channels_last_reason(problem, xs, ws, x, w):
         return x, w                                   # already readable as they are
-    x2, w2 = channels_last_copy(x, xp), channels_last_copy(w, xp)
+    copy = functools.partial(channels_last_copy, xp=xp)   # host steps: a compiled call replays them
+    x2, w2 = program.host_step("relayout", copy, x), program.host_step("relayout", copy, w)
     xs2 = launch.operand_strides(problem, x2, "x")
     ws2 = launch.operand_strides(problem, w2, "w")
     if launch.channels_last_reason(problem, xs2, ws2, x2, w2):

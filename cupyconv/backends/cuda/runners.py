@@ -27,7 +27,7 @@ import numpy as np
 
 from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
-from ..._kernels import registry
+from ..._kernels import program, registry
 from ..._lru import LRU
 from ..base import OutOfMemoryError
 from .cublas_gemm import batched_matmul
@@ -117,13 +117,18 @@ class _HostCopies:
     def host_copy(self, a):
         """``a`` as a NumPy array (NumPy arrays as they are; a device array copied once per
         :meth:`call_scope`)."""
+        program.not_compiled("the call reads device data on the host")
         if not hasattr(a, "get"):
+            program.count("syncs")          # (the emulator's arrays are host arrays:
+            program.count("d2h")            # counted as the device's copy would be)
             return np.asarray(a)
         memo = getattr(_CALL, "copies", None)
         if memo is None:
             return a.get()
         hit = memo.get(id(a))
         if hit is None or hit[0] is not a:         # the object kept: its id stays its own
+            program.count("syncs")
+            program.count("d2h")
             hit = memo[id(a)] = (a, a.get())
         return hit[1]
 
@@ -145,6 +150,7 @@ class _Constants:
         return cache.get_or_compute(key, lambda: self._frozen(host))
 
     def _frozen(self, host):
+        program.count("h2d")
         arr = self.xp.array(host)
         if isinstance(arr, np.ndarray):
             arr.flags.writeable = False
@@ -173,6 +179,7 @@ class CupyRunner(_Constants, _HostCopies):
     def workspace(self, shape, dtype):
         """Allocate workspace; CuPy's OOM becomes :class:`OutOfMemoryError`."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        program.count("allocations")
         try:
             arr = self._cupy.empty(shape, dtype=dtype)
         except self._cupy.cuda.memory.OutOfMemoryError as exc:
@@ -191,6 +198,7 @@ class CupyRunner(_Constants, _HostCopies):
         through ``cupy.matmul`` with CuPy's compute-type switch pinned the same way (it
         reaches only CuPy's 2-D path).  The device running out of memory is
         :class:`OutOfMemoryError`, so the dispatcher can fall back."""
+        program.count("library")
         try:
             res = batched_matmul(self._cupy, a, b, out=out, precision=precision)
             if res is not None:
@@ -207,6 +215,7 @@ class CupyRunner(_Constants, _HostCopies):
         self._cupy.get_default_memory_pool().free_all_blocks()
 
     def synchronize(self):
+        program.count("syncs")
         self._cupy.cuda.get_current_stream().synchronize()
 
     @property
@@ -331,6 +340,7 @@ class EmulatedRunner(_Constants, _HostCopies):
                 f"workspace of {nbytes} bytes exceeds the emulated memory limit "
                 f"({self.memory_limit} bytes)")
         self.peak_workspace = max(self.peak_workspace, nbytes)
+        program.count("allocations")
         return np.empty(shape, dtype=dtype)
 
     @staticmethod
@@ -339,6 +349,7 @@ class EmulatedRunner(_Constants, _HostCopies):
         arrive rounded, so the products are the TF32 ones); float16 operands are multiplied in
         float32 and the result rounded once to half, as cuBLAS's ``CUBLAS_COMPUTE_32F``
         (NumPy's own half matmul is not documented to accumulate in float)."""
+        program.count("library")
         if np.result_type(a, b) != np.float16:
             return np.matmul(a, b, out=out)
         with np.errstate(over="ignore"):         # beyond 65504: inf, silently as on a GPU
@@ -352,7 +363,7 @@ class EmulatedRunner(_Constants, _HostCopies):
         pass
 
     def synchronize(self):
-        pass
+        program.count("syncs")
 
     @property
     def device(self):

@@ -25,7 +25,10 @@ import math
 
 import numpy as np
 
-from ..._kernels import registry, winograd_launch as wl
+from ..._kernels import program, registry, winograd_launch as wl
+from ..._kernels.launch import check_addressable, check_dtype, operand_strides
+from ..._kernels.program import Call, Program, View
+from ..._lru import memoized
 from ..._vocabulary import GRAD_INPUT
 from ...core.winograd import transforms
 from .. import winograd_conv
@@ -33,7 +36,7 @@ from ..grad_forward import grad_input_forward, grad_input_operands
 from ..base import OutOfMemoryError
 
 __all__ = ["can_implement", "workspace_bytes", "min_workspace_bytes", "work", "run",
-           "grad_input"]
+           "winograd_program", "clear_program_cache", "grad_input"]
 
 #: The largest ``alpha = m + r - 1`` per axis the transform kernels take.
 MAX_ALPHA = registry.WINOGRAD_MAX_ALPHA
@@ -160,8 +163,20 @@ def _host_matrices(tiles, dtype, which):
 
 
 def run(problem, x, w, runner, workspace_limit=None):
-    """``y`` ``(N, K, *O)`` of a forward ``problem`` (channels-first views, any strides)."""
-    xp = runner.xp
+    """``y`` ``(N, K, *O)`` of a forward ``problem`` (channels-first views, any strides):
+    builds (memoised) and executes its :func:`winograd_program`."""
+    prog = winograd_program(problem, x, w, runner, workspace_limit)
+    return program.execute(prog, runner.xp, dict(x=x, w=w),
+                           workspace=runner.workspace)[prog.result]
+
+
+def winograd_program(problem, x, w, runner, workspace_limit=None):
+    """The :class:`~cupyconv._kernels.program.Program` of :func:`run` on operands with
+    ``x``'s strides (checked here; memoised per problem, strides, chunk and runner): the
+    weights widened and transformed per piece (library calls on the array module),
+    then per piece and batch chunk the input-transform launch, the batched GEMM
+    (``runner.matmul``) and the output-transform launch; ``y``, the transform buffer and
+    (float16 with adding phases) a float32 sum are its allocations."""
     plan = _plan(problem)
     if isinstance(plan, str):
         raise ValueError(f"method='winograd' cannot run this problem: {plan}")
@@ -170,26 +185,36 @@ def run(problem, x, w, runner, workspace_limit=None):
         raise OutOfMemoryError(
             f"winograd needs {min_workspace_bytes(problem)} bytes of transformed tiles for "
             f"one image; workspace_limit is {workspace_limit}")
+    check_dtype(problem, x=x)
+    check_addressable(x=x)
+    return _build(problem, operand_strides(problem, x, "x"), nb, runner)
+
+
+@memoized()
+def _build(problem, xs, nb, runner):
+    xp, plan = runner.xp, _plan(problem)
     cdtype = wl.compute_dtype(problem.dtype)
+    item = cdtype.itemsize
     smem = runner.static.smem_per_block
     g, n = problem.groups, problem.batch
     kg, cg = problem.out_channels // g, problem.in_channels // g
-    y = xp.empty((n, problem.out_channels) + problem.out_shape, dtype=problem.dtype)
+    y_shape = (n, problem.out_channels) + tuple(problem.out_shape)
+    allocations = [("y", y_shape, problem.dtype)]
+    target, yproblem = "y", problem
     if _sums_in_buffer(problem, plan):
-        ysum = runner.workspace(y.shape, np.float32)
-        yproblem = problem.with_(dtype=np.dtype(np.float32))
-    else:
-        ysum, yproblem = y, problem
-    per = _per_image(problem, plan)
-    work_buf = runner.workspace((nb * per,), cdtype)
-    wide = winograd_conv.wide_weights(problem, w, xp)
-    seen = set()
-    for pieces, tile, axes in plan:
-        u = winograd_conv.transform_weights(
-            wide[(slice(None), slice(None)) + tuple(p.taps for p in pieces)], g, tile, cdtype,
-            xp, constant=runner.constant)
-        bt = _matrices(pieces, tile, problem.dtype, 2, runner)
-        at = _matrices(pieces, tile, problem.dtype, 0, runner)
+        allocations.append(("ysum", y_shape, np.dtype(np.float32)))
+        target, yproblem = "ysum", problem.with_(dtype=np.dtype(np.float32))
+    allocations.append(("work", (nb * _per_image(problem, plan),), cdtype))
+    ys = operand_strides(yproblem, _Shaped(y_shape, yproblem.dtype), "y")
+    steps = [Call(functools.partial(winograd_conv.wide_weights, problem, xp=xp), ("w",), "wide")]
+    constants, seen = [], set()
+    for i, (pieces, tile, axes) in enumerate(plan):
+        taps = (slice(None), slice(None)) + tuple(p.taps for p in pieces)
+        steps.append(Call(functools.partial(_piece_weights, taps, g, tile, cdtype, xp,
+                                            _Kept(runner.constant), runner.matmul),
+                          ("wide",), f"u{i}"))
+        constants += [(f"bt{i}", _matrices(pieces, tile, problem.dtype, 2, runner)),
+                      (f"at{i}", _matrices(pieces, tile, problem.dtype, 0, runner))]
         key = tuple(p.out_start for p in pieces)
         accumulate = key in seen
         seen.add(key)
@@ -197,18 +222,82 @@ def run(problem, x, w, runner, workspace_limit=None):
         for n0 in range(0, n, nb):
             count = min(nb, n - n0)
             cols = count * ntiles
-            v = work_buf[: npos * problem.in_channels * cols]
-            m = work_buf[npos * problem.in_channels * cols:
-                         npos * (problem.in_channels + problem.out_channels) * cols]
-            wl.run_winograd_input(runner.loader, problem, axes, x, bt, v, n0=n0, n_count=count,
-                                  smem_limit=smem)
-            prod = m.reshape(npos, g, kg, cols)
-            runner.matmul(u, v.reshape(npos, g, cg, cols), out=prod, precision=problem.precision)
-            wl.run_winograd_output(runner.loader, yproblem, axes, m, at, ysum, n0=n0,
-                                   n_count=count, accumulate=accumulate, smem_limit=smem)
-    if ysum is not y:
-        y[...] = ysum
-    return y
+            m_at = npos * problem.in_channels * cols * item
+            v = View("work", 0, (npos, g, cg, cols), _c_strides((npos, g, cg, cols), item), cdtype)
+            m = View("work", m_at, (npos, g, kg, cols), _c_strides((npos, g, kg, cols), item),
+                     cdtype)
+            need_v = npos * problem.in_channels * cols
+            need_m = npos * problem.out_channels * cols
+            for step in (
+                    wl.launch_step(runner.loader, "winograd_input", problem, axes,
+                                   ("x", f"bt{i}", View("work", 0)), ("x", xs),
+                                   problem.in_channels, n0, count, False, None, smem, need_v),
+                    Call(functools.partial(_gemm, runner.matmul, problem.precision),
+                         (f"u{i}", v, m)),
+                    wl.launch_step(runner.loader, "winograd_output", yproblem, axes,
+                                   (View("work", m_at), f"at{i}", target), ("y", ys),
+                                   problem.out_channels, n0, count, accumulate, None, smem,
+                                   need_m)):
+                if step is not None:
+                    steps.append(step)
+    if target != "y":
+        steps.append(Call(_round_into, ("y", "ysum")))
+    return Program("winograd", ("x", "w"), tuple(allocations), tuple(steps), "y",
+                   constants=tuple(constants))
+
+
+class _Shaped:
+    """Shape, dtype and C-contiguous byte strides of an array not allocated yet (what
+    ``operand_strides`` reads)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.itemsize = self.dtype.itemsize
+        self.strides = _c_strides(self.shape, self.itemsize)
+
+
+def _c_strides(shape, item):
+    strides, step = [], item
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class _Kept:
+    """``runner.constant`` remembered per host matrix object (the transform matrices are
+    memoised host arrays), so a replayed weight transform does not hash its ``G`` again."""
+
+    def __init__(self, constant):
+        self._constant, self._kept = constant, {}
+
+    def __call__(self, host):
+        hit = self._kept.get(id(host))
+        if hit is None or hit[0] is not host:
+            hit = self._kept[id(host)] = (host, self._constant(host))
+        return hit[1]
+
+
+def clear_program_cache():
+    """Forget the memoised programs (they hold the runners' kernels and constants)."""
+    _build.cache_clear()
+
+
+def _piece_weights(taps, groups, tile, cdtype, xp, constant, matmul, wide):
+    """``U`` of one piece: :func:`~..winograd_conv.transform_weights` of its taps (its
+    GEMM on ``runner.matmul``: cuBLAS with the compute type stated, float64 here)."""
+    return winograd_conv.transform_weights(wide[taps], groups, tile, cdtype, xp,
+                                           constant=constant, matmul=matmul)
+
+
+def _gemm(matmul, precision, u, v, out):
+    """``out = u @ v`` (``runner.matmul``: cuBLAS batched, FP32 compute for float32)."""
+    matmul(u, v, out=out, precision=precision)
+
+
+def _round_into(y, ysum):
+    """float16 ``y`` from the float32 sum of the stride phases (one rounding)."""
+    y[...] = ysum
 
 
 def grad_input(problem, dy, w, runner, workspace_limit=None):

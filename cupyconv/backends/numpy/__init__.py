@@ -3,6 +3,7 @@
 kernels."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -10,7 +11,11 @@ import numpy as np
 # test suite, tests/api/test_scipy_signaltools.py) must not route the engine back to itself
 from scipy.signal import fftconvolve as scipy_fftconvolve, oaconvolve as scipy_oaconvolve
 
-from ..._vocabulary import ALGORITHMS
+from ..._kernels import program
+from ..._kernels.program import Program
+from ..._lru import memoized
+from ..._vocabulary import ALGORITHMS, FORWARD
+from ...core.problem import Operands
 from .. import fft, fft_conv, winograd_conv
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, host_available_memory
@@ -46,7 +51,21 @@ class NumpyBackend(Backend):
         arithmetic): the operands are cast once and rounded back once by the caller."""
         return in_float32(problem, operands)
 
+    def host_program(self, problem, algorithm, workspace_limit):
+        """``direct`` and ``implicit_gemm`` (the tap loop: no decision on the data) as a
+        host program, which a compiled call replays without the dispatcher."""
+        if problem.op != FORWARD or algorithm not in ("direct", "implicit_gemm"):
+            return None
+        return _tap_loop_program(problem)
+
+    def compile_refusal(self, problem, algorithm):
+        if problem.op == FORWARD and algorithm in ("direct", "implicit_gemm"):
+            return ""
+        return f"{algorithm} ({problem.op}) on the numpy backend is not a host program yet"
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
+        if algorithm in ("winograd", "separable"):
+            program.not_compiled(f"whether {algorithm} may run depends on the data")
         if algorithm == "winograd":
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
@@ -86,10 +105,13 @@ class NumpyBackend(Backend):
 
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         stats = {} if stats is None else stats
+        why = self.compile_refusal(problem, algorithm)
+        if why:
+            program.not_compiled(why)
+        if algorithm in ("direct", "implicit_gemm"):
+            return _tap_loop(problem, operands.activation, operands.filter)
         if algorithm != "separable":       # its SciPy passes read a narrower integer input
             operands = in_compute_dtype(problem, operands)
-        if algorithm in ("direct", "implicit_gemm"):
-            return direct.conv_direct(problem, operands.activation, operands.filter)
         if algorithm == "gemm":
             return gemm.run(problem, operands, workspace_limit, stats)
         if algorithm == "separable":
@@ -105,3 +127,16 @@ class NumpyBackend(Backend):
             return np.rint(y).astype(x.dtype) if x.dtype.kind in "biu" else y.astype(
                 x.dtype, copy=False)
         return fft_conv.run(problem, operands)
+
+
+def _tap_loop(problem, x, w):
+    """The NumPy tap loop on ``x`` and ``w`` (what :meth:`NumpyBackend.run` does for it)."""
+    operands = in_compute_dtype(problem, Operands(activation=x, filter=w))
+    return direct.conv_direct(problem, operands.activation, operands.filter)
+
+
+@memoized()
+def _tap_loop_program(problem):
+    return Program("numpy direct", ("activation", "filter"), (), (), "y",
+                   host=functools.partial(_tap_loop, problem))
+

@@ -130,14 +130,14 @@ def test_views_reach_the_kernels_uncopied(runner, rng, monkeypatch, method):
     x = base[:, ::-1, 1:7]                                   # flipped + sliced view
     w = small_ints(rng, (4, 3, 2, 3), np.float64)
     seen = []
-    target = "run_vol2col" if method == "gemm" else {
-        "direct": "run_direct", "implicit_gemm": "run_implicit_gemm_fprop"}[method]
-    real = getattr(launch, target)
+    owner, target = (algorithms, "gemm_program") if method == "gemm" else (launch, {
+        "direct": "direct_program", "implicit_gemm": "implicit_gemm_program"}[method])
+    real = getattr(owner, target)
 
-    def spy(module, problem, xa, *args, **kwargs):
-        seen.append(xa)
-        return real(module, problem, xa, *args, **kwargs)
-    monkeypatch.setattr(launch, target, spy)
+    def spy(*args, **kwargs):            # the program builders: x is the first array
+        seen.append(next(a for a in args if isinstance(a, np.ndarray)))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(owner, target, spy)
     with cupyconv.use_backend("emulated"):
         y = cupyconv.conv(x, w, padding=1, layout="channels_last", method=method)
     assert seen and all(np.shares_memory(a, base) for a in seen)

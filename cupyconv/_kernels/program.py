@@ -1,0 +1,328 @@
+"""Launch programs: what a CUDA-path algorithm does to the device, as data.
+
+A :class:`Program` is immutable and holds everything a call of one algorithm on one
+problem asks of the device: the arrays it allocates (the result, workspaces, the
+buffers between passes), its kernel launches (function handle, grid, block, dynamic
+shared memory, the packed parameter struct and, in order, the names of the arrays
+whose pointers follow it) and the names of the operands the caller binds.  The
+builders (:mod:`.launch`) memoise one program per problem, strides and launch
+options, so a repeated call executes a cached program: :func:`execute` allocates
+what the caller did not bind and launches, nothing else.  The same programs run on
+CuPy arrays and on the emulator.
+
+Two things watch :func:`execute` from above, each through this module's thread-local
+state so that the layers keep pointing down:
+
+- a *recording* (:func:`record`): the compiled calls of the public functions
+  (``cupyconv.api.compiled``) record which programs a call executed on which arrays,
+  and every layer that does device work outside a program, or decides on the data,
+  says so with :func:`not_compiled`;
+- an *account* (:func:`accounting`): counts per call of launches, allocations,
+  synchronisations, copies each way and library calls (the call-accounting stand-in
+  of the tests and ``benchmarks.host_path``).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import threading
+from typing import Any, Tuple
+
+import numpy as np
+
+from .addressing import data_pointer
+
+__all__ = ["Launch", "Call", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
+           "not_compiled", "constant", "is_constant", "count", "accounting", "launch_stubbed",
+           "extent"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a program."""
+
+    #: the kernel: ``function(grid, block, args, shared_mem=...)`` (CuPy or emulated).
+    function: Any
+    grid: Tuple[int, ...]
+    block: Tuple[int, ...]
+    shared_mem: int
+    #: the packed parameter struct (read-only, shared between calls).
+    params: Any
+    #: names of the arrays whose pointers follow ``params``, in the kernel's order.
+    slots: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """A slot that is a view of a named array: ``shape``/``strides`` (bytes) at ``offset``
+    bytes into it (the named array C-contiguous); ``shape=None`` for a launch's pointer
+    only."""
+
+    name: str
+    offset: int
+    shape: Any = None
+    strides: Any = None
+    dtype: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A library call of a program (a cuBLAS GEMM, an array-module operation on device
+    arrays): ``function(*inputs)``, its return value stored as ``output`` (``None``: it
+    writes in place, into an ``out=`` among its inputs)."""
+
+    function: Any
+    #: slots: names, or :class:`View` of named arrays.
+    inputs: Tuple[Any, ...]
+    output: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """An algorithm's launches on one problem (see the module docstring)."""
+
+    #: what it computes, for messages (``"direct"``, ``"implicit_gemm"``).
+    name: str
+    #: names the caller binds (``x``, ``w``; ``bias`` may be bound to ``None``).
+    operands: Tuple[str, ...]
+    #: ``(name, shape, dtype)`` allocated by :func:`execute` unless the caller binds it.
+    allocations: Tuple[Tuple[str, Tuple[int, ...], Any], ...]
+    #: the kernel launches (:class:`Launch`) and library calls (:class:`Call`), in order.
+    steps: Tuple[Any, ...]
+    #: the name of the array the program computes.
+    result: str
+    #: a host computation instead of steps (the NumPy backend's algorithms):
+    #: ``host(*operands) -> result``; its operands are whole views, not pointers.
+    host: Any = None
+    #: ``(name, array)`` kept by the program (device constants: transform matrices).
+    constants: Tuple[Tuple[str, Any], ...] = ()
+
+    @property
+    def launches(self):
+        """The kernel launches among the steps."""
+        return tuple(s for s in self.steps if type(s) is Launch)
+
+    @property
+    def calls(self):
+        """The library calls among the steps."""
+        return tuple(s for s in self.steps if type(s) is Call)
+
+    @property
+    def whole_operands(self):
+        """Operands read as whole views (by a host computation or a library call), not
+        only through their pointer."""
+        if self.host is not None:
+            return frozenset(self.operands)
+        return frozenset(getattr(s, "name", s) for c in self.calls for s in c.inputs)
+
+    @property
+    def workspace_count(self):
+        """Allocations besides the result (the budget tests pin)."""
+        return len(self.allocations) - 1
+
+
+class _State(threading.local):
+    """This thread's recording and account (class defaults: none)."""
+
+    recording = None
+    counts = None
+    stub = False
+
+
+_STATE = _State()
+
+
+def allocate(xp, shape, dtype):
+    """``xp.empty(shape, dtype)``, counted by :func:`accounting`."""
+    counts = _STATE.counts
+    if counts is not None:
+        counts["allocations"] += 1
+    return xp.empty(shape, dtype=dtype)
+
+
+def execute(program, xp, bound, workspace=None):
+    """Run ``program``: allocate what ``bound`` (a fresh dict name -> array, filled in
+    here) lacks, then run each step (a launch on the pointers of the named arrays, a
+    library call on them).  ``workspace(shape, dtype)``: how the allocations other than
+    the result are made (a runner's, which counts them and turns an out-of-memory into
+    the dispatcher's fallback); default :func:`allocate`, as the result's.
+
+    Returns ``bound`` with the program's allocations added; the result is
+    ``bound[program.result]``.
+    """
+    state = _STATE
+    rec = state.recording
+    if rec is not None:
+        rec.steps.append((program, dict(bound), bound))
+    if program.host is not None:
+        if state.counts is not None:
+            state.counts["calls"] += 1
+        bound[program.result] = program.host(*[bound[n] for n in program.operands])
+        return bound
+    for name, shape, dtype in program.allocations:
+        if bound.get(name) is None:
+            if workspace is None or name == program.result:
+                bound[name] = allocate(xp, shape, dtype)
+            else:
+                bound[name] = workspace(shape, dtype)
+    for name, array in program.constants:
+        bound[name] = array
+    counts, stub = state.counts, state.stub
+    for step in program.steps:
+        if type(step) is Launch:
+            if counts is not None:
+                counts["launches"] += 1
+            if not stub:
+                step.function(step.grid, step.block, (step.params, *[
+                    bound[s] if type(s) is str else _slot(xp, bound, s) for s in step.slots]),
+                              shared_mem=step.shared_mem)
+            continue
+        if counts is not None:
+            counts["calls"] += 1
+        value = step.function(*[_slot(xp, bound, s) for s in step.inputs])
+        if step.output is not None:
+            bound[step.output] = value
+    return bound
+
+
+def _slot(xp, bound, slot):
+    if type(slot) is str:
+        return bound[slot]
+    base = bound[slot.name]
+    if slot.shape is None:
+        return at_offset(xp, base, slot.offset) if slot.offset else base
+    return view_of(xp, base, slot.offset, (slot.shape, slot.strides, slot.dtype))
+
+
+def at_offset(xp, base, offset):
+    """An array whose data pointer is ``offset`` bytes past ``base``'s (a launch reads
+    only the pointer: the strides are in its parameter struct)."""
+    if xp is np or type(base) is np.ndarray:
+        import ctypes
+        addr = data_pointer(base) + offset
+        return np.frombuffer((ctypes.c_char * 1).from_address(addr), np.uint8)
+    return xp.ndarray((1,), np.uint8, memptr=base.data + offset)
+
+
+def view_of(xp, base, offset, view):
+    """The view ``(shape, strides, dtype)`` at ``offset`` bytes into C-contiguous ``base``."""
+    shape, strides, dtype = view
+    if xp is np or type(base) is np.ndarray:
+        return np.ndarray(shape, dtype, buffer=base, offset=offset, strides=strides)
+    return xp.ndarray(shape, dtype, memptr=base.data + offset, strides=strides)
+
+
+def host_step(name, function, *arrays):
+    """``function(*arrays)`` as a one-step host program: what a public function does to
+    its arrays between programs (a bias added, a layout restored, a cast, a division)
+    becomes a step that a compiled call replays, instead of a reason not to compile.
+    ``function`` must be a function of its arrays and of the call's key alone."""
+    prog = Program(name, tuple(f"a{i}" for i in range(len(arrays))), (), (), "y",
+                   host=function)
+    return execute(prog, None, {f"a{i}": a for i, a in enumerate(arrays)})["y"]
+
+
+# ---------------------------------------------------------------- recording
+
+
+class Recording:
+    """What one public call did on this thread: the programs it executed (with the arrays
+    they ran on), the constants it made, and why it cannot be compiled (``reasons``;
+    ``transient`` when the reason may not hold for the next call)."""
+
+    __slots__ = ("steps", "constants", "reasons", "transient")
+
+    def __init__(self):
+        self.steps, self.constants, self.reasons, self.transient = [], [], [], False
+
+
+def recording():
+    """The :class:`Recording` in progress on this thread, or ``None``."""
+    return _STATE.recording
+
+
+@contextlib.contextmanager
+def record():
+    """Record the programs executed inside the ``with`` block (this thread only)."""
+    rec, outer = Recording(), recording()
+    _STATE.recording = rec
+    try:
+        yield rec
+    finally:
+        _STATE.recording = outer
+
+
+def not_compiled(reason, transient=False):
+    """Say that the call being recorded did device work outside a program, or decided on
+    its data: it must take the normal path every time (``transient``: only this time, as
+    an autotuning measurement or an out-of-memory fallback)."""
+    rec = recording()
+    if rec is not None:
+        rec.reasons.append(reason)
+        rec.transient = rec.transient or transient
+
+
+def constant(array):
+    """Mark ``array`` as a constant of the recorded call: computed from the call's key
+    alone (filter taps from ``sigma``), so a compiled call may keep and reuse it."""
+    rec = recording()
+    if rec is not None and array is not None:
+        rec.constants.append(array)
+    return array
+
+
+def is_constant(array):
+    """Whether ``array`` lies within a :func:`constant` of the call being recorded."""
+    rec = recording()
+    if rec is None or array is None:
+        return False
+    return any(_within(array, c) for c in rec.constants)
+
+
+def _within(inner, outer):
+    a, b = extent(inner), extent(outer)
+    return a is not None and b is not None and b[0] <= a[0] and a[1] <= b[1]
+
+
+# ---------------------------------------------------------------- accounting
+def count(what, n=1):
+    """Add ``n`` to counter ``what`` of the :func:`accounting` in force (if any)."""
+    counts = _STATE.counts
+    if counts is not None:
+        counts[what] += n
+
+
+def launch_stubbed():
+    """Whether :func:`accounting` asked for launches to be counted, not run."""
+    return _STATE.stub
+
+
+@contextlib.contextmanager
+def accounting(stub=False):
+    """Count what the calls inside the block ask of the device (this thread): a
+    ``collections.Counter`` of ``launches``, ``allocations``, ``syncs``, ``d2h``,
+    ``h2d``, ``library`` calls (``runner.matmul``: cuBLAS) and ``calls`` (a program's
+    library and array-module steps, host programs and host steps: each allocates its
+    result on the array module, which ``allocations`` does not count).  ``stub``: programs count their launches without
+    running them (the results are then garbage: for budgets and host time only)."""
+    counts = collections.Counter()
+    outer = (_STATE.counts, _STATE.stub)
+    _STATE.counts, _STATE.stub = counts, bool(stub)
+    try:
+        yield counts
+    finally:
+        _STATE.counts, _STATE.stub = outer
+
+
+def extent(array):
+    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty)."""
+    if 0 in array.shape:
+        return None
+    lo = hi = data_pointer(array)
+    for n, st in zip(array.shape, array.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + int(np.dtype(array.dtype).itemsize)

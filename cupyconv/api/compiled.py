@@ -1,0 +1,376 @@
+"""Compiled calls: a repeated public call replays the launch programs it ran.
+
+:func:`compiled` wraps a public function.  A call builds its *key* from everything that
+can change the result or the launch: every argument typed (``2`` and ``2.0`` differ; a
+NaN never matches), each array's type, shape, strides, dtype (byte order included),
+pointer alignment (up to 16 bytes, what the kernels' vector paths test) and device, the
+settings of :mod:`cupyconv.config`, the backend forced by ``use_backend`` and the
+current CUDA device.  Arguments the key cannot hold (lists of arrays, array-likes,
+arbitrary objects) take the normal path.
+
+The first call with a key runs the normal path while :func:`cupyconv._kernels.program.record`
+watches: which :class:`~cupyconv._kernels.program.Program` ran on which arrays.  The call
+*compiles* when every array a program read is found again by its memory: inside one of
+the call's own arrays (at a fixed offset), inside an allocation of an earlier program
+(a pass buffer), or inside a constant made from the key alone (filter taps); and when the
+result is a view of a program's allocation.  Anything else (a cast or copy of the data,
+a bias added on the host, work outside a program: cuBLAS, cuFFT, a data scan, a
+decision on the data) is a reason recorded by the layer that did it, and the key is
+remembered as *not compiled* with that reason: it takes the normal path every time.
+
+A repeated compiled call then does only: build the key, look it up, allocate the
+programs' allocations, launch their launches with the new pointers, view the result.
+No dispatcher, no problem objects, no validation beyond what the key proves.  An
+out-of-memory while replaying runs the normal path instead.  The cache is a bounded
+LRU (:data:`COMPILED_CALLS` entries), thread-safe, emptied by ``clear_caches()``, and
+switched off by ``cupyconv.config.compiled_calls = False``.
+
+On the ``numpy`` backend the tap loop (``direct``/``implicit_gemm``) is a *host
+program* (``Program.host``: one call of the algorithm on whole operand views), so a
+repeated call there skips validation and the dispatcher the same way; its operands are
+rebuilt as views (shape, strides, dtype at an offset) of the call's arrays.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+
+import numpy as np
+
+from .. import config
+from .._kernels import program
+from .._kernels.addressing import data_pointer
+from .._lru import LRU
+from ..backends.cuda.prebuilt_launch import prebuilt_program
+from ..dispatch import get_backend
+
+__all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
+           "clear_cache", "lookup", "call_key"]
+
+#: Compiled calls kept (each holds a few programs; the LRU drops the oldest).
+COMPILED_CALLS = 512
+
+_cache = LRU(COMPILED_CALLS)
+
+#: type -> whether it is CuPy's ndarray (NumPy's is tested first, by identity).
+_ARRAY_TYPES = {np.ndarray: False}
+_SCALARS = (int, bool, str, bytes, type(None), np.dtype, type)
+
+
+class NotCompiled:
+    """A key whose call takes the normal path every time, and why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def __repr__(self):
+        return f"NotCompiled({self.reason!r})"
+
+
+def _is_cupy(t):
+    known = _ARRAY_TYPES.get(t)
+    if known is None:
+        known = _ARRAY_TYPES[t] = (t.__name__ == "ndarray"
+                                   and t.__module__.split(".")[0] == "cupy")
+    return known
+
+
+def _alignment(ptr):
+    """The pointer's alignment as the kernels test it: 1, 2, 4, 8 or 16 bytes."""
+    low = ptr & 15
+    return 16 if low == 0 else low & -low
+
+
+def call_key(args, kwargs, backend=None):
+    """``(key, arrays)`` of a call, or ``(None, None)`` when the key cannot hold it.
+
+    ``arrays`` lists the call's top-level arrays in key order (the replay binds them);
+    ``backend`` is the one in force (``get_backend()``, asked when not given).
+    """
+    arrays = []
+    # every setting in force (the config's public attributes are exactly its settings)
+    parts = [tuple(v for k, v in sorted(vars(config).items()) if not k.startswith("_")),
+             get_backend() if backend is None else backend]
+    for v in args:
+        part = _part(v, arrays)
+        if part is None:
+            return None, None
+        parts.append(part)
+    for k, v in kwargs.items():
+        part = _part(v, arrays)
+        if part is None:
+            return None, None
+        parts.append(k)
+        parts.append(part)
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            import cupy  # optional dependency: present, since a CuPy array was passed
+            parts.append(("device", cupy.cuda.runtime.getDevice()))
+            break
+    return tuple(parts), arrays
+
+
+#: ``id(array) -> (weak reference, data pointer)`` of NumPy arrays seen lately: reading
+#: ``__array_interface__`` costs ~1 us, a third of a repeated call's key.  An entry is
+#: used only while its reference still points at the same object.
+_POINTERS = {}
+
+
+def _numpy_pointer(v):
+    hit = _POINTERS.get(id(v))
+    if hit is not None and hit[0]() is v:
+        return hit[1]
+    ptr = v.__array_interface__["data"][0]
+    if len(_POINTERS) > 256:
+        _POINTERS.clear()
+    _POINTERS[id(v)] = (weakref.ref(v), ptr)
+    return ptr
+
+
+def _part(v, arrays):
+    t = type(v)
+    if t is np.ndarray:
+        arrays.append(v)
+        return (t, v.shape, v.strides, v.dtype, _alignment(_numpy_pointer(v)),
+                v.flags.writeable)
+    if t not in _SCALARS and t not in (float, complex, tuple, list) and _is_cupy(t):
+        arrays.append(v)
+        return (t, v.shape, v.strides, v.dtype, _alignment(v.data.ptr), v.device.id)
+    if t is float or t is complex:
+        return None if v != v else (t, v)          # a NaN never matches
+    if t in _SCALARS or isinstance(v, np.dtype):
+        return (t, v)
+    if t is tuple or t is list:
+        inner = []
+        for e in v:
+            p = _part(e, arrays)
+            if p is None:
+                return None
+            inner.append(p)
+        return (t, tuple(inner))
+    if isinstance(v, np.generic) and not isinstance(v, np.void):
+        return None if (isinstance(v, np.inexact) and v != v) else (t, v)
+    return None
+
+
+class CompiledCall:
+    """The programs of one key, with where each of their operands comes from."""
+
+    __slots__ = ("steps", "result", "xp", "programs")
+
+    def __init__(self, steps, result, xp):
+        #: ``(program, ((name, source), ...))`` in order; a source is
+        #: ``("arg", i, None, offset, view)`` (the call's ``i``-th array),
+        #: ``("prev", step, name, offset, view)`` (an earlier program's array) or
+        #: ``("const", array)`` (``array`` ``None`` for no array); ``view`` is
+        #: ``(shape, strides, dtype)`` for a host program's operands (whole views), ``None``
+        #: for a launch's (only the pointer is read).
+        self.steps = steps
+        #: ``(step, name, None)`` for the allocation itself, else ``(step, name, view)``
+        #: with ``view = (offset, shape, strides, dtype)`` (the allocation C-contiguous).
+        self.result = result
+        self.xp = xp
+        self.programs = tuple(p for p, _ in steps)
+
+    @property
+    def launches(self):
+        return sum(len(p.launches) for p in self.programs)
+
+    @property
+    def allocations(self):
+        return sum(len(p.allocations) for p in self.programs)
+
+    def __repr__(self):
+        return (f"CompiledCall({' + '.join(p.name for p in self.programs)}: "
+                f"{self.launches} launches, {self.allocations} allocations)")
+
+    def replay(self, arrays):
+        """Run the programs on this call's ``arrays``; returns the result."""
+        xp, done = self.xp, []
+        for prog, binding in self.steps:
+            bound = {}
+            for name, src in binding:
+                kind = src[0]
+                if kind == "arg":
+                    base = arrays[src[1]]
+                elif kind == "prev":
+                    base = done[src[1]][src[2]]
+                else:                               # a constant, or no array (bias)
+                    bound[name] = src[1]
+                    continue
+                offset, view = src[3], src[4]
+                if view is not None:
+                    bound[name] = program.view_of(xp, base, offset, view)
+                else:
+                    bound[name] = base if not offset else program.at_offset(xp, base, offset)
+            done.append(program.execute(prog, xp, bound))
+        step, name, view = self.result
+        y = done[step][name]
+        return y if view is None else program.view_of(xp, y, view[0], view[1:])
+
+
+def _compile(rec, arrays, result):
+    """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason."""
+    if rec.reasons:
+        return NotCompiled(rec.reasons[0])
+    if not rec.steps:
+        return NotCompiled("no launch program ran (the numpy backend, or an empty result)")
+    xp = _module_of(result)
+    if xp is None:
+        return NotCompiled("the result is not an array")
+    made = []                           # (step, name, array) of every program allocation
+    steps = []
+    for i, (prog, bound, touched) in enumerate(rec.steps):
+        binding, whole = [], prog.whole_operands
+        for name in prog.operands + tuple(n for n, _, _ in prog.allocations):
+            a = bound.get(name, False)
+            if a is False:                          # allocated by the program
+                made.append((i, name, touched[name]))
+                continue
+            src = _source(a, arrays, made, rec.constants, name in whole)
+            if isinstance(src, str):
+                return NotCompiled(f"{prog.name} operand {name}: {src}")
+            binding.append((name, src))
+        if prog.host is not None:                   # a host program's result
+            made.append((i, prog.result, touched[prog.result]))
+        steps.append((prog, tuple(binding)))
+    res = _result(result, made)
+    if isinstance(res, str):
+        return NotCompiled(res)
+    if xp is not np and config.prebuilt_launches:
+        import cupy  # optional dependency: present, the result is a CuPy array
+        def stream():
+            return cupy.cuda.get_current_stream().ptr
+        steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
+                 for prog, binding in steps]
+    return CompiledCall(tuple(steps), res, xp)
+
+
+def _module_of(a):
+    t = type(a)
+    if t is np.ndarray:
+        return np
+    if _is_cupy(t):
+        import cupy  # optional dependency: present, the result is a CuPy array
+        return cupy
+    return None
+
+
+def _source(a, arrays, made, constants, whole):
+    """Where operand ``a`` comes from (see :attr:`CompiledCall.steps`), or why it cannot be
+    found again; ``whole``: the operand is read as a view (a host program), not a pointer."""
+    if a is None:
+        return ("const", None)
+    ptr = data_pointer(a)
+    for i, name, buf in reversed(made):
+        if program._within(a, buf):
+            return _located(("prev", i, name), a, buf, ptr, whole)
+    hits = [i for i, u in enumerate(arrays) if program._within(a, u)]
+    if len(hits) > 1:
+        return "lies in more than one of the call's arrays (they overlap)"
+    if hits:
+        return _located(("arg", hits[0], None), a, arrays[hits[0]], ptr, whole)
+    if any(program._within(a, c) for c in constants):
+        return ("const", a)
+    return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
+
+
+def _located(where, a, base, ptr, whole):
+    offset = ptr - data_pointer(base)
+    if not whole:
+        return where + (offset, None)
+    if (not offset and a.shape == base.shape and a.strides == base.strides
+            and a.dtype == base.dtype):
+        return where + (0, None)                 # the array itself
+    if not base.flags.c_contiguous:
+        return "a view of a non-contiguous array (a host program reads whole views)"
+    return where + (offset, (tuple(a.shape), tuple(a.strides), a.dtype))
+
+
+def _result(y, made):
+    for i, name, buf in reversed(made):
+        if y is buf:
+            return (i, name, None)
+        if type(y) is type(buf) and program._within(y, buf):
+            if not buf.flags.c_contiguous:
+                break
+            offset = data_pointer(y) - data_pointer(buf)
+            return (i, name, (offset, tuple(y.shape), tuple(y.strides), y.dtype))
+    return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"
+
+
+def lookup(function, *args, **kwargs):
+    """The cache entry of the call ``function(*args, **kwargs)`` of a :func:`compiled`
+    function or a :func:`compiled_method` bound method (:class:`CompiledCall`,
+    :class:`NotCompiled`, or ``None`` when none is cached)."""
+    self = getattr(function, "__self__", None)
+    if self is not None:
+        cache, tag = self.__dict__.get("_compiled"), function.__func__.__wrapped_compiled__
+    else:
+        cache, tag = _cache, function.__wrapped_compiled__
+    key, _ = call_key(args, kwargs)
+    if key is None or cache is None:
+        return None
+    return cache.get((tag, key))
+
+
+def _call(fn, tag, cache, args, kwargs):
+    if not config.compiled_calls or program._STATE.recording is not None:
+        return fn(*args, **kwargs)        # off, or inside a call being recorded
+    try:
+        key, arrays = call_key(args, kwargs)
+        if key is None:
+            return fn(*args, **kwargs)
+        key = (tag, key)
+        entry = cache.get(key)
+    except TypeError:                     # an unhashable value inside the key
+        return fn(*args, **kwargs)
+    if entry is not None:
+        if type(entry) is CompiledCall:
+            try:
+                return entry.replay(arrays)
+            except MemoryError:           # CuPy's OutOfMemoryError too: the normal path
+                pass
+        return fn(*args, **kwargs)
+    with program.record() as rec:
+        result = fn(*args, **kwargs)
+    entry = _compile(rec, arrays, result)
+    if not (rec.transient and type(entry) is NotCompiled):
+        cache.put(key, entry)
+    return result
+
+
+def compiled(fn):
+    """Decorate a public function with the process-wide compiled-call cache."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return _call(fn, fn, _cache, args, kwargs)
+    wrapper.__wrapped_compiled__ = fn
+    return wrapper
+
+
+def compiled_method(fn):
+    """Decorate a method with a compiled-call cache of its own instance (``_compiled``),
+    so a key never outlives the object it belongs to (a plan's weights, its choice)."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        cache = self.__dict__.get("_compiled")
+        if cache is None:
+            cache = self.__dict__["_compiled"] = LRU(16)
+            _owners.add(self)
+        return _call(functools.partial(fn, self), fn, cache, args, kwargs)
+    wrapper.__wrapped_compiled__ = fn
+    return wrapper
+
+
+#: objects with a :func:`compiled_method` cache (plans), for :func:`clear_cache`.
+_owners = weakref.WeakSet()
+
+
+def clear_cache():
+    """Forget every compiled call, the plans' own included (``cupyconv.clear_caches``)."""
+    _cache.clear()
+    for owner in list(_owners):
+        owner.__dict__.pop("_compiled", None)

@@ -26,6 +26,14 @@ struct OutputPosition {
     split_row_major(p.div_out, o, coord);
   }
 
+  /// Padded input coordinates of weight tap 0: coord * stride - pad_before, per axis.
+  CC_DEVICE void padded_base(const ConvParams<R>& p, Index (&base)[R]) const {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      base[i] = coord[i] * static_cast<Index>(p.stride[i]) - static_cast<Index>(p.pad_before[i]);
+    }
+  }
+
   /// Offset of y[n, k, coord] for output channel k.
   CC_DEVICE Index y_offset(const ConvParams<R>& p, Index k) const {
     Index off = n * static_cast<Index>(p.y_stride_n) + k * static_cast<Index>(p.y_stride_k);

@@ -35,6 +35,9 @@
 // Kernel taps per register window of direct_conv (its shared rows are padded by as
 // many elements; the host reads this define too: registry.DIRECT_TAP_BLOCK).
 #define CUPYCONV_DIRECT_TAP_BLOCK 8
+// The multistage implicit GEMM (conv/implicit_gemm_multistage.cu): 4 warps of 64x64 (or
+// 32x32) warp tiles, two resident CTAs per SM.
+#define CUPYCONV_MULTISTAGE_THREADS 128
 /// The launch bounds every kernel declares.
 #define CUPYCONV_LAUNCH_BOUNDS __launch_bounds__(CUPYCONV_BLOCK_THREADS, CUPYCONV_MIN_BLOCKS_PER_SM)
 /// The same block size with another minimum of resident blocks, for the tiles whose
@@ -64,18 +67,25 @@ CC_DEVICE void require(bool ok, const char* what) {
 }
 
 /// Stops the launch unless blockDim == (kBlockThreads, 1, 1).
-CC_DEVICE void require_block_shape() {
-  if (blockDim.x != static_cast<unsigned>(kBlockThreads) || blockDim.y != 1u || blockDim.z != 1u) {
+/// Traps (the emulator: fails naming the launch) unless blockDim is (kThreads, 1, 1).
+template <int kThreads>
+CC_DEVICE void require_block_threads() {
+  if (blockDim.x != static_cast<unsigned>(kThreads) || blockDim.y != 1u || blockDim.z != 1u) {
 #if defined(CUPYCONV_DEVICE_EMULATED)
     ::cupyconv_emu::detail::fail_here(
         "kernel launched with blockDim (" + std::to_string(blockDim.x) + "," +
         std::to_string(blockDim.y) + "," + std::to_string(blockDim.z) +
-        "); every cupyconv kernel requires blockDim (" + std::to_string(kBlockThreads) +
-        ",1,1) (CUPYCONV_BLOCK_THREADS, cuda_src/common/launch_config.cuh)");
+        "); this kernel requires blockDim (" + std::to_string(kThreads) +
+        ",1,1) (CUPYCONV_BLOCK_THREADS or CUPYCONV_MULTISTAGE_THREADS, "
+        "cuda_src/common/launch_config.cuh)");
 #else
     __trap();
 #endif
   }
 }
+
+/// require_block_threads of CUPYCONV_BLOCK_THREADS, the block of every kernel but the
+/// multistage implicit GEMM.
+CC_DEVICE void require_block_shape() { require_block_threads<kBlockThreads>(); }
 
 }  // namespace cc

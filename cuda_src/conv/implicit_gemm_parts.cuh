@@ -104,6 +104,36 @@ CC_DEVICE auto& slice_at(Slices& s, int buf, int k, int mn) {
   }
 }
 
+/// Zeroes an [AM][AN] array of MMA accumulator fragments.
+template <typename E, int AM, int AN, int N>
+CC_DEVICE void zero_accumulators(E (&acc)[AM][AN][N]) {
+#pragma unroll
+  for (int i = 0; i < AM; ++i)
+#pragma unroll
+    for (int j = 0; j < AN; ++j)
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[i][j][e] = zero<E>();
+}
+
+/// The GEMM coordinates of a CTA of the implicit GEMM: its group, the GEMM's extents
+/// and the tile's first row and column (grid x: rows, y: columns, z: groups from g0).
+template <typename Index>
+struct GemmBlock {
+  Index g;        ///< group
+  Index M;        ///< GEMM rows: n_count * prod(O)
+  Index Kg;       ///< GEMM columns: output channels per group
+  Index cpg;      ///< input channels per group
+  Index taps;     ///< weight taps
+  Index block_m;  ///< first row of the tile
+  Index block_n;  ///< first column of the tile
+  template <int R>
+  CC_DEVICE GemmBlock(const ConvParams<R>& p, int bm, int bn)
+      : g(static_cast<Index>(p.g0) + static_cast<Index>(blockIdx.z)),
+        M(static_cast<Index>(p.gemm_m)), Kg(static_cast<Index>(p.kpg)),
+        cpg(static_cast<Index>(p.cpg)), taps(static_cast<Index>(p.taps)),
+        block_m(static_cast<Index>(blockIdx.x) * bm), block_n(static_cast<Index>(blockIdx.y) * bn) {}
+};
+
 /// Position of a GEMM-K index as (tap, channel), advanced without division.
 template <typename Index>
 struct TapChannel {

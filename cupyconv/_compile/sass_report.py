@@ -40,6 +40,9 @@ REFERENCE_KERNEL_EXTENT = 3
 def reference_dynamic_smem(inst: registry.Instantiation) -> int:
     """Dynamic shared bytes of the reference launch of a kernel (0 for families without).
 
+    The multistage implicit GEMM's is fixed by its tile
+    (:func:`cupyconv._kernels.registry.multistage_smem_bytes`).
+
     The direct kernel's shared memory is chosen per launch
     (``cupyconv._kernels.launch.direct_smem_layout``, which the toolchain does
     not import; a test pins the two equal).  The reference is its tile with a
@@ -48,7 +51,7 @@ def reference_dynamic_smem(inst: registry.Instantiation) -> int:
     TILE_W + 2 columns plus ``registry.DIRECT_TAP_BLOCK`` rounded up to 16
     bytes, then the 3 x 3 (3 at rank 1) weights, in accumulator elements.
     """
-    if inst.family == "implicit_gemm_fma_dmma":
+    if inst.family in ("implicit_gemm_fma_dmma", "implicit_gemm_multistage"):
         return registry.gemm_dynamic_smem(inst.tile, inst.dtype)
     if inst.family != "direct_conv":
         return 0
@@ -146,7 +149,7 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
             for other in occupancy_archs:
                 ou = usage[other].get(lowered[other][inst.name], {})
                 ctas[other] = ctas_per_sm(other, ou.get("registers", 0), ou.get("smem_bytes", 0) + dyn,
-                                          registry.THREADS)
+                                          registry.block_threads(inst.family))
             reports.append(SassReport(
                 inst.family, inst.name, arch, inst.dtype.name, inst.rank, inst.index64, inst.tile,
                 loop_stats(lp.instructions(instrs)) if lp is not None else None,
@@ -212,9 +215,10 @@ and `sass_report.py`):
   loads in the loop: 32 is a scalar float, 64 a double or a float2, 128 a float4.
 * **LDL/STL**: local-memory loads / stores in the loop.
 * **regs**, **smem B** (static shared bytes; the direct kernel's is dynamic, shown for a
-  reference launch: kernel extent 3 on the inner axes, stride 1), **spill B**: from
-  `ptxas -v`.
-* **CTAs/SM**: resident CTAs of {threads} threads per SM that the registers (as ptxas
+  reference launch: kernel extent 3 on the inner axes, stride 1; the multistage implicit
+  GEMM's dynamic bytes are fixed by its tile), **spill B**: from `ptxas -v`.
+* **CTAs/SM**: resident CTAs of {threads} threads ({ms_threads} for the multistage implicit
+  GEMM) per SM that the registers (as ptxas
   allocates them for that arch), shared memory and threads allow, by the occupancy
   calculator's rules against `ARCH_LIMITS` in `occupancy.py` (CUDA C++ Programming Guide,
   "Technical Specifications per Compute Capability"; allocation units from
@@ -233,10 +237,14 @@ unrolled); the implicit GEMM's hot loop is its K-loop (BM*BN*BK/256 FFMA per thr
 **LDS.128** where the design has 16-byte shared loads: the direct kernel's 2-D tiles (input
 windows) and the implicit GEMM (A/B fragments); and on the tiles the launchers prefer
 (32-bit indices) the implicit GEMM's hot-loop **math share >= 0.60** and the direct
-kernel's **math per shared load >= 4**, each with **>= 2 CTAs per SM** on sm_90.  Global loads are scalar gathers in every
-family today (the float64/TF32 tensor-core tiles copy them with 4/8-byte cp.async; no
-16-byte channels-last path yet), so no global-width floor is
-pinned; vol2col and col2vol gather scalars by design.  The parser and the hot-loop finder
+kernel's **math per shared load >= 4**, each with **>= 2 CTAs per SM** on sm_90.  The
+multistage implicit GEMM (float32/TF32 and float16, issue 26) has its own floors: one
+K-tile's HMMA, LDSM and 16-byte LDGSTS counts and one barrier in the hot loop, **<= 4
+instructions per HMMA** on the 128x128 tiles, zero spills and >= 2 CTAs per SM on sm_90
+with its dynamic shared memory.  The other families' global loads are scalar gathers (the
+float64/TF32 tensor-core tiles copy them with 4/8-byte cp.async, the channels-last
+variants 3 and 4 with 16-byte cp.async), so no global-width floor is pinned; vol2col and
+col2vol gather scalars by design.  The parser and the hot-loop finder
 are unit-tested on fixed SASS listings in the same file.
 """
 
@@ -244,7 +252,8 @@ are unit-tested on fixed SASS listings in the same file.
 def format_markdown(reports: Sequence[SassReport], command: str) -> str:
     """The ``docs/kernels_sass.md`` page: definitions, then one table per (arch, dtype, rank)."""
     ver = ".".join(str(v) for v in nvrtc_version())
-    out = [_DOC_HEAD.format(command=command, nvrtc=ver, threads=registry.THREADS)]
+    out = [_DOC_HEAD.format(command=command, nvrtc=ver, threads=registry.THREADS,
+                            ms_threads=registry.MULTISTAGE_THREADS)]
     keys = sorted({(r.arch, r.dtype, r.rank) for r in reports})
     for arch, dtype, rank in keys:
         out.append(f"## {arch}, {dtype}, rank {rank}\n")

@@ -4,7 +4,9 @@ Every runner takes a *module-like* object: anything with
 ``get_function(name_expression)`` returning a callable
 ``kernel(grid, block, args, shared_mem=0)`` -- a ``cupy.RawModule`` (or the
 cached-cubin wrapper of :func:`cupyconv._compile.load_module`) for CuPy
-arrays, an ``EmulatedModule`` for NumPy arrays.  Instead of a module you may
+arrays, an ``EmulatedModule`` for NumPy arrays (a kernel that launches with more than
+48 KiB of dynamic shared memory, the multistage implicit GEMM, gets the opt-in through
+its ``max_dynamic_shared_size_bytes`` where it has one).  Instead of a module you may
 pass a *loader* ``loader(source, name_expressions) -> module``; the runner
 then asks for exactly the kernel it launches.  Arrays are only inspected
 through ``.shape``, ``.strides``, ``.itemsize`` and ``.dtype``.
@@ -33,7 +35,7 @@ __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "implicit_gemm_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
+    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
     "implicit_gemm_program", "clear_program_cache", "vol2col_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
@@ -320,11 +322,13 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[
     """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
     problem fills (many rows, enough channels), tensor-core tiles first where allowed
     (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
-    Never the channels-last variant 3: the launcher takes it for a chosen variant-2 tile
-    when the operands allow (:func:`channels_last_reason`)."""
+    Never the channels-last variants 3 and 4 (multistage): the launcher takes them for a
+    chosen variant-2 tile when the operands allow (:func:`channels_last_reason`,
+    :func:`multistage_tile`)."""
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
-              and registry.tensor_core_tile(t, problem.dtype, mma, tf32) and t[3] != 3]
+              and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
+              and t[3] not in (3, registry.MULTISTAGE)]
     usable.sort(key=lambda t: not registry.tensor_core_variant(t[3]))   # tensor cores first (stable)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
@@ -344,6 +348,30 @@ def channels_last_reason(problem, xs, ws, x, w) -> str:
     if data_pointer(x) % 16 or data_pointer(w) % 16:
         return "x or w does not start on a 16-byte boundary"
     return ""
+
+
+def multistage_reason(problem, tile, tf32: bool) -> str:
+    """Why the multistage tile ``tile`` (variant :data:`registry.MULTISTAGE`) cannot run
+    ``problem`` on operands :func:`channels_last_reason` accepts (``""`` when it can):
+    whole K-tiles of ``BK`` channels per group, and for float32 operands rounded to TF32
+    beforehand (``tf32``: its loop never rounds)."""
+    cpg = problem.in_channels // problem.groups
+    if cpg % tile[2]:
+        return f"in_channels/groups ({cpg}) is not a multiple of its K-tile ({tile[2]} channels)"
+    if np.dtype(problem.dtype) == np.float32 and not tf32:
+        return "float32 needs operands rounded to TF32 beforehand (tf32=True)"
+    return ""
+
+
+def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
+    """The multistage tile the launcher takes in place of a tensor-core tile on operands
+    :func:`channels_last_reason` accepts: the 128x128 one where the problem fills it (as
+    :func:`implicit_gemm_tile` asks: at least 64 row tiles, half its width of columns),
+    else the small one; ``None`` when none can run it."""
+    usable = [t for t in registry.gemm_tiles(problem.dtype)
+              if t[3] == registry.MULTISTAGE and not multistage_reason(problem, t, tf32)]
+    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
+    return (fits or usable[-1:] or [None])[0]
 
 
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
@@ -380,7 +408,7 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
     ys = _y_strides(problem, y)
     explicit = tile is not None
     tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
-    reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in (2, 3) else ""
+    reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in (2, 3, 4) else ""
     bias_stride, has_bias = _bias_args(bias)
     return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                                 tile, explicit, reason, index64, bool(tf32))
@@ -393,14 +421,17 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
     cpg = problem.in_channels // problem.groups
     twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
     if not explicit and tile[3] == 2 and twin in tiles and not channels_last:
-        tile = twin
+        tile = multistage_tile(problem, tf32) or twin
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    if explicit and tile[3] == 3 and channels_last:
-        raise ValueError(f"tile {tile} is the channels-last tensor-core variant: {channels_last}")
+    if explicit and tile[3] in (3, registry.MULTISTAGE) and channels_last:
+        raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {channels_last}")
+    reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
+    if reason:
+        raise ValueError(f"tile {tile} is the multistage tensor-core variant: {reason}")
     launches = []
     if 0 not in problem.y_shape:
         bm, bn = tile[:2]
@@ -409,8 +440,8 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
         if index64 and not registry.tile_index64(tile):
             raise ValueError(f"tile {tile} is compiled for 32-bit indices only; "
                              f"this problem needs 64-bit")
-        kern = kernel_for(module, registry.gemm_family(tile), problem.dtype, problem.ndim,
-                          index64, tile)
+        family = registry.gemm_family(tile)
+        kern = kernel_for(module, family, problem.dtype, problem.ndim, index64, tile)
         smem = registry.gemm_dynamic_smem(tile, problem.dtype)   # multistage: dynamic shared
         if smem > SHARED_MEMORY_LIMIT:
             kern.max_dynamic_shared_size_bytes = smem
@@ -427,7 +458,8 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
                                      bias_stride=bias_stride, has_bias=has_bias,
                                      aux=(int(tf32), smem, 0, 0))
                 grid = (-(-(n_count * out_size) // bm), grid_y, gz)
-                launches.append(Launch(kern, grid, (registry.THREADS,), smem, p, slots))
+                launches.append(Launch(kern, grid, (registry.block_threads(family),), smem, p,
+                                       slots))
     return _program("implicit_gemm", problem, launches)
 
 

@@ -8,6 +8,7 @@ launched.  A name expression spells out the whole specialisation::
     vol2col<float, 3, int>
     col2vol<cc::complex<double>, 5, long long>
     implicit_gemm_fprop<float, float, 3, int, 128, 64, 8, 1>  # T, Acc, R, Index, BM, BN, BK, VARIANT
+    implicit_gemm_multistage<float, float, 3, int, 128, 128, 32, 3>  # ..., BM, BN, BK, STAGES
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
     winograd_input<cc::half, float, 3, int, 8>                # T, Acc (compute), R, Index, MAX_ALPHA
 
@@ -35,7 +36,9 @@ __all__ = [
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
-    "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
+    "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
+    "direct_tiles", "WINOGRAD_MAX_ALPHA",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -94,6 +97,10 @@ THREADS = read_block_threads()
 #: Kernel taps per register window of the direct kernel (its shared-memory rows are
 #: padded by this many elements so a window never reads past its row's allocation).
 DIRECT_TAP_BLOCK = read_define("CUPYCONV_DIRECT_TAP_BLOCK", lo=1, hi=32)
+#: Threads per block of the multistage implicit GEMM (4 warps; the header's define).
+MULTISTAGE_THREADS = read_define("CUPYCONV_MULTISTAGE_THREADS", lo=128, hi=128)
+#: Tile variant of the multistage implicit GEMM (family ``implicit_gemm_multistage``).
+MULTISTAGE = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +170,9 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("implicit_gemm_fma_dmma", "conv/implicit_gemm_fma_dmma.cu",
                      "implicit_gemm_fma_dmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
                      "{tile_m}, {tile_n}, {math}>", True, True),
+        KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
+                     "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
+                     True, True),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
         KernelFamily("winograd_input", "conv/winograd_transform.cu",
@@ -226,7 +236,11 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     float16 m16n8k16 with float accumulation; sm_80+ devices only: the launcher takes
     them when told the device has them, see :func:`tensor_core_tile`); 3 is variant 2 on
     channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
-    tile when the operands' strides and addresses allow); 0 is the general
+    tile when the operands' strides and addresses allow); 4 (:data:`MULTISTAGE`) is the
+    multistage main loop of family ``implicit_gemm_multistage`` (channels-last operands,
+    K-tiles of 128 bytes: BK 32 for TF32, 64 for float16, :func:`multistage_stages` of
+    them in swizzled dynamic shared memory, 64x64 warp tiles in the 128x128 tile, 32x32
+    in the small one; the launcher takes it for a chosen variant-2 tile); 0 is the general
     variant (any channel count); 5 and 6 are the multistage FMA and DMMA tiles of the family
     ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA and float64
     DMMA, 128x128x16, three cp.async stages in dynamic shared memory.  float32 has a 128x128 aligned FMA tile (8x8 outputs per
@@ -236,13 +250,17 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     """
     if np.dtype(dtype) == np.float32:
         return ((128, 128, 16, 5), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
-                (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3))
+                (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3),
+                (128, 128, 32, MULTISTAGE), (64, 64, 32, MULTISTAGE))
     if np.dtype(dtype) == np.float64:
         return ((128, 128, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
                 (128, 128, 16, 7))
     if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
-        return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
-                (64, 64, 16, 3))
+        tiles = ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
+                 (64, 64, 16, 3))
+        if np.dtype(dtype) != np.float16:  # the multistage family has no bfloat16 instance
+            return tiles
+        return tiles + ((128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
     return ((64, 64, 8, 0),)
 
 
@@ -268,13 +286,20 @@ def tile_index64(tile: Tuple[int, ...]) -> bool:
 
 
 def gemm_family(tile: Tuple[int, ...]) -> str:
-    """The kernel family that runs an implicit-GEMM ``tile`` of :func:`gemm_tiles`."""
-    return "implicit_gemm_fma_dmma" if tile[3] in FMA_DMMA_VARIANTS else "implicit_gemm_fprop"
+    """The kernel family that runs an implicit-GEMM ``tile`` of :func:`gemm_tiles`:
+    ``implicit_gemm_fma_dmma`` for :data:`FMA_DMMA_VARIANTS`, ``implicit_gemm_multistage``
+    for variant :data:`MULTISTAGE`, else ``implicit_gemm_fprop``."""
+    if tile[3] in FMA_DMMA_VARIANTS:
+        return "implicit_gemm_fma_dmma"
+    return "implicit_gemm_multistage" if tile[3] == MULTISTAGE else "implicit_gemm_fprop"
 
 
 def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
     """Dynamic shared bytes a ``tile`` is launched with (0: static shared memory only):
-    ``stages * (BM + BN) * BK`` elements for the multistage tiles (the kernel checks it)."""
+    :func:`multistage_smem_bytes` for variant :data:`MULTISTAGE`, ``stages * (BM + BN) *
+    BK`` elements for the FMA/DMMA multistage tiles (the kernels check it)."""
+    if tile[3] == MULTISTAGE:
+        return multistage_smem_bytes(tile)
     if tile[3] not in FMA_DMMA_VARIANTS:
         return 0
     bm, bn, bk = tile[:3]
@@ -282,8 +307,8 @@ def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
 
 
 def tensor_core_variant(variant: int) -> bool:
-    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 6 and 7)."""
-    return variant in (2, 3, 6, 7)
+    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 4, 6 and 7)."""
+    return variant in (2, 3, MULTISTAGE, 6, 7)
 
 
 def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
@@ -299,6 +324,23 @@ def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
     """Whether ``tile`` can run a problem with ``cpg`` input channels per group (the
     tap-aligned variants 1 and 2 need ``cpg % BK == 0``)."""
     return not tile[3] or cpg % tile[2] == 0
+
+
+def block_threads(family: str) -> int:
+    """Threads per block of a family's kernels."""
+    return MULTISTAGE_THREADS if family == "implicit_gemm_multistage" else THREADS
+
+
+def multistage_stages(tile: Tuple[int, ...]) -> int:
+    """K-tiles in flight of a multistage tile: 3 for 128x128 (96 KiB: two CTAs fit an
+    sm_90 SM's 227 KiB), 4 for the small tiles (64 KiB)."""
+    return 3 if tile[0] * tile[1] >= 128 * 128 else 4
+
+
+def multistage_smem_bytes(tile: Tuple[int, ...]) -> int:
+    """Dynamic shared memory of a multistage tile: stages x (BM + BN) rows of 128 bytes
+    (``cuda_src/conv/implicit_gemm_multistage.cu``)."""
+    return multistage_stages(tile) * (tile[0] + tile[1]) * 128
 
 
 def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
@@ -329,10 +371,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     when the family has no instance for the dtype."""
     if BFLOAT16 is not None and np.dtype(dtype) == BFLOAT16 and family not in BFLOAT16_FAMILIES:
         return ()
-    if family == "implicit_gemm_fprop":
-        return tuple(t for t in gemm_tiles(dtype) if t[3] not in FMA_DMMA_VARIANTS)
-    if family == "implicit_gemm_fma_dmma":
-        return tuple(t for t in gemm_tiles(dtype) if t[3] in FMA_DMMA_VARIANTS)
+    if family in ("implicit_gemm_fprop", "implicit_gemm_multistage", "implicit_gemm_fma_dmma"):
+        return tuple(t for t in gemm_tiles(dtype) if gemm_family(t) == family)
     if family == "direct_conv":
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
@@ -363,6 +403,8 @@ def _name_expression(family, dtype, rank, index64, tile):
     fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
     if family == "implicit_gemm_fma_dmma":
         fields.update(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
+    if family == "implicit_gemm_multistage":
+        fields["stages"] = multistage_stages(tile)
     return fam.template.format(**fields)
 
 

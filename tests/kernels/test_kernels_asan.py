@@ -67,11 +67,11 @@ _PRELUDE = textwrap.dedent("""
             w = make_view(to_physical(wl, "channels_last"), "strided")
         return p, xl, wl, x, w
 
-    def implicit_gemm_tiles(operands, tiles):
+    def implicit_gemm_tiles(operands, tiles, **flags):
         p, xl, wl, x, w = operands
         for tile in tiles:
             y = to_physical(np.zeros((2, 6) + p.out_shape, p.dtype), "channels_last")
-            launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile)
+            launch.run_implicit_gemm_fprop(load, p, x, w, y, tile=tile, **flags)
             check(tile, to_logical(y, "channels_last"), ref_conv(p, xl, wl))
 """)
 
@@ -125,6 +125,14 @@ FAMILIES = {
                             [(128, 128, 8, 3), (64, 64, 8, 3)])
         implicit_gemm_tiles(awkward(32, "reflect", np.float16, contiguous=True),
                             [(128, 128, 16, 3), (64, 64, 16, 3)])
+    """,
+    "multistage_tf32_f16": """
+        # variant 4: K-tiles of 128 bytes in swizzled dynamic shared memory (past 48 KiB),
+        # C/G = 64, on arrays of exactly their size (TF32 on small integers: rounded already)
+        implicit_gemm_tiles(awkward(128, "reflect", np.float32, contiguous=True),
+                            [(128, 128, 32, 4), (64, 64, 32, 4)], tf32=True)
+        implicit_gemm_tiles(awkward(128, "reflect", np.float16, contiguous=True),
+                            [(128, 128, 64, 4), (64, 64, 64, 4)])
     """,
 }
 

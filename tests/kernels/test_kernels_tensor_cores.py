@@ -21,8 +21,8 @@ from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
 from cupyconv.backends.arrays import to_tf32
 
-from helpers import forget_launches
-from kernel_reference import MODES, check_forward, emu_loader, make_problem, ref_conv
+from kernel_reference import (MODES, check_forward, emu_loader, make_problem, mode_case, ref_conv,
+                              spy_kernels)
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
@@ -51,14 +51,8 @@ def _rel(got, ref):
 def test_tensor_core_tiles_match_reference(dtype, tile, mode):
     """Every tensor-core tile, every padding mode; ranks 1-4 and both layouts across the
     modes; groups, flipped/strided views, bias, beta and cval."""
-    i = MODES.index(mode)
-    rank, layout = 1 + i % 4, ("channels_first", "channels_last")[i % 2]
-    cpg = tile[2]
-    problem = make_problem(n=2, c=2 * cpg, k=70, g=2, s=SHAPES[rank],
-                           ks=(2,) * rank if rank == 4 else (3,) * rank, stride=(1,) * rank,
-                           dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
-                           layout=layout, dtype=dtype, flip=True,
-                           cval=-2 if mode == "constant" else 0)
+    layout = ("channels_first", "channels_last")[MODES.index(mode) % 2]
+    rank, problem = mode_case(mode, 2 * tile[2], dtype, layout)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
                   x_view="flipped", w_view="strided", bias=True, beta=1, tile=tile)
 
@@ -187,13 +181,7 @@ def test_channels_last_tiles_match_reference(dtype, tile, mode):
     cp.async, float16 fragments by ldmatrix without .trans): every padding mode (cval
     filled by plain stores), ranks 1-4 across the modes, groups (the group's channel
     offset stays 16-byte aligned), bias, beta, M and K/G off the tile grid."""
-    i = MODES.index(mode)
-    rank = 1 + i % 4
-    problem = make_problem(n=2, c=4 * tile[2], k=70, g=2, s=SHAPES[rank],
-                           ks=(2,) * rank if rank == 4 else (3,) * rank, stride=(1,) * rank,
-                           dilation=(1,) * rank, padding=((2, 1),) * rank, mode=mode,
-                           layout="channels_last", dtype=dtype, flip=True,
-                           cval=-2 if mode == "constant" else 0)
+    rank, problem = mode_case(mode, 4 * tile[2], dtype)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
                   bias=True, beta=1, tile=tile)
 
@@ -214,22 +202,15 @@ def test_launcher_takes_channels_last_tiles_where_operands_allow(dtype, monkeypa
     """Without an explicit tile the launcher upgrades its tensor-core tile to variant 3 on
     contiguous channels-last operands, keeps variant 2 on a view whose channels are not
     contiguous (flipped), and refuses an explicit variant 3 it cannot run."""
-    taken = []
-    real = launch.kernel_for
-
-    def spy(module, family, dt, rank, index64, tile):
-        taken.append(tuple(tile))
-        return real(module, family, dt, rank, index64, tile)
-    monkeypatch.setattr(launch, "kernel_for", spy)
-    forget_launches()               # a memoised program would not fetch its kernel again
+    taken = spy_kernels(monkeypatch)
     flags = dict(mma=True, tf32=dtype == F32)
-    for view, variant in (("contig", 3), ("flipped", 2)):
-        problem = make_problem(n=2, c=32, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),
+    for view, variant in (("contig", 3), ("flipped", 2)):   # C/G 16: no multistage K-tile
+        problem = make_problem(n=2, c=16, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),
                                dilation=(1, 1), padding=((1, 1), (1, 1)), mode="reflect",
                                layout="channels_last", dtype=dtype)
         check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(3),
                       x_view=view, **flags)
-        assert taken[-1][3] == variant, (view, taken)
+        assert taken[-1][1][3] == variant, (view, taken)
     first = make_problem(n=1, c=32, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),
                          dilation=(1, 1), padding=((1, 1), (1, 1)), dtype=dtype)
     tile = next(t for d, t in NHWC_TILES if d == dtype)

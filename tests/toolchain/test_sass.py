@@ -306,6 +306,21 @@ _TC_ATOMS = {"float64": ((8, 8, 4), "DMMA", "DFMA"), "float32": ((16, 8, 8), "HM
              "float16": ((16, 8, 16), "HMMA", "FFMA")}
 
 
+def _sm90_rank3(root, family, dtype, tiles):
+    """``(tile, SASS instructions, ptxas usage)`` of each 32-bit-index rank-3 ``tile`` of
+    ``family`` built for sm_90 into ``root`` (skips without NVRTC or the disassembler)."""
+    why = _tools_reason()
+    if why is not None:
+        pytest.skip(f"SASS needs NVRTC and the disassembler: {why}")
+    from cupyconv._compile import compile_group
+    from cupyconv._compile.build import parse_ptxas_log
+    names = [registry.name_expression(family, dtype, 3, False, t) for t in tiles]
+    path, meta, _, _ = compile_group(registry.FAMILIES[family].source, names, "sm_90", root=root)
+    disassembled, usage = sass.disassemble(path), parse_ptxas_log(meta["log"])
+    return [(tile, disassembled[meta["lowered"][name]], usage[meta["lowered"][name]])
+            for tile, name in zip(tiles, names)]
+
+
 @pytest.mark.parametrize("dtype", sorted(_TC_ATOMS))
 def test_tensor_core_tiles_run_mma(tmp_path, dtype):
     """Issue 12: every tensor-core tile's hot loop is the dtype's MMA (DMMA for float64,
@@ -313,20 +328,10 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
     FMA), float16's fragments through LDSM, float64's and TF32's operands through the
     cp.async pipeline (LDGSTS, one barrier per slice), the channels-last variant's through
     two 16-byte LDGSTS per thread; zero spills; two CTAs per SM on sm_90."""
-    why = _tools_reason()
-    if why is not None:
-        pytest.skip(f"SASS needs NVRTC and the disassembler: {why}")
-    from cupyconv._compile import compile_group
-    from cupyconv._compile.build import parse_ptxas_log
     from cupyconv._compile.occupancy import ctas_per_sm
     (am, an, ak), mma, fma = _TC_ATOMS[dtype]
-    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] in (2, 3)]   # (multistage: test_sass_fma_dmma)
-    names = [registry.name_expression("implicit_gemm_fprop", dtype, 3, False, t) for t in tiles]
-    path, meta, _, _ = compile_group("conv/implicit_gemm_fprop.cu", names, "sm_90", root=tmp_path)
-    disassembled, usage = sass.disassemble(path), parse_ptxas_log(meta["log"])
-    for tile, name in zip(tiles, names):
-        symbol = meta["lowered"][name]
-        instrs = disassembled[symbol]
+    tiles = [t for t in registry.gemm_tiles(dtype) if 2 <= t[3] <= 3]
+    for tile, instrs, u in _sm90_rank3(tmp_path, "implicit_gemm_fprop", dtype, tiles):
         ops = [i.opcode.split(".")[0] for i in sass.hot_loop(instrs, "math").instructions(instrs)]
         bm, bn, bk = tile[:3]
         assert ops.count(mma) == bm * bn * bk // (am * an * ak) // 8 and fma not in ops, (tile, ops)
@@ -340,9 +345,37 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
         elif dtype != "float16":   # float64 / TF32: cp.async, one LDGSTS per element, no LDG
             assert ops.count("LDGSTS") == (bm + bn) * bk // registry.THREADS, (tile, ops)
             assert "LDG" not in ops and ops.count("BAR") == 1, (tile, ops)
-        u = usage[symbol]
         assert u["spill_stores"] == u["spill_loads"] == 0, (tile, u)
         assert ctas_per_sm("sm_90", u["registers"], u["smem_bytes"], registry.THREADS) >= 2, (tile, u)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_multistage_tiles_meet_the_issue_26_floors(tmp_path, dtype):
+    """Issue 26: the multistage tiles' hot loop is one K-tile: (BM/2/16) x (BN/2/8) atoms
+    per warp per k-step, BK / atom K k-steps; one ldmatrix.x4 per A atom and per pair of B
+    atoms per k-step; (BM + BN) x 8 / 128 16-byte LDGSTS per thread; one barrier.  The
+    128x128 tiles: <= 4 instructions per HMMA (placeholders not counted), and every tile
+    zero spills and >= 2 CTAs per sm_90 SM with its dynamic shared memory."""
+    from cupyconv._compile import nvrtc_version
+    from cupyconv._compile.occupancy import ctas_per_sm
+    (am, an, ak), mma, fma = _TC_ATOMS[dtype]
+    tiles = [t for t in registry.gemm_tiles(dtype) if t[3] == registry.MULTISTAGE]
+    for tile, instrs, u in _sm90_rank3(tmp_path, "implicit_gemm_multistage", dtype, tiles):
+        loop = sass.hot_loop(instrs, "math").instructions(instrs)
+        ops = [i.base for i in loop]
+        bm, bn, bk = tile[:3]
+        steps = bk // ak
+        assert ops.count(mma) == (bm // 2 // am) * (bn // 2 // an) * steps and fma not in ops, tile
+        assert ops.count("LDSM") == (bm // 2 // am + bn // 2 // an // 2) * steps, (tile, ops)
+        copies = [i for i in loop if i.base == "LDGSTS"]
+        assert len(copies) == (bm + bn) * 8 // registry.MULTISTAGE_THREADS, (tile, ops)
+        assert {i.width_bits for i in copies} == {128} and ops.count("BAR") == 1, (tile, ops)
+        stats = sass.loop_stats(loop)
+        if bm * bn >= 128 * 128 and nvrtc_version()[0] == 12:
+            assert stats.instructions <= 4 * ops.count(mma), (tile, stats)
+        assert u["spill_stores"] == u["spill_loads"] == 0, (tile, u)
+        smem = u["smem_bytes"] + registry.multistage_smem_bytes(tile)
+        assert ctas_per_sm("sm_90", u["registers"], smem, registry.MULTISTAGE_THREADS) >= 2, (tile, u)
 
 
 def test_vector_loads_where_designed(rank3_float32_sm90):

@@ -20,7 +20,7 @@ from ..._kernels.program import Call, Program
 from ..._lru import memoized
 from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
-from . import implicit_grads, separable, winograd
+from . import implicit_grads, relayout, separable, winograd
 
 __all__ = ["can_implement", "gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
            "tensor_core_flags"]
@@ -82,8 +82,9 @@ def tensor_core_flags(problem, device):
 
 
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
-    prog = launch.implicit_gemm_program(runner.loader, problem, x, w,
-                                        **tensor_core_flags(problem, runner.static))
+    flags = tensor_core_flags(problem, runner.static)
+    x, w = relayout.relaid(problem, x, w, runner.xp, **flags)   # channels-last for variant 4
+    prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
     return _execute(prog, x, w, runner)
 
 

@@ -33,7 +33,7 @@ from ..._kernels import launch, registry
 from ..._paths import cache_root
 from ..._vocabulary import FORWARD
 from .. import fft_conv
-from . import algorithms, implicit_grads, separable, winograd
+from . import algorithms, implicit_grads, relayout, separable, winograd
 
 __all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate"]
@@ -61,6 +61,10 @@ EFFICIENCY = dict(
     # scalar gather, docs/kernels.md); cuBLAS TF32 / float16 through the stated compute type
     # (cublas_gemm.py) is not measured yet: the cuBLAS GEMM estimate
     implicit_gemm_tc_tf32=0.07, implicit_gemm_tc_float16=0.07,
+    # the multistage TF32 / float16 tiles (issue 26, variant 4): not timed yet; a prior
+    # from their SASS (3 instructions per HMMA, no over-fetch, 2 CTAs per sm_90 SM), under
+    # cuDNN's measured 0.47-0.69 / 0.40-0.60, until the device check calibrates them
+    implicit_gemm_ms_tf32=0.3, implicit_gemm_ms_float16=0.3,
     gemm_tc_tf32=0.5, gemm_tc_float16=0.5,
 )
 # ``fft_mix``: the fraction of peak of the channel mixing of ``fft`` (a complex product
@@ -189,13 +193,21 @@ def predict_times(problem, device, candidates, efficiency=None):
             rate, eff = peak, eff_of[name]
             if tc_peak and registry.tensor_core_variant(tile[3]):
                 rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
+            relay = 0.0
+            if tc_peak and tile[3] == 2 and _multistage(problem, fwd, device):
+                # channels-last operands run the multistage tile; others are re-laid first
+                # (one pass over x and w, backends.cuda.relayout)
+                eff = eff_of["implicit_gemm_ms_" + tensor_kind(problem)]
+                tile = launch.multistage_tile(fwd, fwd.precision == "tf32")
+                if problem.layout != "channels_last":
+                    relay = relayout.relayout_bytes(fwd) / bw + 2 * LAUNCH_S
             # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the
             # H200 run's 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs
             # leave SMs idle (no split-K).
             eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
             ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
             eff *= min(1.0, max(ctas, 1) / (2 * device.sm_count))
-            t = _stencil(problem, rate, bw, eff)
+            t = _stencil(problem, rate, bw, eff) + relay
             if columns:
                 t += 2 * problem.column_bytes() / bw + LAUNCH_S
         elif name == "separable":
@@ -254,10 +266,20 @@ def _implicit_forward(problem, device):
     return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
 
 
+def _multistage(problem, fwd, device):
+    """Whether the implicit GEMM runs ``problem`` (its forward problem ``fwd``) on a
+    multistage tile, after a re-layout (forward problems only: the gradients' launches do
+    not re-lay yet)."""
+    return problem.op == FORWARD and relayout.multistage_applies(
+        fwd, **algorithms.tensor_core_flags(fwd, device))
+
+
 def efficiency_key(problem, device, name):
     """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
     if name == "implicit_gemm" and tensor_peak_flops(problem, device):
-        tile = _implicit_forward(problem, device)[1]
+        fwd, tile = _implicit_forward(problem, device)
+        if tile[3] == 2 and _multistage(problem, fwd, device):
+            return "implicit_gemm_ms_" + tensor_kind(problem)
         return ("implicit_gemm_tc_" + tensor_kind(problem) if registry.tensor_core_variant(tile[3])
                 else name)
     if name == "gemm" and tensor_peak_flops(problem, device):

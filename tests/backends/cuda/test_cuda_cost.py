@@ -127,3 +127,30 @@ def test_small_launches_are_slowed_by_their_fill_and_floored_by_host_time(eff_fi
     times = cost.predict_times(tiny, device, sorted(cost.HOST_S))
     assert all(times[n] >= cost.HOST_S[n] for n in times)
     assert times["direct"] == min(times.values())
+
+
+@pytest.mark.parametrize("dtype,precision,kind", [("float32", "tf32", "tf32"),
+                                                  ("float16", "highest", "float16")])
+def test_multistage_tiles_charge_the_relayout(eff_file, dtype, precision, kind):
+    """Where a multistage tile runs the layer (C/G a multiple of its K-tile) the model uses
+    its efficiency, and channels-first operands pay the re-layout pass over x and w
+    (backends.cuda.relayout) that channels-last ones do not; C/G = 48 keeps the variant-2
+    entry and no re-layout."""
+    from cupyconv.backends.cuda import relayout
+    from cupyconv.core.problem import ConvProblem
+    device = EmulatedRunner.NOMINAL
+    def layer(channels=64, layout="channels_first"):     # 3-D: the device time dominates
+        x, w = (8, channels, 32, 32, 32), (64, channels, 3, 3, 3)
+        if layout == "channels_last":
+            x, w = (x[0],) + x[2:] + (x[1],), (w[0],) + w[2:] + (w[1],)
+        return ConvProblem.create(x_shape=x, w_shape=w, padding=1, dtype=dtype,
+                                  precision=precision, layout=layout)
+    first, last = layer(), layer(layout="channels_last")
+    assert cost.efficiency_key(first, device, "implicit_gemm") == "implicit_gemm_ms_" + kind
+    t_first, t_last = (cost.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
+                       for p in (first, last))
+    charge = relayout.relayout_bytes(first) / device.bandwidth + 2 * cost.LAUNCH_S
+    assert t_first - t_last == pytest.approx(charge, rel=1e-9)
+    assert t_last > cost.HOST_S["implicit_gemm"]
+    odd = layer(channels=48)
+    assert cost.efficiency_key(odd, device, "implicit_gemm") == "implicit_gemm_tc_" + kind

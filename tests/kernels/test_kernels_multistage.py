@@ -1,0 +1,176 @@
+"""The multistage tensor-core implicit GEMM (tile variant 4, family
+``implicit_gemm_multistage``) under the CPU emulation, and the address model of its
+swizzled shared memory.
+
+The kernel (cuda_src/conv/implicit_gemm_multistage.cu) reads channels-last operands in
+K-tiles of 128 bytes (32 TF32 channels, 64 float16), 3-4 of them in flight in dynamic
+shared memory past 48 KiB, fragments by ldmatrix (TF32 as pairs of .b16).  Small
+integers are exact in both atoms (float16: the float sum rounds once, as the reference),
+so the geometry tests compare exactly.  The emulator lands a cp.async only at its wait
+and poisons dynamic shared memory per block, so a missing wait or barrier, a wrong
+swizzle on one side or a swapped ldmatrix matrix changes these results.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cupyconv._emulation import emulation_available
+from cupyconv._kernels import launch, registry
+from cupyconv.backends.arrays import to_tf32
+
+from kernel_reference import (MODES, check_forward, emu_loader, make_problem, mode_case, ref_conv,
+                              small_ints, spy_kernels, to_logical)
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+#: every compiled multistage tile, with its dtype
+MS_TILES = [(dt, t) for dt in (F32, F16) for t in registry.gemm_tiles(dt)
+            if t[3] == registry.MULTISTAGE]
+
+emulated = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
+
+
+def _flags(dtype):
+    """float32 runs only on operands rounded to TF32 beforehand (the small integers are)."""
+    return {"tf32": True} if dtype == F32 else {}
+
+
+@emulated
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
+def test_multistage_tiles_match_reference(dtype, tile, mode):
+    """Every padding mode (cval stored by plain shared stores), ranks 1-4 across the
+    modes (one rank per mode keeps the builds to four groups per dtype), groups (each
+    group's channels start on a K-tile), bias, beta, M and K/G off the tile grid, more
+    K-tiles than stages (2 channel tiles x 2-27 taps), a y view (the epilogue writes the
+    caller's layout)."""
+    rank, problem = mode_case(mode, 4 * tile[2], dtype)
+    check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
+                  bias=True, beta=1, tile=tile, y_layout_view="strided", **_flags(dtype))
+
+
+@emulated
+@pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
+def test_multistage_reverse_schedule_matches_normal(dtype, tile):
+    """The reverse fiber schedule: a missing barrier before a stage is refilled, or a
+    wait that lets a K-tile be read before it landed, would change the result."""
+    problem = make_problem(n=2, c=2 * tile[2], k=10, g=2, s=(7, 9), ks=(3, 2), stride=(2, 1),
+                           dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap",
+                           layout="channels_last", dtype=dtype)
+    outs = [check_forward("implicit_gemm_fprop", problem, emu_loader(mode),
+                          np.random.default_rng(12), bias=True, tile=tile, **_flags(dtype))
+            for mode in ("normal", "reverse")]
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@emulated
+@pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
+def test_multistage_random_data_within_bounds(dtype, tile):
+    """Random data (reflect padding, 2 x 9 K-tiles): TF32 = the float32 convolution of
+    the TF32-rounded operands, whose float accumulation errs by <= 2e-5 relative norm
+    (K = 576 terms, truncated sums); float16 within its one final rounding (2**-11)
+    plus that."""
+    rng = np.random.default_rng(5)
+    problem = make_problem(n=2, c=2 * tile[2], k=24, g=1, s=(10, 9), ks=(3, 3), stride=(1, 1),
+                           dilation=(1, 1), padding=((1, 1), (1, 1)), mode="reflect",
+                           layout="channels_last", dtype=dtype)
+    x = rng.standard_normal(problem.x_shape).astype(dtype)
+    w = rng.standard_normal(problem.w_shape).astype(dtype)
+    if dtype == F32:
+        x, w = to_tf32(x), to_tf32(w)
+    y = np.zeros(problem.y_shape, dtype)
+    launch.run_implicit_gemm_fprop(emu_loader(), problem, x, w, y, tile=tile, **_flags(dtype))
+    ref = ref_conv(problem.with_(dtype=np.float64), to_logical(x, problem.layout).astype(np.float64),
+                   to_logical(w, problem.layout).astype(np.float64))
+    got = to_logical(y, problem.layout).astype(np.float64)
+    bound = 2e-5 if dtype == F32 else 2.0 ** -11 + 2e-5
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= bound
+
+
+@emulated
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_launcher_takes_multistage_tiles_where_they_fit(dtype, monkeypatch):
+    """Without an explicit tile the launcher takes the multistage tile on contiguous
+    channels-last operands with whole K-tiles per group (the small tile for a small
+    problem), the variant-3 twin when C/G is not a multiple of BK, variant 2 on a
+    flipped view; float32 only with tf32 (operands rounded beforehand)."""
+    taken = spy_kernels(monkeypatch)
+    bk = 128 // dtype.itemsize
+    flags = dict(mma=True, tf32=dtype == F32)
+    for c, view, want in ((bk, "contig", (64, 64, bk, 4)), (bk // 2, "contig", None),
+                          (bk, "flipped", None)):
+        problem = make_problem(n=1, c=c, k=16, g=1, s=(6, 5), ks=(3, 3), stride=(1, 1),
+                               dilation=(1, 1), padding=((1, 1), (1, 1)), mode="reflect",
+                               layout="channels_last", dtype=dtype)
+        check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(3),
+                      x_view=view, **flags)
+        family, tile = taken[-1]
+        if want is None:
+            assert family == "implicit_gemm_fprop" and tile[3] == (3 if view == "contig" else 2)
+        else:
+            assert (family, tile) == ("implicit_gemm_multistage", want)
+    big = make_problem(n=2, c=bk, k=128, g=1, s=(64, 64), ks=(3, 3), stride=(1, 1),
+                       dilation=(1, 1), padding=((1, 1), (1, 1)), layout="channels_last",
+                       dtype=dtype)
+    assert launch.multistage_tile(big, tf32=True) == (128, 128, bk, 4)
+    if dtype == F32:
+        assert launch.multistage_tile(big, tf32=False) is None
+
+
+@pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
+def test_multistage_refusals_name_the_reason(dtype, tile):
+    """An explicit multistage tile it cannot run is a ValueError with the reason:
+    channels-first operands, C/G off the K-tile, float32 without the TF32 promise
+    (checked before any kernel is loaded)."""
+    def never(*_):
+        raise AssertionError("no kernel may load")
+    cases = [(dict(c=tile[2], layout="channels_first"), "channels-last"),
+             (dict(c=tile[2] // 2, layout="channels_last"), "multiple of")]
+    if dtype == F32:
+        cases.append((dict(c=tile[2], layout="channels_last", tf32=False), "rounded to TF32"))
+    for spec, match in cases:
+        spec = dict(spec)
+        flags = {"tf32": spec.pop("tf32", dtype == F32)}
+        problem = make_problem(n=1, k=8, g=1, s=(5, 5), ks=(3, 3), stride=(1, 1), dilation=(1, 1),
+                               padding=((1, 1), (1, 1)), dtype=dtype, **spec)
+        x = np.zeros(problem.x_shape, dtype)
+        w = np.zeros(problem.w_shape, dtype)
+        with pytest.raises(ValueError, match=match):
+            launch.run_implicit_gemm_fprop(never, problem, x, w, np.zeros(problem.y_shape, dtype),
+                                           tile=tile, **flags)
+
+
+def test_multistage_shared_memory_opts_in_past_48k():
+    """The 128x128 tiles' 3 stages need 96 KiB (two CTAs per sm_90 SM), the small tiles'
+    4 stages 64 KiB: both past the 48 KiB a launch gets without the opt-in."""
+    for dtype, tile in MS_TILES:
+        smem = registry.multistage_smem_bytes(tile)
+        assert smem == registry.multistage_stages(tile) * (tile[0] + tile[1]) * 128
+        assert smem > launch.SHARED_MEMORY_LIMIT
+        assert 2 * smem <= 227 * 1024 or tile[0] < 128
+
+
+@emulated
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monkeypatch):
+    """``conv`` on channels-first operands (x NCHW, w KCRS) with one K-tile of channels:
+    the CUDA path copies them once into channels-last memory (backends.cuda.relayout,
+    host steps of the call's program) and runs the multistage tile, whose epilogue writes
+    the channels-first result; exact on small integers (float16: one rounding, as the
+    float64 reference cast), also when the call repeats on new data."""
+    import cupyconv
+    taken = spy_kernels(monkeypatch)
+    bk = 128 // dtype.itemsize
+    rng = np.random.default_rng(7)
+    x = small_ints(rng, (1, bk, 6, 5), dtype)
+    w = small_ints(rng, (16, bk, 3, 3), dtype, scope=2)
+    precision = "tf32" if dtype == F32 else "highest"
+    x2 = small_ints(rng, x.shape, dtype)
+    with cupyconv.use_backend("emulated"):
+        y = cupyconv.conv(x, w, padding=1, method="implicit_gemm", precision=precision)
+        # the same call on new data (a compiled call replays the copies as host steps)
+        y2 = cupyconv.conv(x2, w, padding=1, method="implicit_gemm", precision=precision)
+    assert taken[-1] == ("implicit_gemm_multistage", (64, 64, bk, registry.MULTISTAGE))
+    for xi, yi in ((x, y), (x2, y2)):
+        ref = cupyconv.conv(xi.astype(np.float64), w.astype(np.float64), padding=1)
+        np.testing.assert_array_equal(yi, ref.astype(dtype))

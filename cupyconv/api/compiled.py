@@ -158,9 +158,9 @@ def _part(v, arrays):
 class CompiledCall:
     """The programs of one key, with where each of their operands comes from."""
 
-    __slots__ = ("steps", "result", "xp", "programs")
+    __slots__ = ("steps", "result", "xp", "programs", "host_values")
 
-    def __init__(self, steps, result, xp):
+    def __init__(self, steps, result, xp, host_values=()):
         #: ``(program, ((name, source), ...))`` in order; a source is
         #: ``("arg", i, None, offset, view)`` (the call's ``i``-th array),
         #: ``("prev", step, name, offset, view)`` (an earlier program's array) or
@@ -173,6 +173,14 @@ class CompiledCall:
         self.result = result
         self.xp = xp
         self.programs = tuple(p for p, _ in steps)
+        #: ``(i, bytes)`` of the call's arrays that no program reads (``axes=``, ``origin=``
+        #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
+        #: the programs, so a replay needs the same values (:meth:`matches`)
+        self.host_values = host_values
+
+    def matches(self, arrays):
+        """Whether the arrays the host read hold the values this call was compiled with."""
+        return all(arrays[i].tobytes() == b for i, b in self.host_values)
 
     @property
     def launches(self):
@@ -239,13 +247,36 @@ def _compile(rec, arrays, result):
     res = _result(result, made)
     if isinstance(res, str):
         return NotCompiled(res)
+    host_values = _host_values(arrays, steps)
+    if isinstance(host_values, str):
+        return NotCompiled(host_values)
     if xp is not np and config.prebuilt_launches:
         import cupy  # optional dependency: present, the result is a CuPy array
         def stream():
             return cupy.cuda.get_current_stream().ptr
         steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
                  for prog, binding in steps]
-    return CompiledCall(tuple(steps), res, xp)
+    return CompiledCall(tuple(steps), res, xp, host_values)
+
+
+#: Largest array argument no program reads whose value a compiled call keeps and compares.
+HOST_VALUE_BYTES = 4096
+
+
+def _host_values(arrays, steps):
+    """``(i, bytes)`` of the call's arrays that no program reads, or why the call cannot
+    compile: such an array shaped the programs by its values (``axes`` as an array, weights
+    read on the host), so a replay must see the same values; kept for small NumPy arrays."""
+    read = {src[1] for _, binding in steps for _, src in binding if src[0] == "arg"}
+    kept = []
+    for i, a in enumerate(arrays):
+        if i in read:
+            continue
+        if type(a) is not np.ndarray or a.nbytes > HOST_VALUE_BYTES:
+            return (f"array argument {i} is read on the host, not by a program, and is not a "
+                    f"small NumPy array whose values the key can compare")
+        kept.append((i, a.tobytes()))
+    return tuple(kept)
 
 
 def _module_of(a):
@@ -328,7 +359,7 @@ def _call(fn, tag, cache, args, kwargs):
     except TypeError:                     # an unhashable value inside the key
         return fn(*args, **kwargs)
     if entry is not None:
-        if type(entry) is CompiledCall:
+        if type(entry) is CompiledCall and entry.matches(arrays):
             try:
                 return entry.replay(arrays)
             except MemoryError:           # CuPy's OutOfMemoryError too: the normal path

@@ -27,6 +27,8 @@ BAD_SETTINGS = [
     ("winograd_max_error_growth", float("nan"), ValueError, ">= 0"),
     ("winograd_max_error_growth", "10", TypeError, ">= 0"),
     ("ndimage_integers", "exactly", ValueError, "'scipy' or 'exact'"),
+    ("compiled_calls", 1, TypeError, "True or False"),
+    ("prebuilt_launches", "no", TypeError, "True or False"),
 ]
 
 
@@ -53,7 +55,7 @@ def test_gh25_config_accepts_its_values_and_rejects_unknown_names(restore_config
         del config.precision
     settings = {k for k in vars(config) if not k.startswith("_")}
     assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
-                        "ndimage_integers"}
+                        "ndimage_integers", "compiled_calls", "prebuilt_launches"}
 
 
 def _layer(dtype):

@@ -293,6 +293,14 @@ def _invalidation_cases(dev, rng):
                      lambda: ndimage.gaussian_filter(v, 1.5),
                      lambda: ndimage.gaussian_filter(v, 1.0, mode="nearest"),
                      lambda: ndimage.gaussian_filter(v[::2], 1.0)]),
+        # parameters given as NumPy arrays: the same key, other values (SciPy's own
+        # test_filter_axes_kwargs replayed the first call's axes before they were compared)
+        ("host-read arrays", [lambda: ndimage.gaussian_filter(v, [1.0, 1.0], axes=np.array([0, 1])),
+                              lambda: ndimage.gaussian_filter(v, [1.0, 1.0], axes=np.array([1, 2])),
+                              lambda: ndimage.uniform_filter(v, np.array([3, 1, 5])),
+                              lambda: ndimage.uniform_filter(v, np.array([5, 1, 3])),
+                              lambda: ndimage.correlate1d(v, [1.0, 2.0], origin=np.array(0)),
+                              lambda: ndimage.correlate1d(v, [1.0, 2.0], origin=np.array(-1))]),
     ]
 
 

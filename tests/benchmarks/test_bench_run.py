@@ -170,6 +170,8 @@ def test_glue_smoke_runs_every_family_and_catches_a_wrong_launch(monkeypatch, tm
     assert glue_smoke.main(["--backend", "emulated", "--ranks", "1", "--out", str(out)]) == 0
     results = json.loads(out.read_text())["results"]
     assert {r["family"] for r in results} == set(glue_smoke.ROUTES)
+    from cupyconv._kernels import registry       # no family is left out unsaid
+    assert set(registry.FAMILIES) == set(glue_smoke.ROUTES) | set(glue_smoke.NOT_AT_SMOKE_SIZE)
     assert all(r["ok"] for r in results) and "0 failed" in capsys.readouterr().out
     real = program.execute
 

@@ -57,7 +57,8 @@ def test_half_kernels_compile_without_spills(tmp_path):
     from cupyconv._compile import build
     reports = build(archs=("sm_80", "sm_90"), ranks=(2,), dtypes=("float16",), root=tmp_path,
                     progress=False)
-    assert {r.family for r in reports} == set(registry.FAMILIES)
+    with_half = {f for f in registry.FAMILIES if registry.tiles_for(f, np.float16, 2)}
+    assert {r.family for r in reports} == with_half        # (the FMA/DMMA family has none)
     assert all(r.spills == 0 for r in reports if registry.FAMILIES[r.family].hot)
 
 
@@ -162,10 +163,11 @@ def test_cli_main_and_report(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("family", sorted(registry.FAMILIES))
 def test_kernels_take_launch_bounds_from_the_launch_config(family, tmp_path):
-    """Every entry carries .maxntid CUPYCONV_BLOCK_THREADS (== registry.THREADS), the
+    """Every entry carries .maxntid of its family's block (``registry.block_threads``:
+    CUPYCONV_BLOCK_THREADS, CUPYCONV_MULTISTAGE_THREADS for the multistage tiles), the
     minimum of resident blocks (1; 2 for the implicit GEMM's 32-bit-index tap-aligned
-    tiles with a 4-byte accumulator, CUPYCONV_LAUNCH_BOUNDS_MIN), and the blockDim check's trap
-    (cuda_src/common/launch_config.cuh)."""
+    tiles with a 4-byte accumulator, CUPYCONV_LAUNCH_BOUNDS_MIN, and for every multistage
+    tile), and the blockDim check's trap (cuda_src/common/launch_config.cuh)."""
     import re
     from cupyconv._compile import compile_group
     source = registry.FAMILIES[family].source
@@ -185,6 +187,9 @@ def _check_launch_bounds(family, inst, body):
     small_acc = registry.dtype_spec(inst.dtype).accum_itemsize == 4
     min_blocks = 2 if (family in ("implicit_gemm_fprop", "implicit_gemm_fma_dmma")
                        and inst.tile[3] and not inst.index64 and small_acc) else 1
-    assert re.search(rf"\.maxntid\s+{registry.THREADS},\s*1,\s*1\b", body), symbol
+    if family == "implicit_gemm_multistage":
+        min_blocks = 2
+    threads = registry.block_threads(family)
+    assert re.search(rf"\.maxntid\s+{threads},\s*1,\s*1\b", body), symbol
     assert re.search(rf"\.minnctapersm\s+{min_blocks}\b", body), symbol
     assert re.search(r"\btrap;", body), symbol

@@ -130,6 +130,13 @@ class _Config(_types.ModuleType):
             raise AttributeError(f"cupyconv.config has no setting {name!r}; the settings are "
                                  f"{_describe_choices(sorted(_CHECKS))}")
         super().__setattr__(name, check(value))
+        super().__setattr__("_in_force", tuple(getattr(self, n) for n in _CHECKS))
+
+    @property
+    def in_force(self):
+        """Every setting's value, in one tuple (what a compiled call's key holds); kept
+        up to date by each assignment, so reading it costs one attribute lookup."""
+        return self._in_force
 
     def __delattr__(self, name):
         if name in _CHECKS:
@@ -137,4 +144,5 @@ class _Config(_types.ModuleType):
         super().__delattr__(name)
 
 
+_in_force = tuple(globals()[name] for name in _CHECKS)
 _sys.modules[__name__].__class__ = _Config

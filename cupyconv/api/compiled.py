@@ -90,8 +90,7 @@ def call_key(args, kwargs, backend=None):
     ``backend`` is the one in force (``get_backend()``, asked when not given).
     """
     arrays = []
-    # every setting in force (the config's public attributes are exactly its settings)
-    parts = [tuple(v for k, v in sorted(vars(config).items()) if not k.startswith("_")),
+    parts = [config.in_force,                     # every setting of cupyconv.config
              get_backend() if backend is None else backend]
     for v in args:
         part = _part(v, arrays)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from cupyconv._emulation import _build
+from limits import child_limit
 
 __all__ = ["require_emulation", "require_asan", "asan_available", "run_in_asan_subprocess",
            "cached_module", "assert_clean_under_asan"]
@@ -51,7 +52,7 @@ def require_asan() -> None:
         pytest.skip("the C++ compiler provides no shared AddressSanitizer runtime (libasan.so)")
 
 
-def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = None,
+def run_in_asan_subprocess(code: str, timeout: float | None = None, env: dict | None = None,
                            cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
     """Run a Python snippet with the AddressSanitizer runtime preloaded.
 
@@ -63,8 +64,9 @@ def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = N
     ----------
     code : str
         Python source to execute (``python -c``).
-    timeout : float
-        Seconds before the child is killed.
+    timeout : float, optional
+        Seconds before the child is killed; by default ``limits.child_limit(start_s=75)``
+        (one ASan build of a small kernel group and its launches), scaled by the load.
     env : dict, optional
         Extra environment variables.
     cwd : path-like, optional
@@ -96,7 +98,7 @@ def run_in_asan_subprocess(code: str, timeout: float = 300, env: dict | None = N
     child_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [package_root, child_env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-c", code], env=child_env, cwd=cwd, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=child_limit(start_s=75) if timeout is None else timeout,
                           check=False)
 
 

@@ -33,7 +33,7 @@ def test_scipy_signaltools_pass_with_cupyconv():
         pytest.skip(f"the installed SciPy {scipy.__version__} ships no tests ({TESTS} is "
                     "missing; install a SciPy wheel with its test suite to run this)")
     run = run_scipy_tests(TESTS, "signal", selection=SELECTION, deselect=DESELECT,
-                          env=dict(CUPYCONV_SCIPY_SAMPLE=str(SAMPLE)))
+                          env=dict(CUPYCONV_SCIPY_SAMPLE=str(SAMPLE)), expected_tests=1500)
     assert run.returncode == 0, f"SciPy's tests failed against cupyconv:\n{run.tail}"
     assert run.passed > 1000, run.tail                         # the selection really ran
     calls = run.calls("scipy.signal")

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))   # the repo root
 from benchmarks import cpu_vs_torch, fit_cpu_cost  # noqa: E402
 
 from cupyconv.backends.numpy import cost  # noqa: E402
+from limits import child_limit  # noqa: E402
 
 _GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac")
 
@@ -78,7 +79,8 @@ def test_worker_answers_one_call_per_line():
     """The baseline worker (this checkout's cupyconv) times one call per request."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu_vs_torch.py"),
                            "--worker"], input="2\n2\n", capture_output=True, text=True,
-                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=600)
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""},
+                          timeout=child_limit(2, 30.0))
     assert proc.returncode == 0, proc.stderr
     times = [float(t) for t in proc.stdout.split()]
     assert len(times) == 2 and all(t > 0 for t in times)

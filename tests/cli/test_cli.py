@@ -8,14 +8,15 @@ import sys
 import pytest
 
 from cupyconv import _cli
+from limits import child_limit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(*args, timeout=300):
+def _run(*args):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "cupyconv", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT)
+                          text=True, timeout=child_limit(start_s=75), env=env, cwd=ROOT)
 
 
 def test_info_lists_backends():

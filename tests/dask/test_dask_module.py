@@ -12,6 +12,7 @@ import scipy.signal
 
 import cupyconv
 from helpers import require_cuda
+from limits import child_limit
 
 da = pytest.importorskip("dask.array")
 cdask = pytest.importorskip("cupyconv.dask")
@@ -22,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _python(code):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=child_limit())
 
 
 def test_core_import_does_not_import_dask():

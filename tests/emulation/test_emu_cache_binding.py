@@ -19,6 +19,7 @@ import textwrap
 import pytest
 
 from emulation_support import require_emulation
+from limits import child_limit
 
 SOURCE = """
 #include "platform.cuh"
@@ -108,7 +109,8 @@ def _run_child(case, template, tmp_path):
     shutil.copytree(template, cache)            # modes kept: 0700 directories, 0600 files
     env = dict(os.environ, CUPYCONV_CACHE_DIR=str(cache), CUPYCONV_EMU_MODE="normal")
     proc = subprocess.run([sys.executable, "-c", CHILD, case, SOURCE], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=child_limit(start_s=75),
+                          check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT")]
     assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
     report = json.loads(lines[-1][len("REPORT"):])

@@ -20,6 +20,7 @@ from cupyconv.backends.cuda import EmulatedRunner
 from cupyconv.backends.cuda import winograd as cuda_winograd
 
 from emulation_support import asan_available
+from limits import child_limit
 from kernel_reference import emu_loader, make_problem, ref_conv, small_ints
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
@@ -123,7 +124,8 @@ def test_transform_kernels_under_asan():
     from emulation_support import run_in_asan_subprocess
     here = os.path.dirname(os.path.abspath(__file__))
     proc = run_in_asan_subprocess(_ASAN_SCRIPT.format(here=here, tests=os.path.dirname(here)),
-                                  timeout=600,
+                                  # an ASan build of the transform kernels, then small layers
+                                  timeout=child_limit(start_s=150),
                                   cwd=os.path.dirname(os.path.dirname(here)))
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "ASAN-WINOGRAD-OK" in proc.stdout

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import scipy
 
+from limits import child_limit
+
 SCIPY_ROOT = Path(scipy.__file__).resolve().parent
 PLUGIN_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PLUGIN_DIR.parents[1]
@@ -55,10 +57,11 @@ def scipy_tests(relative):
     return SCIPY_ROOT / relative
 
 
-def run_scipy_tests(tests, swap, *, selection=None, deselect=(), env=None, timeout=600):
+def run_scipy_tests(tests, swap, *, selection=None, deselect=(), env=None, expected_tests=1000):
     """Run SciPy's test module `tests` with `swap` (``"signal"`` or ``"ndimage"``)
     swapped for cupyconv's functions; `selection` is a ``-k`` expression, `deselect`
-    test ids relative to the module."""
+    test ids relative to the module; `expected_tests` (about how many run) sizes the
+    child's time limit (``limits.child_limit``: ~0.1 s a test here, idle)."""
     rel = str(Path(tests).relative_to(SCIPY_ROOT.parent))
     cmd = [sys.executable, "-m", "pytest", rel, "-q", "-rfE", "--tb=line",
            "-p", "no:cacheprovider", "-p", "swap_plugin", "-o", "addopts=",
@@ -72,5 +75,5 @@ def run_scipy_tests(tests, swap, *, selection=None, deselect=(), env=None, timeo
                                                         os.environ.get("PYTHONPATH")]))
     child.pop("PYTEST_XDIST_WORKER", None)
     proc = subprocess.run(cmd, cwd=SCIPY_ROOT.parent, env=child, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=child_limit(expected_tests, 0.1, 30.0))
     return SuiteRun(proc.returncode, proc.stdout, proc.stdout[-6000:] + proc.stderr[-2000:])

@@ -17,6 +17,7 @@ import sys
 import textwrap
 
 import pytest
+from limits import child_limit
 from toolchain_support import nvrtc13_library as _nvrtc13
 
 
@@ -37,8 +38,10 @@ def test_every_family_compiles_with_nvrtc13(tmp_path):
     if not lib:
         pytest.skip("NVRTC 13 is not in .nvrtc13/ (bash scripts/test.sh installs it there)")
     env = dict(os.environ, CUPYCONV_NVRTC=lib)
+    from cupyconv._kernels import registry
+    kernels = len(registry.instantiations(ranks=(3,)))     # ~0.15 s of NVRTC each, idle
     proc = subprocess.run([sys.executable, "-c", _SCRIPT.format(root=str(tmp_path))], env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=child_limit(kernels, 0.15))
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["version"][0] == 13 and out["library"] == lib, out
@@ -80,7 +83,7 @@ def test_issue26_atoms_compile_with_nvrtc13():
     proc = subprocess.run([sys.executable, "-c", _K16_SCRIPT.format(source=str(KERNEL_K16),
                                                                     names=names)],
                           env=dict(os.environ, CUPYCONV_NVRTC=lib), capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=child_limit(sum(map(len, names.values())), 10.0))
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["version"][0] == 13

@@ -22,6 +22,7 @@ from cupyconv._compile import _nvrtc, cache, loader, packing, prebuilt
 from cupyconv._compile.compat import select_packaged
 from helpers import require_cuda
 from cupyconv._kernels import registry
+from limits import child_limit
 from toolchain_support import nvrtc_available
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -377,7 +378,7 @@ def test_setup_imports_the_packer_without_scipy():
     code = ("import sys; sys.modules['scipy'] = None; sys.path.insert(0, sys.argv[1]); "
             "import setup; m = setup._packing_module(); print(m.__file__)")
     res = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+                         timeout=child_limit(), cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(ROOT / "cupyconv" / "_compile" / "packing.py")
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from cupyconv._kernels import registry
+from limits import child_limit
 from toolchain_support import nvrtc_available
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +112,9 @@ def _env(**extra):
     return env
 
 
-def _run(cmd, timeout=240, **kwargs):
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+def _run(cmd, **kwargs):
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=child_limit(start_s=60),
+                         **kwargs)
     assert res.returncode == 0, f"{cmd} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     return res
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from limits import child_limit
+
 
 def nvrtc_available() -> bool:
     """Whether an NVRTC library can be loaded here."""
@@ -46,7 +48,7 @@ def run_with_nvrtc(major: int, code: str, *args: str) -> dict:
             pytest.skip("NVRTC 13 is not in .nvrtc13/ (bash scripts/test.sh installs it there)")
         env = dict(os.environ, CUPYCONV_NVRTC=lib)
     proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+                          text=True, timeout=child_limit(start_s=150), cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["version"][0] == major, out["version"]

@@ -20,6 +20,7 @@ import cupyconv
 from cupyconv.backends.numpy import NumpyBackend, direct, gemm, threads
 from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import choose
+from limits import child_limit
 from helpers import PADDING_MODES, assert_elementwise, conv_bounds, ref_conv, small_ints
 
 #: (name, x shape, w shape, geometry, block in output positions' columns (the limit is
@@ -260,4 +261,4 @@ def test_the_pool_works_in_a_forked_child():
     import multiprocessing
     assert _square_sum(8) == 140                       # the parent's pool is running
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        assert pool.apply_async(_square_sum, (8,)).get(timeout=20) == 140
+        assert pool.apply_async(_square_sum, (8,)).get(timeout=child_limit(start_s=5)) == 140

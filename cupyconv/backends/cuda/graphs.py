@@ -11,8 +11,9 @@ replays, with ``cupyconv.config.cuda_graphs``, as one CUDA graph (:class:`Graphe
   :attr:`GraphedCall.device_bytes`, which ``config.compiled_call_bytes`` bounds.
 - *re-pointed per call*.  A buffer that only kernel launches touch (the call's arrays,
   the result of an all-kernel program) has its pointers set per call in the launches'
-  graph nodes (``cuGraphExecKernelNodeSetParams``, ctypes on the driver's ``libcuda``):
-  no data moves.  A buffer a library step touches (cuBLAS, an array-module step: their
+  graph nodes (``cuGraphExecKernelNodeSetParams``, ctypes on the driver's ``libcuda``,
+  which every GPU machine has; ``cuda-bindings`` would reach the same entry point through
+  one more dependency, so it is not used): no data moves.  A buffer a library step touches (cuBLAS, an array-module step: their
   graph nodes' parameters are not ours to rewrite) is an owned buffer, filled by one
   device-to-device copy before the launch (an input) or copied out after it (the
   result).  So the ndimage passes and Winograd's input move nothing; gemm copies its
@@ -21,8 +22,12 @@ replays, with ``cupyconv.config.cuda_graphs``, as one CUDA graph (:class:`Graphe
   another stream than the last one's waits for the last one's event.
 
 A capture that fails (cuBLAS refusing to run while the stream captures, a node that
-cannot be matched to its launch, no ``libcuda``) leaves the call on its plain replay,
-and :attr:`GraphedCall.reason` says why.  The capture/driver API is an object
+cannot be matched to its launch, no ``libcuda``), or a driver error while replaying,
+leaves the call on its plain replay for good, and :attr:`GraphedCall.reason` says why.
+cuBLAS: the programs call it as on the plain path (``runner.matmul`` on the capturing
+stream, its temporaries from the graph's private pool); CuPy 14.2's Python API has no
+setter for a cuBLAS workspace before capturing, so where cuBLAS or CuPy refuses a
+capturing stream the call is not graphed and says so.  The capture/driver API is an object
 (:class:`CupyGraphs` on CuPy); the tests run the same logic on the emulated runner
 against a stand-in of it (:func:`use_api`).
 """
@@ -281,7 +286,13 @@ class GraphedCall:
                     self.reason = f"capture failed: {type(exc).__name__}: {exc}"
                     self._graph = None
                     return None
-            return self._launch(arrays)
+            try:
+                return self._launch(arrays)
+            except MemoryError:               # the result: the caller's normal path
+                raise
+            except Exception as exc:  # noqa: BLE001 - a driver error: the plain replay
+                self.reason = f"replay failed: {type(exc).__name__}: {exc}"
+                return None
 
     def _launch(self, arrays):
         xp, api = self.xp, self.api

@@ -286,3 +286,22 @@ def test_eight_threads_on_one_graph_give_the_sequential_results(emulated, rng):
                         if not np.array_equal(ndimage.gaussian_filter(v[j], 1.0), refs[j])]
         assert not in_threads(work)
     assert len(api.graphs) == 1
+
+
+def test_a_driver_error_while_replaying_falls_back_for_good(emulated, rng):
+    v = [rng.standard_normal((9, 8, 7)).astype(F32) for _ in range(3)]
+    with normal_path():
+        refs = [ndimage.gaussian_filter(a, 1.0) for a in v]
+
+    class Refusing(StandInGraphs):
+        def set_pointers(self, graph, node, launch, pointers):
+            raise RuntimeError("cuGraphExecKernelNodeSetParams failed with CUresult 1")
+
+    with graphs_on(Refusing()) as api:
+        ndimage.gaussian_filter(v[0], 1.0)
+        ys = [ndimage.gaussian_filter(a, 1.0) for a in v]
+        entry = lookup(ndimage.gaussian_filter, v[0], 1.0)
+    assert entry.graph.reason.startswith("replay failed: RuntimeError: cuGraphExec")
+    assert not [e for e in api.log if e[0] == "launch"]
+    for y, ref in zip(ys, refs):
+        np.testing.assert_array_equal(y, ref)

@@ -220,8 +220,11 @@ class CompiledCall:
         return sum(len(p.allocations) for p in self.programs)
 
     def __repr__(self):
+        graph = "" if self.graph is None else (
+            f"; not graphed: {self.graph.reason}" if self.graph.reason
+            else "; replayed as one CUDA graph")
         return (f"CompiledCall({' + '.join(p.name for p in self.programs)}: "
-                f"{self.launches} launches, {self.allocations} allocations)")
+                f"{self.launches} launches, {self.allocations} allocations{graph})")
 
     def replay(self, arrays):
         """Run the programs on this call's ``arrays``; returns the result."""

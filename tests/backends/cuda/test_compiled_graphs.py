@@ -175,6 +175,7 @@ def test_graphed_replays_equal_the_normal_path_and_capture_once(emulated, rng, n
         entry = find(data[0])
     assert isinstance(entry, CompiledCall) and entry.graph is not None, entry
     assert entry.graph.reason is None and entry.graph.captures == 1 and len(api.graphs) == 1
+    assert repr(entry).endswith("; replayed as one CUDA graph)")
     assert [e for e in api.log if e[0] == "launch"] == [("launch", 0)] * len(ys)
     for y, ref in zip(ys, refs + refs):
         np.testing.assert_array_equal(y, ref, err_msg=name)
@@ -231,6 +232,7 @@ def test_a_capture_failure_falls_back_to_the_plain_replay(emulated, rng):
         ys = [cupyconv.conv(x, w, padding=1, method="gemm") for _ in range(2)]
         entry = lookup(cupyconv.conv, x, w, padding=1, method="gemm")
     assert "capture failed" in entry.graph.reason and "cuBLAS refused" in entry.graph.reason
+    assert "not graphed: capture failed" in repr(entry)             # what plan.explain() shows
     assert not [e for e in api.log if e[0] == "launch"]
     for y in ys:
         np.testing.assert_array_equal(y, ref)

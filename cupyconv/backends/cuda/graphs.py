@@ -342,6 +342,17 @@ class _KernelNodeParams(ctypes.Structure):
 _KERNEL_NODE = 0                                       # CU_GRAPH_NODE_TYPE_KERNEL
 
 
+@dataclasses.dataclass(frozen=True)
+class _Captured:
+    """A graph CuPy captured: its ``cupy.cuda.graph.Graph``, the driver's ``CUgraph`` and
+    ``CUgraphExec`` handles, and what must live as long as it (its pool, its stream)."""
+
+    cupy_graph: object
+    graph: int
+    graphExec: int  # noqa: N815 - CuPy's attribute name
+    keep: tuple
+
+
 class CupyGraphs:
     """The capture/driver API on CuPy: stream capture through CuPy (``Stream.begin_capture``
     on a private non-blocking stream, the library steps' allocations from a private
@@ -394,8 +405,9 @@ class CupyGraphs:
                 run()
             finally:
                 graph = stream.end_capture()
-        graph._cupyconv_keep = (pool, stream)            # noqa: SLF001 - alive with the graph
-        return graph, pool.total_bytes()
+        # CuPy's Graph takes no attributes: the handle keeps the pool and stream alive
+        return _Captured(graph, int(graph.graph), int(graph.graphExec), (pool, stream)), \
+            pool.total_bytes()
 
     def kernel_nodes(self, graph):
         """``(node, CUfunction)`` of the graph's kernel nodes in topological order."""
@@ -451,7 +463,7 @@ class CupyGraphs:
         self.cp.cuda.runtime.memcpyAsync(dst, src, nbytes, 3, stream.ptr)  # device to device
 
     def launch(self, graph, stream):
-        graph.launch(stream)
+        graph.cupy_graph.launch(stream)
 
     def follow(self, owner, stream):
         """Order this replay after the graph's last one, if that ran on another stream."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import types
 
 import numpy as np
 import pytest
 
 import cupyconv
 from cupyconv import config, ndimage
+from cupyconv._kernels import program
 from cupyconv._kernels.addressing import data_pointer
 from cupyconv.api import compiled
 from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
@@ -307,3 +309,67 @@ def test_a_driver_error_while_replaying_falls_back_for_good(emulated, rng):
     assert not [e for e in api.log if e[0] == "launch"]
     for y, ref in zip(ys, refs):
         np.testing.assert_array_equal(y, ref)
+
+
+# ------------------------------------------------------------ the driver side, by ctypes
+def test_the_kernel_node_struct_has_the_driver_layout():
+    """``CUDA_KERNEL_NODE_PARAMS`` (cuda.h, v1): func at 0, the six dims from 8, shared
+    memory at 32, kernelParams at 40, extra at 48 (the v2 fields after it are room only)."""
+    p = graphs._KernelNodeParams
+    assert [getattr(p, f).offset for f in ("func", "gridDimX", "blockDimZ", "sharedMemBytes",
+                                          "kernelParams", "extra")] == [0, 8, 28, 32, 40, 48]
+
+
+class _FakeLibcuda:
+    """The five ``libcuda`` entry points :class:`graphs.CupyGraphs` calls, as Python
+    functions reading and writing through the ctypes arguments they are given."""
+
+    def __init__(self, nodes, edges, kinds, functions):
+        self.set = []
+
+        def get_nodes(g, out, n):
+            n._obj.value = len(nodes)
+            for i, node in enumerate(nodes if out is not None else ()):
+                out[i] = node
+            return 0
+
+        def get_edges(g, src, dst, n):
+            n._obj.value = len(edges)
+            for i, (a, b) in enumerate(edges if src is not None else ()):
+                src[i], dst[i] = a, b
+            return 0
+
+        def node_type(node, kind):
+            kind._obj.value = kinds[node.value]
+            return 0
+
+        def kernel_params(node, p):
+            p._obj.func = functions[node.value]
+            return 0
+
+        def set_params(exec_, node, p):
+            q = p._obj
+            argv = (ctypes.c_uint64 * 3).from_address(q.kernelParams)
+            self.set.append((exec_.value, node.value, q.func, (q.gridDimX, q.gridDimY),
+                             q.blockDimX, q.sharedMemBytes, ctypes.string_at(argv[0], 4),
+                             [ctypes.c_uint64.from_address(a).value for a in argv[1:]]))
+            return 0
+        self.cuGraphGetNodes, self.cuGraphGetEdges = get_nodes, get_edges
+        self.cuGraphNodeGetType, self.cuGraphKernelNodeGetParams = node_type, kernel_params
+        self.cuGraphExecKernelNodeSetParams = set_params
+
+
+def test_the_driver_calls_find_kernel_nodes_in_order_and_set_their_pointers():
+    """Nodes listed out of order, a memcpy node (type 1) among them: the kernel nodes come
+    back in the edges' order with their functions; a parameter update hands the driver
+    the launch's function, dims, shared memory, parameter bytes and the new pointers."""
+    cu = _FakeLibcuda(nodes=[30, 10, 20], edges=[(10, 20), (20, 30)],
+                      kinds={10: 0, 20: 1, 30: 0}, functions={10: 0xA, 30: 0xB})
+    api = graphs.CupyGraphs(None, cu)
+    handle = graphs._Captured(None, 0x1000, 0x2000, ())
+    assert api.kernel_nodes(handle) == [(10, 0xA), (30, 0xB)]
+    launch = program.Launch(types.SimpleNamespace(_fptr=0xB), (3, 2), (64,), 128,
+                            np.array(7, np.int32), ("x", "y"))
+    api.set_pointers(handle, 30, launch, [0x5000, 0x6000])
+    assert cu.set == [(0x2000, 30, 0xB, (3, 2), 64, 128, np.int32(7).tobytes(),
+                       [0x5000, 0x6000])]

@@ -25,9 +25,13 @@ A capture that fails (cuBLAS refusing to run while the stream captures, a node t
 cannot be matched to its launch, no ``libcuda``), or a driver error while replaying,
 leaves the call on its plain replay for good, and :attr:`GraphedCall.reason` says why.
 cuBLAS: the programs call it as on the plain path (``runner.matmul`` on the capturing
-stream, its temporaries from the graph's private pool); CuPy 14.2's Python API has no
-setter for a cuBLAS workspace before capturing, so where cuBLAS or CuPy refuses a
-capturing stream the call is not graphed and says so.  The capture/driver API is an object
+stream, its temporaries from the graph's private pool).  CuPy's ``cublas.setStream``,
+which each of its cuBLAS wrappers calls first, raises ``NotImplementedError`` on a
+capturing stream (``cupy_backends/cuda/libs/cublas.pyx``, CuPy 13 and 14.2), so today a
+program with a GEMM (gemm, Winograd) is not graphed and its reason says so; capturing it
+would take calling ``libcublas`` directly (a handle of our own, ``cublasSetStream`` and
+``cublasSetWorkspace`` with an owned workspace, so cuBLAS allocates nothing while
+capturing).  The capture/driver API is an object
 (:class:`CupyGraphs` on CuPy); the tests run the same logic on the emulated runner
 against a stand-in of it (:func:`use_api`).
 """
@@ -156,12 +160,15 @@ class GraphedCall:
     @property
     def device_bytes(self):
         """Bytes the graph owns: its programs' allocations, the staging copies and, once
-        captured, what its library steps allocated while capturing."""
+        captured, what its library steps allocated while capturing; 0 once it gave up."""
+        if self.reason is not None:
+            return 0
         return self._planned + self._pool_bytes
 
     def recount(self):
-        """True once after a capture changed :attr:`device_bytes` (the cache recounts)."""
-        if self._graph is not None and not self._counted:
+        """True once after a capture, or giving up, changed :attr:`device_bytes` (the cache
+        then recounts the entry)."""
+        if (self._graph is not None or self.reason is not None) and not self._counted:
             self._counted = True
             return True
         return False
@@ -284,7 +291,6 @@ class GraphedCall:
                     self._capture(arrays)
                 except Exception as exc:  # noqa: BLE001 - any failure: the plain replay
                     self.reason = f"capture failed: {type(exc).__name__}: {exc}"
-                    self._graph = None
                     return None
             try:
                 return self._launch(arrays)
@@ -292,6 +298,7 @@ class GraphedCall:
                 raise
             except Exception as exc:  # noqa: BLE001 - a driver error: the plain replay
                 self.reason = f"replay failed: {type(exc).__name__}: {exc}"
+                self._graph = None            # its buffers go
                 return None
 
     def _launch(self, arrays):

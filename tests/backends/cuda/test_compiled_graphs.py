@@ -238,6 +238,7 @@ def test_a_capture_failure_falls_back_to_the_plain_replay(emulated, rng):
     assert not [e for e in api.log if e[0] == "launch"]
     for y in ys:
         np.testing.assert_array_equal(y, ref)
+    assert entry.device_bytes == compiled._cache.nbytes == 0        # gave up: holds nothing
 
 
 def test_one_step_calls_and_the_default_are_not_graphed(emulated, rng):
@@ -373,3 +374,32 @@ def test_the_driver_calls_find_kernel_nodes_in_order_and_set_their_pointers():
     api.set_pointers(handle, 30, launch, [0x5000, 0x6000])
     assert cu.set == [(0x2000, 30, 0xB, (3, 2), 64, 128, np.int32(7).tobytes(),
                        [0x5000, 0x6000])]
+
+
+def test_graphs_on_a_gpu_equal_the_normal_path(dev, rng):
+    """On CuPy (a device check): with ``config.cuda_graphs`` the 3-pass Gaussian and the
+    gemm layer give the normal path's results, graphed or not (gemm's cuBLAS is refused
+    under capture by CuPy 14.2: it must fall back and say so)."""
+    if dev.name != "cuda":
+        pytest.skip("CUDA graphs are CuPy's (the emulator runs them on a stand-in above)")
+    v = dev.to_dev(rng.standard_normal((9, 8, 7)).astype(F32))
+    x, w = (dev.to_dev(small_ints(rng, s, F32)) for s in ((2, 4, 9, 8), (6, 4, 3, 3)))
+    calls = {"gaussian": (lambda: ndimage.gaussian_filter(v, 1.0),
+                          lambda: lookup(ndimage.gaussian_filter, v, 1.0)),
+             "gemm": (lambda: cupyconv.conv(x, w, padding=1, method="gemm"),
+                      lambda: lookup(cupyconv.conv, x, w, padding=1, method="gemm"))}
+    saved = config.cuda_graphs
+    try:
+        for name, (call, find) in calls.items():
+            config.compiled_calls = False
+            ref = dev.to_host(call())
+            config.compiled_calls, config.cuda_graphs = True, True
+            for _ in range(3):
+                np.testing.assert_array_equal(dev.to_host(call()), ref, err_msg=name)
+            entry = find()
+            assert entry.graph is not None, (name, entry)
+            assert entry.graph.reason is None or "capture failed" in entry.graph.reason, (
+                name, entry.graph.reason)
+            config.cuda_graphs = False
+    finally:
+        config.cuda_graphs, config.compiled_calls = saved, True

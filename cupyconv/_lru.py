@@ -15,12 +15,28 @@ class LRU:
     ``get_or_compute(key, compute)`` returns the cached value or stores
     ``compute()``; ``compute`` runs outside the lock (two threads may both
     compute a missing entry; the last one stored wins).
+
+    With ``size`` (``size(value)``: the bytes a value holds, asked once as it is
+    stored) the entries are bounded by their bytes as well: ``maxbytes`` (an int,
+    ``None`` for no bound, or a callable returning either, read at each store) bounds
+    their sum, the least recently used dropped first; a value larger than the bound alone
+    is not stored (:meth:`put` returns False).  Dropping an entry drops the cache's
+    reference, so what it holds is freed once no caller still uses it.
     """
 
-    def __init__(self, maxsize):
+    def __init__(self, maxsize, maxbytes=None, size=None):
         self.maxsize = int(maxsize)
         self._data = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._size = size
+        self._maxbytes = maxbytes if callable(maxbytes) else (lambda: maxbytes)
+        self._sizes = {}
+        self._bytes = 0
+
+    @property
+    def nbytes(self):
+        """The bytes the stored values hold (0 without ``size``)."""
+        return self._bytes
 
     def get_or_compute(self, key, compute):
         with self._lock:
@@ -28,10 +44,7 @@ class LRU:
                 self._data.move_to_end(key)
                 return self._data[key]
         value = compute()
-        with self._lock:
-            self._data[key] = value
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+        self.put(key, value)
         return value
 
     def get(self, key, default=None):
@@ -43,20 +56,41 @@ class LRU:
             return value
 
     def put(self, key, value):
-        """Store ``value`` under ``key``, dropping the least recently used past ``maxsize``."""
+        """Store ``value`` under ``key``, dropping the least recently used past ``maxsize``
+        entries or the byte bound; returns False (and forgets ``key``) when ``value`` alone
+        holds more bytes than the bound."""
+        size = 0 if self._size is None else int(self._size(value))
+        bound = self._maxbytes()
         with self._lock:
+            self._bytes -= self._sizes.pop(key, 0)
+            if bound is not None and size > bound:
+                self._data.pop(key, None)
+                return False
             self._data[key] = value
             self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            if size:
+                self._sizes[key] = size
+                self._bytes += size
+            while len(self._data) > self.maxsize or (bound is not None
+                                                     and self._bytes > bound):
+                old, _ = self._data.popitem(last=False)
+                self._bytes -= self._sizes.pop(old, 0)
+        return True
 
     def clear(self):
         with self._lock:
             self._data.clear()
+            self._sizes.clear()
+            self._bytes = 0
 
     def values(self):
         with self._lock:
             return list(self._data.values())
+
+    def keys(self):
+        """The keys, least recently used first."""
+        with self._lock:
+            return list(self._data)
 
     def __len__(self):
         return len(self._data)

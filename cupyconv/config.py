@@ -46,6 +46,19 @@ prebuilt_launches : bool
     with its parameter struct and argument array built once
     (``cupyconv.backends.cuda.prebuilt_launch``) instead of ``RawKernel.__call__``, which
     marshals every argument per call.  Default False until a device check has run it.
+compiled_call_bytes : int or None
+    The most device memory, in bytes, that the compiled calls kept by one cache may hold
+    between calls: their programs' device constants (transform matrices, filter taps) and,
+    with ``cuda_graphs``, the buffers a captured graph owns.  Past it the least recently
+    used calls are dropped (their memory goes back to the pool); a call holding more than
+    this alone is not kept and takes the normal path (``plan.explain()`` says why).
+    Default 256 MiB; ``0`` keeps only calls that hold no device memory; ``None``: no
+    bound but the number of entries.
+cuda_graphs : bool
+    When True, a compiled call on CuPy whose programs take several steps (ndimage's passes,
+    Winograd's transforms and GEMM, gemm's vol2col and GEMM) replays as one CUDA graph,
+    captured on its second call over buffers it owns, the call's pointers set per call
+    (``cupyconv.backends.cuda.graphs``).  Default False until a device check shows it pays.
 """
 import numbers as _numbers
 import sys as _sys
@@ -64,6 +77,8 @@ precision = "highest"
 ndimage_integers = "scipy"
 compiled_calls = True
 prebuilt_launches = False
+compiled_call_bytes = 256 * 2**20
+cuda_graphs = False
 
 
 def _is_bool(value):
@@ -115,6 +130,10 @@ _CHECKS = {
         _numbers.Real, lambda v: v >= 0, lambda v: v),
     "compiled_calls": _boolean("compiled_calls"),
     "prebuilt_launches": _boolean("prebuilt_launches"),
+    "compiled_call_bytes": _optional_number(
+        "compiled_call_bytes", "None or an int number of bytes >= 0", _numbers.Integral,
+        lambda v: v >= 0, int),
+    "cuda_graphs": _boolean("cuda_graphs"),
 }
 
 

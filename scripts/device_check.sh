@@ -13,6 +13,8 @@
 #   reference_cases.json      the issue's reference layers vs cuDNN/cupyx, % of FP32 peak
 #   tensor_cores.json         float64 (DMMA) / TF32 / float16 tiles vs cuDNN, % of tensor peak
 #   ndimage_gpu.json          cupyconv.ndimage vs cupyx.scipy.ndimage; separable vs fft
+#   graph_replay.json         compiled calls replayed as one CUDA graph against plain replay
+#                             (3-pass gaussian_filter, a gemm layer): decides config.cuda_graphs
 #   device_micro.json         mma.sync issue rate per atom (HMMA f16/bf16/TF32, DMMA m8n8k4,
 #                             m16n8k16 on sm_90), L2 and HBM copy bandwidth (issue 26)
 #   (the Winograd GPU table is in device_check.log)
@@ -73,6 +75,9 @@ step micro 60 "$PY" -m benchmarks.device_micro --out "$OUT"
 # issues 13 and 15: where a small call's time goes, host against device (conv, convolve, a
 # 3-pass ndimage filter, the 96^3 * 5^3 ndimage correlation that took 1.84 ms against
 # cupyx's 0.10, a Winograd layer); early, so a slow later step cannot crowd it out
+# issue 24 part 3: graphed against plain replay of a 3-pass gaussian_filter and a gemm
+# layer (host, device and loop time per call; bit-equal results; why not graphed)
+step graph-replay 30 "$PY" -m benchmarks.graph_replay --out "$OUT" --repeat 200
 step profile 25 "$PY" -m benchmarks.profile_call --backend cuda --calls 50 --top 15
 # the reference layers against cuDNN (TF32 off) and cupyx; writes the measured
 # efficiencies the GPU cost model loads (and $OUT/reference_cases.json)

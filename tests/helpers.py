@@ -477,3 +477,24 @@ def gradient_cases(x, w, dy, w_transpose, groups, **geo):
     wide = [np.asarray(a).astype(np.float64) for a in (x, w, dy, w_transpose)]
     with cupyconv.use_backend("numpy"):
         return [(c, c(*wide), c(*[np.abs(a) for a in wide])) for c in calls]
+
+
+def in_threads(work, n=8):
+    """Run ``work(t)`` for ``t`` in ``range(n)`` on ``n`` threads started together (a
+    barrier); returns what they raised or appended to the list ``work`` returns (the
+    failures), empty when every thread agreed with its reference."""
+    import threading
+    errors, barrier = [], threading.Barrier(n)
+
+    def run(t):
+        try:
+            barrier.wait()
+            errors.extend(work(t) or ())
+        except Exception as exc:  # noqa: BLE001 - reported to the caller
+            errors.append(exc)
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

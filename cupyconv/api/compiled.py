@@ -41,6 +41,7 @@ from .. import config
 from .._kernels import program
 from .._kernels.addressing import data_pointer
 from .._lru import LRU
+from ..backends.cuda import graphs
 from ..backends.cuda.prebuilt_launch import prebuilt_program
 from ..dispatch import get_backend
 
@@ -50,7 +51,23 @@ __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPIL
 #: Compiled calls kept (each holds a few programs; the LRU drops the oldest).
 COMPILED_CALLS = 512
 
-_cache = LRU(COMPILED_CALLS)
+
+
+def _bytes_bound():
+    return config.compiled_call_bytes
+
+
+def _held(entry):
+    return getattr(entry, "device_bytes", 0)
+
+
+def _bounded_lru(entries):
+    """A compiled-call cache: ``entries`` keys, and ``config.compiled_call_bytes`` of
+    device memory held by its entries (constants, a graph's owned buffers)."""
+    return LRU(entries, maxbytes=_bytes_bound, size=_held)
+
+
+_cache = _bounded_lru(COMPILED_CALLS)
 
 #: type -> whether it is CuPy's ndarray (NumPy's is tested first, by identity).
 _ARRAY_TYPES = {np.ndarray: False}
@@ -157,9 +174,10 @@ def _part(v, arrays):
 class CompiledCall:
     """The programs of one key, with where each of their operands comes from."""
 
-    __slots__ = ("steps", "result", "xp", "programs", "host_values")
+    __slots__ = ("steps", "result", "xp", "programs", "host_values", "graph", "_constant_bytes",
+                 "__weakref__")
 
-    def __init__(self, steps, result, xp, host_values=()):
+    def __init__(self, steps, result, xp, host_values=(), graph=None):
         #: ``(program, ((name, source), ...))`` in order; a source is
         #: ``("arg", i, None, offset, view)`` (the call's ``i``-th array),
         #: ``("prev", step, name, offset, view)`` (an earlier program's array) or
@@ -176,6 +194,18 @@ class CompiledCall:
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
         self.host_values = host_values
+        #: a :class:`~cupyconv.backends.cuda.graphs.GraphedCall` replaying the programs as
+        #: one CUDA graph (``config.cuda_graphs``), or ``None``.
+        self.graph = graph
+        self._constant_bytes = _array_bytes(
+            [src[1] for _, binding in steps for _, src in binding if src[0] == "const"]
+            + [a for p, _ in steps for _, a in p.constants])
+
+    @property
+    def device_bytes(self):
+        """Device memory this entry holds between calls: its programs' constants and its
+        graph's owned buffers (what ``config.compiled_call_bytes`` bounds)."""
+        return self._constant_bytes + (self.graph.device_bytes if self.graph is not None else 0)
 
     def matches(self, arrays):
         """Whether the arrays the host read hold the values this call was compiled with."""
@@ -190,11 +220,18 @@ class CompiledCall:
         return sum(len(p.allocations) for p in self.programs)
 
     def __repr__(self):
+        graph = "" if self.graph is None else (
+            f"; not graphed: {self.graph.reason}" if self.graph.reason
+            else "; replayed as one CUDA graph")
         return (f"CompiledCall({' + '.join(p.name for p in self.programs)}: "
-                f"{self.launches} launches, {self.allocations} allocations)")
+                f"{self.launches} launches, {self.allocations} allocations{graph})")
 
     def replay(self, arrays):
         """Run the programs on this call's ``arrays``; returns the result."""
+        if self.graph is not None:
+            y = self.graph.replay(arrays)
+            if y is not None:
+                return y
         xp, done = self.xp, []
         for prog, binding in self.steps:
             bound = {}
@@ -255,7 +292,28 @@ def _compile(rec, arrays, result):
             return cupy.cuda.get_current_stream().ptr
         steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
                  for prog, binding in steps]
-    return CompiledCall(tuple(steps), res, xp, host_values)
+    graph = graphs.graphed(steps, res, xp, arrays) if config.cuda_graphs else None
+    return CompiledCall(tuple(steps), res, xp, host_values, graph)
+
+
+def _array_bytes(arrays):
+    """The bytes of the distinct arrays among ``arrays`` (``None`` skipped)."""
+    seen = {}
+    for a in arrays:
+        if a is not None:
+            seen[id(a)] = int(a.nbytes)
+    return sum(seen.values())
+
+
+def _too_large(entry):
+    """``NotCompiled`` for an entry holding more device memory than the bound, else the
+    entry."""
+    bound = config.compiled_call_bytes
+    held = _held(entry)
+    if bound is None or held <= bound:
+        return entry
+    return NotCompiled(f"its programs hold {held} bytes of device memory (constants, a "
+                       f"graph's buffers), more than config.compiled_call_bytes = {bound}")
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -360,16 +418,25 @@ def _call(fn, tag, cache, args, kwargs):
     if entry is not None:
         if type(entry) is CompiledCall and entry.matches(arrays):
             try:
-                return entry.replay(arrays)
+                y = entry.replay(arrays)
             except MemoryError:           # CuPy's OutOfMemoryError too: the normal path
                 pass
+            else:
+                if entry.graph is not None and entry.graph.recount():
+                    _store(cache, key, entry)      # captured: its owned buffers counted
+                return y
         return fn(*args, **kwargs)
     with program.record() as rec:
         result = fn(*args, **kwargs)
     entry = _compile(rec, arrays, result)
     if not (rec.transient and type(entry) is NotCompiled):
-        cache.put(key, entry)
+        _store(cache, key, entry)
     return result
+
+
+def _store(cache, key, entry):
+    """Store ``entry``, or why it is too large for the byte bound."""
+    cache.put(key, _too_large(entry))
 
 
 def compiled(fn):
@@ -388,7 +455,7 @@ def compiled_method(fn):
     def wrapper(self, *args, **kwargs):
         cache = self.__dict__.get("_compiled")
         if cache is None:
-            cache = self.__dict__["_compiled"] = LRU(16)
+            cache = self.__dict__["_compiled"] = _bounded_lru(16)
             _owners.add(self)
         return _call(functools.partial(fn, self), fn, cache, args, kwargs)
     wrapper.__wrapped_compiled__ = fn

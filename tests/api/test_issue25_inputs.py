@@ -29,6 +29,10 @@ BAD_SETTINGS = [
     ("ndimage_integers", "exactly", ValueError, "'scipy' or 'exact'"),
     ("compiled_calls", 1, TypeError, "True or False"),
     ("prebuilt_launches", "no", TypeError, "True or False"),
+    ("compiled_call_bytes", -1, ValueError, "int number of bytes >= 0"),
+    ("compiled_call_bytes", 2.0, TypeError, "int number of bytes >= 0"),
+    ("compiled_call_bytes", True, TypeError, "int number of bytes >= 0"),
+    ("cuda_graphs", 1, TypeError, "True or False"),
 ]
 
 
@@ -55,7 +59,8 @@ def test_gh25_config_accepts_its_values_and_rejects_unknown_names(restore_config
         del config.precision
     settings = {k for k in vars(config) if not k.startswith("_")}
     assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
-                        "ndimage_integers", "compiled_calls", "prebuilt_launches"}
+                        "ndimage_integers", "compiled_calls", "prebuilt_launches",
+                        "compiled_call_bytes", "cuda_graphs"}
 
 
 def _layer(dtype):

@@ -25,7 +25,7 @@ from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, small_ints
+from helpers import forget_launches, in_threads, small_ints
 
 F32 = np.dtype(np.float32)
 
@@ -400,25 +400,15 @@ def test_eight_threads_give_the_sequential_results(any_dev, rng):
     w = dev.to_dev(small_ints(rng, (3, 2, 3, 3), F32))
     with dev.scope(), normal_path():
         refs = [dev.to_host(cupyconv.conv(x, w, padding=1)) for x in xs]
-    errors, barrier = [], threading.Barrier(8)
 
     def work(i):
-        try:
-            with dev.scope():
-                barrier.wait()
-                for r in range(6):
-                    j = (i + r) % 3 if i % 2 else 0          # odd: different keys; even: one
-                    y = dev.to_host(cupyconv.conv(xs[j], w, padding=1))
-                    if not np.array_equal(y, refs[j]):
-                        errors.append((i, r, j))
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+        with dev.scope():
+            for r in range(6):
+                j = (i + r) % 3 if i % 2 else 0          # odd: different keys; even: one
+                y = dev.to_host(cupyconv.conv(xs[j], w, padding=1))
+                if not np.array_equal(y, refs[j]):
+                    yield (i, r, j)
+    assert not in_threads(lambda i: list(work(i)))
 
 
 # ------------------------------------------------------------ prebuilt CuPy launches

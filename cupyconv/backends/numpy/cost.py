@@ -17,8 +17,8 @@ from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
 from . import gemm, separable
-from .direct import (CHUNK, PLANE_CHUNK, compiled_applies, line_axis, scipy_line_applies,
-                     scipy_line_faster, scipy_nd_applies)
+from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
+                     scipy_line_applies, scipy_line_faster, scipy_nd_applies)
 from .threads import workers
 
 __all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms"]
@@ -183,13 +183,15 @@ def _gemm(problem, cplx):
 
 
 def depthwise_terms(problem):
-    """The depthwise tap loop's work per core (:func:`.direct.conv_depthwise`):
-    ``[depthwise_mac, chunk_tap]`` counts (multiply-adds in float32 units), over
-    ``min(cores, blocks)``."""
+    """The depthwise tap loop's work (:func:`.direct.conv_depthwise`): ``[depthwise_mac,
+    chunk_tap]`` counts (multiply-adds in float32 units), per core over ``min(cores,
+    blocks)`` when its blocks run on the pool (``DEPTHWISE_THREADED``), else all on one."""
     cplx = 4.0 if problem.is_complex else 1.0
-    outputs = problem.batch * problem.out_channels * math.prod(problem.out_shape)
+    plane = math.prod(problem.out_shape)
+    outputs = problem.batch * problem.out_channels * plane
     nblocks = max(1, -(-outputs // PLANE_CHUNK))
-    cores = min(workers(), nblocks)
+    first = min(outputs, max(PLANE_CHUNK, plane))       # a block: at least one plane
+    cores = min(workers(), nblocks) if first >= DEPTHWISE_THREADED else 1
     return [cplx * _macs(problem) * _real_bytes(problem) / 4 / cores,
             nblocks * problem.taps / cores]
 

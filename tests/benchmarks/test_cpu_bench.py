@@ -17,10 +17,7 @@ sys.path.insert(0, str(ROOT))   # the repo root
 
 from benchmarks import cpu_vs_torch, fit_cpu_cost  # noqa: E402
 
-from cupyconv.backends.numpy import cost  # noqa: E402
-
-_GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac")
-
+from cupyconv.backends.numpy import cost, gemm  # noqa: E402
 
 @pytest.mark.parametrize("case", fit_cpu_cost.CASES, ids=[c[0] + " " + c[-1]
                                                           for c in fit_cpu_cost.CASES])
@@ -32,9 +29,11 @@ def test_fit_terms_are_the_cost_model(case, dtype):
     p = fit_cpu_cost._problem(xs, ws, g, pad, stride, op, dtype)
     terms = cost.gemm_terms(p)
     want = (cost.CPU["call"] + cost.CPU["gemm_call"] + cost.gemm_serial(p)
-            + sum(n * cost.CPU[k] for n, k in zip(terms, _GEMM_KEYS)))
+            + sum(n * cost.CPU[k] for n, k in zip(terms, cost.GEMM_KEYS)))
     assert cost.predict_times(p, ["gemm"])["gemm"] == pytest.approx(want, rel=1e-12)
-    assert all(n > 0 for n in terms)
+    assert all(n > 0 for n in terms[:3]) and len(terms) == len(cost.GEMM_KEYS)
+    narrow = terms[3:] if gemm.positions_as_rows(p) else terms[:2:-1]    # (its, the other)
+    assert narrow[0] > 0 and narrow[1] == 0          # one narrow constant per orientation
 
 
 @pytest.mark.parametrize("case", fit_cpu_cost.DEPTHWISE, ids=[c[0] for c in fit_cpu_cost.DEPTHWISE])

@@ -21,7 +21,8 @@ from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, l
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies)
 from .threads import workers
 
-__all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms"]
+__all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms",
+           "GEMM_KEYS"]
 
 #: CPU constants (seconds).
 CPU = dict(
@@ -44,9 +45,16 @@ CPU = dict(
                             # the strided copy along output rows, backends/numpy/gemm.columns
     block_mac=1.0 / 12e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
                             # float32 half)
-    narrow_mac=1.0e-9,      # ... plus this over K/G: BLAS on a GEMM a few output channels
-                            # wide (depthwise as gemm, measured 15.8 ms against 46.5 for the
-                            # 64-wide layer of 64x the multiply-adds)
+    narrow_mac=4.0e-10,     # ... plus this over K/G: BLAS on a GEMM a few output channels
+                            # wide.  Was 1e-9 when the columns were (taps*C, positions);
+                            # positions as rows (gemm.columns) took the narrow layers'
+                            # time to 0.68x (K/G = 16, 4-D) and 0.87x (32, 3-D), the
+                            # 64-wide 2-D one ~1.0x (one core, interleaved, load 3.6):
+                            # (1 + n/(K/G)) / (1 + 12/(K/G)) fits these at n = 3-12, ~5
+    narrow_grouped=1.0e-9,  # ... the same for a grouped problem, whose columns stay
+                            # (taps*C/G, positions) (gemm.positions_as_rows; depthwise as
+                            # gemm, measured 15.8 ms against 46.5 for the 64-wide layer of
+                            # 64x the multiply-adds)
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
@@ -143,9 +151,11 @@ def _blocks(problem):
 
 def gemm_terms(problem):
     """gemm's parallel work per core, by constant: ``[block, column, block_mac,
-    narrow_mac]`` counts (column elements and multiply-adds in float64 units: float32
-    half; complex four multiply-adds; the narrow term grows as ``1 / (K/G)``, BLAS's
-    efficiency on a GEMM a few output channels wide), over ``min(cores, blocks)``."""
+    narrow_mac, narrow_grouped]`` counts (column elements and multiply-adds in float64
+    units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
+    (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
+    each column orientation, :func:`.gemm.positions_as_rows`), over ``min(cores,
+    blocks)``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
@@ -153,8 +163,10 @@ def gemm_terms(problem):
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
     macs = cplx * _macs(problem) * scale
+    narrow = macs / problem.gemm_n / cores
+    rows = gemm.positions_as_rows(problem)
     return [nblocks / cores, cplx * cols * scale * 2 / cores, macs / cores,
-            macs / problem.gemm_n / cores]
+            narrow if rows else 0.0, 0.0 if rows else narrow]
 
 
 def gemm_serial(problem):
@@ -169,6 +181,10 @@ def gemm_serial(problem):
     return cplx * cols * c["col2im"] * scale * 2 + _blocks(problem) * problem.taps * c["chunk_tap"]
 
 
+#: The constants of :func:`gemm_terms`' counts, in order.
+GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_grouped")
+
+
 def _gemm(problem, cplx):
     """Blocks of columns (:mod:`.gemm`) on one thread per core: per block its column copy
     and its GEMM, the blocks spread over the cores (:func:`gemm_terms`); integers run
@@ -177,8 +193,7 @@ def _gemm(problem, cplx):
     counts = gemm_terms(problem)
     if problem.dtype.kind in "biu":
         counts[2] *= c["nonblas"] / c["block_mac"]
-    work = sum(n * c[key] for n, key in zip(counts, ("block", "column", "block_mac",
-                                                      "narrow_mac")))
+    work = sum(n * c[key] for n, key in zip(counts, GEMM_KEYS))
     return c["call"] + c["gemm_call"] + work + gemm_serial(problem)
 
 

@@ -37,12 +37,13 @@ from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
 from ..grad_forward import grad_input_forward, grad_input_operands
-from .direct import tap_slices
+from .direct import tap_slices, windows
 from .threads import parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
+           "positions_as_rows", "column_source",
            "CHUNK_BYTES"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
@@ -159,31 +160,59 @@ def windows_last(problem, xcl):
     return as_strided(xcl, shape=shape, strides=strides, writeable=False)
 
 
+def positions_as_rows(problem):
+    """Whether the columns are channels-last, positions as rows (:func:`columns`): an
+    ungrouped problem.  A grouped one keeps positions as columns, whose copy runs along
+    output rows: channels-last, its runs would be C/G elements (one, depthwise: 59.5 ms
+    against the row runs' ~16 and the tap loop's 12 on 8 x 64 x 56^2 3x3, one core)."""
+    return problem.groups == 1
+
+
+def column_source(problem, x):
+    """The window view the columns are copied from: :func:`windows_last` of
+    :func:`padded_last` where :func:`positions_as_rows`, else
+    :func:`~cupyconv.backends.numpy.direct.windows` of the padded input."""
+    if positions_as_rows(problem):
+        return windows_last(problem, padded_last(problem, x))
+    return windows(problem, pad_input(problem, x))
+
+
 def columns(problem, view, index):
-    """``(cols, box)``: the columns ``(G, positions, taps * C/G)`` of block ``index`` of
-    the channels-last window view ``(N, *O, *KS, G, C/G)`` (:func:`windows_last`; one
-    copy, whose inner runs are a tap row's channels, contiguous) and the block's box
-    ``(nb, *Ob)``.  Positions as rows feed BLAS its faster orientation: ``cols @ W``
-    with the output channels the narrow side (one core, float32, quiet: ``(M, 864) @
-    (864, 32)`` 100-108 GFLOP/s against 73-78 for ``(32, 864) @ (864, M)``)."""
+    """``(cols, box)``: the columns of block ``index`` of :func:`column_source`'s view
+    (one copy) and the block's box ``(nb, *Ob)``.
+
+    Where :func:`positions_as_rows`: ``(1, positions, taps * C)`` from the channels-last
+    view ``(N, *O, *KS, 1, C)``, whose copy runs over a tap row's channels (contiguous),
+    feeding BLAS its faster orientation, ``cols @ W`` with the output channels the
+    narrow side (one core, float32, quiet: ``(M, 864) @ (864, 32)`` 100-108 GFLOP/s
+    against 73-78 for ``(32, 864) @ (864, M)``).  Else ``(G, C/G * taps, positions)``
+    from the view ``(N, G, C/G, *O, *KS)``, the copy innermost along a row.
+    """
     r = problem.ndim
-    part = view[index]                                          # (nb, *Ob, *KS, G, Cg)
-    box = part.shape[:1 + r]
-    g = problem.groups
-    if g > 1:
-        part = part.transpose((1 + 2 * r, 0) + tuple(range(1, 1 + 2 * r)) + (2 + 2 * r,))
-    cols = np.empty(part.shape, dtype=part.dtype)
-    np.copyto(cols, part)
-    return cols.reshape(g, math.prod(box), -1), box
+    if positions_as_rows(problem):
+        part = view[index]                                      # (nb, *Ob, *KS, 1, C)
+        box = part.shape[:1 + r]
+        cols = np.empty(part.shape, dtype=part.dtype)
+        np.copyto(cols, part)
+        return cols.reshape(1, math.prod(box), -1), box
+    part = view[_grouped(index)]                                # (nb, G, Cg, *Ob, *KS)
+    order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
+    src = part.transpose(order)                                 # (G, Cg, *KS, nb, *Ob)
+    cols = np.empty(src.shape, dtype=part.dtype)
+    np.copyto(cols, src)
+    box = part.shape[:1] + part.shape[3:3 + r]
+    return cols.reshape(problem.groups, -1, math.prod(box)), box
 
 
-def weight_matrix(problem, wg):
-    """``(G, taps * C/G, K/G)``: grouped weights ``(G, K/G, C/G, *KS)`` ordered as
-    :func:`columns`' rows (taps, then channels)."""
-    r = problem.ndim
-    order = (0,) + tuple(range(3, 3 + r)) + (2, 1)
-    return np.ascontiguousarray(wg.transpose(order)).reshape(problem.groups, -1,
-                                                             problem.gemm_n)
+def weight_matrix(problem, w):
+    """The forward GEMM's weights, from ``w`` ``(K, C/G, *KS)``: ``(1, taps * C, K)``
+    ordered as :func:`columns`' rows where :func:`positions_as_rows`, else ``(G, K/G,
+    C/G * taps)``."""
+    wg = grouped_weights(problem, oriented_weights(problem, w))   # (G, Kg, Cg, *KS)
+    if not positions_as_rows(problem):
+        return np.ascontiguousarray(wg).reshape(problem.groups, problem.gemm_n, -1)
+    order = (0,) + tuple(range(3, 3 + problem.ndim)) + (2, 1)
+    return np.ascontiguousarray(wg.transpose(order)).reshape(1, -1, problem.gemm_n)
 
 
 def plan_blocks(problem, limit):
@@ -211,16 +240,22 @@ def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
-    view = windows_last(problem, padded_last(problem, x))
+    view = column_source(problem, x)
     g, kg, r = problem.groups, problem.gemm_n, problem.ndim
-    wmat = weight_matrix(problem, grouped_weights(problem, oriented_weights(problem, w)))
+    wmat = weight_matrix(problem, w)
     yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
-    back = (1, 0, 2 + r) + tuple(range(2, 2 + r))                 # -> (nb, G, Kg, *Ob)
+    rows = positions_as_rows(problem)
+    spatial = tuple(range(2, 2 + r))
 
     def block(index):
         cols, box = columns(problem, view, index)
-        res = np.matmul(cols, wmat).reshape((g,) + box + (kg,))   # (G, nb, *Ob, Kg)
-        yg[_grouped(index)] = res.transpose(back)
+        if rows:                                                   # (1, nb, *Ob, K)
+            res = np.matmul(cols, wmat).reshape((g,) + box + (kg,))
+            res = res.transpose((1, 0, 2 + r) + spatial)
+        else:                                                      # (G, Kg, nb, *Ob)
+            res = np.matmul(wmat, cols).reshape((g, kg) + box)
+            res = res.transpose((2, 0, 1) + tuple(range(3, 3 + r)))
+        yg[_grouped(index)] = res                                  # (nb, G, Kg, *Ob)
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)
@@ -278,15 +313,23 @@ def _grad_input(problem, dy, w, limit, stats):
 def _grad_weight(problem, x, dy, limit, stats):
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
-    view = windows_last(problem, padded_last(problem, x))        # (N, *O, *KS, G, Cg)
+    view = column_source(problem, x)
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
+    rows = positions_as_rows(problem)
     spatial = tuple(range(3, 3 + r))
 
     def block(index):
-        cols, _ = columns(problem, view, index)                   # (G, M, taps * Cg)
-        dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
-        part = np.matmul(dyc.reshape(g, kg, -1), _adjoint(problem, cols))
-        return part, cols.nbytes                                   # (G, Kg, taps * Cg)
+        cols, _ = columns(problem, view, index)
+        part = dyg[_grouped(index)]                                 # (nb, G, Kg, *Ob)
+        if rows:
+            # dw^T = cols^H dy^T, dy channels-last (one core, float32: (576, M) @ (M, 64)
+            # 131 GFLOP/s against 111 for (64, M) @ (M, 576))
+            dyt = np.ascontiguousarray(part.transpose((1, 0) + spatial + (2,)))
+            return np.matmul(_adjoint(problem, cols).transpose(0, 2, 1),
+                             dyt.reshape(g, -1, kg)), cols.nbytes   # (1, taps * C, K)
+        dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
+        return np.matmul(dyc.reshape(g, kg, -1), _adjoint(problem, cols).transpose(0, 2, 1)), \
+            cols.nbytes                                              # (G, Kg, Cg * taps)
 
     indices, lanes = plan_blocks(problem, limit)
     parts = parallel_map(block, indices, lanes)
@@ -294,7 +337,8 @@ def _grad_weight(problem, x, dy, limit, stats):
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part
-    dw = np.moveaxis(dw.reshape((g, kg) + problem.kernel_shape + (cg,)), -1, 2)
+    if rows:                                                       # (1, *KS, C, K) -> (K, C, *KS)
+        dw = np.moveaxis(dw.reshape(problem.kernel_shape + (cg, kg)), (-1, -2), (0, 1))
     dw = dw.reshape((problem.out_channels, cg) + problem.kernel_shape)
     return np.ascontiguousarray(oriented_weights(problem, dw))
 

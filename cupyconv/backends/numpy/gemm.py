@@ -320,16 +320,10 @@ def _grad_weight(problem, x, dy, limit, stats):
 
     def block(index):
         cols, _ = columns(problem, view, index)
-        part = dyg[_grouped(index)]                                 # (nb, G, Kg, *Ob)
-        if rows:
-            # dw^T = cols^H dy^T, dy channels-last (one core, float32: (576, M) @ (M, 64)
-            # 131 GFLOP/s against 111 for (64, M) @ (M, 576))
-            dyt = np.ascontiguousarray(part.transpose((1, 0) + spatial + (2,)))
-            return np.matmul(_adjoint(problem, cols).transpose(0, 2, 1),
-                             dyt.reshape(g, -1, kg)), cols.nbytes   # (1, taps * C, K)
-        dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
-        return np.matmul(dyc.reshape(g, kg, -1), _adjoint(problem, cols).transpose(0, 2, 1)), \
-            cols.nbytes                                              # (G, Kg, Cg * taps)
+        dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
+        cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
+        part = np.matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))
+        return part, cols.nbytes                  # (G, Kg, taps * C) or (G, Kg, Cg * taps)
 
     indices, lanes = plan_blocks(problem, limit)
     parts = parallel_map(block, indices, lanes)
@@ -337,8 +331,8 @@ def _grad_weight(problem, x, dy, limit, stats):
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part
-    if rows:                                                       # (1, *KS, C, K) -> (K, C, *KS)
-        dw = np.moveaxis(dw.reshape(problem.kernel_shape + (cg, kg)), (-1, -2), (0, 1))
+    if rows:                                                       # (K, *KS, C) -> (K, C, *KS)
+        dw = np.moveaxis(dw.reshape((kg,) + problem.kernel_shape + (cg,)), -1, 1)
     dw = dw.reshape((problem.out_channels, cg) + problem.kernel_shape)
     return np.ascontiguousarray(oriented_weights(problem, dw))
 

@@ -6,11 +6,14 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
   (:func:`blocks`): the leading axes are fixed one index at a time and the first axis
   whose remaining box fits is split into runs, so a block may hold several images
   (the batch folded into the GEMM's columns), some rows of one image, or part of a row;
-- its columns ``(G, C/G * taps, positions)`` are one strided copy of the padded input's
-  window view (:func:`columns`): the innermost axis runs along an output row, so the
-  copy streams (channels first, as the input and the result lie);
-- forward: ``y = W . cols`` per block, the groups as the batch of one ``matmul``
-  ``(G, K/G, C/G * taps) @ (G, C/G * taps, positions)``, written into ``y`` in place;
+- its columns are one strided copy of a window view of the padded input
+  (:func:`columns`): ungrouped, channels-last ``(positions, taps * C)`` from the input
+  made channels-last once (:func:`padded_last`; the copy's inner runs are a tap row's
+  channels), so the GEMM is ``cols @ W`` with the output channels the narrow side,
+  BLAS's faster orientation here; grouped, ``(G, C/G * taps, positions)`` whose copy
+  runs along an output row (:func:`positions_as_rows` decides);
+- forward: ``y = cols . W`` (ungrouped) or ``W . cols`` per group, the groups as the
+  batch of one ``matmul``, each block's result transposed into ``y`` in place;
 - weight gradient, ``dw = dy . cols^H``: the same blocks, summed in block order;
 - input gradient, ``dx = A^H dy``: a stride-1 problem with constant padding is the
   forward problem of the flipped, channel-transposed kernel

@@ -46,13 +46,13 @@ CPU = dict(
     block_mac=1.0 / 12e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
                             # float32 half)
     narrow_mac=4.0e-10,     # ... plus this over K/G: BLAS on a GEMM a few output channels
-                            # wide.  Was 1e-9 when the columns were (taps*C, positions);
+                            # wide, positions as rows (gemm.positions_as_rows).  Was 1e-9 when the columns were (taps*C, positions);
                             # positions as rows (gemm.columns) took the narrow layers'
                             # time to 0.68x (K/G = 16, 4-D) and 0.87x (32, 3-D), the
                             # 64-wide 2-D one ~1.0x (one core, interleaved, load 3.6):
                             # (1 + n/(K/G)) / (1 + 12/(K/G)) fits these at n = 3-12, ~5
-    narrow_grouped=1.0e-9,  # ... the same for a grouped problem, whose columns stay
-                            # (taps*C/G, positions) (gemm.positions_as_rows; depthwise as
+    narrow_cols=1.0e-9,     # ... the same where the columns stay (taps*C/G, positions):
+                            # grouped or wider than gemm.ROWS_MAX_CHANNELS (depthwise as
                             # gemm, measured 15.8 ms against 46.5 for the 64-wide layer of
                             # 64x the multiply-adds)
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
@@ -151,7 +151,7 @@ def _blocks(problem):
 
 def gemm_terms(problem):
     """gemm's parallel work per core, by constant: ``[block, column, block_mac,
-    narrow_mac, narrow_grouped]`` counts (column elements and multiply-adds in float64
+    narrow_mac, narrow_cols]`` counts (column elements and multiply-adds in float64
     units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
     (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
     each column orientation, :func:`.gemm.positions_as_rows`), over ``min(cores,
@@ -182,7 +182,7 @@ def gemm_serial(problem):
 
 
 #: The constants of :func:`gemm_terms`' counts, in order.
-GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_grouped")
+GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_cols")
 
 
 def _gemm(problem, cplx):

@@ -10,9 +10,10 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
   (:func:`columns`): ungrouped, channels-last ``(positions, taps * C)`` from the input
   made channels-last once (:func:`padded_last`; the copy's inner runs are a tap row's
   channels), so the GEMM is ``cols @ W`` with the output channels the narrow side,
-  BLAS's faster orientation here; grouped, ``(G, C/G * taps, positions)`` whose copy
-  runs along an output row (:func:`positions_as_rows` decides);
-- forward: ``y = cols . W`` (ungrouped) or ``W . cols`` per group, the groups as the
+  BLAS's faster orientation for a few output channels; grouped or wide,
+  ``(G, C/G * taps, positions)`` whose copy runs along an output row
+  (:func:`positions_as_rows` decides);
+- forward: ``y = cols . W`` (positions as rows) or ``W . cols`` per group, the groups as the
   batch of one ``matmul``, each block's result transposed into ``y`` in place;
 - weight gradient, ``dw = dy . cols^H``: the same blocks, summed in block order;
 - input gradient, ``dx = A^H dy``: a stride-1 problem with constant padding is the
@@ -46,7 +47,7 @@ from .threads import parallel_map, workers
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
-           "positions_as_rows", "column_source",
+           "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS",
            "CHUNK_BYTES"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
@@ -163,12 +164,22 @@ def windows_last(problem, xcl):
     return as_strided(xcl, shape=shape, strides=strides, writeable=False)
 
 
+#: Output channels up to which an ungrouped problem's columns are channels-last,
+#: positions as rows (:func:`positions_as_rows`).  One core, float32, interleaved
+#: (load 10-11, lower quartile of 18): rows / columns 0.66x the time at K = 16 (4-D
+#: 12^4), 0.85x at 32 (3-D 32^3); 0.97x at 64 (2-D 56^2 forward) but 1.06x for its
+#: weight gradient, 1.05x at 128 (1-D): from 64 channels the GEMM gains no more than
+#: the transposes of the input and the result cost.
+ROWS_MAX_CHANNELS = 32
+
+
 def positions_as_rows(problem):
     """Whether the columns are channels-last, positions as rows (:func:`columns`): an
-    ungrouped problem.  A grouped one keeps positions as columns, whose copy runs along
-    output rows: channels-last, its runs would be C/G elements (one, depthwise: 59.5 ms
-    against the row runs' ~16 and the tap loop's 12 on 8 x 64 x 56^2 3x3, one core)."""
-    return problem.groups == 1
+    ungrouped problem of at most :data:`ROWS_MAX_CHANNELS` output channels.  A grouped
+    one keeps positions as columns, whose copy runs along output rows: channels-last,
+    its runs would be C/G elements (one, depthwise: 59.5 ms against the row runs' ~16
+    and the tap loop's 12 on 8 x 64 x 56^2 3x3, one core)."""
+    return problem.groups == 1 and problem.gemm_n <= ROWS_MAX_CHANNELS
 
 
 def column_source(problem, x):

@@ -89,3 +89,15 @@ def test_arrays_are_seeded_and_shaped():
     np.testing.assert_array_equal(x, x2)
     assert x.dtype == w.dtype == dy.dtype == np.float32
     assert dy.shape == (8, 64, 56, 56)
+
+
+def test_phases_table_adds_up(capsys):
+    """``--phases`` on a tiny layer: one row, its four phases' shares sum to ~100% and the
+    phases' sum is no more than the whole call (every phase is inside it)."""
+    tiny = ("tiny phases", "forward", (2, 3, 9, 8), (4, 3, 3, 3), 1, 1)
+    row = cpu_vs_torch.phases(tiny, 2)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["tiny phases", "rows"]
+    shares = [float(c.split("(")[1].rstrip("%)")) for c in cells[2:6]]
+    assert abs(sum(shares) - 100) <= 2
+    assert float(cells[6]) <= float(cells[7]) + 0.05       # ms, one decimal each

@@ -32,7 +32,9 @@ down to one output position (:func:`plan_blocks`).  No reduction depends on thre
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -250,11 +252,33 @@ def _note(stats, sizes, lanes):
     stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes) * lanes)
 
 
+def _phase(stats, name):
+    """A timer for ``name`` when ``stats`` holds a ``"phases"`` dict (the seconds of each
+    call appended to ``stats["phases"][name]``; ``python -m benchmarks.cpu_vs_torch
+    --phases``), else a no-op."""
+    phases = stats.get("phases")
+    if phases is None:
+        return contextlib.nullcontext()
+    return _Timer(phases.setdefault(name, []))
+
+
+class _Timer:
+    def __init__(self, into):
+        self.into = into
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.into.append(time.perf_counter() - self.start)
+
+
 def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
-    view = column_source(problem, x)
+    with _phase(stats, "pad"):
+        view = column_source(problem, x)
     g, kg, r = problem.groups, problem.gemm_n, problem.ndim
     wmat = weight_matrix(problem, w)
     yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
@@ -262,14 +286,16 @@ def _forward(problem, x, w, limit, stats):
     spatial = tuple(range(2, 2 + r))
 
     def block(index):
-        cols, box = columns(problem, view, index)
+        with _phase(stats, "column copy"):
+            cols, box = columns(problem, view, index)
+        with _phase(stats, "GEMM"):
+            res = np.matmul(cols, wmat) if rows else np.matmul(wmat, cols)
         if rows:                                                   # (1, nb, *Ob, K)
-            res = np.matmul(cols, wmat).reshape((g,) + box + (kg,))
-            res = res.transpose((1, 0, 2 + r) + spatial)
+            res = res.reshape((g,) + box + (kg,)).transpose((1, 0, 2 + r) + spatial)
         else:                                                      # (G, Kg, nb, *Ob)
-            res = np.matmul(wmat, cols).reshape((g, kg) + box)
-            res = res.transpose((2, 0, 1) + tuple(range(3, 3 + r)))
-        yg[_grouped(index)] = res                                  # (nb, G, Kg, *Ob)
+            res = res.reshape((g, kg) + box).transpose((2, 0, 1) + tuple(range(3, 3 + r)))
+        with _phase(stats, "write back"):
+            yg[_grouped(index)] = res                              # (nb, G, Kg, *Ob)
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)

@@ -43,6 +43,7 @@ from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
 from ..grad_forward import grad_input_forward, grad_input_operands
+from .blas import matmul
 from .direct import tap_slices, windows
 from .threads import parallel_map, workers
 
@@ -289,7 +290,7 @@ def _forward(problem, x, w, limit, stats):
         with _phase(stats, "column copy"):
             cols, box = columns(problem, view, index)
         with _phase(stats, "GEMM"):
-            res = np.matmul(cols, wmat) if rows else np.matmul(wmat, cols)
+            res = matmul(cols, wmat) if rows else matmul(wmat, cols)
         if rows:                                                   # (1, nb, *Ob, K)
             res = res.reshape((g,) + box + (kg,)).transpose((1, 0, 2 + r) + spatial)
         else:                                                      # (G, Kg, nb, *Ob)
@@ -325,7 +326,7 @@ def _grad_input(problem, dy, w, limit, stats):
         part = dyg[_grouped(index)]                                # (nb, G, Kg, *Ob)
         box = part.shape[:1] + part.shape[3:]
         dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
-        col = np.matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
+        col = matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
         return col.reshape((g, cg) + problem.kernel_shape + box), box
 
     def scatter(index, col, box):                                 # serially: taps overlap
@@ -362,7 +363,7 @@ def _grad_weight(problem, x, dy, limit, stats):
         cols, _ = columns(problem, view, index)
         dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
         cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
-        part = np.matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))
+        part = matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))
         return part, cols.nbytes                  # (G, Kg, taps * C) or (G, Kg, Cg * taps)
 
     indices, lanes = plan_blocks(problem, limit)

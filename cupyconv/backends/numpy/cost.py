@@ -16,7 +16,7 @@ import numpy as np
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
-from . import gemm, separable
+from . import blas, gemm, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies)
 from .threads import workers
@@ -55,6 +55,10 @@ CPU = dict(
                             # grouped or wider than gemm.ROWS_MAX_CHANNELS (depthwise as
                             # gemm, measured 15.8 ms against 46.5 for the 64-wide layer of
                             # 64x the multiply-adds)
+    mkl_mac=0.85,           # block_mac and the narrow terms' factor where the blocks' GEMMs
+                            # run on oneMKL (backends/numpy/blas.py): whole layers by gemm on
+                            # oneMKL against numpy.matmul, interleaved, load 11, lower
+                            # quartile of 18: 2-D 0.90x, 1-D 0.82-0.88x, 3-D 0.80x
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
@@ -154,15 +158,17 @@ def gemm_terms(problem):
     narrow_mac, narrow_cols]`` counts (column elements and multiply-adds in float64
     units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
     (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
-    each column orientation, :func:`.gemm.positions_as_rows`), over ``min(cores,
-    blocks)``."""
+    each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
+    ``mkl_mac`` where the GEMMs run on oneMKL), over ``min(cores, blocks)``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
     cols = problem.groups * problem.gemm_k * problem.gemm_m
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
-    macs = cplx * _macs(problem) * scale
+    fast = CPU["mkl_mac"] if blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES \
+        else 1.0
+    macs = cplx * _macs(problem) * scale * fast
     narrow = macs / problem.gemm_n / cores
     rows = gemm.positions_as_rows(problem)
     return [nblocks / cores, cplx * cols * scale * 2 / cores, macs / cores,

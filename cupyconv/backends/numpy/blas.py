@@ -28,6 +28,7 @@ __all__ = ["matmul", "mkl", "MKL_DTYPES"]
 MKL_DTYPES = {np.dtype(np.float32): "cblas_sgemm", np.dtype(np.float64): "cblas_dgemm"}
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _SEQUENTIAL = 1            # MKL_THREADING_SEQUENTIAL
+_INT_MAX = 2**31 // 16     # dimensions and strides (bytes) that fit MKL_INT as elements
 
 
 def _library_paths():
@@ -57,9 +58,10 @@ def mkl():
             scalar = ctypes.c_float if dtype == np.float32 else ctypes.c_double
             fn = getattr(lib, name)
             fn.restype = None
-            fn.argtypes = ([ctypes.c_int] * 3 + [ctypes.c_int64] * 3
-                           + [scalar, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                              ctypes.c_int64, scalar, ctypes.c_void_p, ctypes.c_int64])
+            # the LP64 interface of libmkl_rt: MKL_INT is a C int
+            fn.argtypes = ([ctypes.c_int] * 6
+                           + [scalar, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                              ctypes.c_int, scalar, ctypes.c_void_p, ctypes.c_int])
             funcs[dtype] = fn
         return funcs
     return None
@@ -84,7 +86,8 @@ def matmul(a, b):
     funcs = mkl()
     if (funcs is None or a.dtype != b.dtype or a.dtype not in funcs or a.ndim != b.ndim
             or a.ndim not in (2, 3) or a.shape[:-2] != b.shape[:-2]
-            or a.shape[-1] != b.shape[-2] or 0 in a.shape or 0 in b.shape):
+            or a.shape[-1] != b.shape[-2] or 0 in a.shape or 0 in b.shape
+            or max(map(abs, a.strides + b.strides + a.shape + b.shape)) >= _INT_MAX):
         return np.matmul(a, b)
     if a.ndim == 2:
         a, b = a[None], b[None]

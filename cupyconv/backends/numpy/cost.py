@@ -46,11 +46,11 @@ CPU = dict(
     block_mac=1.0 / 12e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
                             # float32 half)
     narrow_mac=4.0e-10,     # ... plus this over K/G: BLAS on a GEMM a few output channels
-                            # wide, positions as rows (gemm.positions_as_rows).  Was 1e-9 when the columns were (taps*C, positions);
-                            # positions as rows (gemm.columns) took the narrow layers'
-                            # time to 0.68x (K/G = 16, 4-D) and 0.87x (32, 3-D), the
-                            # 64-wide 2-D one ~1.0x (one core, interleaved, load 3.6):
-                            # (1 + n/(K/G)) / (1 + 12/(K/G)) fits these at n = 3-12, ~5
+                            # wide, positions as rows (gemm.positions_as_rows).  Was 1e-9
+                            # with (taps*C, positions) columns; positions as rows took the
+                            # narrow layers' time to 0.68x (K/G = 16, 4-D) and 0.87x (32,
+                            # 3-D) (one core, interleaved, load 3.6): (1 + n/(K/G)) /
+                            # (1 + 12/(K/G)) fits these at n = 3-6, ~5
     narrow_cols=1.0e-9,     # ... the same where the columns stay (taps*C/G, positions):
                             # grouped or wider than gemm.ROWS_MAX_CHANNELS (depthwise as
                             # gemm, measured 15.8 ms against 46.5 for the 64-wide layer of

@@ -143,14 +143,13 @@ def padded_last(problem, x):
     """The padded input channels-last, ``(N, *padded, C)`` C-contiguous: one copy (the
     padding filled first for a constant boundary, else :func:`numpy.pad` then the
     transpose).  Its columns' inner runs are channels and taps along the last axis."""
-    moved = np.moveaxis(x, 1, -1)
     if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
         return np.ascontiguousarray(np.moveaxis(pad_input(problem, x), 1, -1))
     cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
     out = np.full((problem.batch,) + problem.padded_shape() + (problem.in_channels,), cval,
                   dtype=x.dtype)
     out[(slice(None),) + tuple(slice(b, b + n) for (b, _), n in
-                               zip(problem.padding, problem.in_shape))] = moved
+                               zip(problem.padding, problem.in_shape))] = np.moveaxis(x, 1, -1)
     return out
 
 

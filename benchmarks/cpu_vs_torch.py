@@ -1,6 +1,6 @@
 """The NumPy backend's ``conv`` and its gradients against PyTorch's CPU convolution.
 
-``python -m benchmarks.cpu_vs_torch [--rounds 7] [--baseline REF] [--out FILE]``
+``python -m benchmarks.cpu_vs_torch [--rounds 7] [--baseline REF] [--out FILE] [--phases]``
 
 Issue 28's layers (float32): 2-D N=8 C=K=64 56^2 3x3, 3-D N=2 C=K=32 32^3 3^3, 2-D
 depthwise groups=C=64 56^2 3x3, 1-D N=16 C=K=128 L=1024 k=5, a 4-D N=2 C=K=16 12^4 3^4
@@ -16,6 +16,9 @@ alternate).  ``taskset -c 0 python -m benchmarks.cpu_vs_torch`` compares one cor
 one core (cupyconv takes its cores from the affinity mask, PyTorch is given as many).  Results are compared with
 PyTorch's (largest difference relative to the largest magnitude).  The header records the
 date, the commit and ``uptime``: a shared, loaded machine slows every caller, unevenly.
+``--phases`` instead tabulates where the ungrouped forward layers' ``gemm`` time goes
+(padded copy, column copy, GEMM, write back, summed over the blocks; the least of
+``--rounds`` calls each), best read on one core (``OPENBLAS_NUM_THREADS=1 taskset -c 0``).
 """
 from __future__ import annotations
 
@@ -165,16 +168,65 @@ def _header(rounds, baseline):
     return lines
 
 
+#: The phases of gemm's forward (``stats["phases"]``, backends/numpy/gemm.py).
+PHASES = ("pad", "column copy", "GEMM", "write back")
+
+
+def phases(case, rounds):
+    """The markdown row of a forward case's gemm phases: per phase the least summed
+    seconds over ``rounds`` calls (ms and share of their sum), the least whole call and
+    the GEMM's GFLOP/s over its least time."""
+    from cupyconv.backends.numpy import NumpyBackend, gemm
+    from cupyconv.core import ConvProblem
+    from cupyconv.core.problem import Operands
+    _, op, xs, ws, groups, pad = case
+    x, w, _ = arrays(case)
+    problem = ConvProblem.create(x_shape=xs, w_shape=ws, groups=groups, padding=pad,
+                                 dtype=x.dtype, op=op)
+    ops = Operands(activation=x, filter=w)
+    backend = NumpyBackend()
+    limit = backend.workspace_bytes(problem, "gemm", 2**34)
+    best, whole = {}, []
+    for _ in range(rounds):
+        stats = {"phases": {}}
+        whole.append(_timed(lambda: gemm.run(problem, ops, limit, stats)))
+        for name, times in stats["phases"].items():
+            best[name] = min(best.get(name, float("inf")), sum(times))
+    total = sum(best[p] for p in PHASES)
+    flops = 2 * problem.groups * problem.gemm_m * problem.gemm_n * problem.gemm_k
+    layout = "rows" if gemm.positions_as_rows(problem) else "columns"
+    cells = " | ".join(f"{1e3 * best[p]:.1f} ({100 * best[p] / total:.0f}%)" for p in PHASES)
+    return (f"| {case[0]} | {layout} | {cells} | {1e3 * total:.1f} | {1e3 * min(whole):.1f} "
+            f"| {flops / best['GEMM'] / 1e9:.0f} |")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--baseline", default=None, help="git commit to time as well")
     parser.add_argument("--out", default=None, help="also write the markdown here")
     parser.add_argument("--cases", default=None, help="only cases whose name has this text")
+    parser.add_argument("--phases", action="store_true",
+                        help="instead: where the forward gemm layers' time goes, by phase")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.worker:
         worker()
+        return 0
+    if opts.phases:
+        lines = _header(opts.rounds, None)[:2] + [
+            f"- float32 gemm forward, each phase the least of {opts.rounds} calls"] + [
+            "", "| layer | columns | " + " | ".join(PHASES) + " | sum of phases | whole call "
+            "| GEMM GFLOP/s |", "|---|---|" + "---:|" * (len(PHASES) + 3)]
+        print("\n".join(lines), flush=True)
+        for case in CASES:
+            if case[1] == "forward" and case[4] == 1 and (
+                    not opts.cases or opts.cases in case[0]):
+                lines.append(phases(case, opts.rounds))
+                print(lines[-1], flush=True)
+        if opts.out:
+            with open(opts.out, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
         return 0
     try:
         import torch

@@ -6,7 +6,7 @@ Times ``gemm`` (forward and both gradients) and the depthwise tap loop (``direct
 filter per channel) on layers from 1-D to 4-D, float32 and float64, and fits
 :data:`cupyconv.backends.numpy.cost.CPU`'s terms by non-negative least squares on the
 work each timing counts (the model of :func:`cupyconv.backends.numpy.cost.predict_times`:
-blocks, column elements, multiply-adds and the narrow-GEMM term spread over
+blocks, column elements, multiply-adds and the narrow-GEMM terms spread over
 ``min(cores, blocks)``; tap-loop multiply-adds and chunk taps for the depthwise path).
 Prints the fitted values next to the ones in force, then each case's measured and
 predicted milliseconds with the constants in force.  The machine this runs on decides
@@ -46,7 +46,6 @@ DEPTHWISE = [
     ("depthwise 3-D 16ch 32^3 3^3", (2, 16, 32, 32, 32), (3, 3, 3)),
     ("depthwise 1-D 64ch 4096 k7", (8, 64, 4096), (7,)),
 ]
-_KEYS = ("block", "column", "block_mac", "narrow_mac")
 
 
 def _problem(xs, ws, groups, padding, stride, op, dtype):
@@ -100,7 +99,7 @@ def main(argv=None):
             rows.append((f"{name} {dtype}", p, "direct", t))
     dfit = nnls(np.array(dfeats), np.array(dtimes))[0]
     print("| constant | in force | fitted |\n|---|---:|---:|")
-    for key, value in zip(_KEYS, fitted):
+    for key, value in zip(cost.GEMM_KEYS, fitted):
         print(f"| {key} | {cost.CPU[key]:.3g} | {value:.3g} |")
     for key, value in zip(("depthwise_mac", "chunk_tap"), dfit):
         print(f"| {key} | {cost.CPU[key]:.3g} | {value:.3g} |")

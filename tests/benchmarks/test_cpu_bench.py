@@ -17,10 +17,8 @@ sys.path.insert(0, str(ROOT))   # the repo root
 
 from benchmarks import cpu_vs_torch, fit_cpu_cost  # noqa: E402
 
-from cupyconv.backends.numpy import cost  # noqa: E402
+from cupyconv.backends.numpy import cost, gemm  # noqa: E402
 from limits import child_limit  # noqa: E402
-
-_GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac")
 
 
 @pytest.mark.parametrize("case", fit_cpu_cost.CASES, ids=[c[0] + " " + c[-1]
@@ -33,9 +31,11 @@ def test_fit_terms_are_the_cost_model(case, dtype):
     p = fit_cpu_cost._problem(xs, ws, g, pad, stride, op, dtype)
     terms = cost.gemm_terms(p)
     want = (cost.CPU["call"] + cost.CPU["gemm_call"] + cost.gemm_serial(p)
-            + sum(n * cost.CPU[k] for n, k in zip(terms, _GEMM_KEYS)))
+            + sum(n * cost.CPU[k] for n, k in zip(terms, cost.GEMM_KEYS)))
     assert cost.predict_times(p, ["gemm"])["gemm"] == pytest.approx(want, rel=1e-12)
-    assert all(n > 0 for n in terms)
+    assert all(n > 0 for n in terms[:3]) and len(terms) == len(cost.GEMM_KEYS)
+    narrow = terms[3:] if gemm.positions_as_rows(p) else terms[:2:-1]    # (its, the other)
+    assert narrow[0] > 0 and narrow[1] == 0          # one narrow constant per orientation
 
 
 @pytest.mark.parametrize("case", fit_cpu_cost.DEPTHWISE, ids=[c[0] for c in fit_cpu_cost.DEPTHWISE])
@@ -92,3 +92,15 @@ def test_arrays_are_seeded_and_shaped():
     np.testing.assert_array_equal(x, x2)
     assert x.dtype == w.dtype == dy.dtype == np.float32
     assert dy.shape == (8, 64, 56, 56)
+
+
+def test_phases_table_adds_up(capsys):
+    """``--phases`` on a tiny layer: one row, its four phases' shares sum to ~100% and the
+    phases' sum is no more than the whole call (every phase is inside it)."""
+    tiny = ("tiny phases", "forward", (2, 3, 9, 8), (4, 3, 3, 3), 1, 1)
+    row = cpu_vs_torch.phases(tiny, 2)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["tiny phases", "rows"]
+    shares = [float(c.split("(")[1].rstrip("%)")) for c in cells[2:6]]
+    assert abs(sum(shares) - 100) <= 2
+    assert float(cells[6]) <= float(cells[7]) + 0.05       # ms, one decimal each

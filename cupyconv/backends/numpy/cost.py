@@ -16,12 +16,13 @@ import numpy as np
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
-from . import gemm, separable
-from .direct import (CHUNK, PLANE_CHUNK, compiled_applies, line_axis, scipy_line_applies,
-                     scipy_line_faster, scipy_nd_applies)
+from . import blas, gemm, separable
+from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
+                     scipy_line_applies, scipy_line_faster, scipy_nd_applies)
 from .threads import workers
 
-__all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms"]
+__all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms",
+           "GEMM_KEYS"]
 
 #: CPU constants (seconds).
 CPU = dict(
@@ -44,9 +45,20 @@ CPU = dict(
                             # the strided copy along output rows, backends/numpy/gemm.columns
     block_mac=1.0 / 12e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
                             # float32 half)
-    narrow_mac=1.0e-9,      # ... plus this over K/G: BLAS on a GEMM a few output channels
-                            # wide (depthwise as gemm, measured 15.8 ms against 46.5 for the
-                            # 64-wide layer of 64x the multiply-adds)
+    narrow_mac=4.0e-10,     # ... plus this over K/G: BLAS on a GEMM a few output channels
+                            # wide, positions as rows (gemm.positions_as_rows).  Was 1e-9
+                            # with (taps*C, positions) columns; positions as rows took the
+                            # narrow layers' time to 0.68x (K/G = 16, 4-D) and 0.87x (32,
+                            # 3-D) (one core, interleaved, load 3.6): (1 + n/(K/G)) /
+                            # (1 + 12/(K/G)) fits these at n = 3-6, ~5
+    narrow_cols=1.0e-9,     # ... the same where the columns stay (taps*C/G, positions):
+                            # grouped or wider than gemm.ROWS_MAX_CHANNELS (depthwise as
+                            # gemm, measured 15.8 ms against 46.5 for the 64-wide layer of
+                            # 64x the multiply-adds)
+    mkl_mac=0.85,           # block_mac and the narrow terms' factor where the blocks' GEMMs
+                            # run on oneMKL (backends/numpy/blas.py): whole layers by gemm on
+                            # oneMKL against numpy.matmul, interleaved, load 11, lower
+                            # quartile of 18: 2-D 0.90x, 1-D 0.82-0.88x, 3-D 0.80x
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
@@ -143,18 +155,24 @@ def _blocks(problem):
 
 def gemm_terms(problem):
     """gemm's parallel work per core, by constant: ``[block, column, block_mac,
-    narrow_mac]`` counts (column elements and multiply-adds in float64 units: float32
-    half; complex four multiply-adds; the narrow term grows as ``1 / (K/G)``, BLAS's
-    efficiency on a GEMM a few output channels wide), over ``min(cores, blocks)``."""
+    narrow_mac, narrow_cols]`` counts (column elements and multiply-adds in float64
+    units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
+    (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
+    each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
+    ``mkl_mac`` where the GEMMs run on oneMKL), over ``min(cores, blocks)``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
     cols = problem.groups * problem.gemm_k * problem.gemm_m
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
-    macs = cplx * _macs(problem) * scale
+    fast = CPU["mkl_mac"] if blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES \
+        else 1.0
+    macs = cplx * _macs(problem) * scale * fast
+    narrow = macs / problem.gemm_n / cores
+    rows = gemm.positions_as_rows(problem)
     return [nblocks / cores, cplx * cols * scale * 2 / cores, macs / cores,
-            macs / problem.gemm_n / cores]
+            narrow if rows else 0.0, 0.0 if rows else narrow]
 
 
 def gemm_serial(problem):
@@ -169,6 +187,10 @@ def gemm_serial(problem):
     return cplx * cols * c["col2im"] * scale * 2 + _blocks(problem) * problem.taps * c["chunk_tap"]
 
 
+#: The constants of :func:`gemm_terms`' counts, in order.
+GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_cols")
+
+
 def _gemm(problem, cplx):
     """Blocks of columns (:mod:`.gemm`) on one thread per core: per block its column copy
     and its GEMM, the blocks spread over the cores (:func:`gemm_terms`); integers run
@@ -177,19 +199,20 @@ def _gemm(problem, cplx):
     counts = gemm_terms(problem)
     if problem.dtype.kind in "biu":
         counts[2] *= c["nonblas"] / c["block_mac"]
-    work = sum(n * c[key] for n, key in zip(counts, ("block", "column", "block_mac",
-                                                      "narrow_mac")))
+    work = sum(n * c[key] for n, key in zip(counts, GEMM_KEYS))
     return c["call"] + c["gemm_call"] + work + gemm_serial(problem)
 
 
 def depthwise_terms(problem):
-    """The depthwise tap loop's work per core (:func:`.direct.conv_depthwise`):
-    ``[depthwise_mac, chunk_tap]`` counts (multiply-adds in float32 units), over
-    ``min(cores, blocks)``."""
+    """The depthwise tap loop's work (:func:`.direct.conv_depthwise`): ``[depthwise_mac,
+    chunk_tap]`` counts (multiply-adds in float32 units), per core over ``min(cores,
+    blocks)`` when its blocks run on the pool (``DEPTHWISE_THREADED``), else all on one."""
     cplx = 4.0 if problem.is_complex else 1.0
-    outputs = problem.batch * problem.out_channels * math.prod(problem.out_shape)
+    plane = math.prod(problem.out_shape)
+    outputs = problem.batch * problem.out_channels * plane
     nblocks = max(1, -(-outputs // PLANE_CHUNK))
-    cores = min(workers(), nblocks)
+    first = min(outputs, max(PLANE_CHUNK, plane))       # a block: at least one plane
+    cores = min(workers(), nblocks) if first >= DEPTHWISE_THREADED else 1
     return [cplx * _macs(problem) * _real_bytes(problem) / 4 / cores,
             nblocks * problem.taps / cores]
 

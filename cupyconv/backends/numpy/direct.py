@@ -24,6 +24,7 @@ SciPy's, which matters where they are truncated to integers.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -38,7 +39,8 @@ from .threads import parallel_map
 __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
            "single_signal", "line_axis", "conv_line", "scipy_line_applies", "scipy_nd_applies",
            "CHUNK", "SCIPY_STRIDE_BYTES", "chunks", "line_chunks", "scipy_line_faster",
-           "tap_slices", "plane_blocks", "conv_depthwise", "PLANE_CHUNK"]
+           "tap_slices", "plane_blocks", "conv_depthwise", "PLANE_CHUNK",
+           "DEPTHWISE_THREADED"]
 
 
 def windows(problem, xpad):
@@ -337,36 +339,59 @@ def _flat_taps(problem, xc, wc):
     flat = xc.reshape(-1, math.prod(padded))
     offsets = [sum(t * d * st for t, d, st in zip(tap, problem.dilation, pst))
                for tap in np.ndindex(*problem.kernel_shape)]
-    weights = np.tile(wc, (xc.shape[0], 1))                     # (images * channels, taps)
+    weights = wc if xc.shape[0] == 1 else np.tile(wc, (xc.shape[0], 1))
     return [flat[:, o:o + length] for o in offsets], weights, (length, pst)
 
 
 def _valid_outputs(problem, wide, shape, pst):
     """The valid outputs ``shape`` ``(n, c, *O)`` of the wide rows ``wide``."""
     item = wide.itemsize
-    return as_strided(wide, shape=shape, strides=(shape[1] * wide.shape[1] * item,
-                                                  wide.shape[1] * item)
+    return as_strided(wide, shape=shape, strides=(shape[1] * wide.strides[0],
+                                                  wide.strides[0])
                       + tuple(st * item for st in pst), writeable=False)
 
 
-def _padded_block(problem, xb):
+class _Buffers(threading.local):
+    """One thread's scratch arrays of a depthwise call, reused block after block (a
+    fresh padded block, accumulator and temporary per block were a quarter of its time):
+    each the size of the call's largest block, a block takes a leading slice."""
+
+    def take(self, name, shape, dtype, fill=None):
+        have = self.__dict__.get(name)
+        if have is None or have.shape[1:] != shape[1:] or have.shape[0] < shape[0]:
+            have = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
+            self.__dict__[name] = have
+        return have[:shape[0]]
+
+
+def _padded_block(problem, xb, buffers):
     """:func:`~cupyconv.backends.arrays.pad_input` of a block, C-contiguous; constant
-    padding by a fill and one copy (``numpy.pad``'s Python per block was a quarter of
-    the depthwise loop's time on 8 x 64 x 56^2 3x3)."""
+    padding by one copy into a buffer whose border was filled once (``numpy.pad``'s
+    Python per block was a quarter of the depthwise loop's time on 8 x 64 x 56^2 3x3)."""
     if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
         return np.ascontiguousarray(pad_input(problem, xb))
-    shape = xb.shape[:2] + problem.padded_shape()
+    shape = (xb.shape[0] * xb.shape[1],) + problem.padded_shape()
     cval = problem.cval if xb.dtype.kind == "c" else np.real(problem.cval)
-    out = np.full(shape, cval, dtype=xb.dtype)
+    out = buffers.take("padded", shape, xb.dtype, fill=cval)
+    out = out.reshape(xb.shape[:2] + shape[1:])
     out[(slice(None), slice(None)) + tuple(slice(b, b + n) for (b, _), n in
                                             zip(problem.padding, problem.in_shape))] = xb
     return out
 
 
+#: Outputs per block from which the depthwise blocks run on one thread per core.  Below
+#: it they run one after another: each block is some 20 NumPy calls of ~10 us, and two
+#: threads trading the GIL at that rate were slower than one (quiet 2-core VM, load 0.2,
+#: 8 x 64 x 56^2 3x3 float32, blocks of 2-32 planes: 4.3-8.4 ms on one thread, 4.9-10.5
+#: on two; the lead's table: 5.2 ms on one core, 8.4 on two).
+DEPTHWISE_THREADED = 1 << 22
+
+
 def conv_depthwise(problem, x, w):
     """One filter per channel (depthwise, or a single channel): a tap loop per block of
-    channel planes (:func:`plane_blocks`), each block padded on its own and its taps
-    summed in cache, the blocks on one thread per core
+    channel planes (:func:`plane_blocks`), each block padded on its own into a reused
+    buffer and its taps summed in cache; the blocks run one after another, or on one
+    thread per core when a block holds :data:`DEPTHWISE_THREADED` outputs
     (:func:`~cupyconv.backends.numpy.threads.parallel_map`).  Stride 1 sums over the
     flattened planes (one contiguous run per plane and tap, :func:`_flat_taps`; single
     core, 8 x 64 x 56^2 3x3 float32: 38 ms as strided rows); a stride reads strided
@@ -376,20 +401,21 @@ def conv_depthwise(problem, x, w):
     wts = oriented_weights(problem, w).reshape(problem.out_channels, -1)   # (C, taps)
     taps = list(np.ndindex(*problem.kernel_shape))
     flat = all(s == 1 for s in problem.stride)
+    buffers = _Buffers()
 
     def block(index):
         images, chans = index
-        xc = _padded_block(problem, x[images, chans])
+        xc = _padded_block(problem, x[images, chans], buffers)
         yc = y[images, chans]
         wc = wts[chans]
         if flat:
             sources, weights, (length, pst) = _flat_taps(problem, xc, wc)
-            acc = np.empty((weights.shape[0], length), dtype=y.dtype)
+            acc = buffers.take("acc", (weights.shape[0], length), y.dtype)
         else:
             sources = [xc[(slice(None), slice(None)) + tap_slices(problem, tap)]
                        for tap in taps]
             weights, acc = wc, yc
-        tmp = np.empty_like(acc)
+        tmp = buffers.take("tmp", acc.shape, y.dtype).reshape(acc.shape)
         shape = (-1, 1) if flat else (1, -1) + (1,) * r
         for t, src in enumerate(sources):
             np.multiply(src, weights[:, t].reshape(shape), out=acc if t == 0 else tmp)
@@ -398,6 +424,11 @@ def conv_depthwise(problem, x, w):
         if flat:
             yc[...] = _valid_outputs(problem, acc, yc.shape, pst)
 
-    parallel_map(block, plane_blocks(problem.batch, problem.out_channels,
-                                     math.prod(problem.out_shape)))
+    plane = math.prod(problem.out_shape)
+    indices = plane_blocks(problem.batch, problem.out_channels, plane)
+    images, chans = indices[0]
+    first = len(range(*images.indices(problem.batch))) * len(
+        range(*chans.indices(problem.out_channels))) * plane
+    lanes = None if first >= DEPTHWISE_THREADED else 1
+    parallel_map(block, indices, lanes)
     return y

@@ -6,11 +6,15 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
   (:func:`blocks`): the leading axes are fixed one index at a time and the first axis
   whose remaining box fits is split into runs, so a block may hold several images
   (the batch folded into the GEMM's columns), some rows of one image, or part of a row;
-- its columns ``(G, C/G * taps, positions)`` are one strided copy of the padded input's
-  window view (:func:`columns`): the innermost axis runs along an output row, so the
-  copy streams (channels first, as the input and the result lie);
-- forward: ``y = W . cols`` per block, the groups as the batch of one ``matmul``
-  ``(G, K/G, C/G * taps) @ (G, C/G * taps, positions)``, written into ``y`` in place;
+- its columns are one strided copy of a window view of the padded input
+  (:func:`columns`): ungrouped, channels-last ``(positions, taps * C)`` from the input
+  made channels-last once (:func:`padded_last`; the copy's inner runs are a tap row's
+  channels), so the GEMM is ``cols @ W`` with the output channels the narrow side,
+  BLAS's faster orientation for a few output channels; grouped or wide,
+  ``(G, C/G * taps, positions)`` whose copy runs along an output row
+  (:func:`positions_as_rows` decides);
+- forward: ``y = cols . W`` (positions as rows) or ``W . cols`` per group, the groups as the
+  batch of one ``matmul``, each block's result transposed into ``y`` in place;
 - weight gradient, ``dw = dy . cols^H``: the same blocks, summed in block order;
 - input gradient, ``dx = A^H dy``: a stride-1 problem with constant padding is the
   forward problem of the flipped, channel-transposed kernel
@@ -28,20 +32,26 @@ down to one output position (:func:`plan_blocks`).  No reduction depends on thre
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
 from ..grad_forward import grad_input_forward, grad_input_operands
-from .direct import operand_views, tap_slices, windows
+from .blas import matmul
+from .direct import tap_slices, windows
 from .threads import parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
-           "columns", "forward_applies", "CHUNK_BYTES"]
+           "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
+           "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS",
+           "CHUNK_BYTES"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
 #: where BLAS reads it fastest (measured on the 2-core VM, float32 ``(64, 576) @ (576,
@@ -129,19 +139,96 @@ def _grouped(index):
     return index[:1] + (slice(None), slice(None)) + index[1:]
 
 
+def padded_last(problem, x):
+    """The padded input channels-last, ``(N, *padded, C)`` C-contiguous: one copy (the
+    padding filled first for a constant boundary, else :func:`numpy.pad` then the
+    transpose).  Its columns' inner runs are channels and taps along the last axis."""
+    if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
+        return np.ascontiguousarray(np.moveaxis(pad_input(problem, x), 1, -1))
+    cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
+    out = np.full((problem.batch,) + problem.padded_shape() + (problem.in_channels,), cval,
+                  dtype=x.dtype)
+    out[(slice(None),) + tuple(slice(b, b + n) for (b, _), n in
+                               zip(problem.padding, problem.in_shape))] = np.moveaxis(x, 1, -1)
+    return out
+
+
+def windows_last(problem, xcl):
+    """Strided view ``(N, *O, *KS, G, C/G)`` of every (output, tap) pair of the
+    channels-last padded input ``xcl`` (:func:`padded_last`)."""
+    g = problem.groups
+    cg = problem.in_channels // g
+    sn, sp, sc = xcl.strides[0], xcl.strides[1:-1], xcl.strides[-1]
+    shape = ((problem.batch,) + tuple(problem.out_shape) + tuple(problem.kernel_shape)
+             + (g, cg))
+    strides = ((sn,) + tuple(st * s for st, s in zip(problem.stride, sp))
+               + tuple(d * s for d, s in zip(problem.dilation, sp)) + (cg * sc, sc))
+    return as_strided(xcl, shape=shape, strides=strides, writeable=False)
+
+
+#: Output channels up to which an ungrouped problem's columns are channels-last,
+#: positions as rows (:func:`positions_as_rows`).  One core, float32, interleaved
+#: (load 10-11, lower quartile of 18): rows / columns 0.66x the time at K = 16 (4-D
+#: 12^4), 0.85x at 32 (3-D 32^3); 0.97x at 64 (2-D 56^2 forward) but 1.06x for its
+#: weight gradient, 1.05x at 128 (1-D): from 64 channels the GEMM gains no more than
+#: the transposes of the input and the result cost.
+ROWS_MAX_CHANNELS = 32
+
+
+def positions_as_rows(problem):
+    """Whether the columns are channels-last, positions as rows (:func:`columns`): an
+    ungrouped problem of at most :data:`ROWS_MAX_CHANNELS` output channels.  A grouped
+    one keeps positions as columns, whose copy runs along output rows: channels-last,
+    its runs would be C/G elements (one, depthwise: 59.5 ms against the row runs' ~16
+    and the tap loop's 12 on 8 x 64 x 56^2 3x3, one core)."""
+    return problem.groups == 1 and problem.gemm_n <= ROWS_MAX_CHANNELS
+
+
+def column_source(problem, x):
+    """The window view the columns are copied from: :func:`windows_last` of
+    :func:`padded_last` where :func:`positions_as_rows`, else
+    :func:`~cupyconv.backends.numpy.direct.windows` of the padded input."""
+    if positions_as_rows(problem):
+        return windows_last(problem, padded_last(problem, x))
+    return windows(problem, pad_input(problem, x))
+
+
 def columns(problem, view, index):
-    """``(cols, box)``: the columns ``(G, C/G * taps, positions)`` of block ``index`` of
-    the window view ``(N, G, C/G, *O, *KS)`` (one copy, innermost along a row) and the
-    block's box ``(nb, *Ob)``."""
+    """``(cols, box)``: the columns of block ``index`` of :func:`column_source`'s view
+    (one copy) and the block's box ``(nb, *Ob)``.
+
+    Where :func:`positions_as_rows`: ``(1, positions, taps * C)`` from the channels-last
+    view ``(N, *O, *KS, 1, C)``, whose copy runs over a tap row's channels (contiguous),
+    feeding BLAS its faster orientation, ``cols @ W`` with the output channels the
+    narrow side (one core, float32, quiet: ``(M, 864) @ (864, 32)`` 100-108 GFLOP/s
+    against 73-78 for ``(32, 864) @ (864, M)``).  Else ``(G, C/G * taps, positions)``
+    from the view ``(N, G, C/G, *O, *KS)``, the copy innermost along a row.
+    """
     r = problem.ndim
+    if positions_as_rows(problem):
+        part = view[index]                                      # (nb, *Ob, *KS, 1, C)
+        box = part.shape[:1 + r]
+        cols = np.empty(part.shape, dtype=part.dtype)
+        np.copyto(cols, part)
+        return cols.reshape(1, math.prod(box), -1), box
     part = view[_grouped(index)]                                # (nb, G, Cg, *Ob, *KS)
     order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
     src = part.transpose(order)                                 # (G, Cg, *KS, nb, *Ob)
     cols = np.empty(src.shape, dtype=part.dtype)
     np.copyto(cols, src)
     box = part.shape[:1] + part.shape[3:3 + r]
-    g = problem.groups
-    return cols.reshape(g, -1, math.prod(box)), box
+    return cols.reshape(problem.groups, -1, math.prod(box)), box
+
+
+def weight_matrix(problem, w):
+    """The forward GEMM's weights, from ``w`` ``(K, C/G, *KS)``: ``(1, taps * C, K)``
+    ordered as :func:`columns`' rows where :func:`positions_as_rows`, else ``(G, K/G,
+    C/G * taps)``."""
+    wg = grouped_weights(problem, oriented_weights(problem, w))   # (G, Kg, Cg, *KS)
+    if not positions_as_rows(problem):
+        return np.ascontiguousarray(wg).reshape(problem.groups, problem.gemm_n, -1)
+    order = (0,) + tuple(range(3, 3 + problem.ndim)) + (2, 1)
+    return np.ascontiguousarray(wg.transpose(order)).reshape(1, -1, problem.gemm_n)
 
 
 def plan_blocks(problem, limit):
@@ -165,19 +252,50 @@ def _note(stats, sizes, lanes):
     stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes) * lanes)
 
 
+def _phase(stats, name):
+    """A timer for ``name`` when ``stats`` holds a ``"phases"`` dict (the seconds of each
+    call appended to ``stats["phases"][name]``; ``python -m benchmarks.cpu_vs_torch
+    --phases``), else a no-op."""
+    phases = stats.get("phases")
+    if phases is None:
+        return contextlib.nullcontext()
+    return _Timer(phases.setdefault(name, []))
+
+
+class _Timer:
+    def __init__(self, into):
+        self.into = into
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.into.append(time.perf_counter() - self.start)
+
+
 def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
-    view, wg, yg = operand_views(problem, x, w, y)
+    with _phase(stats, "pad"):
+        view = column_source(problem, x)
     g, kg, r = problem.groups, problem.gemm_n, problem.ndim
-    wmat = np.ascontiguousarray(wg).reshape(g, kg, problem.gemm_k)   # (G, Kg, Cg * taps)
-    spatial = tuple(range(3, 3 + r))
+    wmat = weight_matrix(problem, w)
+    yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
+    rows = positions_as_rows(problem)
+    spatial = tuple(range(2, 2 + r))
 
     def block(index):
-        cols, box = columns(problem, view, index)
-        res = np.matmul(wmat, cols).reshape((g, kg) + box)         # (G, Kg, nb, *Ob)
-        yg[_grouped(index)] = res.transpose((2, 0, 1) + spatial)
+        with _phase(stats, "column copy"):
+            cols, box = columns(problem, view, index)
+        with _phase(stats, "GEMM"):
+            res = matmul(cols, wmat) if rows else matmul(wmat, cols)
+        if rows:                                                   # (1, nb, *Ob, K)
+            res = res.reshape((g,) + box + (kg,)).transpose((1, 0, 2 + r) + spatial)
+        else:                                                      # (G, Kg, nb, *Ob)
+            res = res.reshape((g, kg) + box).transpose((2, 0, 1) + tuple(range(3, 3 + r)))
+        with _phase(stats, "write back"):
+            yg[_grouped(index)] = res                              # (nb, G, Kg, *Ob)
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)
@@ -207,7 +325,7 @@ def _grad_input(problem, dy, w, limit, stats):
         part = dyg[_grouped(index)]                                # (nb, G, Kg, *Ob)
         box = part.shape[:1] + part.shape[3:]
         dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
-        col = np.matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
+        col = matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
         return col.reshape((g, cg) + problem.kernel_shape + box), box
 
     def scatter(index, col, box):                                 # serially: taps overlap
@@ -233,16 +351,19 @@ def _grad_input(problem, dy, w, limit, stats):
 
 
 def _grad_weight(problem, x, dy, limit, stats):
-    g, kg, r = problem.groups, problem.gemm_n, problem.ndim
-    view = windows(problem, pad_input(problem, x))                 # (N, G, Cg, *O, *KS)
+    g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
+        problem.ndim
+    view = column_source(problem, x)
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
+    rows = positions_as_rows(problem)
     spatial = tuple(range(3, 3 + r))
 
     def block(index):
         cols, _ = columns(problem, view, index)
         dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
-        part = np.matmul(dyc.reshape(g, kg, -1), _adjoint(problem, cols).transpose(0, 2, 1))
-        return part, cols.nbytes                                   # (G, Kg, Cg * taps)
+        cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
+        part = matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))
+        return part, cols.nbytes                  # (G, Kg, taps * C) or (G, Kg, Cg * taps)
 
     indices, lanes = plan_blocks(problem, limit)
     parts = parallel_map(block, indices, lanes)
@@ -250,7 +371,9 @@ def _grad_weight(problem, x, dy, limit, stats):
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part
-    dw = dw.reshape((problem.out_channels, problem.in_channels // g) + problem.kernel_shape)
+    if rows:                                                       # (K, *KS, C) -> (K, C, *KS)
+        dw = np.moveaxis(dw.reshape((kg,) + problem.kernel_shape + (cg,)), -1, 1)
+    dw = dw.reshape((problem.out_channels, cg) + problem.kernel_shape)
     return np.ascontiguousarray(oriented_weights(problem, dw))
 
 

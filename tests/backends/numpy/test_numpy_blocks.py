@@ -99,9 +99,13 @@ DEPTHWISE_CASES = [
 @pytest.mark.parametrize("name,x_shape,kernel,geo", DEPTHWISE_CASES,
                          ids=[c[0] for c in DEPTHWISE_CASES])
 @pytest.mark.parametrize("plane_chunk", [1, 50, 1 << 16])   # a plane; planes; images
-def test_depthwise_tap_loop_is_exact(name, x_shape, kernel, geo, plane_chunk, rng,
+@pytest.mark.parametrize("threaded", [False, True], ids=["serial", "pool"])
+def test_depthwise_tap_loop_is_exact(name, x_shape, kernel, geo, plane_chunk, threaded, rng,
                                      monkeypatch):
+    """Exact on small integers, blocks one after another (below ``DEPTHWISE_THREADED``)
+    or on the pool, each thread with its own reused buffers."""
     monkeypatch.setattr(direct, "PLANE_CHUNK", plane_chunk)
+    monkeypatch.setattr(direct, "DEPTHWISE_THREADED", 1 if threaded else 1 << 62)
     c = x_shape[1]
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, (c, 1) + kernel, np.float64)

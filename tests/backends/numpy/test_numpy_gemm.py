@@ -26,9 +26,19 @@ def _problem(x, w, op="forward", **geo):
     return ConvProblem.create(x_shape=x.shape, w_shape=w.shape, dtype=x.dtype, op=op, **geo)
 
 
+#: ``gemm.ROWS_MAX_CHANNELS`` for each column layout: channels-last (positions as rows,
+#: for every ungrouped case here) and (taps * C/G, positions) (for every case).
+ORIENTATIONS = {"rows": 1 << 30, "columns": 0}
+
+
 @pytest.mark.parametrize("x_shape,w_shape,geo", CHUNK_CASES)
 @pytest.mark.parametrize("positions", [1, 3, 7, 50])
-def test_gemm_chunks_under_the_limit(x_shape, w_shape, geo, positions, rng):
+@pytest.mark.parametrize("orientation", list(ORIENTATIONS))
+def test_gemm_chunks_under_the_limit(x_shape, w_shape, geo, positions, orientation, rng,
+                                     monkeypatch):
+    """Exact (small integers) in either column layout, blocked or whole, and the
+    workspace under the limit."""
+    monkeypatch.setattr(gemm, "ROWS_MAX_CHANNELS", ORIENTATIONS[orientation])
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, **geo)
@@ -63,10 +73,13 @@ def test_gemm_limit_below_one_position_is_a_memory_error(rng):
 @pytest.mark.parametrize("x_shape,w_shape,geo", CHUNK_CASES)
 @pytest.mark.parametrize("op", ["grad_input", "grad_weight"])
 @pytest.mark.parametrize("positions", [1, 5, 50])
-def test_gradients_block_under_the_limit(x_shape, w_shape, geo, op, positions, rng):
+@pytest.mark.parametrize("orientation", list(ORIENTATIONS))
+def test_gradients_block_under_the_limit(x_shape, w_shape, geo, op, positions, orientation,
+                                         rng, monkeypatch):
     """Blocks of one output position up to several images: the same gradients, bitwise
-    (blocks are summed in a fixed order), under the limit; below one position's columns
-    a memory error that says so."""
+    (blocks are summed in a fixed order), under the limit, in either column layout;
+    below one position's columns a memory error that says so."""
+    monkeypatch.setattr(gemm, "ROWS_MAX_CHANNELS", ORIENTATIONS[orientation])
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, op=op, **geo)

@@ -21,6 +21,7 @@ Contents
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -448,12 +449,13 @@ def forget_launches(seen=None):
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
     from cupyconv._kernels import launch
     from cupyconv.api import compiled
-    from cupyconv.backends.cuda import algorithms, winograd
+    from cupyconv.backends.cuda import algorithms, gradients, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
     winograd.clear_program_cache()
     algorithms.clear_program_cache()
+    gradients.clear_program_cache()
     compiled.clear_cache()
 
 
@@ -477,3 +479,16 @@ def gradient_cases(x, w, dy, w_transpose, groups, **geo):
     wide = [np.asarray(a).astype(np.float64) for a in (x, w, dy, w_transpose)]
     with cupyconv.use_backend("numpy"):
         return [(c, c(*wide), c(*[np.abs(a) for a in wide])) for c in calls]
+
+
+@contextlib.contextmanager
+def normal_path():
+    """Inside the block every call takes the normal path (``config.compiled_calls`` off):
+    the reference a compiled call must equal bit for bit."""
+    from cupyconv import config
+    saved = config.compiled_calls
+    config.compiled_calls = False
+    try:
+        yield
+    finally:
+        config.compiled_calls = saved

@@ -7,7 +7,6 @@ tolerance.  The normal path is the same call with ``config.compiled_calls`` off.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import sys
 import threading
@@ -25,19 +24,9 @@ from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, small_ints
+from helpers import forget_launches, normal_path, small_ints
 
 F32 = np.dtype(np.float32)
-
-
-@contextlib.contextmanager
-def normal_path():
-    saved = config.compiled_calls
-    config.compiled_calls = False
-    try:
-        yield
-    finally:
-        config.compiled_calls = saved
 
 
 def _data(rng, *shapes, dtype=F32):

@@ -492,3 +492,14 @@ def normal_path():
         yield
     finally:
         config.compiled_calls = saved
+
+
+def alternate_against_the_normal_path(dev, name, calls, rounds=3):
+    """Run ``calls`` (alternating keys) ``rounds`` times in turn: each result must equal
+    its normal path's, bit for bit (no call ever replays another key's program)."""
+    with dev.scope():
+        with normal_path():
+            refs = [dev.to_host(c()).copy() for c in calls]
+        for _ in range(rounds):
+            for c, ref in zip(calls, refs):
+                np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)

@@ -24,7 +24,8 @@ from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, normal_path, small_ints
+from helpers import (alternate_against_the_normal_path, forget_launches, normal_path,
+                     small_ints)
 
 F32 = np.dtype(np.float32)
 
@@ -299,12 +300,7 @@ def test_alternating_keys_never_replay_a_stale_program(any_dev, rng):
     backend's host programs included)."""
     dev = any_dev
     for name, calls in _invalidation_cases(dev, rng):
-        with dev.scope():
-            with normal_path():
-                refs = [dev.to_host(c()).copy() for c in calls]
-            for _ in range(3):
-                for c, ref in zip(calls, refs):
-                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+        alternate_against_the_normal_path(dev, name, calls)
 
 
 def test_the_backend_in_force_is_in_the_key(rng):

@@ -21,7 +21,8 @@ from cupyconv.api.compiled import CompiledCall, lookup
 from cupyconv.backends.cuda import gradients, implicit_grads, runners
 from cupyconv.core.problem import ConvProblem
 from cupyconv.grad import ConvOperator, convolve_vjp
-from helpers import forget_launches, normal_path, small_ints
+from helpers import (alternate_against_the_normal_path, forget_launches, normal_path,
+                     small_ints)
 
 F32 = np.dtype(np.float32)
 
@@ -225,12 +226,7 @@ def test_alternating_gradient_keys_never_replay_a_stale_program(dev, rng):
         ("precision", [gw(x, dy, "implicit_gemm"), tf32(gw(x, dy, "implicit_gemm"))]),
     ]
     for name, calls in cases:
-        with dev.scope():
-            with normal_path():
-                refs = [dev.to_host(c()).copy() for c in calls]
-            for _ in range(3):
-                for c, ref in zip(calls, refs):
-                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+        alternate_against_the_normal_path(dev, name, calls)
 
 
 def test_a_chunked_program_runs_one_image_per_chunk(dev, rng):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cupyconv
 from cupyconv import config, grad, ndimage
@@ -110,6 +111,9 @@ def _calls(dev, rng):
                                                               method="gemm"), 1),
         "conv_grad_weight implicit_gemm, groups 2": (gw, (x, dy1, wg.shape), dict(
             padding=1, groups=2, method="implicit_gemm"), 2),
+        "conv_grad_weight gemm, float16 (widened by host steps)": (
+            gw, (x.astype(np.float16), dy1.astype(np.float16), w.shape),
+            dict(padding=1, method="gemm"), 1),
         "conv_grad_bias": (cupyconv.conv_grad_bias, (dy1,), {}, 0),
         "conv_transpose": (cupyconv.conv_transpose, (xt, wt), dict(
             stride=2, padding=1, groups=2, method="gemm"), 1),
@@ -179,6 +183,47 @@ def test_the_entries_are_compiled_calls(dev, rng):
     # the magnitude: 3 axes of 3 passes, each pass's result; the squares, sums and root
     # are host steps on those buffers (no allocation of their own)
     assert entry.launches == 9 and entry.allocations == 9
+
+
+@st.composite
+def _gradient_case(draw):
+    """A small 2-D float32 gradient call: either gradient, gemm or implicit GEMM, stride
+    1-2, padding 0-2 in any boundary mode, 1-2 groups, dy as it is or a view."""
+    groups = draw(st.integers(1, 2))
+    ks = tuple(draw(st.integers(1, 3)) for _ in range(2))
+    return dict(op=draw(st.sampled_from(["grad_input", "grad_weight"])), groups=groups,
+                c=groups * draw(st.integers(1, 2)), k=groups * draw(st.integers(1, 2)), ks=ks,
+                spatial=tuple(draw(st.integers(k + 1, k + 5)) for k in ks),
+                batch=draw(st.integers(1, 3)), stride=draw(st.integers(1, 2)),
+                padding=draw(st.integers(0, 2)),
+                padding_mode=draw(st.sampled_from(["constant", "reflect", "wrap", "edge"])),
+                method=draw(st.sampled_from(["gemm", "implicit_gemm"])),
+                view=draw(st.sampled_from(["as is", "flipped"])))
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_gradient_case(), seed=st.integers(0, 2**16))
+def test_compiled_gradients_equal_the_normal_path(dev, case, seed):
+    """Whatever the geometry and view, the first and the repeated gradient calls give the
+    normal path's result bit for bit (compiled or not)."""
+    rng = np.random.default_rng(seed)
+    geometry = dict(stride=case["stride"], padding=case["padding"],
+                    padding_mode=case["padding_mode"], groups=case["groups"],
+                    method=case["method"])
+    x_shape = (case["batch"], case["c"]) + case["spatial"]
+    w_shape = (case["k"], case["c"] // case["groups"]) + case["ks"]
+    problem = ConvProblem.create(x_shape=x_shape, w_shape=w_shape, dtype=F32,
+                                 **{k: v for k, v in geometry.items() if k != "method"})
+    x, w, dy = _data(dev, rng, x_shape, w_shape, problem.y_shape)
+    if case["view"] == "flipped":
+        dy = dy[..., ::-1]
+    if case["op"] == "grad_input":
+        def call():
+            return cupyconv.conv_grad_input(dy, w, x_shape, **geometry)
+    else:
+        def call():
+            return cupyconv.conv_grad_weight(x, dy, w_shape, **geometry)
+    alternate_against_the_normal_path(dev, str(case), [call], rounds=2)
 
 
 # ------------------------------------------------------------ invalidation

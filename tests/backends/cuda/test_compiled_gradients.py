@@ -117,6 +117,9 @@ def _calls(dev, rng):
         "conv_grad_bias": (cupyconv.conv_grad_bias, (dy1,), {}, 0),
         "conv_transpose": (cupyconv.conv_transpose, (xt, wt), dict(
             stride=2, padding=1, groups=2, method="gemm"), 1),
+        "conv_transpose, output_padding past the stride (a padding host step)": (
+            cupyconv.conv_transpose, (xt, wt), dict(dilation=3, output_padding=2, groups=2,
+                                                    method="gemm"), 1),
         "convolve_vjp direct": (convolve_vjp, (a, k, ga), dict(method="direct"), 2),
         "ConvOperator.matvec": (op.matvec, (vec,), {}, 1),
         "ConvOperator.rmatvec": (op.rmatvec, (vec,), {}, 1),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cupyconv
-from cupyconv.api.compiled import CompiledCall, lookup
+from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from helpers import normal_path
 
 #: ``(name, in1 shape, in2 shape)``: calls ``auto`` runs by SciPy's FFT on one signal.
@@ -69,3 +69,17 @@ def test_an_explicit_fft_on_non_finite_data_warns_every_time(rng):
     for _ in range(3):
         with pytest.warns(RuntimeWarning, match="NAN or inf"):
             cupyconv.convolve(a, k, method="fft")
+
+
+def test_on_the_emulated_runner_the_scan_stays_a_host_read(rng):
+    """The emulated runner stands in for a GPU, where the scan reads device data: an
+    explicit Winograd call (a launch program) whose scan only decides a warning takes the
+    normal path there, as on CuPy, though its arrays are NumPy's."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("the emulated backend is not available here")
+    x = rng.integers(-3, 4, (1, 2, 6, 6)).astype(np.float32)
+    w = rng.integers(-3, 4, (3, 2, 3, 3)).astype(np.float32)
+    with cupyconv.use_backend("emulated"):
+        cupyconv.conv(x, w, padding=1, method="winograd")
+        entry = lookup(cupyconv.conv, x, w, padding=1, method="winograd")
+    assert isinstance(entry, NotCompiled) and "scan" in entry.reason, entry

@@ -17,7 +17,7 @@ it on the role-swapped views.
   extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``) with
   the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
   (:mod:`cupyconv.backends.grad_forward`, shared with Winograd); its output is ``S``
-  exactly, no workspace.  Every other input gradient (strides, the other
+  exactly, no column buffer (the transposed weights are its one workspace).  Every other input gradient (strides, the other
   padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
   algorithm of :mod:`.gradients` with its GEMM ``W^T dy`` on the implicit GEMM too: per
   batch chunk a rank-1, 1-tap forward problem (``groups`` = G, ``K/G`` input channels,
@@ -119,7 +119,9 @@ def forward_problem(problem):
 
 
 def run(problem, operands, runner, flags):
-    """The gradient ``problem`` on the implicit GEMM, without workspace (not for the input
+    """The gradient ``problem`` on the implicit GEMM, without a column buffer (its one
+    workspace, through ``runner.workspace``, is ``W'`` for the input gradient or the
+    forward output ``y`` for the weight gradient: weight-sized; not for the input
     gradients :func:`needs_columns` names: those run :func:`.gradients.grad_input` with
     the kernel as its GEMM); ``flags`` are the launcher's tensor-core switches
     (:func:`.algorithms.tensor_core_flags`).  Builds (memoised) and executes the

@@ -17,8 +17,8 @@ it on the role-swapped views.
   extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``) with
   the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
   (:mod:`cupyconv.backends.grad_forward`, shared with Winograd); its output is ``S``
-  exactly, no column buffer (the transposed weights are its one workspace).  Every other input gradient (strides, the other
-  padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
+  exactly, no column buffer (the transposed weights are its one workspace).  Every
+  other input gradient (strides, the other padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
   algorithm of :mod:`.gradients` with its GEMM ``W^T dy`` on the implicit GEMM too: per
   batch chunk a rank-1, 1-tap forward problem (``groups`` = G, ``K/G`` input channels,
   ``C/G * prod(KS)`` output channels, the chunk's output positions as its length), then

@@ -14,24 +14,25 @@ it on the role-swapped views.
   positions per axis (more where the forward's floor division dropped a partial step):
   the first ``KS`` are ``dw`` (reversed for a flipped, ``convolve``-style, problem).
 - **input gradient** (stride 1, constant padding, padding at most the dilated kernel's
-  extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``) with
-  the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
+  extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``)
+  with the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
   (:mod:`cupyconv.backends.grad_forward`, shared with Winograd); its output is ``S``
-  exactly, no column buffer (the transposed weights are its one workspace).  Every
-  other input gradient (strides, the other padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
-  algorithm of :mod:`.gradients` with its GEMM ``W^T dy`` on the implicit GEMM too: per
-  batch chunk a rank-1, 1-tap forward problem (``groups`` = G, ``K/G`` input channels,
-  ``C/G * prod(KS)`` output channels, the chunk's output positions as its length), then
-  ``col2vol`` (:func:`column_gemm`; the backend runs it); the workspace is the gemm
+  exactly, no column buffer (the transposed weights are its one workspace). Every other
+  input gradient (strides, the other padding modes: adjoints that are not convolutions
+  of ``dy``) runs the column-buffer algorithm of :mod:`.gradients` with its GEMM ``W^T
+  dy`` on the implicit GEMM too: per batch chunk a rank-1, 1-tap forward problem
+  (``groups`` = G, ``K/G`` input channels, ``C/G * prod(KS)`` output channels, the
+  chunk's output positions as its length), then ``col2vol`` (:func:`column_program`,
+  retargeted by :func:`.gradients.grad_input_program`); the workspace is the gemm
   algorithm's column buffer.
 
 One launch per group for the weight gradient (its batch differs per group), one launch
-for the input gradient.  Both are launch programs (:func:`grad_input_program`,
+for the input gradient. Both are launch programs (:func:`grad_input_program`,
 :func:`grad_weight_program`): the forward kernel's launches retargeted onto the
 gradient's operands (a pointer into ``dy`` at the crop's offset, into ``x`` and ``dy``
 at each group's), the transposed weights written into a workspace and each group's
-window copied into ``dw`` as library steps.  No split-K yet: the weight gradient's reduction runs over all
-``N * prod(O)`` positions inside each CTA, so its grid is only
+window copied into ``dw`` as library steps. No split-K yet: the weight gradient's
+reduction runs over all ``N * prod(O)`` positions inside each CTA, so its grid is only
 ``ceil(C/G * taps / BM) * ceil(K/G / BN)`` CTAs (the cost model counts that).
 """
 from __future__ import annotations
@@ -180,8 +181,8 @@ def grad_weight_program(problem, x, dy, runner, flags):
                                                           "w": pointer_at("dy", ody)})
             steps.append(Call(functools.partial(_window_into, problem, gi), ("y", "dw")))
         return Program("grad_weight implicit_gemm", ("x", "dy"), (
-            ("dw", tuple(problem.w_shape), problem.dtype), ("y", tuple(fwd.y_shape), problem.dtype)),
-            tuple(steps), "dw")
+            ("dw", tuple(problem.w_shape), problem.dtype),
+            ("y", tuple(fwd.y_shape), problem.dtype)), tuple(steps), "dw")
     return grad_launch.composed(("wgrad", problem, tuple(offsets)), parts, build)
 
 

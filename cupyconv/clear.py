@@ -12,7 +12,8 @@ from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
-from .backends.cuda import algorithms as cuda_algorithms, winograd as cuda_winograd
+from .backends.cuda import (algorithms as cuda_algorithms, gradients as cuda_gradients,
+                             winograd as cuda_winograd)
 from .backends.cuda.separable import pass_problems
 from .backends.numpy import separable
 from .core.ndimage_map import filter_call
@@ -29,6 +30,7 @@ def clear_caches():
     launch.clear_program_cache()
     cuda_winograd.clear_program_cache()
     cuda_algorithms.clear_program_cache()
+    cuda_gradients.clear_program_cache()
     conv_problem.cache_clear()
     signal_call.cache_clear()
     filter_call.cache_clear()

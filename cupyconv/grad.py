@@ -22,8 +22,12 @@ size 1 where an input had size 1.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ._kernels import program
+from .api.compiled import compiled
 from .api.gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, conv_transpose
 from .api.operator import ConvOperator, convolution_adjoint
 from .api.signal import signal_problem
@@ -34,12 +38,19 @@ __all__ = ["convolve_vjp", "correlate_vjp", "conv_grad_input", "conv_grad_weight
 
 
 def _as_gradient(res, like):
-    """Real part for real inputs; the input's float dtype (float64 for integers)."""
+    """Real part for real inputs; the input's float dtype (float64 for integers): a host
+    step (a compiled call replays it)."""
     dtype = args.gradient_dtype(like.dtype, res.dtype)
     if like.dtype.kind != "c":
-        res = res.real if res.dtype.kind == "c" else res
         dtype = np.finfo(dtype).dtype
-    return res.astype(dtype, copy=False).reshape(like.shape)
+    return program.host_step("gradient", functools.partial(
+        _projected, like.dtype.kind == "c", dtype, tuple(like.shape)), res)
+
+
+def _projected(complex_, dtype, shape, res):
+    if not complex_ and res.dtype.kind == "c":
+        res = res.real
+    return res.astype(dtype, copy=False).reshape(shape)
 
 
 def _flip(xp, a, axes):
@@ -48,7 +59,23 @@ def _flip(xp, a, axes):
     return xp.flip(a, axis=tuple(range(a.ndim)) if axes is None else axes)
 
 
+def _conj(xp, a):
+    """``conj(a)`` for complex ``a`` as a host step, else ``a``."""
+    if a.dtype.kind != "c":
+        return a
+    return program.host_step("conj", xp.conj, a)
+
+
 def _vjp(in1, in2, g, mode, axes, correlate_, method):
+    """``(g1, g2)``: each one compiled call (:func:`_vjp_part`), so a repeated vjp replays
+    both without validation or the dispatcher."""
+    return (_vjp_part(in1, in2, g, mode, axes, correlate_, method, False),
+            _vjp_part(in1, in2, g, mode, axes, correlate_, method, True))
+
+
+@compiled
+def _vjp_part(in1, in2, g, mode, axes, correlate_, method, second):
+    """``g2`` (``second``) or ``g1`` of :func:`convolve_vjp`/:func:`correlate_vjp`."""
     xp = args.array_module_of(in1=in1, in2=in2, g=g)
     g = args.as_array(xp, g)
     args.check_dtype(g, "g")
@@ -59,12 +86,14 @@ def _vjp(in1, in2, g, mode, axes, correlate_, method):
     axes = None if in1.ndim == 0 else call.axes
     b = in2
     if correlate_:      # correlate(in1, in2) == convolve(in1, conj(flip(in2)))
-        b = xp.conj(_flip(xp, in2, axes)) if in2.dtype.kind == "c" else _flip(xp, in2, axes)
-    g1 = convolution_adjoint(tuple(in1.shape), b, g, mode, axes, method)
+        b = _conj(xp, _flip(xp, in2, axes))
+    if not second:
+        return _as_gradient(convolution_adjoint(tuple(in1.shape), b, g, mode, axes, method),
+                            in1)
     gb = convolution_adjoint(tuple(b.shape), in1, g, mode, axes, method, swapped=True)
     if correlate_:
-        gb = _flip(xp, xp.conj(gb) if gb.dtype.kind == "c" else gb, axes)
-    return _as_gradient(g1, in1), _as_gradient(gb, in2)
+        gb = _flip(xp, _conj(xp, gb), axes)
+    return _as_gradient(gb, in2)
 
 
 def convolve_vjp(in1, in2, g, mode="full", axes=None, *, method="auto"):

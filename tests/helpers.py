@@ -21,6 +21,7 @@ Contents
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -448,12 +449,13 @@ def forget_launches(seen=None):
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
     from cupyconv._kernels import launch
     from cupyconv.api import compiled
-    from cupyconv.backends.cuda import algorithms, winograd
+    from cupyconv.backends.cuda import algorithms, gradients, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
     winograd.clear_program_cache()
     algorithms.clear_program_cache()
+    gradients.clear_program_cache()
     compiled.clear_cache()
 
 
@@ -498,3 +500,27 @@ def in_threads(work, n=8):
     for t in threads:
         t.join()
     return errors
+
+
+@contextlib.contextmanager
+def normal_path():
+    """Inside the block every call takes the normal path (``config.compiled_calls`` off):
+    the reference a compiled call must equal bit for bit."""
+    from cupyconv import config
+    saved = config.compiled_calls
+    config.compiled_calls = False
+    try:
+        yield
+    finally:
+        config.compiled_calls = saved
+
+
+def alternate_against_the_normal_path(dev, name, calls, rounds=3):
+    """Run ``calls`` (alternating keys) ``rounds`` times in turn: each result must equal
+    its normal path's, bit for bit (no call ever replays another key's program)."""
+    with dev.scope():
+        with normal_path():
+            refs = [dev.to_host(c()).copy() for c in calls]
+        for _ in range(rounds):
+            for c, ref in zip(calls, refs):
+                np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)

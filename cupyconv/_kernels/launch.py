@@ -36,7 +36,7 @@ __all__ = [
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
-    "implicit_gemm_program", "clear_program_cache", "vol2col_step", "check_addressable",
+    "implicit_gemm_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
 
@@ -307,15 +307,25 @@ def run_col2vol(module, problem, col, dx, n0: int = 0, n_count: Optional[int] = 
                 alpha=1, beta=0, index64: Optional[bool] = None) -> None:
     """``dx[n0:n0+n_count] = alpha * col2vol(col) + beta * dx`` (exact adjoint of vol2col)."""
     n_count, m, col_size = _column_launch(problem, col, dx, n0, n_count, "col2vol")
+    step = col2vol_step(module, problem, operand_strides(problem, dx, "x"), n0, n_count,
+                        ("col", "dx"), alpha, beta, index64)
+    if step is not None:
+        execute(Program("col2vol", ("col", "dx"), (), (step,), "dx"), None, dict(col=col, dx=dx))
+
+
+def col2vol_step(module, problem, xs, n0, n_count, slots, alpha=1, beta=0, index64=None):
+    """The col2vol :class:`~.program.Launch` of images ``n0:n0+n_count`` from the columns
+    into a ``dx`` with strides ``xs`` (:func:`operand_strides`; ``slots``: col, dx), or
+    ``None`` when there is nothing to scatter (the caller checked the operands)."""
     total = n_count * problem.in_channels * math.prod(problem.in_shape)
     if total == 0:
-        return
-    xs = operand_strides(problem, dx, "x")
+        return None
     if index64 is None:
+        col_size = problem.in_channels * problem.taps * n_count * math.prod(problem.out_shape)
         index64 = choose_index64(problem, xs, extra=col_size + total)
     p = pack_conv_params(problem, x_strides=xs[0], n0=n0, n_count=n_count, alpha=alpha, beta=beta)
     k = kernel_for(module, "col2vol", problem.dtype, problem.ndim, index64)
-    k((grid_stride_blocks(total),), (registry.THREADS,), (p, col, dx))
+    return Launch(k, (grid_stride_blocks(total),), (registry.THREADS,), 0, p, tuple(slots))
 
 
 def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[int, int, int, int]:

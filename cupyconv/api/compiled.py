@@ -174,10 +174,10 @@ def _part(v, arrays):
 class CompiledCall:
     """The programs of one key, with where each of their operands comes from."""
 
-    __slots__ = ("steps", "result", "xp", "programs", "host_values", "graph", "_constant_bytes",
-                 "__weakref__")
+    __slots__ = ("steps", "result", "xp", "programs", "host_values", "guards", "graph",
+                 "_constant_bytes", "__weakref__")
 
-    def __init__(self, steps, result, xp, host_values=(), graph=None):
+    def __init__(self, steps, result, xp, host_values=(), guards=(), graph=None):
         #: ``(program, ((name, source), ...))`` in order; a source is
         #: ``("arg", i, None, offset, view)`` (the call's ``i``-th array),
         #: ``("prev", step, name, offset, view)`` (an earlier program's array) or
@@ -194,6 +194,10 @@ class CompiledCall:
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
         self.host_values = host_values
+        #: ``(check, sources, outcome)``: the decisions on the data the first call made
+        #: (:func:`cupyconv._kernels.program.guard`), with where their arrays come from
+        #: (``("arg", i, None, offset, view)``, as :attr:`steps`)
+        self.guards = guards
         #: a :class:`~cupyconv.backends.cuda.graphs.GraphedCall` replaying the programs as
         #: one CUDA graph (``config.cuda_graphs``), or ``None``.
         self.graph = graph
@@ -208,8 +212,16 @@ class CompiledCall:
         return self._constant_bytes + (self.graph.device_bytes if self.graph is not None else 0)
 
     def matches(self, arrays):
-        """Whether the arrays the host read hold the values this call was compiled with."""
-        return all(arrays[i].tobytes() == b for i, b in self.host_values)
+        """Whether the arrays the host read hold the values this call was compiled with,
+        and every decision on the data comes out as it did."""
+        if not all(arrays[i].tobytes() == b for i, b in self.host_values):
+            return False
+        for check, sources, outcome in self.guards:
+            operands = [arrays[s[1]] if s[4] is None else
+                        program.view_of(np, arrays[s[1]], s[3], s[4]) for s in sources]
+            if check(*operands) != outcome:
+                return False
+        return True
 
     @property
     def launches(self):
@@ -286,6 +298,9 @@ def _compile(rec, arrays, result):
     host_values = _host_values(arrays, steps)
     if isinstance(host_values, str):
         return NotCompiled(host_values)
+    guards = _guards(rec, arrays)
+    if isinstance(guards, str):
+        return NotCompiled(guards)
     if xp is not np and config.prebuilt_launches:
         import cupy  # optional dependency: present, the result is a CuPy array
         def stream():
@@ -293,7 +308,7 @@ def _compile(rec, arrays, result):
         steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
                  for prog, binding in steps]
     graph = graphs.graphed(steps, res, xp, arrays) if config.cuda_graphs else None
-    return CompiledCall(tuple(steps), res, xp, host_values, graph)
+    return CompiledCall(tuple(steps), res, xp, host_values, guards, graph)
 
 
 def _array_bytes(arrays):
@@ -314,6 +329,21 @@ def _too_large(entry):
         return entry
     return NotCompiled(f"its programs hold {held} bytes of device memory (constants, a "
                        f"graph's buffers), more than config.compiled_call_bytes = {bound}")
+
+
+def _guards(rec, arrays):
+    """The recording's guards with their arrays found among the call's (whole views), or
+    why one cannot be rebuilt on a replay."""
+    guards = []
+    for check, operands, outcome in rec.guards:
+        sources = []
+        for a in operands:
+            src = _source(a, arrays, (), (), True)
+            if isinstance(src, str) or src[0] != "arg":
+                return f"a decision on the data reads an array that is not the call's: {src}"
+            sources.append(src)
+        guards.append((check, tuple(sources), outcome))
+    return tuple(guards)
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -374,7 +404,17 @@ def _located(where, a, base, ptr, whole):
         return where + (0, None)                 # the array itself
     if not base.flags.c_contiguous:
         return "a view of a non-contiguous array (a host program reads whole views)"
-    return where + (offset, (tuple(a.shape), tuple(a.strides), a.dtype))
+    return where + (offset, _view(a, base, offset))
+
+
+def _view(a, base, offset):
+    """``(shape, strides, dtype)`` of ``a`` at ``offset`` into C-contiguous ``base``;
+    ``strides`` ``None`` when ``a`` is the whole of ``base`` reshaped (replayed as a
+    reshape, not a new array over the buffer)."""
+    if (not offset and a.dtype == base.dtype and a.size == base.size
+            and a.flags.c_contiguous):
+        return tuple(a.shape), None, a.dtype
+    return tuple(a.shape), tuple(a.strides), a.dtype
 
 
 def _result(y, made):
@@ -385,7 +425,7 @@ def _result(y, made):
             if not buf.flags.c_contiguous:
                 break
             offset = data_pointer(y) - data_pointer(buf)
-            return (i, name, (offset, tuple(y.shape), tuple(y.strides), y.dtype))
+            return (i, name, (offset,) + _view(y, buf, offset))
     return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"
 
 

@@ -8,7 +8,9 @@ without conjugation.
 """
 from __future__ import annotations
 
+import functools
 
+from .._kernels import program
 from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..core import args
 from ..core.problem import ConvProblem, Operands
@@ -166,9 +168,29 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
                 activation=x, output=dy)
 
 
+@compiled
 def conv_grad_bias(dy, *, layout="channels_first"):
-    """Gradient of :func:`cupyconv.conv` with respect to ``bias``: ``dy`` summed
-    over the batch and spatial axes, shape ``(C_out,)``."""
+    """Gradient of :func:`cupyconv.conv` with respect to ``bias``.
+
+    Parameters
+    ----------
+    dy : ndarray
+        Gradient of the loss with respect to ``y``: ``(N, C_out, *O)``
+        (``(N, *O, C_out)`` channels_last).
+    layout : {'channels_first', 'channels_last'}, optional
+
+    Returns
+    -------
+    db : ndarray
+        ``dy`` summed over the batch and spatial axes, shape ``(C_out,)``, in the
+        gradient dtype (float64 for integer ``dy``); the sum runs in the compute dtype (a
+        host step: a compiled call replays it).
+
+    Raises
+    ------
+    ValueError
+        ``dy`` with fewer than three axes.
+    """
     layout = args.normalize_layout(layout)
     xp = args.array_module_of(dy=dy)
     dy = args.as_array(xp, dy)
@@ -180,7 +202,16 @@ def conv_grad_bias(dy, *, layout="channels_first"):
     result = args.gradient_dtype(dy.dtype)
     channel = 1 if layout == "channels_first" else dy.ndim - 1
     axes = tuple(a for a in range(dy.ndim) if a != channel)
-    return dy.sum(axis=axes, dtype=args.compute_dtype(result)).astype(result, copy=False)
+    return program.host_step("grad_bias", functools.partial(
+        _summed, axes, args.compute_dtype(result), result), dy)
+
+
+def _summed(axes, compute, result, dy):
+    return dy.sum(axis=axes, dtype=compute).astype(result, copy=False)
+
+
+def _padded(xp, widths, a):
+    return xp.pad(a, widths)
 
 
 def _transpose_padding(padding, output_padding, s, ks, stride, dilation):
@@ -282,7 +313,8 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     # outputs than x has positions: those receive no input (zero gradient).
     extra = [(0, o - si) for o, si in zip(problem.out_shape, s)]
     if any(a for _, a in extra):
-        views["output"] = xp.pad(views["output"], ((0, 0), (0, 0)) + tuple(extra))
+        views["output"] = program.host_step("pad", functools.partial(
+            _padded, xp, ((0, 0), (0, 0)) + tuple(extra)), views["output"])
     y, _ = run(with_precision(problem, precision, result, x, w), Operands(**views),
                backend_for(xp), method=method, workspace_limit=workspace_limit)
     return finish(y, problem, xp, result, None, bias)

@@ -10,13 +10,16 @@ iterative solvers (CG on the normal equations, LSQR, ...).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from .._kernels import program
 from ..core import args
 from ..core.problem import ConvProblem
 from ..core.signal_map import check_mode, signal_call
+from .compiled import compiled_method
 from .conv import conv
 from .gradients import conv_grad_input
 from .signal import convolve, correlate
@@ -58,16 +61,37 @@ def convolution_adjoint(shape1, in2, g, mode, axes, method="auto", swapped=False
         full_shape[a] = shape1[a] + in2.shape[a] - 1
         window[a] = slice(start, start + length)
     if tuple(full_shape) == tuple(g.shape):
-        embedded = g.astype(work, copy=False)
-    else:
-        embedded = xp.zeros(full_shape, dtype=work)
-        embedded[tuple(window)] = g
-    res = correlate(embedded, in2.astype(work, copy=False), mode="valid", method=method,
+        embedded = _cast(work, g)
+    else:      # host steps (an allocation and a copy): a compiled call replays them
+        embedded = program.host_step("embed", functools.partial(
+            _embedded, xp, tuple(full_shape), work, tuple(window)), g)
+    res = correlate(embedded, _cast(work, in2), mode="valid", method=method,
                     axes=conv_axes, precision=precision)
     summed = tuple(a for a in range(nd) if a not in conv_axes and shape1[a] != res.shape[a])
     if summed:
-        res = res.sum(axis=summed, keepdims=True)
+        res = program.host_step("sum", functools.partial(_summed, summed), res)
     return res
+
+
+def _cast(dtype, a):
+    """``a`` in ``dtype``: itself, or a host step's copy (a compiled call replays it)."""
+    if a.dtype == dtype:
+        return a
+    return program.host_step("cast", functools.partial(_astype, dtype), a)
+
+
+def _astype(dtype, a):
+    return a.astype(dtype)
+
+
+def _embedded(xp, shape, dtype, window, g):
+    out = xp.zeros(shape, dtype=dtype)
+    out[window] = g
+    return out
+
+
+def _summed(axes, a):
+    return a.sum(axis=axes, keepdims=True)
 
 
 class ConvOperator:
@@ -96,6 +120,11 @@ class ConvOperator:
 
     Notes
     -----
+    ``matvec`` and ``rmatvec`` are compiled calls with a cache of the operator's own
+    (:func:`~cupyconv.api.compiled.compiled_method`): the operator holds its kernel, so
+    their programs keep it as a constant (it is read by pointer on every call, so values
+    written into it later are read too); a repeated call replays the programs.
+
     ``rmatvec`` is the exact adjoint: ``vdot(A x, y) == vdot(x, A^H y)`` to
     rounding, for every mode and complex kernels (``A^H`` conjugates).
     """
@@ -118,11 +147,12 @@ class ConvOperator:
                                  (dtype, kernel.dtype))
 
         def forward(x):
-            return convolve(x, kernel, mode, method, axes=axes, precision=precision)
+            return convolve(x, program.constant(kernel), mode, method, axes=axes,
+                            precision=precision)
 
         def adjoint(y):
-            return convolution_adjoint(input_shape, kernel, y, mode, conv_axes, method,
-                                       precision=precision)
+            return convolution_adjoint(input_shape, program.constant(kernel), y, mode,
+                                       conv_axes, method, precision=precision)
 
         self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
 
@@ -146,10 +176,10 @@ class ConvOperator:
         self = cls.__new__(cls)
 
         def forward(x):
-            return conv(x, w, **geometry)
+            return conv(x, program.constant(w), **geometry)
 
         def adjoint(y):
-            return conv_grad_input(y, w, input_shape, **geometry)
+            return conv_grad_input(y, program.constant(w), input_shape, **geometry)
 
         dtype = args.gradient_dtype(w.dtype) if dtype is None else np.dtype(dtype)
         args.normalize_precision(precision, np.result_type(dtype, w.dtype), (dtype, w.dtype))
@@ -169,12 +199,14 @@ class ConvOperator:
             raise ValueError(f"{name} expects a vector of {size} elements; got shape {v.shape}")
         return v.reshape(shape)
 
+    @compiled_method
     def matvec(self, v):
         """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
         v = args.as_array(self.xp, v)
         return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
                                             "matvec")).ravel()
 
+    @compiled_method
     def rmatvec(self, u):
         """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
         u = args.as_array(self.xp, u)

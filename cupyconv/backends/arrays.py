@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._dtypes import HALF_FLOATS, is_inexact
+from .._kernels import program
 from ..core.args import array_module_of
 
 __all__ = ["all_finite", "max_magnitude", "to_tf32", "in_float32", "pad_input", "fold_padding",
@@ -122,6 +123,10 @@ def in_compute_dtype(problem, operands):
     return operands.replace(activation=x.astype(problem.dtype))
 
 
+def _float32(a):
+    return a.astype(np.float32)
+
+
 def in_float32(problem, operands):
     """``(problem, operands)`` of a float16 or bfloat16 problem computed in float32, else
     as given.
@@ -135,7 +140,7 @@ def in_float32(problem, operands):
     """
     if problem.dtype not in HALF_FLOATS:
         return problem, operands
-    arrays = {role: operands.get(role).astype(np.float32)
+    arrays = {role: program.host_step("widen", _float32, operands.get(role))  # replayable
               for role in ("activation", "filter", "output") if operands.get(role) is not None}
     cval = problem.cval
     if cval != 0:

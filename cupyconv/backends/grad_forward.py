@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core import ConvProblem
 
-__all__ = ["grad_input_forward", "grad_input_operands"]
+__all__ = ["grad_input_forward", "grad_input_operands", "transposed_weights_into"]
 
 
 def grad_input_forward(problem):
@@ -45,9 +45,25 @@ def grad_input_operands(problem, dy, w, xp=np):
     """``(forward, x, w)`` of :func:`grad_input_forward`: ``dy`` cropped (a view) and the
     weights ``W'[g*Cg + c, k] = W[g*Kg + k, c]`` (conjugated for the complex adjoint)."""
     fwd, crop = grad_input_forward(problem)
-    g = problem.groups
-    kg, cg = problem.out_channels // g, problem.in_channels // g
-    wt = w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2).reshape(fwd.w_shape)
+    wt = _swapped(problem, w).reshape(fwd.w_shape)
     if problem.conjugate and wt.dtype.kind == "c":
         wt = xp.conj(wt)
     return fwd, dy[(slice(None), slice(None)) + crop], wt
+
+
+def transposed_weights_into(problem, w, out):
+    """Write :func:`grad_input_operands`'s weights ``W'`` into ``out`` (C-contiguous, the
+    forward problem's ``w_shape``): the step of a launch program (no allocation)."""
+    view = out.reshape((problem.groups, problem.in_channels // problem.groups,
+                        problem.out_channels // problem.groups) + problem.kernel_shape)
+    view[...] = _swapped(problem, w)
+    if problem.conjugate and out.dtype.kind == "c":
+        out.imag *= -1
+    return out
+
+
+def _swapped(problem, w):
+    """``w`` ``(K, C/G, *KS)`` as ``(G, C/G, K/G, *KS)`` (a view)."""
+    g = problem.groups
+    kg, cg = problem.out_channels // g, problem.in_channels // g
+    return w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2)

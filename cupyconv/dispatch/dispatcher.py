@@ -26,6 +26,7 @@ so both take the same path and obey the same rules:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from typing import Dict, Tuple
@@ -166,11 +167,28 @@ def clear_cache():
 # ------------------------------------------------------------------ data rules
 
 
-def fft_safe(problem, operands):
-    """``(ok, reason)``: whether the FFT result is exact enough for these operands."""
-    program.not_compiled("the fft data scan reads the operands")
+def fft_safe(problem, operands, backend=None):
+    """``(ok, reason)``: whether the FFT result is exact enough for these operands.
+
+    On the ``numpy`` backend the scan is a guard of the call being recorded (a compiled
+    call replays while the scan comes out the same); on the CUDA path it is a host read
+    of device data (the emulated runner stands in for one), so the call is not compiled."""
     arrays = [operands.get(r) for r in ("activation", "filter", "output")]
     arrays = [a for a in arrays if a is not None]
+    ok, why = _fft_verdict(problem, arrays)
+    if getattr(backend, "name", None) == "numpy" and all(type(a) is np.ndarray
+                                                         for a in arrays):
+        program.guard(functools.partial(_fft_outcome, problem), arrays, ok)
+    else:
+        program.not_compiled("the fft data scan reads the operands")
+    return ok, why
+
+
+def _fft_outcome(problem, *arrays):
+    return _fft_verdict(problem, arrays)[0]
+
+
+def _fft_verdict(problem, arrays):
     if problem.dtype.kind in "biu":
         bound = math.prod(max_magnitude(a) for a in arrays) * max(problem.gemm_k, 1)
         if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
@@ -200,7 +218,7 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     predicted time ``name`` may take on these values (``data_ok``).
     """
     if name == "fft":
-        ok, why = fft_safe(problem, operands)
+        ok, why = fft_safe(problem, operands, backend)
         if not ok:
             return ok, why
     if backend is None:
@@ -317,7 +335,8 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
     else:
         _explicit(problem, backend, method, limit)
         if (method in NON_FINITE_SPREAD and is_inexact(problem.dtype)
-                and not fft_safe(problem, operands)[0]):      # float data: finite or not
+                and not fft_safe(problem, operands, backend)[0]):   # float data: finite or not
+            program.not_compiled("the call warns")
             warnings.warn(f"Use of {method} convolution on input with NAN or inf results in "
                           f"NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "
                           "method='direct' instead.", RuntimeWarning, stacklevel=4)

@@ -14,8 +14,12 @@ and one term per further axis of a Laplace or gradient-magnitude sum.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .._kernels import program
+from ..api.compiled import compiled
 from ..core import args
 from ..dispatch import device_constant
 from .common import (Fresh, check_axes, copy_input, get_output, normalize_axis,
@@ -65,6 +69,7 @@ def _difference_then_smooth(input, axis, output, mode, cval, smooth):
     return input
 
 
+@compiled
 def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
     """Sobel filter along one axis (:func:`scipy.ndimage.sobel`).
 
@@ -101,6 +106,7 @@ def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
     return _difference_then_smooth(input, axis, output, mode, cval, SOBEL_SMOOTH)
 
 
+@compiled
 def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0):
     """Prewitt filter along one axis (:func:`scipy.ndimage.prewitt`).
 
@@ -134,6 +140,8 @@ def _sum_over_axes(input, derivative, output, mode, cval, extra_arguments, extra
     axes = check_axes(axes, input.ndim)
     if not axes:
         return copy_input(input, output, xp)
+    if not isinstance(output, Fresh):    # the passes write into it outside a program
+        program.not_compiled("the output is the caller's array")
     if not returns_result:
         output = _materialized(output, xp)
     modes = normalize_sequence(mode, len(axes))
@@ -141,19 +149,35 @@ def _sum_over_axes(input, derivative, output, mode, cval, extra_arguments, extra
                        **extra_keywords)
     if returns_result:
         output = first
+    # the squares, sums and root run in place as host steps: a compiled call replays them
+    square_ = functools.partial(_square, xp)
     if square:
-        xp.multiply(output, output, output)
+        output = program.host_step("square", square_, output)
     for ii in range(1, len(axes)):
         term = derivative(input, axes[ii], output.dtype, modes[ii], cval, *extra_arguments,
                           **extra_keywords)
         if square:
-            xp.multiply(term, term, term)
-        output += term
+            term = program.host_step("square", square_, term)
+        output = program.host_step("add", _add_into, output, term)
     if square:
-        xp.sqrt(output, out=output, casting="unsafe")   # as SciPy, for integer outputs too
+        output = program.host_step("sqrt", functools.partial(_sqrt, xp), output)
     return output
 
 
+def _square(xp, a):
+    return xp.multiply(a, a, a)
+
+
+def _add_into(a, b):
+    a += b
+    return a
+
+
+def _sqrt(xp, a):
+    return xp.sqrt(a, out=a, casting="unsafe")   # as SciPy, for integer outputs too
+
+
+@compiled
 def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0,
                     extra_arguments=(), extra_keywords=None, *, axes=None):
     """N-D Laplace filter from a given second derivative (:func:`scipy.ndimage.generic_laplace`).
@@ -205,6 +229,7 @@ def _second_difference(input, axis, output, mode, cval):
                        cval, 0)
 
 
+@compiled
 def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
     """N-D Laplace filter from second differences (:func:`scipy.ndimage.laplace`).
 
@@ -235,6 +260,7 @@ def _gaussian_derivative(order):
     return derivative
 
 
+@compiled
 def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
                      **kwargs):
     """Laplace filter with Gaussian second derivatives (:func:`scipy.ndimage.gaussian_laplace`).
@@ -281,6 +307,7 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
                           kwargs, axes, square=False, returns_result=True)
 
 
+@compiled
 def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
                                extra_arguments=(), extra_keywords=None, *, axes=None):
     """Gradient magnitude from a given first derivative
@@ -304,6 +331,7 @@ def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", c
                           extra_keywords, axes, square=True)
 
 
+@compiled
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *,
                                 axes=None, **kwargs):
     """Gradient magnitude with Gaussian derivatives

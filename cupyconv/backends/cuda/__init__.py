@@ -60,7 +60,8 @@ NATIVE_BFLOAT16 = NATIVE_HALF - {(FORWARD, "gemm")}
 #: compiled call can replay; the others do device work between their launches in Python
 #: (cuBLAS, cuFFT, host-side factoring) and take the normal path every call.
 COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "winograd"),
-                      (FORWARD, "gemm")})
+                      (FORWARD, "gemm"), (GRAD_INPUT, "implicit_gemm"), (GRAD_INPUT, "gemm"),
+                      (GRAD_WEIGHT, "implicit_gemm"), (GRAD_WEIGHT, "gemm")})
 
 
 def _widened(problem, algorithm, operands):
@@ -220,9 +221,8 @@ class CudaBackend(Backend):
                                     workspace_limit)
         elif algorithm == "implicit_gemm" and implicit_grads.needs_columns(problem):
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
-                                     workspace_limit, gemm=implicit_grads.column_gemm(
-                                         problem, runner,
-                                         algorithms.tensor_core_flags(problem, runner.static)))
+                                     workspace_limit,
+                                     algorithms.tensor_core_flags(problem, runner.static))
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
                                    algorithms.tensor_core_flags(problem, runner.static))

@@ -14,33 +14,41 @@ it on the role-swapped views.
   positions per axis (more where the forward's floor division dropped a partial step):
   the first ``KS`` are ``dw`` (reversed for a flipped, ``convolve``-style, problem).
 - **input gradient** (stride 1, constant padding, padding at most the dilated kernel's
-  extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``) with
-  the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
+  extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``)
+  with the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
   (:mod:`cupyconv.backends.grad_forward`, shared with Winograd); its output is ``S``
-  exactly, no workspace.  Every other input gradient (strides, the other
-  padding modes: adjoints that are not convolutions of ``dy``) runs the column-buffer
-  algorithm of :mod:`.gradients` with its GEMM ``W^T dy`` on the implicit GEMM too: per
-  batch chunk a rank-1, 1-tap forward problem (``groups`` = G, ``K/G`` input channels,
-  ``C/G * prod(KS)`` output channels, the chunk's output positions as its length), then
-  ``col2vol`` (:func:`column_gemm`; the backend runs it); the workspace is the gemm
+  exactly, no column buffer (the transposed weights are its one workspace). Every other
+  input gradient (strides, the other padding modes: adjoints that are not convolutions
+  of ``dy``) runs the column-buffer algorithm of :mod:`.gradients` with its GEMM ``W^T
+  dy`` on the implicit GEMM too: per batch chunk a rank-1, 1-tap forward problem
+  (``groups`` = G, ``K/G`` input channels, ``C/G * prod(KS)`` output channels, the
+  chunk's output positions as its length), then ``col2vol`` (:func:`column_program`,
+  retargeted by :func:`.gradients.grad_input_program`); the workspace is the gemm
   algorithm's column buffer.
 
 One launch per group for the weight gradient (its batch differs per group), one launch
-for the input gradient.  No split-K yet: the weight gradient's reduction runs over all
-``N * prod(O)`` positions inside each CTA, so its grid is only
+for the input gradient. Both are launch programs (:func:`grad_input_program`,
+:func:`grad_weight_program`): the forward kernel's launches retargeted onto the
+gradient's operands (a pointer into ``dy`` at the crop's offset, into ``x`` and ``dy``
+at each group's), the transposed weights written into a workspace and each group's
+window copied into ``dw`` as library steps. No split-K yet: the weight gradient's
+reduction runs over all ``N * prod(O)`` positions inside each CTA, so its grid is only
 ``ceil(C/G * taps / BM) * ceil(K/G / BN)`` CTAs (the cost model counts that).
 """
 from __future__ import annotations
 
+import functools
 import math
 
-from ..._kernels import launch
+from ..._kernels import grad_launch, launch, program
+from ..._kernels.grad_launch import fresh_like, pointer_at
+from ..._kernels.program import Call, Program
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ...core.problem import ConvProblem
-from ..grad_forward import grad_input_forward, grad_input_operands
+from ..grad_forward import grad_input_forward, transposed_weights_into
 
-__all__ = ["can_implement", "column_gemm", "column_problem", "forward_problem", "is_convolution",
-           "needs_columns", "run"]
+__all__ = ["can_implement", "column_program", "column_problem", "forward_problem",
+           "is_convolution", "needs_columns", "run", "grad_input_program", "grad_weight_program"]
 
 
 def is_convolution(problem):
@@ -85,20 +93,15 @@ def column_problem(problem, count):
                          count * math.prod(problem.out_shape))
 
 
-def column_gemm(problem, runner, flags):
-    """``gemm(a, b, out)`` for :func:`.gradients.grad_input` on the kernel: ``out[g] =
-    a[g] @ b[g]`` with ``a`` = W^T ``(G, C/G*taps, K/G)`` and ``b`` = dy ``(G, K/G, cols)``."""
-    xp = runner.xp
-
-    def gemm(a, b, out):
-        g, rows, inner = a.shape
-        cols = b.shape[2]
-        launch.run_implicit_gemm_fprop(
-            runner.loader, _gemm_problem(problem, g, rows, inner, cols),
-            xp.ascontiguousarray(b).reshape(1, g * inner, cols),
-            xp.ascontiguousarray(a).reshape(g * rows, inner, 1), out.reshape(1, g * rows, cols),
-            **flags)
-    return gemm
+def column_program(problem, count, runner, flags):
+    """The implicit GEMM's program of :func:`column_problem` (``count`` images) on
+    contiguous operands, for :func:`.gradients.grad_input_program` to retarget: ``x`` the
+    chunk's ``dy`` matrix ``(G, K/G, cols)``, ``w`` ``W^T`` ``(G, C/G*taps, K/G)``, ``y``
+    the column buffer."""
+    fwd = column_problem(problem, count)
+    return launch.implicit_gemm_program(
+        runner.loader, fwd, fresh_like(fwd.x_shape, fwd.dtype),
+        fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
 
 
 def forward_problem(problem):
@@ -116,33 +119,82 @@ def forward_problem(problem):
         precision=problem.precision)
 
 
-def _swap01(a):
-    return a.transpose((1, 0) + tuple(range(2, a.ndim)))
-
-
 def run(problem, operands, runner, flags):
-    """The gradient ``problem`` on the implicit GEMM, without workspace (not for the input
+    """The gradient ``problem`` on the implicit GEMM, without a column buffer (its one
+    workspace, through ``runner.workspace``, is ``W'`` for the input gradient or the
+    forward output ``y`` for the weight gradient: weight-sized; not for the input
     gradients :func:`needs_columns` names: those run :func:`.gradients.grad_input` with
-    :func:`column_gemm`); ``flags`` are the launcher's tensor-core switches
-    (:func:`.algorithms.tensor_core_flags`)."""
-    xp = runner.xp
+    the kernel as its GEMM); ``flags`` are the launcher's tensor-core switches
+    (:func:`.algorithms.tensor_core_flags`).  Builds (memoised) and executes the
+    gradient's program."""
     if problem.op == GRAD_INPUT:
-        fwd, dy, wt = grad_input_operands(problem, operands.output, operands.filter, xp)
-        dx = xp.empty(fwd.y_shape, dtype=problem.dtype)
-        launch.run_implicit_gemm_fprop(runner.loader, fwd, dy, wt, dx, **flags)
-        return dx
+        dy, w = operands.output, operands.filter
+        prog = grad_input_program(problem, dy, w, runner, flags)
+        bound = dict(dy=dy, w=w)
+    else:
+        x, dy = operands.activation, operands.output
+        prog = grad_weight_program(problem, x, dy, runner, flags)
+        bound = dict(x=x, dy=dy)
+    return program.execute(prog, runner.xp, bound, workspace=runner.workspace)[prog.result]
+
+
+def grad_input_program(problem, dy, w, runner, flags):
+    """The input gradient's program: ``W'`` (:func:`transposed_weights_into`) into a
+    workspace, then the forward kernel on ``dy`` cropped (a pointer into ``dy``) into
+    ``dx``."""
+    launch.check_dtype(problem, dy=dy, w=w)
+    fwd, window = grad_input_forward(problem)
+    crop = dy[(slice(None), slice(None)) + window]
+    part = launch.implicit_gemm_program(runner.loader, fwd, crop,
+                                        fresh_like(fwd.w_shape, fwd.dtype), **flags)
+    offset = grad_launch.byte_offset(crop, dy)
+
+    def build():
+        return Program("grad_input implicit_gemm", ("dy", "w"), (
+            ("dx", tuple(fwd.y_shape), problem.dtype), ("wt", tuple(fwd.w_shape), problem.dtype)),
+            (Call(functools.partial(transposed_weights_into, problem), ("w", "wt")),)
+            + grad_launch.retarget(part.launches, {"x": pointer_at("dy", offset), "w": "wt",
+                                                   "y": "dx"}), "dx")
+    return grad_launch.composed(("dgrad", problem, offset), (part,), build)
+
+
+def grad_weight_program(problem, x, dy, runner, flags):
+    """The weight gradient's program: per group the forward kernel on that group of ``x``
+    and ``dy`` (pointers at the group's offsets, first two axes swapped) into a workspace
+    ``y``, whose first ``KS`` positions (reversed for a flipped problem) are copied into
+    the group's rows of ``dw``."""
+    launch.check_dtype(problem, x=x, dy=dy)
     fwd = forward_problem(problem)
     g = problem.groups
     kg, cg = problem.out_channels // g, problem.in_channels // g
-    dw = xp.empty((problem.out_channels, cg) + problem.kernel_shape, dtype=problem.dtype)
+    parts, offsets = [], []
+    for gi in range(g):
+        x_g = _swap01(x[:, gi * cg:(gi + 1) * cg])     # (C/G, N, *S)
+        dy_g = _swap01(dy[:, gi * kg:(gi + 1) * kg])   # (K/G, N, *O)
+        parts.append(launch.implicit_gemm_program(runner.loader, fwd, x_g, dy_g, **flags))
+        offsets.append((grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy)))
+
+    def build():
+        steps = []
+        for gi, (part, (ox, ody)) in enumerate(zip(parts, offsets)):
+            steps += grad_launch.retarget(part.launches, {"x": pointer_at("x", ox),
+                                                          "w": pointer_at("dy", ody)})
+            steps.append(Call(functools.partial(_window_into, problem, gi), ("y", "dw")))
+        return Program("grad_weight implicit_gemm", ("x", "dy"), (
+            ("dw", tuple(problem.w_shape), problem.dtype),
+            ("y", tuple(fwd.y_shape), problem.dtype)), tuple(steps), "dw")
+    return grad_launch.composed(("wgrad", problem, tuple(offsets)), parts, build)
+
+
+def _window_into(problem, gi, y, dw):
+    """``dw``'s rows of group ``gi`` = the first ``KS`` positions of the forward output
+    ``y`` (reversed for a convolve-style, flipped, problem), first two axes swapped."""
+    kg = problem.out_channels // problem.groups
     window = (slice(None), slice(None)) + tuple(slice(0, k) for k in problem.kernel_shape)
     if problem.flip:            # convolve-style: the taps were read reversed
         window = window[:2] + tuple(slice(k - 1, None, -1) for k in problem.kernel_shape)
-    y = xp.empty(fwd.y_shape, dtype=problem.dtype)
-    for gi in range(g):
-        x_g = _swap01(operands.activation[:, gi * cg:(gi + 1) * cg])     # (C/G, N, *S)
-        dy_g = _swap01(operands.output[:, gi * kg:(gi + 1) * kg])        # (K/G, N, *O)
-        launch.run_implicit_gemm_fprop(runner.loader, fwd, x_g, dy_g, y, **flags)
-        dw[gi * kg:(gi + 1) * kg] = _swap01(y[window])
-    return dw
+    dw[gi * kg:(gi + 1) * kg] = _swap01(y[window])
 
+
+def _swap01(a):
+    return a.transpose((1, 0) + tuple(range(2, a.ndim)))

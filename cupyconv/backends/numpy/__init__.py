@@ -52,21 +52,25 @@ class NumpyBackend(Backend):
         return in_float32(problem, operands)
 
     def host_program(self, problem, algorithm, workspace_limit):
-        """``direct`` and ``implicit_gemm`` (the tap loop: no decision on the data) as a
-        host program, which a compiled call replays without the dispatcher."""
-        if problem.op != FORWARD or algorithm not in ("direct", "implicit_gemm"):
+        """``direct`` and ``implicit_gemm`` (the tap loop: no decision on the data), and
+        ``fft`` on one signal (SciPy's transforms), as host programs, which a compiled
+        call replays without the dispatcher."""
+        if self.compile_refusal(problem, algorithm):
             return None
+        if algorithm == "fft":
+            return _signal_fft_program(problem)
         return _tap_loop_program(problem)
 
     def compile_refusal(self, problem, algorithm):
         if problem.op == FORWARD and algorithm in ("direct", "implicit_gemm"):
             return ""
+        if algorithm == "fft" and direct.single_signal(problem):
+            return ""
         return f"{algorithm} ({problem.op}) on the numpy backend is not a host program yet"
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
-        if algorithm in ("winograd", "separable"):
-            program.not_compiled(f"whether {algorithm} may run depends on the data")
         if algorithm == "winograd":
+            program.not_compiled("whether winograd may run depends on the data")
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
@@ -74,7 +78,12 @@ class NumpyBackend(Backend):
             terms = separable.kernel_terms(problem, operands.filter,
                                            separable.term_limit(problem, slack))
         except separable.NotSeparable as exc:
+            _kernel_guard(operands.filter)        # decided by the kernel's values alone
             return False, str(exc)
+        if len(terms) <= 1 or operands.activation is None:
+            _kernel_guard(operands.filter)
+        else:
+            program.not_compiled("whether separable may run depends on the data")
         return terms_take(len(terms), operands.activation)
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -119,13 +128,7 @@ class NumpyBackend(Backend):
         if algorithm == "winograd":
             return winograd_conv.run(problem, operands)
         if direct.single_signal(problem):
-            # one image, one channel: SciPy's own transforms, fewer calls than the pruned path
-            x = operands.activation
-            y = direct.scipy_window(problem, x, operands.filter, scipy_fftconvolve if (
-                problem.ndim > 1 or not fft.overlap_add_applies(
-                    problem, problem.in_shape, problem.kernel_shape)) else scipy_oaconvolve)
-            return np.rint(y).astype(x.dtype) if x.dtype.kind in "biu" else y.astype(
-                x.dtype, copy=False)
+            return _signal_fft(problem, operands.activation, operands.filter)
         return fft_conv.run(problem, operands)
 
 
@@ -133,6 +136,42 @@ def _tap_loop(problem, x, w):
     """The NumPy tap loop on ``x`` and ``w`` (what :meth:`NumpyBackend.run` does for it)."""
     operands = in_compute_dtype(problem, Operands(activation=x, filter=w))
     return direct.conv_direct(problem, operands.activation, operands.filter)
+
+
+#: Largest kernel whose bytes a compiled call compares to replay ``auto``'s decision on it.
+KERNEL_GUARD_BYTES = 4096
+
+
+def _kernel_guard(w):
+    """``auto``'s decision on ``separable`` was the kernel's values alone: a compiled call
+    replays while the kernel holds the same bytes (a small one; else the normal path)."""
+    if w.nbytes <= KERNEL_GUARD_BYTES:
+        program.guard(_bytes, (w,), w.tobytes())
+    else:
+        program.not_compiled("whether separable may run depends on the data")
+
+
+def _bytes(a):
+    return a.tobytes()
+
+
+def _signal_fft(problem, x, w, cast=False):
+    """One image, one channel: SciPy's own transforms, fewer calls than the pruned path
+    (``cast``: the operands are not in the compute dtype yet)."""
+    if cast:
+        operands = in_compute_dtype(problem, Operands(activation=x, filter=w))
+        x, w = operands.activation, operands.filter
+    y = direct.scipy_window(problem, x, w, scipy_fftconvolve if (
+        problem.ndim > 1 or not fft.overlap_add_applies(
+            problem, problem.in_shape, problem.kernel_shape)) else scipy_oaconvolve)
+    return np.rint(y).astype(x.dtype) if x.dtype.kind in "biu" else y.astype(
+        x.dtype, copy=False)
+
+
+@memoized()
+def _signal_fft_program(problem):
+    return Program("numpy fft", ("activation", "filter"), (), (), "y",
+                   host=functools.partial(_signal_fft, problem, cast=True))
 
 
 @memoized()

@@ -7,7 +7,6 @@ tolerance.  The normal path is the same call with ``config.compiled_calls`` off.
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import sys
 import threading
@@ -25,19 +24,10 @@ from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, in_threads, small_ints
+from helpers import (alternate_against_the_normal_path, forget_launches, in_threads,
+                     normal_path, small_ints)
 
 F32 = np.dtype(np.float32)
-
-
-@contextlib.contextmanager
-def normal_path():
-    saved = config.compiled_calls
-    config.compiled_calls = False
-    try:
-        yield
-    finally:
-        config.compiled_calls = saved
 
 
 def _data(rng, *shapes, dtype=F32):
@@ -310,12 +300,7 @@ def test_alternating_keys_never_replay_a_stale_program(any_dev, rng):
     backend's host programs included)."""
     dev = any_dev
     for name, calls in _invalidation_cases(dev, rng):
-        with dev.scope():
-            with normal_path():
-                refs = [dev.to_host(c()).copy() for c in calls]
-            for _ in range(3):
-                for c, ref in zip(calls, refs):
-                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+        alternate_against_the_normal_path(dev, name, calls)
 
 
 def test_the_backend_in_force_is_in_the_key(rng):

@@ -13,7 +13,8 @@ from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
 from .backends.cuda.runners import clear_module_caches
 from .backends.cuda import algorithms as cuda_algorithms, winograd as cuda_winograd
-from .backends.cuda.separable import pass_problems
+from .backends import fft_conv
+from .backends.cuda import separable as cuda_separable
 from .backends.numpy import separable
 from .core.ndimage_map import filter_call
 from .core.signal_map import signal_call
@@ -33,7 +34,9 @@ def clear_caches():
     signal_call.cache_clear()
     filter_call.cache_clear()
     separable.clear_cache()
-    pass_problems.cache_clear()
+    cuda_separable.pass_problems.cache_clear()
+    cuda_separable.clear_program_cache()
+    fft_conv.clear_program_cache()
     clear_module_caches()
     clear_module_cache()
     efficiencies.cache_clear()

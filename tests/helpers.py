@@ -448,12 +448,15 @@ def forget_launches(seen=None):
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
     from cupyconv._kernels import launch
     from cupyconv.api import compiled
-    from cupyconv.backends.cuda import algorithms, winograd
+    from cupyconv.backends import fft_conv
+    from cupyconv.backends.cuda import algorithms, separable, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
     winograd.clear_program_cache()
     algorithms.clear_program_cache()
+    separable.clear_program_cache()
+    fft_conv.clear_program_cache()
     compiled.clear_cache()
 
 

@@ -90,8 +90,10 @@ def pruned_forward(a, lengths, complex_input, xp):
     return out
 
 
-def pruned_inverse(f, lengths, index, complex_output, xp):
-    """``irfftn(f, s=lengths)[..., *index]`` (``ifftn`` if complex)."""
+def pruned_inverse(f, lengths, index, complex_output, xp, out=None):
+    """``irfftn(f, s=lengths)[..., *index]`` (``ifftn`` if complex), written into ``out``
+    when given (the caller's array: a cast happens there).  An index array of ``index``
+    must be an array of ``xp`` (a program's device constant: never copied per call)."""
     r = len(lengths)
     points = int(np.prod(lengths)) * int(np.prod(f.shape[:-r]))
     mod, kw = _module(xp, int(np.prod(f.shape)))
@@ -102,14 +104,21 @@ def pruned_inverse(f, lengths, index, complex_output, xp):
             f, s=lengths, axes=tuple(range(-r, 0)), **kw)
         for axis in range(-r, 0):
             full = _take(full, index[axis], axis, xp)
-        return xp.ascontiguousarray(full)
-    out = f
+        return _written(full, out, xp)
+    res = f
     for axis in range(-r, -1):
-        out = mod.ifft(out, n=lengths[axis], axis=axis, overwrite_x=out is not f, **kw)
-        out = _take(out, index[axis], axis, xp)
+        res = mod.ifft(res, n=lengths[axis], axis=axis, overwrite_x=res is not f, **kw)
+        res = _take(res, index[axis], axis, xp)
     last = mod.ifft if complex_output else mod.irfft
-    out = last(out, n=lengths[-1], axis=-1, overwrite_x=out is not f, **kw)
-    return xp.ascontiguousarray(_take(out, index[-1], -1, xp))
+    res = last(res, n=lengths[-1], axis=-1, overwrite_x=res is not f, **kw)
+    return _written(_take(res, index[-1], -1, xp), out, xp)
+
+
+def _written(a, out, xp):
+    if out is None:
+        return xp.ascontiguousarray(a)
+    out[...] = a
+    return out
 
 
 #: Prune only when the kept lines are below this fraction of the box: each
@@ -137,7 +146,7 @@ def little_to_prune(kept, lengths, xp=np, points=0):
 def _take(a, idx, axis, xp):
     if isinstance(idx, slice):
         return a[(Ellipsis, idx) + (slice(None),) * (-axis - 1)]
-    return xp.take(a, xp.asarray(idx), axis=axis)
+    return xp.take(a, idx, axis=axis)
 
 
 

@@ -60,7 +60,7 @@ NATIVE_BFLOAT16 = NATIVE_HALF - {(FORWARD, "gemm")}
 #: compiled call can replay; the others do device work between their launches in Python
 #: (cuBLAS, cuFFT, host-side factoring) and take the normal path every call.
 COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "winograd"),
-                      (FORWARD, "gemm")})
+                      (FORWARD, "gemm"), (FORWARD, "separable"), (FORWARD, "fft")})
 
 
 def _widened(problem, algorithm, operands):
@@ -117,19 +117,21 @@ class CudaBackend(Backend):
         return self.runner.call_scope()
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
-        if algorithm in ("winograd", "separable"):
-            program.not_compiled(f"whether {algorithm} may run depends on the data")
         if algorithm == "winograd":
+            program.not_compiled(f"whether {algorithm} may run depends on the data")
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
         activation = operands.activation
         problem, operands = _widened(problem, algorithm, Operands(filter=operands.filter))
-        try:
+        try:       # a host copy of device weights says why the call cannot compile
             plans = separable.pass_plans(problem, self.runner.host_copy(operands.filter),
                                          term_limit(problem, slack))
         except NotSeparable as exc:
             return False, str(exc)
+        if len(plans) > 1 and activation is not None:
+            program.not_compiled("whether a sum of separable terms may run depends on the "
+                                 "data (an infinity in x)")
         return terms_take(len(plans), activation)
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -208,7 +210,7 @@ class CudaBackend(Backend):
                     f"fft needs about {need} bytes of spectra; workspace_limit is "
                     f"{workspace_limit}, the device has {self.available_memory()} bytes free")
             try:
-                return fft_conv.run(problem, operands)
+                return fft_conv.run(problem, operands, runner.constant)
             except runner.out_of_memory as exc:      # cuFFT plans and spectra from the pool
                 raise OutOfMemoryError(f"fft: {exc}") from exc
         runner.peak_workspace = 0

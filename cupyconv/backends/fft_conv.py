@@ -131,16 +131,25 @@ def forward_program(problem, xp, y_dtype, constant):
         if not isinstance(idx, slice):
             constants.append((f"index{i}", constant(np.ascontiguousarray(idx, np.intp))))
             slots.append(f"index{i}")
+    src_shape = (problem.batch, problem.in_channels) + _source_shape(problem)
+    w_shape = (problem.out_channels, problem.in_channels // problem.groups) + span
+    y_shape = tuple(problem.logical_result_shape)
+    spectrum = y_shape[:2] + tuple(lengths[:-1]) + (
+        lengths[-1] if cplx else lengths[-1] // 2 + 1,)
+    # the pruning decisions, once: each costs a few microseconds of host time per call
     steps = (
         Call(functools.partial(_source, problem, work), ("x",), "src"),
         Call(functools.partial(_kernel, problem, work, xp), ("w",), "wk"),
-        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx,
-                               xp=xp), ("src",), "fx"),
-        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx,
-                               xp=xp), ("wk",), "fw"),
+        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
+                               prune=fft.forward_prunes(src_shape, lengths, xp)),
+             ("src",), "fx"),
+        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
+                               prune=fft.forward_prunes(w_shape, lengths, xp)),
+             ("wk",), "fw"),
         Call(functools.partial(_product, problem, xp), ("fx", "fw"), "fy"),
         Call(functools.partial(_inverse, lengths, tuple(index), cplx, y_dtype.kind in "biu",
-                               xp), ("fy", "y") + tuple(slots)))
+                               xp, fft.inverse_prunes(spectrum, lengths, index, xp)),
+             ("fy", "y") + tuple(slots)))
     return Program("fft", ("x", "w"), (("y", tuple(problem.logical_result_shape), y_dtype),),
                    steps, "y",
                    constants=tuple(constants))
@@ -182,15 +191,15 @@ def _product(problem, xp, fx, fw):
     return fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
 
 
-def _inverse(lengths, index, cplx, exact, xp, fy, y, *arrays):
+def _inverse(lengths, index, cplx, exact, xp, prune, fy, y, *arrays):
     """The pruned inverse of ``fy`` cropped into ``y`` (the index arrays are the
     program's constants ``arrays``, in axis order)."""
     given = iter(arrays)
     index = [i if isinstance(i, slice) else next(given) for i in index]
     if not exact:
-        fft.pruned_inverse(fy, lengths, index, cplx, xp, out=y)
+        fft.pruned_inverse(fy, lengths, index, cplx, xp, out=y, prune=prune)
     else:
-        y[...] = xp.rint(fft.pruned_inverse(fy, lengths, index, cplx, xp))
+        y[...] = xp.rint(fft.pruned_inverse(fy, lengths, index, cplx, xp, prune=prune))
 
 
 def _overlap_add(problem, x, w, index):

@@ -268,7 +268,7 @@ def _explicit(problem, backend, method, limit):
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
-        choice=None):
+        choice=None, warn=True):
     """Compute ``problem``'s result (logical channels-first) on ``backend``.
 
     Parameters
@@ -286,6 +286,10 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
         Receives ``algorithm``, ``peak_workspace`` and ``fallbacks``.
     choice : Choice, optional
         A plan's choice (skips the cache lookup).
+    warn : bool
+        Whether an explicit ``method`` that spreads a NaN or Inf warns about such data
+        (:data:`NON_FINITE_SPREAD`); ``False`` skips the data scan that decides it
+        (``fftconvolve``, which, as SciPy's, spreads them without a word).
 
     Returns
     -------
@@ -295,10 +299,10 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
     with backend.call_scope():      # a small device array read on the host: one copy
-        return _run(problem, operands, backend, method, workspace_limit, stats, choice)
+        return _run(problem, operands, backend, method, workspace_limit, stats, choice, warn)
 
 
-def _run(problem, operands, backend, method, workspace_limit, stats, choice):
+def _run(problem, operands, backend, method, workspace_limit, stats, choice, warn):
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = operands.replace(**{r: to_tf32(operands.get(r)) for r in
@@ -316,7 +320,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
         _explicit(problem, backend, method, limit)
-        if (method in NON_FINITE_SPREAD and is_inexact(problem.dtype)
+        if (warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype)
                 and not fft_safe(problem, operands)[0]):      # float data: finite or not
             warnings.warn(f"Use of {method} convolution on input with NAN or inf results in "
                           f"NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "

@@ -87,6 +87,14 @@ class Backend(abc.ABC):
         (``""`` when it can): the algorithm does work outside a launch program."""
         return f"the {self.name} backend runs no launch programs"
 
+    def scan(self, arrays):
+        """The data rules' one read of ``arrays`` (a call's operands, at most three, one
+        dtype): a :class:`~cupyconv._kernels.scan_launch.ScanResult`, whether each is
+        finite and its largest magnitude (integer data).  On the host by default
+        (:func:`~cupyconv.backends.arrays.host_scan`)."""
+        from .arrays import host_scan
+        return host_scan(arrays)
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
         algorithm whose applicability depends on the data, such as ``separable``, says

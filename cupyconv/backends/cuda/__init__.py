@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..._dtypes import BFLOAT16
-from ..._kernels import launch, program
+from ..._kernels import launch, program, scan_launch
 from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft_conv, winograd_conv
 from ...core.args import LONG_DOUBLE
@@ -116,11 +116,22 @@ class CudaBackend(Backend):
     def call_scope(self):
         return self.runner.call_scope()
 
+    def scan(self, arrays):
+        """One :mod:`~cupyconv._kernels.scan_launch` launch over ``arrays`` and one read of
+        its 4-word result (1 synchronisation, 1 copy), instead of a min and a max read
+        per array and part; the host's scan for dtypes the kernel lacks."""
+        arrays = list(arrays)
+        dtypes = {a.dtype for a in arrays}
+        if (len(dtypes) != 1 or len(arrays) > scan_launch.MAX_OPERANDS
+                or not scan_launch.scans(arrays[0].dtype)):
+            return super().scan(arrays)
+        return scan_launch.run_scan(self.runner.loader, self.xp, arrays)
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm in ("winograd", "separable"):
             program.not_compiled(f"whether {algorithm} may run depends on the data")
         if algorithm == "winograd":
-            return winograd_conv.data_ok(operands)
+            return winograd_conv.data_ok(operands, self.scan)
         if algorithm != "separable":
             return True, ""
         activation = operands.activation

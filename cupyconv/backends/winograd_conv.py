@@ -34,7 +34,7 @@ from .. import config
 from .._vocabulary import GRAD_INPUT
 from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile, error_growth,
                              transforms)
-from .arrays import all_finite, oriented_weights, pad_input
+from .arrays import host_scan, oriented_weights, pad_input
 from .grad_forward import grad_input_forward, grad_input_operands
 
 __all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
@@ -120,10 +120,13 @@ def can_implement(problem, max_alpha=None):
     return True, ""
 
 
-def data_ok(operands):
-    """Non-finite data would spread to a whole tile (outputs that never read it)."""
-    if all(a is None or all_finite(a) for a in (operands.activation, operands.filter,
-                                                  operands.output)):
+def data_ok(operands, scan=None):
+    """Non-finite data would spread to a whole tile (outputs that never read it).
+    ``scan``: the backend's one read of the operands (``Backend.scan``; default the host's
+    :func:`~.arrays.host_scan`)."""
+    arrays = [a for a in (operands.activation, operands.filter, operands.output)
+              if a is not None]
+    if not arrays or (host_scan if scan is None else scan)(arrays).all_finite:
         return True, ""
     return False, "non-finite data would spread to whole Winograd tiles"
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import Dict, Tuple
 
 import numpy as np
@@ -37,7 +36,7 @@ from .. import config
 from .._kernels import program
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
-from ..backends.arrays import all_finite, max_magnitude, to_tf32, zeros_result
+from ..backends.arrays import host_scan, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
 from ..core.args import normalize_workspace_limit
 from . import autotune
@@ -166,20 +165,30 @@ def clear_cache():
 # ------------------------------------------------------------------ data rules
 
 
-def fft_safe(problem, operands):
-    """``(ok, reason)``: whether the FFT result is exact enough for these operands."""
+def fft_safe(problem, operands, backend=None):
+    """``(ok, reason)``: whether the FFT result is exact enough for these operands, from
+    one scan of them (``backend.scan``: on the CUDA path one kernel and one read back;
+    on the host without a backend)."""
     program.not_compiled("the fft data scan reads the operands")
-    arrays = [operands.get(r) for r in ("activation", "filter", "output")]
-    arrays = [a for a in arrays if a is not None]
+    arrays = _scanned(operands)
+    if not arrays:
+        return True, ""
+    scan = host_scan(arrays) if backend is None else backend.scan(arrays)
     if problem.dtype.kind in "biu":
-        bound = math.prod(max_magnitude(a) for a in arrays) * max(problem.gemm_k, 1)
+        bound = math.prod(scan.magnitude) * max(problem.gemm_k, 1)
         if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
             return False, (f"integer results up to {bound} are not exactly representable "
                            "through a float64 FFT")
         return True, ""
-    if not all(all_finite(a) for a in arrays):
+    if not scan.all_finite:
         return False, "non-finite data would spread to every output through the FFT"
     return True, ""
+
+
+def _scanned(operands):
+    """The operands a data rule reads (those present)."""
+    arrays = [operands.get(r) for r in ("activation", "filter", "output")]
+    return [a for a in arrays if a is not None]
 
 
 def _slack(choice, ranked, i, every):
@@ -200,7 +209,7 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     predicted time ``name`` may take on these values (``data_ok``).
     """
     if name == "fft":
-        ok, why = fft_safe(problem, operands)
+        ok, why = fft_safe(problem, operands, backend)
         if not ok:
             return ok, why
     if backend is None:
@@ -320,11 +329,11 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
         _explicit(problem, backend, method, limit)
-        if (warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype)
-                and not fft_safe(problem, operands)[0]):      # float data: finite or not
-            warnings.warn(f"Use of {method} convolution on input with NAN or inf results in "
-                          f"NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "
-                          "method='direct' instead.", RuntimeWarning, stacklevel=4)
+        if warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype):
+            backend.warn_unless_finite(     # one scan: a replayable one-flag check on CUDA
+                _scanned(operands), f"Use of {method} convolution on input with NAN or inf "
+                f"results in NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "
+                "method='direct' instead.")
         first, ranked = method, list(choice.ranked)
     tried = []
     # first, then the others by decreasing workspace, zero-workspace last; a fallback

@@ -9,6 +9,8 @@ same arrays, the same launches with the same parameter bytes), so every comparis
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -176,21 +178,35 @@ def test_separable_weights_the_key_cannot_hold_take_the_normal_path(dev, rng):
         assert "device data" in why
 
 
-def test_explicit_float_fft_reads_the_data_to_warn(dev, rng):
-    """``convolve(method="fft")`` on float data warns on NaN/Inf as SciPy does, so it scans
-    its operands; ``fftconvolve`` does not warn, so it does not scan (compiled above)."""
+def test_explicit_float_fft_warns_from_a_replayed_one_flag_check(dev, rng):
+    """``convolve(method="fft")`` on float data warns on NaN/Inf as SciPy does: on the CUDA
+    path one scan launch and one read, a step the compiled call replays (1 sync, 1 copy),
+    so a repeated call on data turned non-finite in place still warns, at the caller's
+    line; ``fftconvolve`` never warns, so it does not scan (0 syncs above)."""
     a, k = (dev.to_dev(small_ints(rng, s, F32)) for s in ((12, 11), (3, 4)))
-    why = _reason(dev, cupyconv.convolve, a, k, method="fft")
-    assert "fft data scan" in why
-    bad = a.copy()
-    bad[3, 4] = np.nan
     with dev.scope():
-        with pytest.warns(RuntimeWarning, match="Use of fft convolution"):
-            cupyconv.convolve(bad, k, method="fft")
+        for _ in range(2):
+            cupyconv.convolve(a, k, method="fft")
+        entry = lookup(cupyconv.convolve, a, k, method="fft")
+        assert isinstance(entry, CompiledCall), entry
+        assert [p.name for p in entry.programs] == ["data_scan", "fft"]
+        with program.accounting() as again:
+            cupyconv.convolve(a, k, method="fft")
+        assert (again["syncs"], again["d2h"], again["h2d"], again["launches"]) == (1, 1, 0, 1)
+        a[3, 4] = np.nan                                         # the same key
         with normal_path():
-            ref = dev.to_host(cupyconv.fftconvolve(bad, k))
-        for _ in range(2):              # no warning, and NaN spread as SciPy's
-            np.testing.assert_array_equal(dev.to_host(cupyconv.fftconvolve(bad, k)), ref)
+            with pytest.warns(RuntimeWarning, match="Use of fft convolution"):
+                ref = dev.to_host(cupyconv.convolve(a, k, method="fft"))
+        with pytest.warns(RuntimeWarning, match="Use of fft convolution") as seen:
+            y = cupyconv.convolve(a, k, method="fft")
+        assert seen[0].filename == __file__
+        np.testing.assert_array_equal(dev.to_host(y), ref)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with normal_path():
+                ref = dev.to_host(cupyconv.fftconvolve(a, k))
+            for _ in range(2):          # no warning, and NaN spread as SciPy's
+                np.testing.assert_array_equal(dev.to_host(cupyconv.fftconvolve(a, k)), ref)
 
 
 # ------------------------------------------------------------ invalidation

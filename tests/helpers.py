@@ -480,3 +480,39 @@ def gradient_cases(x, w, dy, w_transpose, groups, **geo):
     wide = [np.asarray(a).astype(np.float64) for a in (x, w, dy, w_transpose)]
     with cupyconv.use_backend("numpy"):
         return [(c, c(*wide), c(*[np.abs(a) for a in wide])) for c in calls]
+
+
+def assert_alternating_calls_equal_the_normal_path(dev, cases, rounds=3):
+    """For each ``(name, calls)`` of ``cases`` (calls whose keys differ in one thing): the
+    normal path's results (``config.compiled_calls`` off), then ``rounds`` rounds of the
+    calls alternating, each equal to its normal-path result bit for bit, so that no call
+    ever replays another key's program.  ``dev``: the tests' ``Device`` (scope, to_host)."""
+    from cupyconv import config
+    for name, calls in cases:
+        with dev.scope():
+            saved, config.compiled_calls = config.compiled_calls, False
+            try:
+                refs = [dev.to_host(c()).copy() for c in calls]
+            finally:
+                config.compiled_calls = saved
+            for _ in range(rounds):
+                for c, ref in zip(calls, refs):
+                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+
+
+def first_and_repeated(dev, call):
+    """``(normal path's result, first call's counts, repeated call's counts, repeated
+    call's result)`` of ``call`` (the accounting stand-in's counters, host arrays)."""
+    from cupyconv import config
+    from cupyconv._kernels import program
+    with dev.scope():
+        saved, config.compiled_calls = config.compiled_calls, False
+        try:
+            ref = dev.to_host(call())
+        finally:
+            config.compiled_calls = saved
+        with program.accounting() as first:
+            call()
+        with program.accounting() as again:
+            y = call()
+    return ref, first, again, dev.to_host(y)

@@ -25,7 +25,8 @@ from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, small_ints
+from helpers import (assert_alternating_calls_equal_the_normal_path, first_and_repeated,
+                     forget_launches, small_ints)
 
 F32 = np.dtype(np.float32)
 
@@ -132,14 +133,8 @@ def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
     1 and 1), exactly the programs' launches, allocations and GEMMs (:func:`_calls`); the
     result equals the normal path's bit for bit."""
     for name, (call, budget) in _calls(dev, rng).items():
-        with dev.scope():
-            with normal_path():
-                ref = dev.to_host(call())
-            with program.accounting() as first:
-                call()
-            with program.accounting() as again:
-                y = call()
-        np.testing.assert_array_equal(dev.to_host(y), ref, err_msg=name)
+        ref, first, again, y = first_and_repeated(dev, call)
+        np.testing.assert_array_equal(y, ref, err_msg=name)
         launches, allocations, library, *scans = budget
         assert (again["launches"], again["allocations"], again["library"]) == (
             launches, allocations, library), (name, again)
@@ -315,14 +310,7 @@ def test_alternating_keys_never_replay_a_stale_program(any_dev, rng):
     """Alternate calls that differ in one thing each, three rounds: every result equals
     the normal path's, so no call ever replays another key's program (the NumPy
     backend's host programs included)."""
-    dev = any_dev
-    for name, calls in _invalidation_cases(dev, rng):
-        with dev.scope():
-            with normal_path():
-                refs = [dev.to_host(c()).copy() for c in calls]
-            for _ in range(3):
-                for c, ref in zip(calls, refs):
-                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+    assert_alternating_calls_equal_the_normal_path(any_dev, _invalidation_cases(any_dev, rng))
 
 
 def test_the_backend_in_force_is_in_the_key(rng):

@@ -21,7 +21,8 @@ from cupyconv.api.compiled import HOST_VALUE_BYTES, CompiledCall, NotCompiled, l
 from cupyconv.backends import fft_conv
 from cupyconv.backends.cuda import runners, separable
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, small_ints
+from helpers import (assert_alternating_calls_equal_the_normal_path, first_and_repeated,
+                     forget_launches, small_ints)
 
 F32 = np.dtype(np.float32)
 
@@ -141,14 +142,8 @@ def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
     to decide) and planned separable call: 0 synchronisations, 0 copies, exactly the
     program's launches, allocations and calls; the result equals the normal path's."""
     for name, (call, budget) in _calls(dev, rng).items():
-        with dev.scope():
-            with normal_path():
-                ref = dev.to_host(call())
-            with program.accounting() as first:
-                call()
-            with program.accounting() as again:
-                y = call()
-        np.testing.assert_array_equal(dev.to_host(y), ref, err_msg=name)
+        ref, first, again, y = first_and_repeated(dev, call)
+        np.testing.assert_array_equal(y, ref, err_msg=name)
         assert (again["launches"], again["allocations"], again["calls"]) == budget, (
             name, again)
         assert not any(again[k] for k in ("syncs", "d2h", "h2d")), (name, again)
@@ -251,14 +246,7 @@ def _invalidation_cases(dev, rng):
 def test_alternating_keys_never_replay_a_stale_program(any_dev, rng):
     """Alternate calls that differ in one thing each, three rounds: every result equals
     the normal path's, so no call replays another key's program or weights."""
-    dev = any_dev
-    for name, calls in _invalidation_cases(dev, rng):
-        with dev.scope():
-            with normal_path():
-                refs = [dev.to_host(c()).copy() for c in calls]
-            for _ in range(3):
-                for c, ref in zip(calls, refs):
-                    np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+    assert_alternating_calls_equal_the_normal_path(any_dev, _invalidation_cases(any_dev, rng))
 
 
 def test_a_compiled_separable_call_is_cached_with_its_program(rng):

@@ -122,7 +122,8 @@ class _HostCopies:
             program.count("syncs")          # (the emulator's arrays are host arrays:
             program.count("d2h")            # counted as the device's copy would be; a
             return np.asarray(a)            # compiled call's key keeps a small one's bytes)
-        program.not_compiled("the call reads device data on the host")
+        if not program.is_constant(a):      # (a constant is made from the key alone)
+            program.not_compiled("the call reads device data on the host")
         memo = getattr(_CALL, "copies", None)
         if memo is None:
             return a.get()

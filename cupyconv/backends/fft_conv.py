@@ -214,7 +214,7 @@ def _adjoint_operand(problem, a, xp):
     return xp.conj(a) if problem.conjugate and a.dtype.kind == "c" else a
 
 
-def _grad_input(problem, dy, w):
+def _grad_input(problem, dy, w, constant=None):
     xp = array_module_of(x=dy)
     fwd = transposed_forward(problem)
     g = problem.groups
@@ -225,10 +225,10 @@ def _grad_input(problem, dy, w):
         dy = up
     wt = w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2)
     wt = _adjoint_operand(problem, wt.reshape(fwd.w_shape), xp)
-    return fold_padding(problem, _forward(fwd, dy, wt))
+    return fold_padding(problem, _forward(fwd, dy, wt, constant))
 
 
-def _grad_weight(problem, x, dy):
+def _grad_weight(problem, x, dy, constant=None):
     xp = array_module_of(x=x)
     fwd = transposed_forward(problem)
     g, n = problem.groups, problem.batch
@@ -237,7 +237,7 @@ def _grad_weight(problem, x, dy):
         (2, 1, 0) + tuple(range(3, 3 + problem.ndim)))
     xt = _adjoint_operand(problem, xt.reshape(fwd.x_shape), xp)
     dyt = dy.swapaxes(0, 1)
-    res = _forward(fwd, xt, dyt)                                    # (Cg, K, *KS'')
+    res = _forward(fwd, xt, dyt, constant)                                    # (Cg, K, *KS'')
     res = res[(slice(None), slice(None)) + tuple(slice(0, k) for k in problem.kernel_shape)]
     dw = oriented_weights(problem, res.swapaxes(0, 1))
     return xp.ascontiguousarray(dw)
@@ -250,5 +250,5 @@ def run(problem, operands, constant=None):
     if problem.op == FORWARD:
         return _forward(problem, operands.activation, operands.filter, constant)
     if problem.op == GRAD_INPUT:
-        return _grad_input(problem, operands.output, operands.filter)
-    return _grad_weight(problem, operands.activation, operands.output)
+        return _grad_input(problem, operands.output, operands.filter, constant)
+    return _grad_weight(problem, operands.activation, operands.output, constant)

@@ -95,6 +95,15 @@ class Backend(abc.ABC):
         from .arrays import host_scan
         return host_scan(arrays)
 
+    def check(self, arrays, decide, warns=False):
+        """``decide(self.scan(arrays))``: a decision on the data that a compiled call may
+        replay where the backend runs it as a program step (the CUDA path: one
+        ``program.Check``); here on the host, so the call takes the normal path.
+        ``warns``: the decision only warns (a plan's replay skips it)."""
+        from .._kernels import program
+        program.not_compiled("the call scans its operands on the host")
+        return decide(self.scan(arrays))
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
         algorithm whose applicability depends on the data, such as ``separable``, says

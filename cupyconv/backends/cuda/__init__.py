@@ -63,6 +63,12 @@ COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD,
                       (FORWARD, "gemm")})
 
 
+def _scannable(arrays):
+    """Whether one scan kernel reads ``arrays`` (one dtype it has, at most three)."""
+    return (0 < len(arrays) <= scan_launch.MAX_OPERANDS
+            and len({a.dtype for a in arrays}) == 1 and scan_launch.scans(arrays[0].dtype))
+
+
 def _widened(problem, algorithm, operands):
     """``(problem, operands)`` as ``algorithm`` computes them (float16 in float32 unless
     :data:`NATIVE_HALF`, bfloat16 unless :data:`NATIVE_BFLOAT16`)."""
@@ -121,11 +127,19 @@ class CudaBackend(Backend):
         its 4-word result (1 synchronisation, 1 copy), instead of a min and a max read
         per array and part; the host's scan for dtypes the kernel lacks."""
         arrays = list(arrays)
-        dtypes = {a.dtype for a in arrays}
-        if (len(dtypes) != 1 or len(arrays) > scan_launch.MAX_OPERANDS
-                or not scan_launch.scans(arrays[0].dtype)):
+        if not _scannable(arrays):
             return super().scan(arrays)
         return scan_launch.run_scan(self.runner.loader, self.xp, arrays)
+
+    def check(self, arrays, decide, warns=False):
+        """``decide`` on one scan of ``arrays`` as a one-step program (its
+        :class:`~cupyconv._kernels.program.Check`), which a compiled call replays: one
+        launch, one read back (``decide`` must compare equal from call to call: it is
+        part of the program's memo key)."""
+        arrays = list(arrays)
+        if not _scannable(arrays):
+            return super().check(arrays, decide, warns)
+        return scan_launch.run_scan(self.runner.loader, self.xp, arrays, decide, warns)
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm in ("winograd", "separable"):

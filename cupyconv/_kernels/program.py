@@ -92,6 +92,9 @@ class Check:
     words: int
     decide: Any
     output: str
+    #: the decision only warns (it changes no result): a compiled call of an object
+    #: that promised its problem (a plan) skips the check when it replays.
+    warns: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -110,17 +110,19 @@ def _dtype_of(arrays):
     return dtype
 
 
-def scan_check(loader, arrays, decide, output="scan"):
+def scan_check(loader, arrays, decide, output="scan", warns=False):
     """The :class:`~.program.Check` step scanning ``arrays`` (operand slots ``a0``..``a2``,
-    result buffer ``scanbuf``); ``decide(ScanResult)`` is bound as ``output``."""
+    result buffer ``scanbuf``); ``decide(ScanResult)`` is bound as ``output``; ``warns``:
+    the decision only warns (``Check.warns``).  ``decide`` is part of the memo key:
+    give an object that compares equal from call to call."""
     arrays = tuple(arrays) + (None,) * (MAX_OPERANDS - len(arrays))
     dtype = _dtype_of(arrays)
     layouts = tuple(None if a is None else _layout(a) for a in arrays)
-    return _check(loader, dtype, layouts, decide, output)
+    return _check(loader, dtype, layouts, decide, output, warns)
 
 
 @functools.lru_cache(maxsize=256)
-def _check(loader, dtype, layouts, decide, output):
+def _check(loader, dtype, layouts, decide, output, warns=False):
     axes = max(len(lay[1]) for lay in layouts if lay is not None)
     rank = min(max(axes - 2, 1), registry.MAX_RANK)
     if axes > rank + 2:
@@ -142,7 +144,7 @@ def _check(loader, dtype, layouts, decide, output):
     launch = Launch(kern, (grid_stride_blocks(max(most, 1)),), (registry.THREADS,), 0,
                     p[()], slots + ("scanbuf",))
     return Check(launch, "scanbuf", WORDS, functools.partial(_decided, decide, dtype,
-                                                              len(layouts)), output)
+                                                              len(layouts)), output, warns)
 
 
 def _decided(decide, dtype, n, words):
@@ -166,33 +168,35 @@ def _identity(result):
     return result
 
 
-def scan_program(loader, arrays, decide=None):
+def scan_program(loader, arrays, decide=None, warns=False):
     """A one-step :class:`~.program.Program` around :func:`scan_check` (operands ``a0``,
     ``a1``, ``a2``; result ``"scan"``: ``decide(ScanResult)``, by default the
     :class:`ScanResult`)."""
     arrays = tuple(arrays) + (None,) * (MAX_OPERANDS - len(arrays))
     dtype = _dtype_of(arrays)
     layouts = tuple(None if a is None else _layout(a) for a in arrays)
-    return _program(loader, dtype, layouts, _identity if decide is None else decide)
+    return _program(loader, dtype, layouts, _identity if decide is None else decide,
+                    bool(warns))
 
 
 @functools.lru_cache(maxsize=256)
-def _program(loader, dtype, layouts, decide):
+def _program(loader, dtype, layouts, decide, warns):
     return Program("data_scan", tuple(f"a{i}" for i in range(MAX_OPERANDS)), (),
-                   (_check(loader, dtype, layouts, decide, "scan"),), "scan")
+                   (_check(loader, dtype, layouts, decide, "scan", warns),), "scan")
 
 
-def run_scan(loader, xp, arrays):
+def run_scan(loader, xp, arrays, decide=None, warns=False):
     """The :class:`ScanResult` of ``arrays`` (device arrays of ``xp``; ``None`` where
-    absent), one entry per array given: one launch, one device-to-host copy."""
+    absent), one entry per array given: one launch, one device-to-host copy.  With
+    ``decide``: its value on the (untrimmed) :class:`ScanResult` instead."""
     from .program import execute
     n = len(arrays)
     arrays = tuple(arrays) + (None,) * (MAX_OPERANDS - n)
-    prog = scan_program(loader, arrays)
+    prog = scan_program(loader, arrays, decide, warns)
     first = next(a for a in arrays if a is not None)
     bound = {f"a{i}": (first if a is None else a) for i, a in enumerate(arrays)}
     res = execute(prog, xp, bound)["scan"]
-    return ScanResult(res.finite[:n], res.magnitude[:n])
+    return res if decide is not None else ScanResult(res.finite[:n], res.magnitude[:n])
 
 
 def clear_program_cache():

@@ -14,9 +14,13 @@ watches: which :class:`~cupyconv._kernels.program.Program` ran on which arrays. 
 the call's own arrays (at a fixed offset), inside an allocation of an earlier program
 (a pass buffer), or inside a constant made from the key alone (filter taps); and when the
 result is a view of a program's allocation.  Anything else (a cast or copy of the data,
-a bias added on the host, work outside a program: cuBLAS, cuFFT, a data scan, a
-decision on the data) is a reason recorded by the layer that did it, and the key is
-remembered as *not compiled* with that reason: it takes the normal path every time.
+a bias added on the host, work outside a program: cuBLAS, cuFFT, a host data scan, a
+decision on the data that picks the algorithm) is a reason recorded by the layer that
+did it, and the key is remembered as *not compiled* with that reason: it takes the
+normal path every time.  A decision that is a program's
+:class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning)
+compiles and replays; a :func:`compiled_method`'s replay (a plan) leaves out the checks
+that only warn.
 
 A repeated compiled call then does only: build the key, look it up, allocate the
 programs' allocations, launch their launches with the new pointers, view the result.
@@ -32,6 +36,7 @@ rebuilt as views (shape, strides, dtype at an offset) of the call's arrays.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 
@@ -187,7 +192,7 @@ class CompiledCall:
 
     @property
     def allocations(self):
-        return sum(len(p.allocations) for p in self.programs)
+        return sum(len(p.allocations) + len(p.checks) for p in self.programs)
 
     def __repr__(self):
         return (f"CompiledCall({' + '.join(p.name for p in self.programs)}: "
@@ -218,8 +223,10 @@ class CompiledCall:
         return y if view is None else program.view_of(xp, y, view[0], view[1:])
 
 
-def _compile(rec, arrays, result):
-    """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason."""
+def _compile(rec, arrays, result, promise=False):
+    """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason;
+    ``promise``: the caller froze its problem (a plan), so the replay leaves out the
+    checks that only warn (:func:`_unchecked`)."""
     if rec.reasons:
         return NotCompiled(rec.reasons[0])
     if not rec.steps:
@@ -249,6 +256,8 @@ def _compile(rec, arrays, result):
     host_values = _host_values(arrays, steps)
     if isinstance(host_values, str):
         return NotCompiled(host_values)
+    if promise:
+        steps, res = _unchecked(steps, res)
     if xp is not np and config.prebuilt_launches:
         import cupy  # optional dependency: present, the result is a CuPy array
         def stream():
@@ -256,6 +265,24 @@ def _compile(rec, arrays, result):
         steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
                  for prog, binding in steps]
     return CompiledCall(tuple(steps), res, xp, host_values)
+
+
+def _unchecked(steps, res):
+    """``(steps, res)`` without the :class:`~cupyconv._kernels.program.Check` steps that
+    only warn (``warns``): a plan promises its problem, not its data, so its repeated
+    call does not scan (the first call of each key did, and warned).  A program left
+    with no steps and no allocations is dropped, the later indices renumbered."""
+    kept, index = [], {}
+    for i, (prog, binding) in enumerate(steps):
+        if any(type(s) is program.Check and s.warns for s in prog.steps):
+            prog = dataclasses.replace(prog, steps=tuple(
+                s for s in prog.steps if not (type(s) is program.Check and s.warns)))
+            if not prog.steps and not prog.allocations and prog.host is None:
+                continue
+        index[i] = len(kept)
+        kept.append((prog, tuple((n, src[:1] + (index[src[1]],) + src[2:])
+                                 if src[0] == "prev" else (n, src) for n, src in binding)))
+    return kept, (index[res[0]],) + tuple(res[1:])
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -346,7 +373,7 @@ def lookup(function, *args, **kwargs):
     return cache.get((tag, key))
 
 
-def _call(fn, tag, cache, args, kwargs):
+def _call(fn, tag, cache, args, kwargs, promise=False):
     if not config.compiled_calls or program._STATE.recording is not None:
         return fn(*args, **kwargs)        # off, or inside a call being recorded
     try:
@@ -366,7 +393,7 @@ def _call(fn, tag, cache, args, kwargs):
         return fn(*args, **kwargs)
     with program.record() as rec:
         result = fn(*args, **kwargs)
-    entry = _compile(rec, arrays, result)
+    entry = _compile(rec, arrays, result, promise)
     if not (rec.transient and type(entry) is NotCompiled):
         cache.put(key, entry)
     return result
@@ -383,14 +410,17 @@ def compiled(fn):
 
 def compiled_method(fn):
     """Decorate a method with a compiled-call cache of its own instance (``_compiled``),
-    so a key never outlives the object it belongs to (a plan's weights, its choice)."""
+    so a key never outlives the object it belongs to (a plan's weights, its choice).
+    The object promised its problem: a replay leaves out the checks that only warn
+    (the NaN/Inf scan of an explicit ``method="winograd"``), which its first call with
+    each key ran."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
         cache = self.__dict__.get("_compiled")
         if cache is None:
             cache = self.__dict__["_compiled"] = LRU(16)
             _owners.add(self)
-        return _call(functools.partial(fn, self), fn, cache, args, kwargs)
+        return _call(functools.partial(fn, self), fn, cache, args, kwargs, promise=True)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 

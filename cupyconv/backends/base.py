@@ -11,11 +11,7 @@ import abc
 import contextlib
 import math
 import os
-import sys
-import warnings
 from typing import Dict, Iterable, Tuple
-
-from .._kernels import program
 
 __all__ = ["Backend", "OutOfMemoryError", "host_available_memory"]
 
@@ -37,19 +33,6 @@ def host_available_memory() -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 2**63 - 1
-
-
-def warn_at_caller(message, category=RuntimeWarning):
-    """``warnings.warn`` attributed to the first frame outside the ``cupyconv`` package (the
-    user's call, however many of the library's frames lie between: the normal path's, or a
-    compiled call's replay)."""
-    frame, level = sys._getframe(1), 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class Backend(abc.ABC):
@@ -104,15 +87,6 @@ class Backend(abc.ABC):
         (``""`` when it can): the algorithm does work outside a launch program."""
         return f"the {self.name} backend runs no launch programs"
 
-    def warn_unless_finite(self, arrays, message):
-        """Warn ``message`` (a ``RuntimeWarning`` at the library's caller) when ``arrays``
-        hold a NaN or an infinity: the warning of an explicit ``fft``/``winograd``, which
-        spread them.  Here from :meth:`scan` on the host, a decision on the data: the call
-        takes the normal path (the CUDA path's is a replayable one-flag check)."""
-        program.not_compiled("the fft data scan reads the operands")
-        if not self.scan(arrays).all_finite:
-            warn_at_caller(message)
-
     def scan(self, arrays):
         """The data rules' one read of ``arrays`` (a call's operands, at most three, one
         dtype): a :class:`~cupyconv._kernels.scan_launch.ScanResult`, whether each is
@@ -120,6 +94,15 @@ class Backend(abc.ABC):
         (:func:`~cupyconv.backends.arrays.host_scan`)."""
         from .arrays import host_scan
         return host_scan(arrays)
+
+    def check(self, arrays, decide, warns=False):
+        """``decide(self.scan(arrays))``: a decision on the data that a compiled call may
+        replay where the backend runs it as a program step (the CUDA path: one
+        ``program.Check``); here on the host, so the call takes the normal path.
+        ``warns``: the decision only warns (a plan's replay skips it)."""
+        from .._kernels import program
+        program.not_compiled("the call scans its operands on the host")
+        return decide(self.scan(arrays))
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an

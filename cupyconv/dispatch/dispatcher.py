@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+import warnings
 from typing import Dict, Tuple
 
 import numpy as np
@@ -265,6 +267,32 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 NON_FINITE_SPREAD = {"fft": "output", "winograd": "output over whole Winograd tiles"}
 
 
+@dataclasses.dataclass(frozen=True)
+class NonFiniteWarning:
+    """The decision of an explicit ``method`` in :data:`NON_FINITE_SPREAD` on its data scan
+    (a ``ScanResult``): SciPy's ``RuntimeWarning`` when an operand is not finite.  Equal
+    for equal methods, so the CUDA path's scan program (``backend.check``) is memoised
+    and a compiled call replays it; the warning points at the first frame outside
+    cupyconv."""
+
+    method: str
+
+    def __call__(self, scan):
+        if not scan.all_finite:
+            warnings.warn(f"Use of {self.method} convolution on input with NAN or inf results "
+                          f"in NAN or inf {NON_FINITE_SPREAD[self.method]}. Consider using "
+                          "method='direct' instead.", RuntimeWarning, stacklevel=_caller_level())
+
+
+def _caller_level():
+    """``stacklevel`` of the first frame outside cupyconv, for a warning raised by the
+    caller of this function (the depth differs between the normal path and a replay)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "cupyconv":
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _explicit(problem, backend, method, limit):
     spec = ALGORITHMS.get(method)
     if spec is None or not spec.serves(problem.op, backend.name):
@@ -330,10 +358,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
     else:
         _explicit(problem, backend, method, limit)
         if warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype):
-            backend.warn_unless_finite(     # one scan: a replayable one-flag check on CUDA
-                _scanned(operands), f"Use of {method} convolution on input with NAN or inf "
-                f"results in NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "
-                "method='direct' instead.")
+            backend.check(_scanned(operands), NonFiniteWarning(method), warns=True)
         first, ranked = method, list(choice.ranked)
     tried = []
     # first, then the others by decreasing workspace, zero-workspace last; a fallback

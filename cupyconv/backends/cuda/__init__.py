@@ -12,7 +12,6 @@ computes stride-1 input gradients), the gradients' column-buffer GEMMs in
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -24,7 +23,7 @@ from .. import fft_conv, winograd_conv
 from ...core.args import LONG_DOUBLE
 from ...core.problem import Operands
 from ..arrays import in_compute_dtype, in_float32
-from ..base import Backend, OutOfMemoryError, warn_at_caller
+from ..base import Backend, OutOfMemoryError
 from ..separable_factors import NotSeparable, term_limit, terms_take
 from . import algorithms, cost, gradients, implicit_grads, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
@@ -64,17 +63,10 @@ COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD,
                       (FORWARD, "gemm"), (FORWARD, "separable"), (FORWARD, "fft")})
 
 
-@functools.lru_cache(maxsize=None)
-def _warner(message):
-    """The scan's ``decide`` that warns ``message`` on non-finite data (one object per
-    message: the scan programs are memoised by it)."""
-    return functools.partial(_warn_unless, message)
-
-
-def _warn_unless(message, result):
-    if not result.all_finite:
-        warn_at_caller(message)
-    return result
+def _scannable(arrays):
+    """Whether one scan kernel reads ``arrays`` (one dtype it has, at most three)."""
+    return (0 < len(arrays) <= scan_launch.MAX_OPERANDS
+            and len({a.dtype for a in arrays}) == 1 and scan_launch.scans(arrays[0].dtype))
 
 
 def _widened(problem, algorithm, operands):
@@ -135,28 +127,19 @@ class CudaBackend(Backend):
         its 4-word result (1 synchronisation, 1 copy), instead of a min and a max read
         per array and part; the host's scan for dtypes the kernel lacks."""
         arrays = list(arrays)
-        if not self._scans(arrays):
+        if not _scannable(arrays):
             return super().scan(arrays)
         return scan_launch.run_scan(self.runner.loader, self.xp, arrays)
 
-    def warn_unless_finite(self, arrays, message):
-        """The warning decided by a one-flag scan program (:mod:`~cupyconv._kernels.scan_launch`):
-        1 launch and 1 read, replayed by a compiled call, which then warns on new data as
-        the normal path does; the host's for dtypes the kernel lacks."""
+    def check(self, arrays, decide, warns=False):
+        """``decide`` on one scan of ``arrays`` as a one-step program (its
+        :class:`~cupyconv._kernels.program.Check`), which a compiled call replays: one
+        launch, one read back (``decide`` must compare equal from call to call: it is
+        part of the program's memo key)."""
         arrays = list(arrays)
-        if not self._scans(arrays):
-            return super().warn_unless_finite(arrays, message)
-        padded = arrays + [arrays[0]] * (scan_launch.MAX_OPERANDS - len(arrays))
-        prog = scan_launch.scan_program(self.runner.loader, arrays, _warner(message))
-        program.execute(prog, self.xp, {f"a{i}": a for i, a in enumerate(padded)})
-        return None
-
-    @staticmethod
-    def _scans(arrays):
-        """Whether one scan launch reads ``arrays`` (one dtype it has, few enough)."""
-        return (arrays and len({a.dtype for a in arrays}) == 1
-                and len(arrays) <= scan_launch.MAX_OPERANDS
-                and scan_launch.scans(arrays[0].dtype))
+        if not _scannable(arrays):
+            return super().check(arrays, decide, warns)
+        return scan_launch.run_scan(self.runner.loader, self.xp, arrays, decide, warns)
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm == "winograd":

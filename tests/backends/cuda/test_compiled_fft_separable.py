@@ -116,6 +116,8 @@ def _calls(dev, rng):
                                  method="separable", backend=dev.name)
     fft_plan = cupyconv.plan_conv(xi.shape, wi.shape, np.int64, padding=1, method="fft",
                                   backend=dev.name)
+    float_plan = cupyconv.plan_conv(x.shape, wf.shape, F32, padding=1, method="fft",
+                                    backend=dev.name)
     # fft: pad/cast x, orient/cast w, two forward transforms, product, inverse into y
     fft = (0, 1, 6)
     calls = {
@@ -126,6 +128,8 @@ def _calls(dev, rng):
         "conv int64 fft, stride 2": (lambda: cupyconv.conv(xi, wi, padding=2, stride=2,
                                                            method="fft"), fft),
         "planned fft, int64": (lambda: fft_plan(xi, wi), fft),
+        # a plan promises its problem, not its data: a replay skips the warning's scan
+        "planned fft, float32": (lambda: float_plan(x, wf), fft),
     }
     if dev.name != "cuda":    # weights the key keeps by value: NumPy arrays (see below)
         calls.update({
@@ -139,8 +143,9 @@ def _calls(dev, rng):
 
 def test_repeated_calls_replay_and_meet_the_budget(dev, rng):
     """A repeated fftconvolve/oaconvolve, explicit integer fft (no data scan: no warning
-    to decide) and planned separable call: 0 synchronisations, 0 copies, exactly the
-    program's launches, allocations and calls; the result equals the normal path's."""
+    to decide), planned fft and planned separable call: 0 synchronisations, 0 copies,
+    exactly the program's launches, allocations and calls; the result equals the normal
+    path's."""
     for name, (call, budget) in _calls(dev, rng).items():
         ref, first, again, y = first_and_repeated(dev, call)
         np.testing.assert_array_equal(y, ref, err_msg=name)

@@ -33,7 +33,7 @@ import numpy as np
 
 from .addressing import data_pointer
 
-__all__ = ["Launch", "Call", "Check", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
+__all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "not_compiled", "constant", "is_constant", "count", "accounting", "launch_stubbed",
            "extent"]
 
@@ -76,6 +76,26 @@ class Call:
     #: slots: names, or :class:`View` of named arrays.
     inputs: Tuple[Any, ...]
     output: Any = None
+
+
+class Diverged(Exception):
+    """A replayed :class:`Check` decided otherwise than when its call was compiled (the
+    data now pick another algorithm): the compiled call runs the normal path instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """A :class:`Check`'s ``decide`` in a compiled call: ``decide``, which must give
+    ``expected`` again, else :class:`Diverged`."""
+
+    decide: Any
+    expected: Any
+
+    def __call__(self, words):
+        value = self.decide(words)
+        if value != self.expected:
+            raise Diverged(f"the data now decide {value!r}, not {self.expected!r}")
+        return value
 
 
 @dataclasses.dataclass(frozen=True)

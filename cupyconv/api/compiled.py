@@ -249,7 +249,7 @@ def _compile(rec, arrays, result, promise=False):
             binding.append((name, src))
         if prog.host is not None:                   # a host program's result
             made.append((i, prog.result, touched[prog.result]))
-        steps.append((prog, tuple(binding)))
+        steps.append((_expecting(prog, touched), tuple(binding)))
     res = _result(result, made)
     if isinstance(res, str):
         return NotCompiled(res)
@@ -265,6 +265,18 @@ def _compile(rec, arrays, result, promise=False):
         steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
                  for prog, binding in steps]
     return CompiledCall(tuple(steps), res, xp, host_values)
+
+
+def _expecting(prog, touched):
+    """``prog`` with each :class:`~cupyconv._kernels.program.Check` that decides (not only
+    warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
+    a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
+    the normal path, which chooses again."""
+    if not any(type(s) is program.Check and not s.warns for s in prog.steps):
+        return prog
+    return dataclasses.replace(prog, steps=tuple(
+        dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))
+        if type(s) is program.Check and not s.warns else s for s in prog.steps))
 
 
 def _unchecked(steps, res):
@@ -388,8 +400,8 @@ def _call(fn, tag, cache, args, kwargs, promise=False):
         if type(entry) is CompiledCall and entry.matches(arrays):
             try:
                 return entry.replay(arrays)
-            except MemoryError:           # CuPy's OutOfMemoryError too: the normal path
-                pass
+            except (MemoryError, program.Diverged):   # CuPy's OutOfMemoryError too; data
+                pass                                  # that choose otherwise: the normal path
         return fn(*args, **kwargs)
     with program.record() as rec:
         result = fn(*args, **kwargs)

@@ -169,22 +169,39 @@ def clear_cache():
 
 def fft_safe(problem, operands, backend=None):
     """``(ok, reason)``: whether the FFT result is exact enough for these operands, from
-    one scan of them (``backend.scan``: on the CUDA path one kernel and one read back;
-    on the host without a backend)."""
-    program.not_compiled("the fft data scan reads the operands")
+    one scan of them: with a ``backend``, its ``check`` (on the CUDA path one kernel and
+    one read back, a program step that a compiled call replays, and whose outcome it
+    re-checks: a replay whose data decide otherwise takes the normal path); on the host
+    without one."""
     arrays = _scanned(operands)
     if not arrays:
         return True, ""
-    scan = host_scan(arrays) if backend is None else backend.scan(arrays)
-    if problem.dtype.kind in "biu":
-        bound = math.prod(scan.magnitude) * max(problem.gemm_k, 1)
-        if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
-            return False, (f"integer results up to {bound} are not exactly representable "
-                           "through a float64 FFT")
+    rule = FftRule(problem.dtype.kind in "biu", max(problem.gemm_k, 1), len(arrays))
+    if backend is None:
+        program.not_compiled("the fft data scan reads the operands")
+        return rule(host_scan(arrays))
+    return backend.check(arrays, rule)
+
+
+@dataclasses.dataclass(frozen=True)
+class FftRule:
+    """:func:`fft_safe`'s decision on a ``ScanResult`` of its ``count`` operands (equal
+    for equal problems: the CUDA path's scan programs are memoised by it)."""
+
+    exact: bool
+    gemm_k: int
+    count: int
+
+    def __call__(self, scan):
+        if self.exact:
+            bound = math.prod(scan.magnitude[:self.count]) * self.gemm_k
+            if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
+                return False, (f"integer results up to {bound} are not exactly "
+                               "representable through a float64 FFT")
+            return True, ""
+        if not scan.all_finite:
+            return False, "non-finite data would spread to every output through the FFT"
         return True, ""
-    if not scan.all_finite:
-        return False, "non-finite data would spread to every output through the FFT"
-    return True, ""
 
 
 def _scanned(operands):

@@ -265,3 +265,48 @@ def test_a_compiled_separable_call_is_cached_with_its_program(rng):
         entry = lookup(cupyconv.convolve, a, w, "same", method="separable")
     assert isinstance(entry, CompiledCall) and entry.programs[0].name == "separable"
     assert [i for i, _ in entry.host_values] == [1]          # w, compared by its bytes
+
+
+@pytest.fixture
+def fft_first(monkeypatch):
+    """The CUDA path's cost model with ``fft`` ranked first under ``auto`` (the others in
+    their own order after it), the cached choices forgotten before and after."""
+    from cupyconv.backends.cuda import CudaBackend
+    from cupyconv.dispatch import dispatcher
+    real = CudaBackend.predict_times
+
+    def predict(self, problem, names):
+        times = real(self, problem, names)
+        return {n: (0.0 if n == "fft" else 1.0 + t) for n, t in times.items()}
+    dispatcher.clear_cache()
+    monkeypatch.setattr(CudaBackend, "predict_times", predict)
+    yield
+    dispatcher.clear_cache()
+
+
+def test_auto_with_fft_first_replays_its_scan_and_rechecks_the_choice(dev, rng, fft_first):
+    """``auto`` with ``fft`` ranked first scans its operands (one launch, one read) as a
+    program step; a compiled call replays that step and expects its recorded outcome:
+    data that now decide otherwise (a NaN planted in place, the same key; or the NaN
+    gone) take the normal path, which chooses again, so each result is the normal path's
+    for those data, and auto never warns."""
+    a, k = (dev.to_dev(small_ints(rng, s, F32)) for s in ((12, 11), (3, 4)))
+    b = dev.to_dev(small_ints(rng, (12, 10), F32))   # another key
+    b[5, 2] = np.inf                            # starts non-finite: fft refused
+    with dev.scope(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for arr in (a, b):
+            for _ in range(2):
+                cupyconv.convolve(arr, k, "same")
+        entry = lookup(cupyconv.convolve, a, k, "same")
+        assert [p.name for p in entry.programs] == ["data_scan", "fft"], entry
+        assert lookup(cupyconv.convolve, b, k, "same").programs[-1].name != "fft"
+        with program.accounting() as again:
+            cupyconv.convolve(a, k, "same")
+        assert (again["syncs"], again["d2h"], again["h2d"]) == (1, 1, 0)
+        a[3, 4], b[5, 2] = np.nan, 1.0            # each now decides the other way
+        for arr in (a, b, a, b):
+            with normal_path():
+                ref = dev.to_host(cupyconv.convolve(arr, k, "same"))
+            np.testing.assert_array_equal(dev.to_host(cupyconv.convolve(arr, k, "same")),
+                                          ref)

@@ -18,9 +18,11 @@ a bias added on the host, work outside a program: cuBLAS, cuFFT, a host data sca
 decision on the data that picks the algorithm) is a reason recorded by the layer that
 did it, and the key is remembered as *not compiled* with that reason: it takes the
 normal path every time.  A decision that is a program's
-:class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning)
-compiles and replays; a :func:`compiled_method`'s replay (a plan) leaves out the checks
-that only warn.
+:class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning, or
+``auto``'s fft rule) compiles and replays; a check that decides expects its recorded
+outcome on replay (:class:`~cupyconv._kernels.program.Expect`), and data that decide
+otherwise take the normal path (``program.Diverged``); a :func:`compiled_method`'s
+replay (a plan) leaves out the checks that only warn.
 
 A repeated compiled call then does only: build the key, look it up, allocate the
 programs' allocations, launch their launches with the new pointers, view the result.

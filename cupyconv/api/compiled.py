@@ -90,6 +90,10 @@ def _alignment(ptr):
     return 16 if low == 0 else low & -low
 
 
+#: :func:`_alignment` of ``ptr`` by ``ptr & 15`` (a key part reads it without a call).
+_ALIGNMENT = tuple(_alignment(low) for low in range(16))
+
+
 def call_key(args, kwargs, backend=None):
     """``(key, arrays)`` of a call, or ``(None, None)`` when the key cannot hold it.
 
@@ -139,11 +143,11 @@ def _part(v, arrays):
     t = type(v)
     if t is np.ndarray:
         arrays.append(v)
-        return (t, v.shape, v.strides, v.dtype, _alignment(_numpy_pointer(v)),
+        return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[_numpy_pointer(v) & 15],
                 v.flags.writeable)
     if t not in _SCALARS and t not in (float, complex, tuple, list) and _is_cupy(t):
         arrays.append(v)
-        return (t, v.shape, v.strides, v.dtype, _alignment(v.data.ptr), v.device.id)
+        return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[v.data.ptr & 15], v.device.id)
     if t is float or t is complex:
         return None if v != v else (t, v)          # a NaN never matches
     if t in _SCALARS or isinstance(v, np.dtype):
@@ -164,7 +168,7 @@ def _part(v, arrays):
 class CompiledCall:
     """The programs of one key, with where each of their operands comes from."""
 
-    __slots__ = ("steps", "result", "xp", "programs", "host_values")
+    __slots__ = ("steps", "result", "xp", "programs", "host_values", "_bindings")
 
     def __init__(self, steps, result, xp, host_values=()):
         #: ``(program, ((name, source), ...))`` in order; a source is
@@ -183,6 +187,15 @@ class CompiledCall:
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
         self.host_values = host_values
+        #: per step: ``(program, constants, whole call arrays, the other sources)``, the
+        #: binding sorted once by kind (a repeated call's replay walks the short lists)
+        self._bindings = tuple(
+            (prog, {n: s[1] for n, s in binding if s[0] == "const"},
+             tuple((n, s[1]) for n, s in binding
+                   if s[0] == "arg" and not s[3] and s[4] is None),
+             tuple((n, s) for n, s in binding
+                   if s[0] == "prev" or (s[0] == "arg" and (s[3] or s[4] is not None))))
+            for prog, binding in steps)
 
     def matches(self, arrays):
         """Whether the arrays the host read hold the values this call was compiled with."""
@@ -203,17 +216,12 @@ class CompiledCall:
     def replay(self, arrays):
         """Run the programs on this call's ``arrays``; returns the result."""
         xp, done = self.xp, []
-        for prog, binding in self.steps:
-            bound = {}
-            for name, src in binding:
-                kind = src[0]
-                if kind == "arg":
-                    base = arrays[src[1]]
-                elif kind == "prev":
-                    base = done[src[1]][src[2]]
-                else:                               # a constant, or no array (bias)
-                    bound[name] = src[1]
-                    continue
+        for prog, constants, whole, others in self._bindings:
+            bound = constants.copy()                # constants, or no array (bias)
+            for name, i in whole:
+                bound[name] = arrays[i]
+            for name, src in others:
+                base = arrays[src[1]] if src[0] == "arg" else done[src[1]][src[2]]
                 offset, view = src[3], src[4]
                 if view is not None:
                     bound[name] = program.view_of(xp, base, offset, view)
@@ -399,7 +407,7 @@ def _call(fn, tag, cache, args, kwargs, promise=False):
     except TypeError:                     # an unhashable value inside the key
         return fn(*args, **kwargs)
     if entry is not None:
-        if type(entry) is CompiledCall and entry.matches(arrays):
+        if type(entry) is CompiledCall and (not entry.host_values or entry.matches(arrays)):
             try:
                 return entry.replay(arrays)
             except (MemoryError, program.Diverged):   # CuPy's OutOfMemoryError too; data

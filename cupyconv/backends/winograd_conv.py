@@ -261,7 +261,7 @@ def wide_weights(problem, w, xp=np):
     long double data): the weight transform's precision."""
     real = wide_real(problem.dtype)
     wide = np.result_type(real, np.complex64) if problem.dtype.kind == "c" else real
-    return xp.asarray(oriented_weights(problem, w)).astype(wide)
+    return xp.asarray(oriented_weights(problem, w)).astype(wide, copy=False)  # read only
 
 
 def run(problem, operands, xp=np):

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cupyconv
 from cupyconv import config
@@ -207,6 +208,49 @@ def test_explicit_float_fft_warns_from_a_replayed_one_flag_check(dev, rng):
                 ref = dev.to_host(cupyconv.fftconvolve(a, k))
             for _ in range(2):          # no warning, and NaN spread as SciPy's
                 np.testing.assert_array_equal(dev.to_host(cupyconv.fftconvolve(a, k)), ref)
+
+
+@st.composite
+def _fft_case(draw):
+    """A small explicit-fft or separable conv call (rank 1-2, any stride, dilation,
+    zero padding, dtype; separable: rank 2, depthwise, an outer product)."""
+    method = draw(st.sampled_from(["fft", "separable"]))
+    rank = draw(st.integers(1, 2)) if method == "fft" else 2     # separable: 2+ axes
+    ks = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    kinds = ["float32", "float64", "int64"] + (["complex64"] if method == "fft" else [])
+    return dict(rank=rank, ks=ks, method=method, dtype=np.dtype(draw(st.sampled_from(kinds))),
+                spatial=tuple(draw(st.integers(k + 1, k + 7)) for k in ks),
+                channels=draw(st.integers(1, 3)), stride=draw(st.integers(1, 2)),
+                dilation=draw(st.integers(1, 2)), padding=draw(st.integers(0, 3)))
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_fft_case(), seed=st.integers(0, 2**16))
+def test_compiled_fft_and_separable_calls_equal_the_normal_path(any_dev, case, seed):
+    """Whatever the geometry and dtype, the first and repeated fft/separable calls give
+    the normal path's result bit for bit (compiled or not; integers exact)."""
+    dev, rng = any_dev, np.random.default_rng(seed)
+    c, dtype = case["channels"], case["dtype"]
+    x = small_ints(rng, (2, c) + case["spatial"], np.float64)
+    if case["method"] == "fft":
+        w = small_ints(rng, (c + 1, c) + case["ks"], np.float64)
+        groups = 1
+    else:
+        w, groups = _outer(rng, c, *case["ks"], dtype=np.float64), c
+    if dtype.kind == "c":
+        x, w = x + 1j * x[..., ::-1], w - 2j * w
+    x, w = (dev.to_dev(a.astype(dtype)) for a in (x, w))
+    kw = dict(stride=case["stride"], dilation=case["dilation"], padding=case["padding"],
+              groups=groups, method=case["method"])
+    with dev.scope(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")             # separable refusals are errors, not these
+        with normal_path():
+            try:
+                ref = dev.to_host(cupyconv.conv(x, w, **kw))
+            except ValueError:                      # a geometry the method refuses
+                return
+        for _ in range(2):
+            np.testing.assert_array_equal(dev.to_host(cupyconv.conv(x, w, **kw)), ref)
 
 
 # ------------------------------------------------------------ invalidation

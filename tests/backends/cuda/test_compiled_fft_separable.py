@@ -354,3 +354,28 @@ def test_auto_with_fft_first_replays_its_scan_and_rechecks_the_choice(dev, rng, 
                 ref = dev.to_host(cupyconv.convolve(arr, k, "same"))
             np.testing.assert_array_equal(dev.to_host(cupyconv.convolve(arr, k, "same")),
                                           ref)
+
+
+@pytest.mark.parametrize("method", ["fft", "direct"])
+def test_out_is_a_replayed_step_into_each_calls_array(any_dev, rng, method):
+    """``out=`` is a host step (a copy into ``out``) whose result is ``out`` itself: a
+    repeated call with another ``out`` of the same key writes into that one and returns
+    it, with the normal path's values; the first ``out`` keeps what it was given."""
+    dev = any_dev
+    x, w = (dev.to_dev(small_ints(rng, s, np.int64)) for s in ((2, 3, 9, 8), (4, 3, 3, 3)))
+    outs = [dev.xp.zeros((2, 4, 9, 8), np.int64) for _ in range(3)]
+    with dev.scope():
+        with normal_path():
+            ref = dev.to_host(cupyconv.conv(x, w, padding=1, method=method))
+        for i, o in enumerate(outs):
+            res = cupyconv.conv(x + i, w, padding=1, method=method, out=o)
+            assert res is o
+        if dev.name != "numpy":
+            entry = lookup(cupyconv.conv, x, w, padding=1, method=method, out=outs[0])
+            assert isinstance(entry, CompiledCall) and entry.programs[-1].name == "out"
+        with normal_path():
+            refs = [dev.to_host(cupyconv.conv(x + i, w, padding=1, method=method))
+                    for i in range(3)]
+    np.testing.assert_array_equal(refs[0], ref)
+    for o, r in zip(outs, refs):
+        np.testing.assert_array_equal(dev.to_host(o), r)

@@ -46,6 +46,14 @@ def gaussian_4d():
     return np.einsum("i,j,k,l->ijkl", g, g, g, g).astype(np.float32)
 
 
+def gaussian_2d(channels=None):
+    """The 7x7 float32 Gaussian (sigma 1, radius 3); ``(channels, 1, 7, 7)`` depthwise."""
+    from cupyconv.ndimage.filters import gaussian_kernel1d
+    g = gaussian_kernel1d(1.0, 0, 3)
+    k = np.outer(g, g).astype(np.float32)
+    return k if channels is None else np.repeat(k[None, None], channels, axis=0)
+
+
 def small_calls(xp):
     """``{name: zero-argument call}`` on arrays of ``xp``: the small calls the GPU runs
     found bound by host time (timed here on NumPy arrays, on CuPy arrays by
@@ -61,6 +69,7 @@ def small_calls(xp):
     v, v96, k5 = arr(32, 32, 32), arr(96, 96, 96), arr(5, 5, 5)
     big, gauss = arr(40, 40, 40, 40), xp.asarray(gaussian_4d())
     x3, w3 = arr(1, 48, 14, 14, 14), arr(48, 48, 3, 3, 3)
+    gauss2, a32, k5x5 = xp.asarray(gaussian_2d()), arr(32, 32), arr(5, 5)
     nd = cupyconv.ndimage
     calls = {
         "conv 2-D N4 16->32 32^2 3x3 (auto)": lambda: cupyconv.conv(x2, w2, padding=1),
@@ -74,6 +83,15 @@ def small_calls(xp):
         "ndimage.correlate 96^3 * random 5^3": lambda: nd.correlate(v96, k5),
         "convolve 40^4 * 7^4 Gaussian (separable)": lambda: cupyconv.convolve(
             big, gauss, "same", method="separable"),
+        # issue 24: a separable kernel small enough (<= compiled.HOST_VALUE_BYTES) for
+        # the key to keep its bytes, so a repeated call replays its two passes
+        "convolve 256^2 * 7x7 Gaussian same, separable": lambda: cupyconv.convolve(
+            a, gauss2, "same", method="separable"),
+        # issue 24: fft as a program; on NumPy data the transforms themselves (pocketfft)
+        # are in these figures, so the case is small: 36^2-point transforms
+        "fftconvolve 32^2 * 5x5 same": lambda: cupyconv.fftconvolve(a32, k5x5, "same"),
+        "convolve 32^2 * 5x5 same, fft": lambda: cupyconv.convolve(a32, k5x5, "same",
+                                                                   method="fft"),
         # issue 15: Winograd's small layers took 1.4-2.5 ms a call
         "conv 3-D 48->48 14^3 3^3, winograd": lambda: cupyconv.conv(x3, w3, padding=1,
                                                                    method="winograd"),
@@ -130,9 +148,18 @@ def planned_calls():
     direct = cupyconv.plan_conv(x2.shape, w2.shape, np.float32, padding=1, backend="emulated")
     wino = cupyconv.plan_conv(x3.shape, w3.shape, np.float32, padding=1, method="winograd",
                               backend="emulated")
-    _PLANS[:] = [direct, wino]
+    xd, wd = rng.standard_normal((1, 8, 64, 64)).astype(np.float32), gaussian_2d(8)
+    sep = cupyconv.plan_conv(xd.shape, wd.shape, np.float32, padding=3, groups=8,
+                             method="separable", backend="emulated")
+    xf = rng.standard_normal((1, 4, 24, 24)).astype(np.float32)
+    wf = rng.standard_normal((4, 4, 5, 5)).astype(np.float32)
+    fft = cupyconv.plan_conv(xf.shape, wf.shape, np.float32, padding=2, method="fft",
+                             backend="emulated")
+    _PLANS[:] = [direct, wino, sep, fft]
     return {f"plan(x, w) 2-D N4 16->32 32^2 3x3 ({direct.algorithm})": lambda: direct(x2, w2),
-            "planned winograd layer 3-D 48->48 14^3 3^3": lambda: wino(x3, w3)}
+            "planned winograd layer 3-D 48->48 14^3 3^3": lambda: wino(x3, w3),
+            "planned separable depthwise 8x64^2 * 7x7 Gaussian": lambda: sep(xd, wd),
+            "planned fft 2-D 4->4 24^2 5x5 (28^2-point transforms)": lambda: fft(xf, wf)}
 
 
 def _per_call(fn, rounds):

@@ -449,13 +449,16 @@ def forget_launches(seen=None):
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
     from cupyconv._kernels import launch
     from cupyconv.api import compiled
-    from cupyconv.backends.cuda import algorithms, gradients, winograd
+    from cupyconv.backends import fft_conv
+    from cupyconv.backends.cuda import algorithms, gradients, separable, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
     winograd.clear_program_cache()
     algorithms.clear_program_cache()
     gradients.clear_program_cache()
+    separable.clear_program_cache()
+    fft_conv.clear_program_cache()
     compiled.clear_cache()
 
 
@@ -524,3 +527,24 @@ def alternate_against_the_normal_path(dev, name, calls, rounds=3):
         for _ in range(rounds):
             for c, ref in zip(calls, refs):
                 np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
+
+
+def assert_alternating_calls_equal_the_normal_path(dev, cases, rounds=3):
+    """:func:`alternate_against_the_normal_path` for each ``(name, calls)`` of ``cases``
+    (calls whose keys differ in one thing)."""
+    for name, calls in cases:
+        alternate_against_the_normal_path(dev, name, calls, rounds)
+
+
+def first_and_repeated(dev, call):
+    """``(normal path's result, first call's counts, repeated call's counts, repeated
+    call's result)`` of ``call`` (the accounting stand-in's counters, host arrays)."""
+    from cupyconv._kernels import program
+    with dev.scope():
+        with normal_path():
+            ref = dev.to_host(call())
+        with program.accounting() as first:
+            call()
+        with program.accounting() as again:
+            y = call()
+    return ref, first, again, dev.to_host(y)

@@ -36,6 +36,7 @@ __all__ = [
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
+    "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
 ]
@@ -477,11 +478,18 @@ def _y_strides(problem, y):
     """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
     if y is not None:
         return operand_strides(problem, y, "y")
-    shape = problem.y_shape
+    return contiguous_strides(problem, "y")
+
+
+def contiguous_strides(problem, which: str):
+    """:func:`operand_strides` of a C-contiguous channels-first operand ``which`` (``"x"``,
+    ``"w"`` or ``"y"``): a program's own buffer, a constant."""
+    lead, chan, spatial = _shape_lcs(problem, which)
+    shape = (lead, chan) + tuple(spatial)
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * shape[i + 1]
-    return (strides[0], strides[1], tuple(strides[2:])), _shape_lcs(problem, "y")
+    return (strides[0], strides[1], tuple(strides[2:])), (lead, chan, spatial)
 
 
 def _program(name, problem, launches):
@@ -510,6 +518,15 @@ def direct_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
     bias_stride, has_bias = _bias_args(bias)
     return _direct_build(module, problem, xs, ws, _y_strides(problem, y), bias_stride, has_bias,
                          alpha, beta, smem_limit, index64)
+
+
+def direct_program_on(module, problem, xs, ws, ys, beta=0,
+                      smem_limit: int = SHARED_MEMORY_LIMIT) -> Program:
+    """The :func:`direct_program` for operands of these :func:`operand_strides` (no bias,
+    ``alpha = 1``): a step of a composed program (the ``separable`` passes), whose arrays
+    do not exist when it is built."""
+    _require(can_implement_direct(problem, smem_limit))
+    return _direct_build(module, problem, xs, ws, ys, 0, False, 1, beta, smem_limit, None)
 
 
 @memoized()

@@ -33,7 +33,7 @@ import numpy as np
 
 from .addressing import data_pointer
 
-__all__ = ["Launch", "Call", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
+__all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "not_compiled", "guard", "constant", "is_constant", "count", "accounting", "launch_stubbed",
            "extent"]
 
@@ -78,6 +78,45 @@ class Call:
     output: Any = None
 
 
+class Diverged(Exception):
+    """A replayed :class:`Check` decided otherwise than when its call was compiled (the
+    data now pick another algorithm): the compiled call runs the normal path instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """A :class:`Check`'s ``decide`` in a compiled call: ``decide``, which must give
+    ``expected`` again, else :class:`Diverged`."""
+
+    decide: Any
+    expected: Any
+
+    def __call__(self, words):
+        value = self.decide(words)
+        if value != self.expected:
+            raise Diverged(f"the data now decide {value!r}, not {self.expected!r}")
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A data check of a program: ``launch`` writes a small ``uint64`` result into
+    ``buffer`` (``words`` elements, allocated zeroed by :func:`execute`; the launch's
+    slots name it), which is read back with one device-to-host copy (counted as 1
+    synchronisation + 1 copy); ``decide(host_words)`` is bound as ``output``.  The
+    one-flag data scan (:mod:`.scan_launch`) is one: a compiled call replays it, so a
+    decision on the data (a warning) costs one small read, not the normal path."""
+
+    launch: Launch
+    buffer: str
+    words: int
+    decide: Any
+    output: str
+    #: the decision only warns (it changes no result): a compiled call of an object
+    #: that promised its problem (a plan) skips the check when it replays.
+    warns: bool = False
+
+
 @dataclasses.dataclass(frozen=True)
 class Program:
     """An algorithm's launches on one problem (see the module docstring)."""
@@ -100,8 +139,14 @@ class Program:
 
     @property
     def launches(self):
-        """The kernel launches among the steps."""
-        return tuple(s for s in self.steps if type(s) is Launch)
+        """The kernel launches among the steps (a :class:`Check`'s included)."""
+        return tuple(s.launch if type(s) is Check else s for s in self.steps
+                     if type(s) is Launch or type(s) is Check)
+
+    @property
+    def checks(self):
+        """The data checks among the steps."""
+        return tuple(s for s in self.steps if type(s) is Check)
 
     @property
     def calls(self):
@@ -178,12 +223,32 @@ def execute(program, xp, bound, workspace=None):
                     bound[s] if type(s) is str else _slot(xp, bound, s) for s in step.slots]),
                               shared_mem=step.shared_mem)
             continue
+        if type(step) is Check:
+            bound[step.output] = _check(step, xp, bound, counts, stub)
+            continue
         if counts is not None:
             counts["calls"] += 1
         value = step.function(*[_slot(xp, bound, s) for s in step.inputs])
         if step.output is not None:
             bound[step.output] = value
     return bound
+
+
+def _check(step, xp, bound, counts, stub):
+    """Run a :class:`Check`: zeroed buffer, its launch, one read back, the decision."""
+    xp = np if xp is None else xp
+    if counts is not None:
+        counts["allocations"] += 1
+        counts["launches"] += 1
+        counts["syncs"] += 1
+        counts["d2h"] += 1
+    buf = bound[step.buffer] = xp.zeros(step.words, np.uint64)
+    launch = step.launch
+    if not stub:
+        launch.function(launch.grid, launch.block, (launch.params, *[
+            bound[s] if type(s) is str else _slot(xp, bound, s) for s in launch.slots]),
+                        shared_mem=launch.shared_mem)
+    return step.decide(buf.get() if hasattr(buf, "get") else np.array(buf))
 
 
 def _slot(xp, bound, slot):

@@ -130,8 +130,9 @@ DTYPES: Dict[str, DtypeSpec] = {
 }
 
 #: The families with bfloat16 instances: the direct kernel and the implicit GEMM (the
-#: algorithms that compute bfloat16 natively); the others run a bfloat16 problem in float32.
-BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop"})
+#: algorithms that compute bfloat16 natively) and the data scan (it reads the operands as
+#: they come); the others run a bfloat16 problem in float32.
+BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "data_scan"})
 
 _INDEX_CPP = {False: "int", True: "long long"}
 
@@ -179,6 +180,7 @@ FAMILIES: Dict[str, KernelFamily] = {
                      "winograd_input<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
         KernelFamily("winograd_output", "conv/winograd_transform.cu",
                      "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
+        KernelFamily("data_scan", "conv/data_scan.cu", "data_scan<{T}, {R}, {I}>", False, False),
     )
 }
 

@@ -14,9 +14,15 @@ watches: which :class:`~cupyconv._kernels.program.Program` ran on which arrays. 
 the call's own arrays (at a fixed offset), inside an allocation of an earlier program
 (a pass buffer), or inside a constant made from the key alone (filter taps); and when the
 result is a view of a program's allocation.  Anything else (a cast or copy of the data,
-a bias added on the host, work outside a program: cuBLAS, cuFFT, a data scan, a
-decision on the data) is a reason recorded by the layer that did it, and the key is
-remembered as *not compiled* with that reason: it takes the normal path every time.
+a bias added on the host, work outside a program: cuBLAS, cuFFT, a host data scan, a
+decision on the data that picks the algorithm) is a reason recorded by the layer that
+did it, and the key is remembered as *not compiled* with that reason: it takes the
+normal path every time.  A decision that is a program's
+:class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning, or
+``auto``'s fft rule) compiles and replays; a check that decides expects its recorded
+outcome on replay (:class:`~cupyconv._kernels.program.Expect`), and data that decide
+otherwise take the normal path (``program.Diverged``); a :func:`compiled_method`'s
+replay (a plan) leaves out the checks that only warn.
 
 A repeated compiled call then does only: build the key, look it up, allocate the
 programs' allocations, launch their launches with the new pointers, view the result.
@@ -32,6 +38,7 @@ rebuilt as views (shape, strides, dtype at an offset) of the call's arrays.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 
@@ -100,6 +107,10 @@ def _alignment(ptr):
     return 16 if low == 0 else low & -low
 
 
+#: :func:`_alignment` of ``ptr`` by ``ptr & 15`` (a key part reads it without a call).
+_ALIGNMENT = tuple(_alignment(low) for low in range(16))
+
+
 def call_key(args, kwargs, backend=None):
     """``(key, arrays)`` of a call, or ``(None, None)`` when the key cannot hold it.
 
@@ -149,11 +160,11 @@ def _part(v, arrays):
     t = type(v)
     if t is np.ndarray:
         arrays.append(v)
-        return (t, v.shape, v.strides, v.dtype, _alignment(_numpy_pointer(v)),
+        return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[_numpy_pointer(v) & 15],
                 v.flags.writeable)
     if t not in _SCALARS and t not in (float, complex, tuple, list) and _is_cupy(t):
         arrays.append(v)
-        return (t, v.shape, v.strides, v.dtype, _alignment(v.data.ptr), v.device.id)
+        return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[v.data.ptr & 15], v.device.id)
     if t is float or t is complex:
         return None if v != v else (t, v)          # a NaN never matches
     if t in _SCALARS or isinstance(v, np.dtype):
@@ -175,7 +186,7 @@ class CompiledCall:
     """The programs of one key, with where each of their operands comes from."""
 
     __slots__ = ("steps", "result", "xp", "programs", "host_values", "guards", "graph",
-                 "_constant_bytes", "__weakref__")
+                 "_constant_bytes", "_bindings", "__weakref__")
 
     def __init__(self, steps, result, xp, host_values=(), guards=(), graph=None):
         #: ``(program, ((name, source), ...))`` in order; a source is
@@ -204,6 +215,15 @@ class CompiledCall:
         self._constant_bytes = _array_bytes(
             [src[1] for _, binding in steps for _, src in binding if src[0] == "const"]
             + [a for p, _ in steps for _, a in p.constants])
+        #: per step: ``(program, constants, whole call arrays, the other sources)``, the
+        #: binding sorted once by kind (a repeated call's replay walks the short lists)
+        self._bindings = tuple(
+            (prog, {n: s[1] for n, s in binding if s[0] == "const"},
+             tuple((n, s[1]) for n, s in binding
+                   if s[0] == "arg" and not s[3] and s[4] is None),
+             tuple((n, s) for n, s in binding
+                   if s[0] == "prev" or (s[0] == "arg" and (s[3] or s[4] is not None))))
+            for prog, binding in steps)
 
     @property
     def device_bytes(self):
@@ -229,7 +249,7 @@ class CompiledCall:
 
     @property
     def allocations(self):
-        return sum(len(p.allocations) for p in self.programs)
+        return sum(len(p.allocations) + len(p.checks) for p in self.programs)
 
     def __repr__(self):
         graph = "" if self.graph is None else (
@@ -245,17 +265,12 @@ class CompiledCall:
             if y is not None:
                 return y
         xp, done = self.xp, []
-        for prog, binding in self.steps:
-            bound = {}
-            for name, src in binding:
-                kind = src[0]
-                if kind == "arg":
-                    base = arrays[src[1]]
-                elif kind == "prev":
-                    base = done[src[1]][src[2]]
-                else:                               # a constant, or no array (bias)
-                    bound[name] = src[1]
-                    continue
+        for prog, constants, whole, others in self._bindings:
+            bound = constants.copy()                # constants, or no array (bias)
+            for name, i in whole:
+                bound[name] = arrays[i]
+            for name, src in others:
+                base = arrays[src[1]] if src[0] == "arg" else done[src[1]][src[2]]
                 offset, view = src[3], src[4]
                 if view is not None:
                     bound[name] = program.view_of(xp, base, offset, view)
@@ -267,8 +282,10 @@ class CompiledCall:
         return y if view is None else program.view_of(xp, y, view[0], view[1:])
 
 
-def _compile(rec, arrays, result):
-    """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason."""
+def _compile(rec, arrays, result, promise=False):
+    """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason;
+    ``promise``: the caller froze its problem (a plan), so the replay leaves out the
+    checks that only warn (:func:`_unchecked`)."""
     if rec.reasons:
         return NotCompiled(rec.reasons[0])
     if not rec.steps:
@@ -291,7 +308,7 @@ def _compile(rec, arrays, result):
             binding.append((name, src))
         if prog.host is not None:                   # a host program's result
             made.append((i, prog.result, touched[prog.result]))
-        steps.append((prog, tuple(binding)))
+        steps.append((_expecting(prog, touched), tuple(binding)))
     res = _result(result, made)
     if isinstance(res, str):
         return NotCompiled(res)
@@ -301,6 +318,8 @@ def _compile(rec, arrays, result):
     guards = _guards(rec, arrays)
     if isinstance(guards, str):
         return NotCompiled(guards)
+    if promise:
+        steps, res = _unchecked(steps, res)
     if xp is not np and config.prebuilt_launches:
         import cupy  # optional dependency: present, the result is a CuPy array
         def stream():
@@ -344,6 +363,36 @@ def _guards(rec, arrays):
             sources.append(src)
         guards.append((check, tuple(sources), outcome))
     return tuple(guards)
+
+
+def _expecting(prog, touched):
+    """``prog`` with each :class:`~cupyconv._kernels.program.Check` that decides (not only
+    warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
+    a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
+    the normal path, which chooses again."""
+    if not any(type(s) is program.Check and not s.warns for s in prog.steps):
+        return prog
+    return dataclasses.replace(prog, steps=tuple(
+        dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))
+        if type(s) is program.Check and not s.warns else s for s in prog.steps))
+
+
+def _unchecked(steps, res):
+    """``(steps, res)`` without the :class:`~cupyconv._kernels.program.Check` steps that
+    only warn (``warns``): a plan promises its problem, not its data, so its repeated
+    call does not scan (the first call of each key did, and warned).  A program left
+    with no steps and no allocations is dropped, the later indices renumbered."""
+    kept, index = [], {}
+    for i, (prog, binding) in enumerate(steps):
+        if any(type(s) is program.Check and s.warns for s in prog.steps):
+            prog = dataclasses.replace(prog, steps=tuple(
+                s for s in prog.steps if not (type(s) is program.Check and s.warns)))
+            if not prog.steps and not prog.allocations and prog.host is None:
+                continue
+        index[i] = len(kept)
+        kept.append((prog, tuple((n, src[:1] + (index[src[1]],) + src[2:])
+                                 if src[0] == "prev" else (n, src) for n, src in binding)))
+    return kept, (index[res[0]],) + tuple(res[1:])
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -444,7 +493,7 @@ def lookup(function, *args, **kwargs):
     return cache.get((tag, key))
 
 
-def _call(fn, tag, cache, args, kwargs):
+def _call(fn, tag, cache, args, kwargs, promise=False):
     if not config.compiled_calls or program._STATE.recording is not None:
         return fn(*args, **kwargs)        # off, or inside a call being recorded
     try:
@@ -456,11 +505,12 @@ def _call(fn, tag, cache, args, kwargs):
     except TypeError:                     # an unhashable value inside the key
         return fn(*args, **kwargs)
     if entry is not None:
-        if type(entry) is CompiledCall and entry.matches(arrays):
+        if type(entry) is CompiledCall and ((not entry.host_values and not entry.guards)
+                                             or entry.matches(arrays)):
             try:
                 y = entry.replay(arrays)
-            except MemoryError:           # CuPy's OutOfMemoryError too: the normal path
-                pass
+            except (MemoryError, program.Diverged):   # CuPy's OutOfMemoryError too; data
+                pass                                  # that choose otherwise: the normal path
             else:
                 if entry.graph is not None and entry.graph.recount():
                     _store(cache, key, entry)      # captured: its owned buffers counted
@@ -468,7 +518,7 @@ def _call(fn, tag, cache, args, kwargs):
         return fn(*args, **kwargs)
     with program.record() as rec:
         result = fn(*args, **kwargs)
-    entry = _compile(rec, arrays, result)
+    entry = _compile(rec, arrays, result, promise)
     if not (rec.transient and type(entry) is NotCompiled):
         _store(cache, key, entry)
     return result
@@ -490,14 +540,17 @@ def compiled(fn):
 
 def compiled_method(fn):
     """Decorate a method with a compiled-call cache of its own instance (``_compiled``),
-    so a key never outlives the object it belongs to (a plan's weights, its choice)."""
+    so a key never outlives the object it belongs to (a plan's weights, its choice).
+    The object promised its problem: a replay leaves out the checks that only warn
+    (the NaN/Inf scan of an explicit ``method="winograd"``), which its first call with
+    each key ran."""
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
         cache = self.__dict__.get("_compiled")
         if cache is None:
             cache = self.__dict__["_compiled"] = _bounded_lru(16)
             _owners.add(self)
-        return _call(functools.partial(fn, self), fn, cache, args, kwargs)
+        return _call(functools.partial(fn, self), fn, cache, args, kwargs, promise=True)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 

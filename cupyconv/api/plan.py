@@ -4,7 +4,14 @@ A plan is not a second code path: it holds the problem and the dispatcher's
 data-free :class:`~cupyconv.dispatch.Choice`, and calling it runs
 :func:`cupyconv.dispatch.run` exactly as :func:`cupyconv.conv` does, with
 every safety rule (exact integers, non-finite data, memory) applied to the
-arrays of each call.
+arrays of each call that takes the normal path.
+
+A plan is a promise about the problem, not the data: a repeated compiled call of a
+plan (the same arrays' key) replays its programs without the checks that only warn.
+With ``method="winograd"`` the first call of each key scans the operands for NaN/Inf
+and warns (one kernel, one read back); a repeated call does not scan (0
+synchronisations, 0 copies).  ``cupyconv.conv(..., method="winograd")`` scans on every
+call.
 """
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ from .._vocabulary import ALGORITHMS, BACKENDS, describe_choices
 from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
+from ..dispatch.dispatcher import NON_FINITE_SPREAD
 from .. import config
 from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
@@ -54,7 +62,9 @@ class ConvPlan:
         algorithm (``fft``: finite data, integer results exact in float64;
         ``separable``: a kernel that is an outer product; ``winograd``: finite
         data) runs the next candidate whose rule the data pass; ``repr`` names
-        them in order.
+        them in order.  With ``method="winograd"`` a repeated compiled call (the same
+        arrays' key) does not scan for NaN/Inf: the first call of each key scans and
+        warns (``explain()`` says so).
     backend : str
     workspace_bytes : int
         Extra memory the algorithm allocates (under the workspace limit).
@@ -104,14 +114,20 @@ class ConvPlan:
         entries = self.__dict__.get("_compiled")
         last = entries.values()[-1] if entries is not None and len(entries) else None
         if isinstance(last, CompiledCall):
-            return f"compiled: a repeated call replays {last!r}"
+            return f"compiled: a repeated call replays {last!r}{self._unscanned()}"
         if isinstance(last, NotCompiled):
             return f"normal path: {last.reason}"
         why = self._backend.compile_refusal(self.problem, self.algorithm)
         if why:
             return f"normal path: {why}"
         return ("compiled from the second call with the same key (arrays' shapes, strides, "
-                "dtypes, alignment; bias; out; config)")
+                "dtypes, alignment; bias; out; config)" + self._unscanned())
+
+    def _unscanned(self):
+        if self.method not in NON_FINITE_SPREAD:
+            return ""
+        return (f"; a plan promises its problem, not its data: a repeated call does not scan "
+                f"for NaN/Inf (the first call of each key scans and warns)")
 
     @compiled_method
     def __call__(self, x, w, bias=None, out=None):

@@ -38,8 +38,9 @@ def signal_problem(in1, in2, mode, axes, correlate, padding_mode="constant", cva
     return call, xp, in1, in2
 
 
-def compute(call, xp, in1, in2, method, out=None, precision=None):
-    """Run a validated :class:`SignalCall` (``signal_problem``) and shape the result."""
+def compute(call, xp, in1, in2, method, out=None, precision=None, warn=True):
+    """Run a validated :class:`SignalCall` (``signal_problem``) and shape the result
+    (``warn``: as :func:`cupyconv.dispatch.run`'s)."""
     check_out(out, call.result_shape, call.result_dtype, in1=in1)
     problem = call.problem
     if problem is not None:
@@ -50,7 +51,8 @@ def compute(call, xp, in1, in2, method, out=None, precision=None):
                                                            call.problem.kernel_shape)):
         res = _broadcast_product(call, xp, in1, in2)
     else:
-        y, _ = run(problem, call.operands(in1, in2, xp), backend_for(xp), method=method)
+        y, _ = run(problem, call.operands(in1, in2, xp), backend_for(xp), method=method,
+                   warn=warn)
         res = call.finish(y, xp)
     return write_out(args.cast_result(res, call.result_dtype), out, xp)
 

@@ -47,10 +47,8 @@ def _freq_conv(in1, in2, mode, axes):
         return (centered(ret, s1) if mode == "same" else ret).copy()
     dtype = np.result_type(_fft_dtype(in1.dtype), _fft_dtype(in2.dtype))
     in1, in2 = in1.astype(dtype, copy=False), in2.astype(dtype, copy=False)
-    with warnings.catch_warnings():        # SciPy's fftconvolve spreads NaN without a word
-        warnings.filterwarnings("ignore", message="Use of fft convolution",
-                                category=RuntimeWarning)
-        res = compute(*signal_problem(in1, in2, mode, fft_axes, False), "fft")
+    # SciPy's fftconvolve spreads NaN without a word: no warning, so no data scan
+    res = compute(*signal_problem(in1, in2, mode, fft_axes, False), "fft", warn=False)
     # SciPy's "same" is in1's shape on every axis, broadcast ones included
     return centered(res, s1).copy() if mode == "same" and res.shape != s1 else res
 

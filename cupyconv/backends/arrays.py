@@ -10,9 +10,10 @@ import numpy as np
 
 from .._dtypes import HALF_FLOATS, is_inexact
 from .._kernels import program
+from .._kernels.scan_launch import ScanResult
 from ..core.args import array_module_of
 
-__all__ = ["all_finite", "max_magnitude", "to_tf32", "in_float32", "pad_input", "fold_padding",
+__all__ = ["all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
            "oriented_weights", "grouped_weights", "zeros_result", "axis_index"]
 
 
@@ -94,6 +95,15 @@ def max_magnitude(a):
     if a.size == 0:
         return 0
     return max(-int(a.min()), int(a.max()))
+
+
+def host_scan(arrays):
+    """The :class:`~cupyconv._kernels.scan_launch.ScanResult` of ``arrays`` on the host
+    (the NumPy backend's data scan): :func:`all_finite` per array, :func:`max_magnitude`
+    of integer data (``None`` for floating data: no rule reads it on the host)."""
+    return ScanResult(tuple(all_finite(a) for a in arrays),
+                      tuple(max_magnitude(a) if a.dtype.kind in "biu" else None
+                            for a in arrays))
 
 
 def to_tf32(a):

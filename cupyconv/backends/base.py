@@ -8,10 +8,13 @@ needs, how long it predicts it to take, and runs it.  The dispatcher
 from __future__ import annotations
 
 import abc
+import functools
 import contextlib
 import math
 import os
 from typing import Dict, Iterable, Tuple
+
+import numpy as np
 
 __all__ = ["Backend", "OutOfMemoryError", "host_available_memory"]
 
@@ -87,6 +90,29 @@ class Backend(abc.ABC):
         (``""`` when it can): the algorithm does work outside a launch program."""
         return f"the {self.name} backend runs no launch programs"
 
+    def scan(self, arrays):
+        """The data rules' one read of ``arrays`` (a call's operands, at most three, one
+        dtype): a :class:`~cupyconv._kernels.scan_launch.ScanResult`, whether each is
+        finite and its largest magnitude (integer data).  On the host by default
+        (:func:`~cupyconv.backends.arrays.host_scan`)."""
+        from .arrays import host_scan
+        return host_scan(arrays)
+
+    def check(self, arrays, decide, warns=False):
+        """``decide(self.scan(arrays))``: a decision on the data that a compiled call may
+        replay where the backend runs it as a program step (the CUDA path: one
+        ``program.Check``); here on the host: on NumPy arrays a guard of the call being
+        recorded (``program.guard``: a compiled call replays while the scan decides as it
+        did, a warning included), else the call takes the normal path.
+        ``warns``: the decision only warns (a plan's replay skips it)."""
+        from .._kernels import program
+        outcome = decide(self.scan(arrays))
+        if all(type(a) is np.ndarray for a in arrays):    # a compiled call re-checks it
+            program.guard(functools.partial(_rescan, self.scan, decide), arrays, outcome)
+        else:
+            program.not_compiled("the call scans its operands on the host")
+        return outcome
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
         algorithm whose applicability depends on the data, such as ``separable``, says
@@ -112,3 +138,8 @@ class Backend(abc.ABC):
 
     def synchronize(self) -> None:
         """Wait for queued work (timing)."""
+
+
+def _rescan(scan, decide, *arrays):
+    """A :meth:`Backend.check`'s decision on new arrays (a compiled call's guard)."""
+    return decide(scan(list(arrays)))

@@ -18,12 +18,15 @@ The results equal ``rfftn(a, s=L)`` and ``irfftn(F, s=L)[window]``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import fft as sfft
 from scipy.fftpack import next_fast_len
 from scipy.signal import oaconvolve
 
-__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse", "little_to_prune",
+__all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse", "forward_prunes",
+           "inverse_prunes", "little_to_prune",
            "overlap_add_applies", "overlap_add"]
 
 #: Transforms of at least this many points (all lines together) use every
@@ -75,13 +78,29 @@ def _module(xp, points):
     return cfft, {}
 
 
-def pruned_forward(a, lengths, complex_input, xp):
-    """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes."""
+def forward_prunes(shape, lengths, xp):
+    """Whether :func:`pruned_forward` of an array of ``shape`` prunes (1-D passes)."""
     r = len(lengths)
-    points = int(np.prod(lengths)) * int(np.prod(a.shape[:-r]))
-    mod, kw = _module(xp, points)
+    points = math.prod(lengths) * math.prod(shape[:-r])
+    return not little_to_prune(shape[-r:-1], lengths[:-1], xp, points)
+
+
+def inverse_prunes(shape, lengths, index, xp):
+    """Whether :func:`pruned_inverse` of a spectrum of ``shape`` prunes (1-D passes)."""
+    r = len(lengths)
+    points = math.prod(lengths) * math.prod(shape[:-r])
+    wanted = [len(range(*i.indices(n))) if isinstance(i, slice) else len(i)
+              for i, n in zip(index[:-1], lengths[:-1])]
+    return not little_to_prune(wanted, lengths[:-1], xp, points)
+
+
+def pruned_forward(a, lengths, complex_input, xp, prune=None):
+    """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes; ``prune``:
+    :func:`forward_prunes` (decided here when ``None``; a program decides it once)."""
+    r = len(lengths)
+    mod, kw = _module(xp, math.prod(lengths) * math.prod(a.shape[:-r]))
     axes = tuple(range(-r, 0))
-    if little_to_prune(a.shape[-r:-1], lengths[:-1], xp, points):
+    if not (forward_prunes(a.shape, lengths, xp) if prune is None else prune):
         return (mod.fftn if complex_input else mod.rfftn)(a, s=lengths, axes=axes, **kw)
     last = mod.fft if complex_input else mod.rfft
     out = last(a, n=lengths[-1], axis=-1, **kw)
@@ -90,26 +109,33 @@ def pruned_forward(a, lengths, complex_input, xp):
     return out
 
 
-def pruned_inverse(f, lengths, index, complex_output, xp):
-    """``irfftn(f, s=lengths)[..., *index]`` (``ifftn`` if complex)."""
+def pruned_inverse(f, lengths, index, complex_output, xp, out=None, prune=None):
+    """``irfftn(f, s=lengths)[..., *index]`` (``ifftn`` if complex), written into ``out``
+    when given (the caller's array: a cast happens there).  An index array of ``index``
+    must be an array of ``xp`` (a program's device constant: never copied per call).
+    ``prune``: :func:`inverse_prunes` (decided here when ``None``)."""
     r = len(lengths)
-    points = int(np.prod(lengths)) * int(np.prod(f.shape[:-r]))
-    mod, kw = _module(xp, int(np.prod(f.shape)))
-    wanted = [len(range(*i.indices(n))) if isinstance(i, slice) else len(i)
-              for i, n in zip(index[:-1], lengths[:-1])]
-    if little_to_prune(wanted, lengths[:-1], xp, points):
+    mod, kw = _module(xp, math.prod(f.shape))
+    if not (inverse_prunes(f.shape, lengths, index, xp) if prune is None else prune):
         full = (mod.ifftn if complex_output else mod.irfftn)(
             f, s=lengths, axes=tuple(range(-r, 0)), **kw)
         for axis in range(-r, 0):
             full = _take(full, index[axis], axis, xp)
-        return xp.ascontiguousarray(full)
-    out = f
+        return _written(full, out, xp)
+    res = f
     for axis in range(-r, -1):
-        out = mod.ifft(out, n=lengths[axis], axis=axis, overwrite_x=out is not f, **kw)
-        out = _take(out, index[axis], axis, xp)
+        res = mod.ifft(res, n=lengths[axis], axis=axis, overwrite_x=res is not f, **kw)
+        res = _take(res, index[axis], axis, xp)
     last = mod.ifft if complex_output else mod.irfft
-    out = last(out, n=lengths[-1], axis=-1, overwrite_x=out is not f, **kw)
-    return xp.ascontiguousarray(_take(out, index[-1], -1, xp))
+    res = last(res, n=lengths[-1], axis=-1, overwrite_x=res is not f, **kw)
+    return _written(_take(res, index[-1], -1, xp), out, xp)
+
+
+def _written(a, out, xp):
+    if out is None:
+        return xp.ascontiguousarray(a)
+    out[...] = a
+    return out
 
 
 #: Prune only when the kept lines are below this fraction of the box: each
@@ -137,7 +163,7 @@ def little_to_prune(kept, lengths, xp=np, points=0):
 def _take(a, idx, axis, xp):
     if isinstance(idx, slice):
         return a[(Ellipsis, idx) + (slice(None),) * (-axis - 1)]
-    return xp.take(a, xp.asarray(idx), axis=axis)
+    return xp.take(a, idx, axis=axis)
 
 
 

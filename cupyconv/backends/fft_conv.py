@@ -21,16 +21,21 @@ them here when the result is exactly representable.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+
+from .._kernels.program import Call, Program, execute
+from .._lru import memoized
 
 from .._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..core.args import array_module_of
 from . import fft
 from .arrays import fold_padding, oriented_weights, pad_input, zeros_result
 
-__all__ = ["transposed_forward", "workspace_bytes", "run"]
+__all__ = ["transposed_forward", "workspace_bytes", "forward_program", "clear_program_cache",
+           "run"]
 
 
 def transposed_forward(problem):
@@ -70,33 +75,110 @@ def workspace_bytes(problem):
     return cplx * spec * arrays
 
 
-def _forward(problem, x, w):
-    """``y`` ``(N, K, *O)`` of a forward problem by the convolution theorem."""
+def _forward(problem, x, w, constant=None):
+    """``y`` ``(N, K, *O)`` of a forward problem by the convolution theorem: the
+    :func:`forward_program` executed on ``x``, ``w`` (NumPy's long 1-D signals by
+    overlap-add instead)."""
     xp = array_module_of(x=x)
-    y_dtype = x.dtype
     if problem.is_empty:
-        return zeros_result(problem, xp, y_dtype)
-    exact = y_dtype.kind in "biu"
-    work = np.dtype(np.float64) if exact else y_dtype
-    if problem.padding_mode == "constant" and problem.cval == 0:
-        src, shift = x, tuple(pb for pb, _ in problem.padding)
-    else:
-        src, shift = pad_input(problem, x), (0,) * problem.ndim
-    src = src.astype(work, copy=False)
-    span = tuple(d * (k - 1) + 1 for d, k in zip(problem.dilation, problem.kernel_shape))
-    cplx = work.kind == "c"
-    lengths, index = fft.fft_window(problem, src.shape[2:], shift, span)
-    # the kernel dilated by inserting zeros, oriented as a convolution kernel
+        return zeros_result(problem, xp, x.dtype)
+    if xp is np:
+        src_shape, span = _source_shape(problem), _span(problem)
+        _, index = fft.fft_window(problem, src_shape, _shift(problem), span)
+        if fft.overlap_add_applies(problem, src_shape, span, index):
+            return _overlap_add(problem, x, w, index)
+    prog = forward_program(problem, xp, np.dtype(x.dtype),
+                           xp.asarray if constant is None else constant)
+    return execute(prog, xp, {"x": x, "w": w})["y"]
+
+
+def _span(problem):
+    return tuple(d * (k - 1) + 1 for d, k in zip(problem.dilation, problem.kernel_shape))
+
+
+def _zero_padded(problem):
+    """Whether the padding is zeros the transform length supplies (no padded copy)."""
+    return problem.padding_mode == "constant" and problem.cval == 0
+
+
+def _shift(problem):
+    return tuple(pb for pb, _ in problem.padding) if _zero_padded(problem) else (0,) * problem.ndim
+
+
+def _source_shape(problem):
+    return tuple(problem.in_shape) if _zero_padded(problem) else tuple(problem.padded_shape())
+
+
+def _work_dtype(y_dtype):
+    """Integers transform in float64 and are rounded back (``scipy.signal.fftconvolve``)."""
+    return np.dtype(np.float64) if y_dtype.kind in "biu" else y_dtype
+
+
+@memoized(256)
+def forward_program(problem, xp, y_dtype, constant):
+    """The :class:`~cupyconv._kernels.program.Program` of a forward problem's FFT on
+    arrays of ``xp`` (memoised per problem, result dtype and ``constant``, the maker of
+    the device constants: a runner's, one per device): the operands padded and cast
+    (``src``, ``wk``), their pruned forward transforms, the spectral product and the
+    pruned inverse cropped into ``y`` (rounded there for integers).  Each step is a
+    library call (cuFFT through ``cupyx.scipy.fft``, array-module operations); the
+    crop's index arrays are program constants, made once."""
+    work = _work_dtype(y_dtype)
+    span, cplx = _span(problem), work.kind == "c"
+    lengths, index = fft.fft_window(problem, _source_shape(problem), _shift(problem), span)
+    constants, slots = [], []
+    for i, idx in enumerate(index):
+        if not isinstance(idx, slice):
+            constants.append((f"index{i}", constant(np.ascontiguousarray(idx, np.intp))))
+            slots.append(f"index{i}")
+    src_shape = (problem.batch, problem.in_channels) + _source_shape(problem)
+    w_shape = (problem.out_channels, problem.in_channels // problem.groups) + span
+    y_shape = tuple(problem.logical_result_shape)
+    spectrum = y_shape[:2] + tuple(lengths[:-1]) + (
+        lengths[-1] if cplx else lengths[-1] // 2 + 1,)
+    # the pruning decisions, once: each costs a few microseconds of host time per call
+    steps = (
+        Call(functools.partial(_source, problem, work), ("x",), "src"),
+        Call(functools.partial(_kernel, problem, work, xp), ("w",), "wk"),
+        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
+                               prune=fft.forward_prunes(src_shape, lengths, xp)),
+             ("src",), "fx"),
+        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
+                               prune=fft.forward_prunes(w_shape, lengths, xp)),
+             ("wk",), "fw"),
+        Call(functools.partial(_product, problem, xp), ("fx", "fw"), "fy"),
+        Call(functools.partial(_inverse, lengths, tuple(index), cplx, y_dtype.kind in "biu",
+                               xp, fft.inverse_prunes(spectrum, lengths, index, xp)),
+             ("fy", "y") + tuple(slots)))
+    return Program("fft", ("x", "w"), (("y", tuple(problem.logical_result_shape), y_dtype),),
+                   steps, "y",
+                   constants=tuple(constants))
+
+
+def clear_program_cache():
+    """Forget the memoised fft programs (they hold device constants)."""
+    forward_program.cache_clear()
+
+
+def _source(problem, work, x):
+    """``x`` padded by the boundary mode (zeros come from the transform length), in the
+    transform's dtype."""
+    src = x if _zero_padded(problem) else pad_input(problem, x)
+    return src.astype(work, copy=False)
+
+
+def _kernel(problem, work, xp, w):
+    """The kernel dilated by inserting zeros, oriented as a convolution kernel."""
     wk = oriented_weights(problem, w, flip=not problem.flip).astype(work, copy=False)
     if any(d > 1 for d in problem.dilation):
-        wd = xp.zeros(wk.shape[:2] + span, dtype=work)
+        wd = xp.zeros(wk.shape[:2] + _span(problem), dtype=work)
         wd[(Ellipsis,) + tuple(slice(None, None, d) for d in problem.dilation)] = wk
         wk = wd
-    if xp is np and fft.overlap_add_applies(problem, src.shape[2:], span, index):
-        res = fft.overlap_add(src, wk[:, 0], index, xp)
-        return xp.rint(res).astype(y_dtype) if exact else res
-    fx = fft.pruned_forward(src, lengths, cplx, xp)
-    fw = fft.pruned_forward(wk, lengths, cplx, xp)
+    return wk
+
+
+def _product(problem, xp, fx, fw):
+    """The spectra multiplied per group, summed over the input channels."""
     g = problem.groups
     cg, kg = problem.in_channels // g, problem.out_channels // g
     fx = fx.reshape((problem.batch, g, cg) + fx.shape[2:])
@@ -106,16 +188,33 @@ def _forward(problem, x, w):
         fy = fx
     else:
         fy = xp.einsum("ngc...,gkc...->ngk...", fx, fw)
-    fy = fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
-    res = fft.pruned_inverse(fy, lengths, index, cplx, xp)
-    return xp.rint(res).astype(y_dtype) if exact else res
+    return fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
+
+
+def _inverse(lengths, index, cplx, exact, xp, prune, fy, y, *arrays):
+    """The pruned inverse of ``fy`` cropped into ``y`` (the index arrays are the
+    program's constants ``arrays``, in axis order)."""
+    given = iter(arrays)
+    index = [i if isinstance(i, slice) else next(given) for i in index]
+    if not exact:
+        fft.pruned_inverse(fy, lengths, index, cplx, xp, out=y, prune=prune)
+    else:
+        y[...] = xp.rint(fft.pruned_inverse(fy, lengths, index, cplx, xp, prune=prune))
+
+
+def _overlap_add(problem, x, w, index):
+    """NumPy's long 1-D signals: :func:`.fft.overlap_add` (SciPy's ``oaconvolve``)."""
+    work = _work_dtype(np.dtype(x.dtype))
+    res = fft.overlap_add(_source(problem, work, x), _kernel(problem, work, np, w)[:, 0],
+                          index, np)
+    return np.rint(res).astype(x.dtype) if work != x.dtype else res
 
 
 def _adjoint_operand(problem, a, xp):
     return xp.conj(a) if problem.conjugate and a.dtype.kind == "c" else a
 
 
-def _grad_input(problem, dy, w):
+def _grad_input(problem, dy, w, constant=None):
     xp = array_module_of(x=dy)
     fwd = transposed_forward(problem)
     g = problem.groups
@@ -126,10 +225,10 @@ def _grad_input(problem, dy, w):
         dy = up
     wt = w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2)
     wt = _adjoint_operand(problem, wt.reshape(fwd.w_shape), xp)
-    return fold_padding(problem, _forward(fwd, dy, wt))
+    return fold_padding(problem, _forward(fwd, dy, wt, constant))
 
 
-def _grad_weight(problem, x, dy):
+def _grad_weight(problem, x, dy, constant=None):
     xp = array_module_of(x=x)
     fwd = transposed_forward(problem)
     g, n = problem.groups, problem.batch
@@ -138,16 +237,18 @@ def _grad_weight(problem, x, dy):
         (2, 1, 0) + tuple(range(3, 3 + problem.ndim)))
     xt = _adjoint_operand(problem, xt.reshape(fwd.x_shape), xp)
     dyt = dy.swapaxes(0, 1)
-    res = _forward(fwd, xt, dyt)                                    # (Cg, K, *KS'')
+    res = _forward(fwd, xt, dyt, constant)                                    # (Cg, K, *KS'')
     res = res[(slice(None), slice(None)) + tuple(slice(0, k) for k in problem.kernel_shape)]
     dw = oriented_weights(problem, res.swapaxes(0, 1))
     return xp.ascontiguousarray(dw)
 
 
-def run(problem, operands):
-    """The result of ``problem.op`` (logical channels-first) by FFT."""
+def run(problem, operands, constant=None):
+    """The result of ``problem.op`` (logical channels-first) by FFT; ``constant``: how the
+    forward program's index arrays reach the device (a runner's ``constant``; default
+    ``xp.asarray``)."""
     if problem.op == FORWARD:
-        return _forward(problem, operands.activation, operands.filter)
+        return _forward(problem, operands.activation, operands.filter, constant)
     if problem.op == GRAD_INPUT:
-        return _grad_input(problem, operands.output, operands.filter)
-    return _grad_weight(problem, operands.activation, operands.output)
+        return _grad_input(problem, operands.output, operands.filter, constant)
+    return _grad_weight(problem, operands.activation, operands.output, constant)

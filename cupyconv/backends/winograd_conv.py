@@ -34,11 +34,11 @@ from .. import config
 from .._vocabulary import GRAD_INPUT
 from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile, error_growth,
                              transforms)
-from .arrays import all_finite, oriented_weights, pad_input
+from .arrays import host_scan, oriented_weights, pad_input
 from .grad_forward import grad_input_forward, grad_input_operands
 
 __all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
-           "grad_input_applies", "transform_weights",
+           "grad_input_applies", "transform_weights", "kron_applies", "weight_transform",
            "compute_dtype", "wide_weights", "wide_real"]
 
 
@@ -120,10 +120,13 @@ def can_implement(problem, max_alpha=None):
     return True, ""
 
 
-def data_ok(operands):
-    """Non-finite data would spread to a whole tile (outputs that never read it)."""
-    if all(a is None or all_finite(a) for a in (operands.activation, operands.filter,
-                                                  operands.output)):
+def data_ok(operands, scan=None):
+    """Non-finite data would spread to a whole tile (outputs that never read it).
+    ``scan``: the backend's one read of the operands (``Backend.scan``; default the host's
+    :func:`~.arrays.host_scan`)."""
+    arrays = [a for a in (operands.activation, operands.filter, operands.output)
+              if a is not None]
+    if not arrays or (host_scan if scan is None else scan)(arrays).all_finite:
         return True, ""
     return False, "non-finite data would spread to whole Winograd tiles"
 
@@ -185,22 +188,31 @@ def weight_transform(tile, taps, real=np.dtype(np.float64)):
 KRON_BYTES = 1 << 18
 
 
-def transform_weights(w, groups, tile, cdtype, xp, constant=None, matmul=None):
+def kron_applies(tile, taps):
+    """Whether :func:`transform_weights` takes the N-D ``G`` (:func:`weight_transform`,
+    at most :data:`KRON_BYTES`) for these tiles and taps."""
+    npos = math.prod(m + r - 1 for m, r in zip(tile, taps))
+    return 8 * npos * math.prod(taps) <= KRON_BYTES
+
+
+def transform_weights(w, groups, tile, cdtype, xp, constant=None, matmul=None, kron=None):
     """``U`` ``(P, G, K/G, Cg)`` in ``cdtype``: the weights ``w`` ``(K, Cg, *r)``
     (:func:`wide_weights`) through ``G`` along each axis in their precision, transform positions
     first (row-major over the axes' ``alpha``): one GEMM with :func:`weight_transform`
     (one GEMM per axis past :data:`KRON_BYTES`).  ``constant`` turns a host matrix into
     an ``xp`` array (default ``xp.asarray``; the CUDA runner's keeps it on the device);
-    ``matmul`` computes the GEMM (default ``xp.matmul``; the CUDA runner's, cuBLAS)."""
+    ``matmul`` computes the GEMM (default ``xp.matmul``; the CUDA runner's, cuBLAS);
+    ``kron``: the N-D ``G`` already on ``xp`` (a program's constant), when it applies."""
     constant = xp.asarray if constant is None else constant
     real = wide_real(w.dtype)
     matmul = xp.matmul if matmul is None else matmul
     k, cg = w.shape[:2]
     taps = tuple(w.shape[2:])
     npos = math.prod(m + r - 1 for m, r in zip(tile, taps))
-    if 8 * npos * math.prod(taps) <= KRON_BYTES:
-        u = matmul(constant(weight_transform(tuple(tile), taps, real)),
-                   w.reshape(k * cg, -1).T)                   # (P, K * Cg)
+    if kron_applies(tile, taps):
+        if kron is None:
+            kron = constant(weight_transform(tuple(tile), taps, real))
+        u = matmul(kron, w.reshape(k * cg, -1).T)            # (P, K * Cg)
     else:
         u = w
         for a, (m, r) in enumerate(zip(tile, taps)):
@@ -249,7 +261,7 @@ def wide_weights(problem, w, xp=np):
     long double data): the weight transform's precision."""
     real = wide_real(problem.dtype)
     wide = np.result_type(real, np.complex64) if problem.dtype.kind == "c" else real
-    return xp.asarray(oriented_weights(problem, w)).astype(wide)
+    return xp.asarray(oriented_weights(problem, w)).astype(wide, copy=False)  # read only
 
 
 def run(problem, operands, xp=np):

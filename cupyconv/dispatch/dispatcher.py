@@ -26,8 +26,8 @@ so both take the same path and obey the same rules:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+import sys
 import warnings
 from typing import Dict, Tuple
 
@@ -38,7 +38,7 @@ from .. import config
 from .._kernels import program
 from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
-from ..backends.arrays import all_finite, max_magnitude, to_tf32, zeros_result
+from ..backends.arrays import host_scan, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
 from ..core.args import normalize_workspace_limit
 from . import autotune
@@ -168,36 +168,46 @@ def clear_cache():
 
 
 def fft_safe(problem, operands, backend=None):
-    """``(ok, reason)``: whether the FFT result is exact enough for these operands.
-
-    On the ``numpy`` backend the scan is a guard of the call being recorded (a compiled
-    call replays while the scan comes out the same); on the CUDA path it is a host read
-    of device data (the emulated runner stands in for one), so the call is not compiled."""
-    arrays = [operands.get(r) for r in ("activation", "filter", "output")]
-    arrays = [a for a in arrays if a is not None]
-    ok, why = _fft_verdict(problem, arrays)
-    if getattr(backend, "name", None) == "numpy" and all(type(a) is np.ndarray
-                                                         for a in arrays):
-        program.guard(functools.partial(_fft_outcome, problem), arrays, ok)
-    else:
-        program.not_compiled("the fft data scan reads the operands")
-    return ok, why
-
-
-def _fft_outcome(problem, *arrays):
-    return _fft_verdict(problem, arrays)[0]
-
-
-def _fft_verdict(problem, arrays):
-    if problem.dtype.kind in "biu":
-        bound = math.prod(max_magnitude(a) for a in arrays) * max(problem.gemm_k, 1)
-        if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
-            return False, (f"integer results up to {bound} are not exactly representable "
-                           "through a float64 FFT")
+    """``(ok, reason)``: whether the FFT result is exact enough for these operands, from
+    one scan of them: with a ``backend``, its ``check`` (on the CUDA path one kernel and
+    one read back, a program step that a compiled call replays, and whose outcome it
+    re-checks: a replay whose data decide otherwise takes the normal path); on the host
+    without one."""
+    arrays = _scanned(operands)
+    if not arrays:
         return True, ""
-    if not all(all_finite(a) for a in arrays):
-        return False, "non-finite data would spread to every output through the FFT"
-    return True, ""
+    rule = FftRule(problem.dtype.kind in "biu", max(problem.gemm_k, 1), len(arrays))
+    if backend is None:
+        program.not_compiled("the fft data scan reads the operands")
+        return rule(host_scan(arrays))
+    return backend.check(arrays, rule)
+
+
+@dataclasses.dataclass(frozen=True)
+class FftRule:
+    """:func:`fft_safe`'s decision on a ``ScanResult`` of its ``count`` operands (equal
+    for equal problems: the CUDA path's scan programs are memoised by it)."""
+
+    exact: bool
+    gemm_k: int
+    count: int
+
+    def __call__(self, scan):
+        if self.exact:
+            bound = math.prod(scan.magnitude[:self.count]) * self.gemm_k
+            if bound >= 2 ** (np.finfo(np.float64).nmant - 1):
+                return False, (f"integer results up to {bound} are not exactly "
+                               "representable through a float64 FFT")
+            return True, ""
+        if not scan.all_finite:
+            return False, "non-finite data would spread to every output through the FFT"
+        return True, ""
+
+
+def _scanned(operands):
+    """The operands a data rule reads (those present)."""
+    arrays = [operands.get(r) for r in ("activation", "filter", "output")]
+    return [a for a in arrays if a is not None]
 
 
 def _slack(choice, ranked, i, every):
@@ -274,6 +284,32 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 NON_FINITE_SPREAD = {"fft": "output", "winograd": "output over whole Winograd tiles"}
 
 
+@dataclasses.dataclass(frozen=True)
+class NonFiniteWarning:
+    """The decision of an explicit ``method`` in :data:`NON_FINITE_SPREAD` on its data scan
+    (a ``ScanResult``): SciPy's ``RuntimeWarning`` when an operand is not finite.  Equal
+    for equal methods, so the CUDA path's scan program (``backend.check``) is memoised
+    and a compiled call replays it; the warning points at the first frame outside
+    cupyconv."""
+
+    method: str
+
+    def __call__(self, scan):
+        if not scan.all_finite:
+            warnings.warn(f"Use of {self.method} convolution on input with NAN or inf results "
+                          f"in NAN or inf {NON_FINITE_SPREAD[self.method]}. Consider using "
+                          "method='direct' instead.", RuntimeWarning, stacklevel=_caller_level())
+
+
+def _caller_level():
+    """``stacklevel`` of the first frame outside cupyconv, for a warning raised by the
+    caller of this function (the depth differs between the normal path and a replay)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "cupyconv":
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _explicit(problem, backend, method, limit):
     spec = ALGORITHMS.get(method)
     if spec is None or not spec.serves(problem.op, backend.name):
@@ -286,7 +322,7 @@ def _explicit(problem, backend, method, limit):
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
-        choice=None):
+        choice=None, warn=True):
     """Compute ``problem``'s result (logical channels-first) on ``backend``.
 
     Parameters
@@ -304,6 +340,10 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
         Receives ``algorithm``, ``peak_workspace`` and ``fallbacks``.
     choice : Choice, optional
         A plan's choice (skips the cache lookup).
+    warn : bool
+        Whether an explicit ``method`` that spreads a NaN or Inf warns about such data
+        (:data:`NON_FINITE_SPREAD`); ``False`` skips the data scan that decides it
+        (``fftconvolve``, which, as SciPy's, spreads them without a word).
 
     Returns
     -------
@@ -313,10 +353,10 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
     with backend.call_scope():      # a small device array read on the host: one copy
-        return _run(problem, operands, backend, method, workspace_limit, stats, choice)
+        return _run(problem, operands, backend, method, workspace_limit, stats, choice, warn)
 
 
-def _run(problem, operands, backend, method, workspace_limit, stats, choice):
+def _run(problem, operands, backend, method, workspace_limit, stats, choice, warn):
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = operands.replace(**{r: to_tf32(operands.get(r)) for r in
@@ -334,12 +374,8 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice):
                 backend.run(problem, name, operands, limit), backend.synchronize()))
     else:
         _explicit(problem, backend, method, limit)
-        if (method in NON_FINITE_SPREAD and is_inexact(problem.dtype)
-                and not fft_safe(problem, operands, backend)[0]):   # float data: finite or not
-            program.not_compiled("the call warns")
-            warnings.warn(f"Use of {method} convolution on input with NAN or inf results in "
-                          f"NAN or inf {NON_FINITE_SPREAD[method]}. Consider using "
-                          "method='direct' instead.", RuntimeWarning, stacklevel=4)
+        if warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype):
+            backend.check(_scanned(operands), NonFiniteWarning(method), warns=True)
         first, ranked = method, list(choice.ranked)
     tried = []
     # first, then the others by decreasing workspace, zero-workspace last; a fallback

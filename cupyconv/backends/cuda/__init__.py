@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..._dtypes import BFLOAT16
-from ..._kernels import launch, program
+from ..._kernels import launch, program, scan_launch
 from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft_conv, winograd_conv
 from ...core.args import LONG_DOUBLE
@@ -61,7 +61,14 @@ NATIVE_BFLOAT16 = NATIVE_HALF - {(FORWARD, "gemm")}
 #: (cuBLAS, cuFFT, host-side factoring) and take the normal path every call.
 COMPILED = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "winograd"),
                       (FORWARD, "gemm"), (GRAD_INPUT, "implicit_gemm"), (GRAD_INPUT, "gemm"),
-                      (GRAD_WEIGHT, "implicit_gemm"), (GRAD_WEIGHT, "gemm")})
+                      (GRAD_WEIGHT, "implicit_gemm"), (GRAD_WEIGHT, "gemm"),
+                      (FORWARD, "separable"), (FORWARD, "fft")})
+
+
+def _scannable(arrays):
+    """Whether one scan kernel reads ``arrays`` (one dtype it has, at most three)."""
+    return (0 < len(arrays) <= scan_launch.MAX_OPERANDS
+            and len({a.dtype for a in arrays}) == 1 and scan_launch.scans(arrays[0].dtype))
 
 
 def _widened(problem, algorithm, operands):
@@ -117,20 +124,41 @@ class CudaBackend(Backend):
     def call_scope(self):
         return self.runner.call_scope()
 
+    def scan(self, arrays):
+        """One :mod:`~cupyconv._kernels.scan_launch` launch over ``arrays`` and one read of
+        its 4-word result (1 synchronisation, 1 copy), instead of a min and a max read
+        per array and part; the host's scan for dtypes the kernel lacks."""
+        arrays = list(arrays)
+        if not _scannable(arrays):
+            return super().scan(arrays)
+        return scan_launch.run_scan(self.runner.loader, self.xp, arrays)
+
+    def check(self, arrays, decide, warns=False):
+        """``decide`` on one scan of ``arrays`` as a one-step program (its
+        :class:`~cupyconv._kernels.program.Check`), which a compiled call replays: one
+        launch, one read back (``decide`` must compare equal from call to call: it is
+        part of the program's memo key)."""
+        arrays = list(arrays)
+        if not _scannable(arrays):
+            return super().check(arrays, decide, warns)
+        return scan_launch.run_scan(self.runner.loader, self.xp, arrays, decide, warns)
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
-        if algorithm in ("winograd", "separable"):
-            program.not_compiled(f"whether {algorithm} may run depends on the data")
         if algorithm == "winograd":
-            return winograd_conv.data_ok(operands)
+            program.not_compiled(f"whether {algorithm} may run depends on the data")
+            return winograd_conv.data_ok(operands, self.scan)
         if algorithm != "separable":
             return True, ""
         activation = operands.activation
         problem, operands = _widened(problem, algorithm, Operands(filter=operands.filter))
-        try:
+        try:       # a host copy of device weights says why the call cannot compile
             plans = separable.pass_plans(problem, self.runner.host_copy(operands.filter),
                                          term_limit(problem, slack))
         except NotSeparable as exc:
             return False, str(exc)
+        if len(plans) > 1 and activation is not None:
+            program.not_compiled("whether a sum of separable terms may run depends on the "
+                                 "data (an infinity in x)")
         return terms_take(len(plans), activation)
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -209,7 +237,7 @@ class CudaBackend(Backend):
                     f"fft needs about {need} bytes of spectra; workspace_limit is "
                     f"{workspace_limit}, the device has {self.available_memory()} bytes free")
             try:
-                return fft_conv.run(problem, operands)
+                return fft_conv.run(problem, operands, runner.constant)
             except runner.out_of_memory as exc:      # cuFFT plans and spectra from the pool
                 raise OutOfMemoryError(f"fft: {exc}") from exc
         runner.peak_workspace = 0

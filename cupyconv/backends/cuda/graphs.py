@@ -90,7 +90,11 @@ def graphed(steps, result, xp, arrays):
     api = api_for(xp)
     if api is None or device_steps([p for p, _ in steps]) < 2:
         return None
-    return GraphedCall(steps, result, xp, api, arrays)
+    call = GraphedCall(steps, result, xp, api, arrays)
+    if any(type(s) is program.Check for p, _ in steps for s in p.steps):
+        call.reason = ("a one-flag data scan reads its flag back mid-call (a synchronisation "
+                       "that a captured graph cannot hold)")
+    return call
 
 
 @dataclasses.dataclass

@@ -27,18 +27,22 @@ rank.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
 import numpy as np
 
 from ..._kernels import launch
+from ..._kernels.program import Program, View, execute
+from ..._lru import memoized
 from ...core.problem import ConvProblem
 from ..arrays import zeros_result
 from ..base import OutOfMemoryError
 from ..separable_factors import NOT_APPLICABLE, NotSeparable, applies, kernel_terms, term_limit
 
-__all__ = ["can_implement", "pass_problems", "pass_plans", "workspace_bytes", "run"]
+__all__ = ["can_implement", "pass_problems", "pass_plans", "workspace_bytes", "separable_program",
+           "clear_program_cache", "run"]
 
 
 def _trivial(problem, axis):
@@ -167,35 +171,67 @@ def _pass_plan(problem, per_group):
     return plan
 
 
+def separable_program(problem, x, w, runner):
+    """The :class:`~cupyconv._kernels.program.Program` of :func:`run` on ``x`` and the
+    weights ``w`` (a NumPy array: its values shape the program): every term's passes as
+    direct-kernel launches on ``x``, the two ping-pong pass buffers (one allocation,
+    ``buf``) and ``y``; the taps are program constants on the device in the problem's
+    dtype.  Memoised per problem, ``x`` strides, weights' bytes and runner, so a repeated
+    call makes no factorisation and no host-to-device copy."""
+    launch.check_dtype(problem, x=x)
+    launch.check_addressable(x=x)
+    w = np.ascontiguousarray(w, dtype=problem.dtype)
+    return _separable_build(problem, launch.operand_strides(problem, x, "x"), w.tobytes(),
+                            runner)
+
+
+@memoized(256)
+def _separable_build(problem, xs, wbytes, runner):
+    w = np.frombuffer(wbytes, problem.dtype).reshape(problem.w_shape)
+    plans = pass_plans(problem, w, term_limit(problem))
+    sizes = _buffer_elements(problem)
+    item, r = problem.dtype.itemsize, problem.ndim
+    bases = (0, sizes[0] * item)
+    smem = runner.static.smem_per_block
+    steps, constants = [], []
+    for t, plan in enumerate(plans):
+        src, src_strides = "x", xs
+        for j, (axis, p, taps) in enumerate(plan):
+            last = j == len(plan) - 1
+            dst = "y" if last else View("buf", bases[j % 2])
+            wshape = (p.groups, 1) + (1,) * axis + (taps.shape[1],) + (1,) * (r - axis - 1)
+            name = f"taps{t}.{j}"
+            constants.append((name, runner.constant(taps.reshape(wshape))))
+            prog = launch.direct_program_on(
+                runner.loader, p, src_strides, launch.contiguous_strides(p, "w"),
+                launch.contiguous_strides(p, "y"), beta=1 if last and t else 0,
+                smem_limit=smem)
+            where = {"x": src, "w": name, "y": dst}
+            steps += [dataclasses.replace(s, slots=tuple(where[n] for n in s.slots))
+                      for s in prog.launches]
+            src, src_strides = dst, launch.contiguous_strides(p, "y")   # the next x
+    allocations = [("y", tuple(problem.y_shape), problem.dtype)]
+    if any(type(v) is View for s in steps for v in s.slots):   # (empty buffers included)
+        allocations.append(("buf", (sum(sizes),), problem.dtype))
+    return Program("separable", ("x",), tuple(allocations), tuple(steps), "y",
+                   constants=tuple(constants))
+
+
+def clear_program_cache():
+    """Forget the memoised ``separable`` programs (they hold the runners' kernels)."""
+    _separable_build.cache_clear()
+
+
 def run(problem, x, w, runner, workspace_limit=None):
     """``y`` ``(N, G, *O)`` of an :func:`applies` problem by one direct-kernel launch per
-    non-trivial axis; out-of-memory for the buffers is :class:`OutOfMemoryError`."""
+    non-trivial axis (:func:`separable_program`); out-of-memory for the buffers is
+    :class:`OutOfMemoryError`."""
     xp = runner.xp
     if problem.is_empty:
         return zeros_result(problem, xp)
-    plans = pass_plans(problem, runner.host_copy(w), term_limit(problem))
-    sizes = _buffer_elements(problem)
-    need = sum(sizes) * problem.dtype.itemsize
+    need = workspace_bytes(problem)
     if workspace_limit is not None and need > workspace_limit:
         raise OutOfMemoryError(f"separable needs {need} bytes of pass buffers; "
                                f"workspace_limit is {workspace_limit}")
-    buffers = runner.workspace((sum(sizes),), problem.dtype)
-    bases = (0, sizes[0])
-    y = xp.empty((problem.batch, problem.out_channels) + problem.out_shape, dtype=problem.dtype)
-    r = problem.ndim
-    for t, plan in enumerate(plans):
-        a = x
-        for j, (axis, p, taps) in enumerate(plan):
-            shape = (p.batch, p.out_channels) + p.out_shape
-            last = j == len(plan) - 1
-            if last:
-                out = y
-            else:
-                base = bases[j % 2]
-                out = buffers[base:base + math.prod(shape)].reshape(shape)
-            wshape = (p.groups, 1) + (1,) * axis + (taps.shape[1],) + (1,) * (r - axis - 1)
-            launch.run_direct(runner.loader, p, a, runner.constant(taps.reshape(wshape)), out,
-                              beta=1 if last and t else 0,
-                              smem_limit=runner.static.smem_per_block)
-            a = out
-    return y
+    prog = separable_program(problem, x, runner.host_copy(w), runner)
+    return execute(prog, xp, {"x": x}, workspace=runner.workspace)["y"]

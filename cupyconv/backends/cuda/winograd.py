@@ -211,9 +211,15 @@ def _build(problem, xs, nb, runner):
     constants, seen = [], set()
     for i, (pieces, tile, axes) in enumerate(plan):
         taps = (slice(None), slice(None)) + tuple(p.taps for p in pieces)
-        steps.append(Call(functools.partial(_piece_weights, taps, g, tile, cdtype, xp,
-                                            _Kept(runner.constant), runner.matmul),
-                          ("wide",), f"u{i}"))
+        weights = functools.partial(_piece_weights, taps, g, tile, cdtype, xp,
+                                    _Kept(runner.constant), runner.matmul)
+        rs = tuple(p.r for p in pieces)
+        if winograd_conv.kron_applies(tile, rs):  # the N-D G: on the device once, a constant
+            constants.append((f"g{i}", runner.constant(winograd_conv.weight_transform(
+                tuple(tile), rs, winograd_conv.wide_real(problem.dtype)))))
+            steps.append(Call(weights, ("wide", f"g{i}"), f"u{i}"))
+        else:
+            steps.append(Call(weights, ("wide",), f"u{i}"))
         constants += [(f"bt{i}", _matrices(pieces, tile, problem.dtype, 2, runner)),
                       (f"at{i}", _matrices(pieces, tile, problem.dtype, 0, runner))]
         key = tuple(p.out_start for p in pieces)
@@ -284,11 +290,12 @@ def clear_program_cache():
     _build.cache_clear()
 
 
-def _piece_weights(taps, groups, tile, cdtype, xp, constant, matmul, wide):
+def _piece_weights(taps, groups, tile, cdtype, xp, constant, matmul, wide, kron=None):
     """``U`` of one piece: :func:`~..winograd_conv.transform_weights` of its taps (its
-    GEMM on ``runner.matmul``: cuBLAS with the compute type stated, float64 here)."""
+    GEMM on ``runner.matmul``: cuBLAS with the compute type stated, float64 here), with
+    the program's N-D ``G`` constant ``kron`` where it applies."""
     return winograd_conv.transform_weights(wide[taps], groups, tile, cdtype, xp,
-                                           constant=constant, matmul=matmul)
+                                           constant=constant, matmul=matmul, kron=kron)
 
 
 def _gemm(matmul, precision, u, v, out):

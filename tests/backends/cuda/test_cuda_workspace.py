@@ -167,7 +167,7 @@ def test_device_out_of_memory_in_fft_becomes_a_fallback(runner, rng, monkeypatch
     runner.out_of_memory = (DeviceOOM,)
     backend = CudaBackend(runner)
 
-    def no_memory(problem, operands):
+    def no_memory(problem, operands, constant=None):
         raise DeviceOOM("cuFFT plan: out of memory")
     monkeypatch.setattr("cupyconv.backends.fft_conv.run", no_memory)
     stats = {}

@@ -42,8 +42,8 @@ from cupyconv.backends.separable_factors import NotSeparable
 from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import backend_for, dispatcher
 from cupyconv.ndimage.filters import gaussian_kernel1d
-from helpers import (FINAL_ROUNDING, PADDING_MODES, conv_bounds, ref_conv, ref_convolve,
-                     rel_norm_error, signal_bounds, unit_roundoff)
+from helpers import (FINAL_ROUNDING, PADDING_MODES, conv_bounds, forget_launches, ref_conv,
+                     ref_convolve, rel_norm_error, signal_bounds, unit_roundoff)
 
 EXACT = ("int64", "int8", "uint64")
 
@@ -258,13 +258,16 @@ def test_ndimage_filters_match_scipy(emulated, mode, rng):
 
 
 def _spy_direct(monkeypatch):
+    """The kernel shapes of the direct passes the ``separable`` programs build (the
+    memoised programs forgotten, so that the next call builds its passes again)."""
     shapes = []
-    real = launch.run_direct
+    real = launch.direct_program_on
 
     def spy(module, problem, *args, **kwargs):
         shapes.append(problem.kernel_shape)
         return real(module, problem, *args, **kwargs)
-    monkeypatch.setattr(launch, "run_direct", spy)
+    forget_launches()
+    monkeypatch.setattr(launch, "direct_program_on", spy)
     return shapes
 
 

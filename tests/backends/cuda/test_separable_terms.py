@@ -32,6 +32,7 @@ from hypothesis import event, given, settings, strategies as st
 
 import cupyconv
 from cupyconv.backends import separable_factors as sf
+from cupyconv.backends.base import Backend
 from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import backend_for, run
 from cupyconv.dispatch.dispatcher import Choice, ranked_for_data
@@ -146,6 +147,7 @@ class _Judge:
     """A backend whose ``separable`` needs two terms (``slack >= 2.5``)."""
 
     name = "numpy"
+    scan, check = Backend.scan, Backend.check        # the data rules' host scan
 
     def __init__(self):
         self.slacks = []

@@ -71,10 +71,11 @@ def test_an_explicit_fft_on_non_finite_data_warns_every_time(rng):
             cupyconv.convolve(a, k, method="fft")
 
 
-def test_on_the_emulated_runner_the_scan_stays_a_host_read(rng):
+def test_on_the_emulated_runner_the_scan_is_a_device_step_not_a_guard(rng):
     """The emulated runner stands in for a GPU, where the scan reads device data: an
-    explicit Winograd call (a launch program) whose scan only decides a warning takes the
-    normal path there, as on CuPy, though its arrays are NumPy's."""
+    explicit Winograd call's NaN/Inf scan (it only decides a warning) is the program's
+    one-flag device scan (a ``program.Check``), as on CuPy, never a host guard, though its
+    arrays are NumPy's."""
     if "emulated" not in cupyconv.available_backends():
         pytest.skip("the emulated backend is not available here")
     x = rng.integers(-3, 4, (1, 2, 6, 6)).astype(np.float32)
@@ -82,4 +83,5 @@ def test_on_the_emulated_runner_the_scan_stays_a_host_read(rng):
     with cupyconv.use_backend("emulated"):
         cupyconv.conv(x, w, padding=1, method="winograd")
         entry = lookup(cupyconv.conv, x, w, padding=1, method="winograd")
-    assert isinstance(entry, NotCompiled) and "scan" in entry.reason, entry
+    assert not isinstance(entry, NotCompiled), entry
+    assert entry.guards == () and "data_scan" in [p.name for p in entry.programs], entry

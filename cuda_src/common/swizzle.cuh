@@ -70,4 +70,28 @@ template <> struct Swizzle128B<2> { using type = Swizzle<3, 3, 3>; };
 template <> struct Swizzle128B<4> { using type = Swizzle<3, 2, 3>; };
 template <> struct Swizzle128B<8> { using type = Swizzle<3, 1, 3>; };
 
+/// Byte offset of logical 16-byte chunk `c` (0..7) of row `r` in a tile of 128-byte rows
+/// under Swizzle128B (any element size): 128 r + 16 (c ^ (r % 8)), the unit the
+/// multistage implicit GEMM copies and ldmatrix reads (its K-tile is one such row).  This
+/// closed form is what ptxas folds into one 3-input LOP3; `swizzle128_chunk_form_holds`
+/// proves it equal to Swizzle128B<Bytes>::type::apply at compile time.
+CC_CONSTEXPR int swizzle128_chunk_offset(int r, int c) { return 128 * r + 16 * (c ^ (r & 7)); }
+
+/// Whether swizzle128_chunk_offset(r, c) == Bytes * apply(r * 128 / Bytes + c * 16 / Bytes)
+/// for every chunk of the 16 rows (two periods of the row bits) and every element of it.
+template <int Bytes>
+CC_CONSTEXPR bool swizzle128_chunk_form_holds() {
+  using Sw = typename Swizzle128B<Bytes>::type;
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c)
+      for (int e = 0; e < 16 / Bytes; ++e)
+        if (swizzle128_chunk_offset(r, c) + Bytes * e !=
+            Bytes * Sw::apply(r * (128 / Bytes) + c * (16 / Bytes) + e))
+          return false;
+  return true;
+}
+static_assert(swizzle128_chunk_form_holds<2>() && swizzle128_chunk_form_holds<4>() &&
+                  swizzle128_chunk_form_holds<8>(),
+              "swizzle128_chunk_offset is Swizzle128B's mapping");
+
 }  // namespace cc

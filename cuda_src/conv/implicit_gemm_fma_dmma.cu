@@ -218,17 +218,24 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
     const S* const sa = smem + stage * kStageElems;
     const S* const sb = sa + Layout::kAElems;
     if constexpr (kSimt) {
+      // Pointers that step a k-row per k-step: A's two halves at +0 and +BM/2, B's at its
+      // swizzled column and +BN/2 (Layout::b(kk, BN/2 + n) = Layout::b(kk, n) + BN/2: the
+      // swizzle moves bits 2-4 only)
+      static_assert((BN / 2) % 32 == 0, "B's second half keeps the swizzle of its first");
+      const S* pa = sa + Layout::a(0, 4 * tm);
+      const S* pb = sb;
 #pragma unroll 2
-      for (int kk = 0; kk < BK; ++kk) {
+      for (int kk = 0; kk < BK; ++kk, pa += BM, pb += BN) {
         Acc a[8], b[8];
         Acc (&a0)[4] = *reinterpret_cast<Acc(*)[4]>(&a[0]);
         Acc (&a1)[4] = *reinterpret_cast<Acc(*)[4]>(&a[4]);
         Acc (&b0)[4] = *reinterpret_cast<Acc(*)[4]>(&b[0]);
         Acc (&b1)[4] = *reinterpret_cast<Acc(*)[4]>(&b[4]);
-        cc::load_fragment(&sa[Layout::a(kk, 4 * tm)], a0);
-        cc::load_fragment(&sa[Layout::a(kk, BM / 2 + 4 * tm)], a1);
-        cc::load_fragment(&sb[Layout::b(kk, 4 * tn)], b0);
-        cc::load_fragment(&sb[Layout::b(kk, BN / 2 + 4 * tn)], b1);
+        const int nb = Layout::b(kk, 4 * tn) - kk * BN;   // the swizzled column of k-row kk
+        cc::load_fragment(pa, a0);
+        cc::load_fragment(pa + BM / 2, a1);
+        cc::load_fragment(pb + nb, b0);
+        cc::load_fragment(pb + nb + BN / 2, b1);
 #pragma unroll
         for (int i = 0; i < 8; ++i)
 #pragma unroll

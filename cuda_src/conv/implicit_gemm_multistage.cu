@@ -13,8 +13,10 @@
 //   B row (output channel n): BK = 32 for TF32, 64 for float16.  kStages K-tiles live in
 //   dynamic shared memory (3 for the 128x128 tile: 96 KiB, opted in past 48 KiB by the
 //   host; 4 for 64x64), each as [BM rows][128 B] of A then [BN rows][128 B] of B, the
-//   16-byte chunks XOR-swizzled (common/swizzle128.cuh: no bank conflicts for the copies'
-//   writes or the ldmatrix reads).
+//   16-byte chunks XOR-swizzled (common/swizzle.cuh's Swizzle128B: chunk c of row r at
+//   c ^ (r % 8); no bank conflicts for the copies' writes or the ldmatrix reads, as the
+//   address model of cupyconv/_kernels/smem_layout.py shows in
+//   tests/kernels/test_multistage_layout.py).
 // * Copies: thread t copies its A row t % BM (8 chunks, or 4 when two threads share a row
 //   of the 64-row tile) and its B row t % BN with one 16-byte cp.async per chunk
 //   (zero-filled past the GEMM's rows or columns; constant padding stores cval instead):
@@ -29,11 +31,18 @@
 //   matrix: the m16n8k8 fragment), double buffered across the k-steps: the next
 //   k-step's fragments load while this one's MMAs issue.
 // * Taps: the producer walks (tap, channel tile) in order, kStages - 1 K-tiles ahead of
-//   the math; crossing to the next tap recomputes the thread's row offset (the R boundary
-//   remaps) and the weight tap's offset out of line, once per thread per tap.
+//   the math, with one A and one B pointer per thread that step BK per K-tile; crossing
+//   to the next tap gets both pointers and the padding flag from one out-of-line call
+//   (tap_sources: the row offset with the R boundary remaps, the weight tap's offset),
+//   once per thread per tap, its arguments kept in the caller's frame.
+// * Hot loop: the small tiles (64x64) run kStages K-tiles per iteration, unrolled, so
+//   every stage index is a constant (the copies' and ldmatrix's shared addresses are
+//   registers plus immediates, no stage arithmetic): 3.3 instructions per HMMA on sm_90
+//   against 5.0 one K-tile at a time; their last slices % kStages K-tiles and every
+//   K-tile of the 128x128 tiles (unrolled, they spill) run one per iteration.
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "implicit_gemm_parts.cuh"
-#include "../common/swizzle128.cuh"
+#include "../common/swizzle.cuh"
 
 namespace cc {
 
@@ -50,6 +59,38 @@ __device__ __noinline__ TapOffset<Index> row_tap_offset(const ConvParams<R>& p, 
   return gather_tap_offset(p, base, x_n, tap);
 }
 
+/// What a thread's copies need to find its rows at a tap (set once, read by tap_sources).
+template <typename T, typename Index>
+struct TapArgs {
+  const T* x;
+  const T* w;
+  Index m;       ///< the thread's A row (GEMM row; a valid one for rows past M)
+  Index g;       ///< group
+  Index w_row;   ///< the thread's B row offset in w (output channel, group)
+  int a_first;   ///< element offset of the thread's first A chunk in its row
+  int b_first;   ///< ... and of its first B chunk
+  bool a_row;    ///< the A row is inside the GEMM (else its copies zero-fill from x)
+};
+
+/// Where a thread's copies start at a weight tap: its A chunks, whether they are
+/// constant padding (store cval), its B chunks.
+template <typename T>
+struct TapSources {
+  const T* a;
+  const T* b;
+  bool pad;
+};
+
+/// TapSources at tap `tap`: one call per crossed tap, so the hot loop keeps only the call
+/// (the arguments stay in the caller's frame).
+template <int R, typename T, typename Index>
+__device__ __noinline__ TapSources<T> tap_sources(const ConvParams<R>& p, const TapArgs<T, Index>& a,
+                                                  Index tap) {
+  const TapOffset<Index> t = row_tap_offset(p, a.m, a.g, tap);
+  return {a.a_row ? a.x + t.off + a.a_first : a.x, a.w + weight_tap_offset(p, a.w_row, tap) + a.b_first,
+          a.a_row && !t.inside};
+}
+
 /// 16 bytes, the unit of the copies and of a swizzled chunk.
 struct alignas(16) Chunk16 {
   unsigned v[4];
@@ -63,7 +104,6 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
                          const T* __restrict__ w, T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
   using Atom = typename cc::MmaAtomFor<T>::type;
-  using Sw = cc::Swizzle128;
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
   static_assert(cc::MmaAtomFor<T>::kDefined && (sizeof(T) == 4 || sizeof(T) == 2) && sizeof(Acc) == 4,
                 "the multistage tiles take float (TF32 atom) or float16, float accumulation");
@@ -73,12 +113,15 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
   constexpr int AM = WM / Atom::kM, AN = WN / Atom::kN;      ///< atoms per warp tile
   constexpr int kChunk = 16 / static_cast<int>(sizeof(T));   ///< elements per 16-byte chunk
   constexpr int kKSteps = BK / Atom::kK;                     ///< warp k-steps per K-tile
-  constexpr int kAChunks = Sw::kChunks * BM / kThreads;      ///< chunks a thread copies of A
-  constexpr int kBChunks = Sw::kChunks * BN / kThreads;      ///< ... and of B per K-tile
-  constexpr int kAStageBytes = BM * Sw::kRowBytes;
-  constexpr int kStageBytes = (BM + BN) * Sw::kRowBytes;
+  constexpr int kRowBytes = 128, kRowChunks = 8;             ///< a swizzled row: one K-tile
+  constexpr int kAChunks = kRowChunks * BM / kThreads;       ///< chunks a thread copies of A
+  constexpr int kBChunks = kRowChunks * BN / kThreads;       ///< ... and of B per K-tile
+  constexpr int kAStageBytes = BM * kRowBytes;
+  constexpr int kStageBytes = (BM + BN) * kRowBytes;
+  // byte offset of logical 16-byte chunk c of row r (Swizzle128B's mapping)
+  auto sw = [](int r, int c) { return cc::swizzle128_chunk_offset(r, c); };
   static_assert(kThreads == 32 * kWarpsM * kWarpsN && kWarpsN >= 1, "4 warps as 2 x 2");
-  static_assert(BK * static_cast<int>(sizeof(T)) == Sw::kRowBytes,
+  static_assert(BK * static_cast<int>(sizeof(T)) == kRowBytes,
                 "a K-tile is one 128-byte swizzled row: BK = 32 (TF32) or 64 (float16)");
   static_assert(Atom::kK == 2 * kChunk, "an atom's k-step is two 16-byte chunks (ldmatrix.x4 of A)");
   static_assert(WM % Atom::kM == 0 && WN % (2 * Atom::kN) == 0,
@@ -103,10 +146,12 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
   const int b_r = tid % BN, b_c0 = (tid / BN) * kBChunks;
   const bool a_row = block_m + a_r < M;   // inside the GEMM (else zero-filled)
   const bool b_col = block_n + b_r < Kg;
-  const T* a_src = x;                // the row's pixel at the producer's tap (channel 0)
+  const cc::TapArgs<T, Index> tap_args{x, w, block_m + (a_row ? a_r : 0), g,
+                                        (g * Kg + block_n + b_r) * w_stride_k, a_c0 * kChunk,
+                                        b_c0 * kChunk, a_row};
+  const T* a_ptr = x;                // the row's channels at the producer's K-tile
   bool a_pad = false;                // constant padding there: store cval
-  const T* b_src = w;                // the column's weights at the producer's tap
-  const Index w_row = (g * Kg + block_n + b_r) * w_stride_k;
+  const T* b_ptr = w;                // the column's weights at that K-tile
   cc::Chunk16 fill;                  // a chunk of cval (TF32: rounded, as the operands)
   {
     T* f = reinterpret_cast<T*>(&fill);
@@ -115,43 +160,50 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
     for (int e = 0; e < kChunk; ++e) f[e] = cval;
   }
   auto set_tap = [&](Index tap) {    // once per tap, out of line
-    if (a_row) {
-      const cc::TapOffset<Index> t = cc::row_tap_offset(p, block_m + a_r, g, tap);
-      a_src = x + t.off;
-      a_pad = !t.inside;
-    }
-    b_src = w + cc::weight_tap_offset(p, w_row, tap);
+    const cc::TapSources<T> t = cc::tap_sources(p, tap_args, tap);
+    a_ptr = t.a;
+    b_ptr = t.b;
+    a_pad = t.pad;
   };
-  Index p_tap = 0, p_c0 = 0;         // the producer's K-tile: channels p_c0.. of tap p_tap
+  // The producer's K-tile: channel tile p_ct (of blk.cpg / BK) of tap p_tap; the pointers
+  // advance by BK per K-tile and are set anew per tap (past the last tap they run on,
+  // at most kStages - 1 K-tiles, and copy nothing).
+  const int ctiles = static_cast<int>(blk.cpg / BK);
+  int p_left = ctiles;
+  Index p_tap = 0;
   auto advance = [&]() {
-    p_c0 += BK;
-    if (p_c0 == blk.cpg) {
-      p_c0 = 0;
+    a_ptr += BK;
+    b_ptr += BK;
+    if (--p_left == 0) {
+      p_left = ctiles;
       if (++p_tap < blk.taps) set_tap(p_tap);
     }
   };
+  // Shared offsets of this thread's copy chunks (stage 0)
+  int a_dst[kAChunks], b_dst[kBChunks];
+#pragma unroll
+  for (int j = 0; j < kAChunks; ++j) a_dst[j] = sw(a_r, a_c0 + j);
+#pragma unroll
+  for (int j = 0; j < kBChunks; ++j) b_dst[j] = kAStageBytes + sw(b_r, b_c0 + j);
   // Part `part` of the producer's K-tile into stage `stage` (part p: the p-th run of a
   // thread's chunks, whole 32-byte sectors where it has 2 chunks per part); `live` false
   // (past the last K-tile): zero-fills a stage no k-step reads, so the loop has one path.
   auto issue = [&](int stage, int part, bool live) {
-    unsigned char* sa = smem + stage * kStageBytes;
-    unsigned char* sb = sa + kAStageBytes;
-    const T* a_tile = a_src + p_c0 + a_c0 * kChunk;
-    const T* b_tile = b_src + p_c0 + b_c0 * kChunk;
+    unsigned char* st = smem + stage * kStageBytes;
 #pragma unroll
     for (int j = 0; j < kAChunks; ++j) {
       if (j * kKSteps / kAChunks != part) continue;
-      void* dst = sa + Sw::offset(a_r, a_c0 + j);
+      void* dst = st + a_dst[j];
       if (a_pad) {
         *static_cast<cc::Chunk16*>(dst) = fill;
       } else {
-        cc::cp_async_zfill<16>(dst, a_tile + j * kChunk, (live && a_row) ? 16 : 0);
+        cc::cp_async_zfill<16>(dst, a_ptr + j * kChunk, (live && a_row) ? 16 : 0);
       }
     }
 #pragma unroll
     for (int j = 0; j < kBChunks; ++j) {
       if (j * kKSteps / kBChunks != part) continue;
-      cc::cp_async_zfill<16>(sb + Sw::offset(b_r, b_c0 + j), b_tile + j * kChunk, (live && b_col) ? 16 : 0);
+      cc::cp_async_zfill<16>(st + b_dst[j], b_ptr + j * kChunk, (live && b_col) ? 16 : 0);
     }
   };
 
@@ -162,19 +214,19 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
   int a_ld[kKSteps], b_ld[kKSteps];  // byte offsets of this lane's rows per k-step
 #pragma unroll
   for (int ks = 0; ks < kKSteps; ++ks) {
-    a_ld[ks] = Sw::offset(wm0 + 8 * (q & 1) + r8, 2 * ks + (q >> 1));
-    b_ld[ks] = kAStageBytes + Sw::offset(wn0 + 8 * (q >> 1) + r8, 2 * ks + (q & 1));
+    a_ld[ks] = sw(wm0 + 8 * (q & 1) + r8, 2 * ks + (q >> 1));
+    b_ld[ks] = kAStageBytes + sw(wn0 + 8 * (q >> 1) + r8, 2 * ks + (q & 1));
   }
   typename Atom::FragA fa[2][AM];
   typename Atom::FragB fb[2][AN];
   auto load_frags = [&](int buf, int stage, int ks) {
     const unsigned char* s = smem + stage * kStageBytes;
 #pragma unroll
-    for (int i = 0; i < AM; ++i) cc::ldmatrix<4>(fa[buf][i], s + a_ld[ks] + i * Atom::kM * Sw::kRowBytes);
+    for (int i = 0; i < AM; ++i) cc::ldmatrix<4>(fa[buf][i], s + a_ld[ks] + i * Atom::kM * kRowBytes);
 #pragma unroll
     for (int j = 0; j < AN; j += 2) {
       unsigned t[4];
-      cc::ldmatrix<4>(t, s + b_ld[ks] + j * Atom::kN * Sw::kRowBytes);
+      cc::ldmatrix<4>(t, s + b_ld[ks] + j * Atom::kN * kRowBytes);
       fb[buf][j][0] = t[0];
       fb[buf][j][1] = t[1];
       fb[buf][j + 1][0] = t[2];
@@ -186,7 +238,7 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
 
   // Main loop ---------------------------------------------------------------
   if constexpr (cc::kHasMma) {
-    const Index slices = blk.taps * (blk.cpg / BK);
+    const Index slices = blk.taps * ctiles;
     set_tap(0);
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
@@ -197,10 +249,10 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
     }
     cc::cp_async_wait_group<kStages - 2>();
     __syncthreads();
-    int read = 0, write = kStages - 1;
-    load_frags(0, read, 0);
-    for (Index sl = 0; sl < slices; ++sl) {   // the hot loop: one K-tile
-      const bool live = sl + (kStages - 1) < slices;
+    load_frags(0, 0, 0);
+    // One K-tile: math on stage `read`, its copies refill stage `write` (K-tile
+    // sl + kStages - 1, zero-filled past the last: `live` false).
+    auto ktile = [&](int read, int write, bool live) {
 #pragma unroll
       for (int ks = 0; ks < kKSteps; ++ks) {
         if (ks + 1 < kKSteps) load_frags((ks + 1) & 1, read, ks + 1);
@@ -210,15 +262,30 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
           cc::cp_async_commit();
           cc::cp_async_wait_group<kStages - 2>();
           __syncthreads();
-          read = read + 1 == kStages ? 0 : read + 1;
-          write = write + 1 == kStages ? 0 : write + 1;
-          load_frags(0, read, 0);
+          load_frags(0, read + 1 == kStages ? 0 : read + 1, 0);
         }
 #pragma unroll
         for (int i = 0; i < AM; ++i)
 #pragma unroll
           for (int j = 0; j < AN; ++j) Atom::mma(acc[i][j], fa[ks & 1][i], fb[ks & 1][j], acc[i][j]);
       }
+    };
+    // The small tiles' hot loop: kStages K-tiles, so every stage index (and with it every
+    // shared address) is a constant; the 128x128 tiles' registers do not allow it (the
+    // unrolled loop spills), they run the K-tiles one at a time, as do the small tiles'
+    // last slices % kStages.
+    constexpr bool kUnrollStages = BM * BN <= 64 * 64;
+    Index sl = 0;
+    if constexpr (kUnrollStages) {
+      for (; sl + kStages <= slices; sl += kStages) {
+#pragma unroll
+        for (int u = 0; u < kStages; ++u)
+          ktile(u, (u + kStages - 1) % kStages, sl + u + (kStages - 1) < slices);
+      }
+    }
+    for (int read = 0; sl < slices; ++sl) {
+      ktile(read, read == 0 ? kStages - 1 : read - 1, sl + (kStages - 1) < slices);
+      read = read + 1 == kStages ? 0 : read + 1;
     }
     cc::cp_async_wait_all();
   } else {

@@ -19,8 +19,8 @@ from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
 from cupyconv.backends.arrays import to_tf32
 
-from kernel_reference import (MODES, check_forward, emu_loader, make_problem, mode_case, ref_conv,
-                              small_ints, spy_kernels, to_logical)
+from kernel_reference import (MODES, TILE_SHAPES, check_forward, emu_loader, make_problem,
+                              mode_case, ref_conv, small_ints, spy_kernels, to_logical)
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 #: every compiled multistage tile, with its dtype
@@ -47,6 +47,27 @@ def test_multistage_tiles_match_reference(dtype, tile, mode):
     rank, problem = mode_case(mode, 4 * tile[2], dtype)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
                   bias=True, beta=1, tile=tile, y_layout_view="strided", **_flags(dtype))
+
+
+#: K-tile counts of a small tile's loop around its unroll by STAGES (4) K-tiles: fewer
+#: K-tiles than stages (only the one-at-a-time tail), exactly one unrolled pass, a pass and
+#: a tail of 1 and of 3
+SMALL_TILE_SLICES = (1, 2, 3, 4, 5, 7)
+
+
+@emulated
+@pytest.mark.parametrize("slices", SMALL_TILE_SLICES)
+@pytest.mark.parametrize("dtype,tile", [c for c in MS_TILES if c[1][0] * c[1][1] < 128 * 128],
+                         ids=lambda v: str(v))
+def test_small_tiles_any_k_tile_count(dtype, tile, slices):
+    """One channel tile per tap and ``slices`` taps (rank 1, constant padding with cval):
+    the unrolled pass and its tail hand the stages over in the right order for every
+    remainder, exact on small integers."""
+    problem = make_problem(n=2, c=tile[2], k=70, g=1, s=TILE_SHAPES[1], ks=(slices,),
+                           stride=(1,), dilation=(1,), padding=((2, 1),), mode="constant",
+                           layout="channels_last", dtype=dtype, flip=True, cval=-2)
+    check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(slices),
+                  bias=True, tile=tile, **_flags(dtype))
 
 
 @emulated

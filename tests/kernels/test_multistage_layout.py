@@ -2,12 +2,13 @@
 
 The accesses are the kernel's own (cuda_src/conv/implicit_gemm_multistage.cu): the
 copier's 16-byte cp.async writes (thread t: chunks of A row t % BM and B row t % BN) and
-the warps' ldmatrix.x4 row addresses, each through the swizzle of
-cuda_src/common/swizzle128.cuh (chunk c of row r at chunk c ^ (r & 7)).  Bank model
-(sm_80/sm_90): 32 banks of 4 bytes; a warp's 16-byte accesses go 8 lanes per phase,
-an ldmatrix matrix (8 row addresses) is one phase; a phase is one wavefront when its 8
-chunks fall in 8 different 16-byte bank groups.  The unswizzled layout is the planted
-bug: the same accesses conflict 8-way there, so the check can fail.
+the warps' ldmatrix.x4 row addresses, each through the swizzle the kernel uses,
+``cc::Swizzle128B<sizeof(T)>`` of cuda_src/common/swizzle.cuh, in its host model
+(``SWIZZLE_128B`` of cupyconv/_kernels/smem_layout.py, whose agreement with the header
+tests/emulation/test_emu_swizzle.py checks).  The bank counts are that module's
+(:func:`~cupyconv._kernels.smem_layout.wavefronts`, the sm_80/sm_90 model).  Two planted
+bugs must fail the check: the unswizzled layout (8-way conflicts on the ldmatrix reads)
+and a wrong swizzle that XORs too few row bits (2-way).
 
 Global memory: every K-tile row the copier reads is 128 consecutive bytes of one pixel's
 (or output channel's) channels, so the L2 sectors fetched per sector used is 1; the
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 
 from cupyconv._kernels import registry
+from cupyconv._kernels.smem_layout import SWIZZLE_128B, Swizzle, ldmatrix_wavefronts, wavefronts
 
 THREADS = registry.MULTISTAGE_THREADS
 ROW = 128          # bytes per swizzled row (one K-tile of one GEMM row)
@@ -29,25 +31,25 @@ TILES = [(dt, t) for dt in (np.float32, np.float16) for t in registry.gemm_tiles
          if t[3] == registry.MULTISTAGE]
 
 
-def swizzled(r, c):
-    """Byte offset of logical 16-byte chunk ``c`` of row ``r`` (swizzle128.cuh)."""
-    return r * ROW + 16 * (c ^ (r & 7))
+def layout_of(swizzle, item):
+    """Byte offset of logical 16-byte chunk ``c`` of row ``r`` under ``swizzle`` (offsets in
+    elements of ``item`` bytes), as ``cc::swizzle128_chunk_offset<item>``."""
+    return lambda r, c: item * swizzle.apply(r * (ROW // item) + c * (16 // item))
 
 
-def plain(r, c):
-    """The unswizzled layout (the planted bug)."""
-    return r * ROW + 16 * c
+def swizzled(item):
+    """The kernel's layout: ``Swizzle128B<item>``."""
+    return layout_of(SWIZZLE_128B[item], item)
 
 
-def wavefronts16(addresses):
-    """Wavefronts of one warp instruction of 16-byte accesses: 8 lanes per phase, each
-    phase as many wavefronts as the most used 16-byte bank group has distinct chunks."""
-    total = 0
-    for i in range(0, len(addresses), 8):
-        chunks = {a // 16 for a in addresses[i:i + 8]}
-        groups = np.bincount([ch % 8 for ch in chunks], minlength=8)
-        total += int(groups.max())
-    return total
+#: planted bugs: no swizzle, and one row bit too few (rows r and r + 4 collide)
+PLANTED = {"plain": (Swizzle(0, 0, 0), 8), "two_row_bits": ({2: Swizzle(2, 3, 3), 4: Swizzle(2, 2, 3)}, 2)}
+
+
+def planted(name, item):
+    """A planted wrong layout and the ldmatrix conflict degree it must show."""
+    sw, degree = PLANTED[name]
+    return layout_of(sw if isinstance(sw, Swizzle) else sw[item], item), degree
 
 
 def copy_writes(tile, layout):
@@ -84,13 +86,23 @@ def ldmatrix_reads(tile, layout):
 
 @pytest.mark.parametrize("dtype,tile", TILES, ids=str)
 def test_swizzled_accesses_are_conflict_free(dtype, tile):
-    """Every copy write and every ldmatrix read of a stage: 4 wavefronts per warp
-    instruction (32 lanes x 16 bytes, the minimum); the plain layout's ldmatrix reads
-    take 8 per matrix (32 per x4), so the model tells the two apart."""
-    for addrs in copy_writes(tile, swizzled) + ldmatrix_reads(tile, swizzled):
-        assert wavefronts16(addrs) == 4
-    plain_reads = [wavefronts16(a) for a in ldmatrix_reads(tile, plain)]
-    assert max(plain_reads) == 32
+    """Every copy write (one 16-byte store per lane) and every ldmatrix.x4 read of a stage
+    takes 4 wavefronts (32 lanes x 16 bytes, the minimum)."""
+    layout = swizzled(np.dtype(dtype).itemsize)
+    for addrs in copy_writes(tile, layout):
+        assert wavefronts(addrs, 16) == 4
+    for addrs in ldmatrix_reads(tile, layout):
+        assert ldmatrix_wavefronts(addrs, 4) == 4
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+@pytest.mark.parametrize("dtype,tile", TILES, ids=str)
+def test_planted_wrong_swizzles_conflict(dtype, tile, bug):
+    """The same reads through a planted wrong layout conflict (the plain layout 8-way, a
+    swizzle of two row bits 2-way), so the check above can fail."""
+    layout, degree = planted(bug, np.dtype(dtype).itemsize)
+    reads = [ldmatrix_wavefronts(a, 4) for a in ldmatrix_reads(tile, layout)]
+    assert max(reads) == 4 * degree
 
 
 @pytest.mark.parametrize("dtype,tile", TILES, ids=str)
@@ -98,9 +110,10 @@ def test_every_chunk_of_a_stage_is_written_once_and_read(dtype, tile):
     """The copier covers every chunk of the stage exactly once (no lost or doubled copy),
     and the reads stay inside the stage (16-byte aligned)."""
     bm, bn = tile[:2]
-    writes = [a for w in copy_writes(tile, swizzled) for a in w]
+    layout = swizzled(np.dtype(dtype).itemsize)
+    writes = [a for w in copy_writes(tile, layout) for a in w]
     assert sorted(writes) == list(range(0, (bm + bn) * ROW, 16))
-    reads = {a for r in ldmatrix_reads(tile, swizzled) for a in r}
+    reads = {a for r in ldmatrix_reads(tile, layout) for a in r}
     assert reads == set(writes)
 
 

@@ -63,14 +63,15 @@ def test_dmma_tile_hot_loop(fma_dmma_sm90):
 
 def test_fma_tile_hot_loop(fma_dmma_sm90):
     """float32 FMA 128x128x16: FFMA in the hot loop with 16 per LDS.128 (8 x 8 outputs per
-    4 vector loads), math share >= 0.6, no local memory, no spills, 2 CTAs per SM on sm_90
-    (128 registers, 48 KiB)."""
+    4 vector loads), math share >= 0.8 (the k-step pointers step a row: 149 instructions
+    per 128 FFMA with NVRTC 12.9, 0.86; 0.74 when each k-step recomputed its addresses), no
+    local memory, no spills, 2 CTAs per SM on sm_90 (128 registers, 48 KiB)."""
     from cupyconv._compile.occupancy import ctas_per_sm
     tile, instrs, usage = fma_dmma_sm90[(128, 128, 16, 5)]
     loop, st, ops = _hot(instrs)
     assert ops.count("FFMA") == st.math and st.math % 64 == 0 and st.math >= 128, ops
     assert st.shared_load_bits == (128,) and st.math == 16 * st.shared_loads, st
-    assert st.math / st.instructions >= 0.6, st
+    assert st.math / st.instructions >= 0.8, st
     assert st.local_loads == st.local_stores == 0
     assert usage["spill_stores"] == usage["spill_loads"] == 0, usage
     smem = registry.gemm_dynamic_smem(tile, "float32")

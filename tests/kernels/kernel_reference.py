@@ -227,13 +227,15 @@ def inputs(problem, rng, x_view="contig", w_view="contig"):
 
 
 def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="contig", bias=False,
-                  alpha=1, beta=0, y_layout_view="contig", **kwargs):
-    """Runs a forward kernel family on small integers; asserts the exact reference."""
+                  alpha=1, beta=0, y_layout_view="contig", run=None, **kwargs):
+    """Runs a forward kernel family on small integers (``run``: the launcher, default the
+    family's); asserts the exact reference."""
     x_log, w_log, x, w = inputs(problem, rng, x_view, w_view)
     b = small_ints(rng, (problem.out_channels,), problem.dtype) if bias else None
     y0_log = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, problem.dtype)
     y = make_view(to_physical(y0_log, problem.layout), y_layout_view)
-    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    if run is None:
+        run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
     run(loader, problem, x, w, y, bias=b, alpha=alpha, beta=beta, **kwargs)
     ref = ref_conv(problem, x_log, w_log, b, alpha, beta, y0_log)
     np.testing.assert_array_equal(to_logical(y, problem.layout), ref)

@@ -23,7 +23,7 @@ from .._vocabulary import FORWARD
 from . import launch, registry
 from .program import Program, execute
 
-__all__ = ["WGMMA_ARCH", "wgmma_reason", "wgmma_tile", "wgmma_program", "run_wgmma",
+__all__ = ["WGMMA_ARCH", "wgmma_reason", "wgmma_tile", "wgmma_applies", "wgmma_program", "run_wgmma",
            "clear_program_cache"]
 
 #: The compute capability (``XY``) whose devices run the sm_90a cubin.
@@ -61,6 +61,17 @@ def wgmma_tile(problem, tf32: bool, device_arch: int) -> Optional[Tuple[int, int
     if not usable:
         return None
     return usable[0] if problem.gemm_n > 64 else usable[-1]
+
+
+def wgmma_applies(problem, x, w, tf32: bool, device_arch: int) -> Optional[Tuple[int, int, int, int]]:
+    """The :func:`wgmma_tile` that runs ``problem`` on these operands (the strides and
+    addresses :func:`launch.channels_last_reason` asks for) on a device of compute
+    capability ``device_arch``, or ``None``."""
+    tile = wgmma_tile(problem, tf32, device_arch)
+    if tile is None:
+        return None
+    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    return None if launch.channels_last_reason(problem, xs, ws, x, w) else tile
 
 
 def wgmma_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0, tile=None,

@@ -34,7 +34,7 @@
 //   i of thread x holds D(16 (x / 32) + (x % 32) / 4 + 8 ((i >> 1) & 1), 8 (i / 4) + 2 (x % 4)
 //   + (i & 1)) (cc::WgmmaFragment::d).
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
-#include "implicit_gemm_parts.cuh"
+#include "channels_last_rows.cuh"
 #include "../common/swizzle.cuh"
 #include "../common/wgmma.cuh"
 
@@ -49,30 +49,11 @@ template <> struct WgmmaTypeOf<float> { static constexpr int value = kWgmmaTF32;
 template <> struct WgmmaTypeOf<half> { static constexpr int value = kWgmmaF16; };
 template <> struct WgmmaTypeOf<bfloat16> { static constexpr int value = kWgmmaBF16; };
 
-/// 16 bytes, the unit of the copies and of a swizzled chunk.
-struct alignas(16) WgChunk16 {
-  unsigned v[4];
-};
-
 /// Byte offset of 16-byte chunk `u` of row `r` in a stage of 128-byte rows (Swizzle128B).
 template <int Bytes>
 CC_DEVICE CC_CONSTEXPR int wg_chunk_offset(int r, int u) {
   using Sw = typename Swizzle128B<Bytes>::type;
   return Bytes * Sw::apply((r * 128 + u * 16) / Bytes);
-}
-
-/// Offset in x of GEMM row `m`'s pixel at weight tap `tap` (channel 0 of group `g`,
-/// channels-last) and whether it is inside; out of line: once per row per crossed tap,
-/// and only in the producer warpgroup.
-template <int R, typename Index>
-__device__ __noinline__ TapOffset<Index> wg_row_tap_offset(const ConvParams<R>& p, Index m, Index g,
-                                                           Index tap) {
-  OutputPosition<R, Index> pos;
-  pos.set(p, m);
-  Index base[R];
-  pos.padded_base(p, base);
-  const Index x_n = pos.n * static_cast<Index>(p.x_stride_n) + g * static_cast<Index>(p.cpg);
-  return gather_tap_offset(p, base, x_n, tap);
 }
 
 }  // namespace cc
@@ -135,58 +116,38 @@ implicit_gemm_wgmma(const __grid_constant__ cc::ConvParams<R> p, const T* __rest
   } else if (wg == 0) {
     // Producer ----------------------------------------------------------------
     const int a_r = x_in, b_r = x_in % BN, b_c0 = (x_in / BN) * kBChunks;
-    const bool a_row = block_m + a_r < M;   // inside the GEMM (else zero-filled)
-    const bool b_col = block_n + b_r < Kg;
-    const T* a_src = x;                     // the row's pixel at the current tap (channel 0)
-    bool a_pad = false;                     // constant padding there: store cval
-    const T* b_src = w;
-    const Index w_row = (g * Kg + block_n + b_r) * static_cast<Index>(p.w_stride_k);
-    cc::WgChunk16 fill;                     // a chunk of cval (TF32: rounded, as the operands)
-    {
-      T* f = reinterpret_cast<T*>(&fill);
-      const T cval = cc::to_stage<T, sizeof(T) == 4>(cc::make_scalar<T>(p.cval_re, p.cval_im));
-#pragma unroll
-      for (int e = 0; e < kChunk; ++e) f[e] = cval;
-    }
-    auto set_tap = [&](Index tap) {         // once per tap, out of line
-      if (a_row) {
-        const cc::TapOffset<Index> t = cc::wg_row_tap_offset(p, block_m + a_r, g, tap);
-        a_src = x + t.off;
-        a_pad = !t.inside;
-      }
-      b_src = w + cc::weight_tap_offset(p, w_row, tap);
-    };
+    cc::ChannelsLastRows<T, R, Index> rows(p, x, w, block_m + a_r, M, g, block_n + b_r, Kg);
     auto publish = [&](Index kt) {          // K-tile kt landed: to the async proxy, then arrive
       cc::fence_proxy_async();
       cc::mbarrier_arrive(&full[static_cast<int>(kt % kStages)]);
     };
     Index tap = 0, c0 = 0;
-    set_tap(0);
+    rows.set_tap(p, x, w, 0);
     for (Index kt = 0; kt < slices; ++kt) {
       const int stage = static_cast<int>(kt % kStages);
       if (kt >= kStages) cc::mbarrier_wait_parity(&empty[stage], static_cast<unsigned>((kt / kStages - 1) & 1));
       unsigned char* sa = smem + stage * kStageBytes;
       unsigned char* sb = sa + kAStageBytes;
-      const T* a_tile = a_src + c0;
-      const T* b_tile = b_src + c0 + b_c0 * kChunk;
+      const T* a_tile = rows.a_src + c0;
+      const T* b_tile = rows.b_src + c0 + b_c0 * kChunk;
 #pragma unroll
       for (int j = 0; j < kAChunks; ++j) {
         void* dst = sa + cc::wg_chunk_offset<sizeof(T)>(a_r, j);
-        if (a_pad) {
-          *static_cast<cc::WgChunk16*>(dst) = fill;
+        if (rows.a_pad) {
+          *static_cast<cc::CopyChunk16*>(dst) = rows.fill;
         } else {
-          cc::cp_async_zfill<16>(dst, a_tile + j * kChunk, a_row ? 16 : 0);
+          cc::cp_async_zfill<16>(dst, a_tile + j * kChunk, rows.a_row ? 16 : 0);
         }
       }
 #pragma unroll
       for (int j = 0; j < kBChunks; ++j)
         cc::cp_async_zfill<16>(sb + cc::wg_chunk_offset<sizeof(T)>(b_r, b_c0 + j), b_tile + j * kChunk,
-                               b_col ? 16 : 0);
+                               rows.b_col ? 16 : 0);
       cc::cp_async_commit();
       c0 += BK;
       if (c0 == blk.cpg) {
         c0 = 0;
-        if (++tap < blk.taps) set_tap(tap);
+        if (++tap < blk.taps) rows.set_tap(p, x, w, tap);
       }
       cc::cp_async_wait_group<kLag>();      // K-tile kt - kLag landed
       if (kt >= kLag) publish(kt - kLag);

@@ -22,10 +22,9 @@ from cupyconv._dtypes import BFLOAT16
 from cupyconv._emulation import EmulationError, emulation_available
 from cupyconv._kernels import launch, registry, wgmma_launch
 from cupyconv._paths import cuda_src_dir
-from cupyconv.backends.arrays import to_tf32
 
-from kernel_reference import (MODES, check_forward, emu_loader, make_problem, mode_case, ref_conv,
-                              small_ints, to_logical)
+from kernel_reference import (MODES, check_forward, check_refusals, emu_loader, make_problem, mode_case,
+                              random_error, ref_conv, small_ints, to_logical)
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 DTYPES = [F32, F16] + ([BFLOAT16] if BFLOAT16 is not None else [])
@@ -87,21 +86,13 @@ def test_wgmma_random_data_within_bounds(dtype):
     """Random data (reflect padding, 2 x 9 K-tiles) within :data:`RANDOM_BOUND` of the
     float64 convolution of the (TF32-rounded) operands."""
     tile = registry.wgmma_tiles(dtype)[1]
-    rng = np.random.default_rng(5)
     problem = make_problem(n=2, c=2 * tile[2], k=24, g=1, s=(10, 9), ks=(3, 3), stride=(1, 1),
                            dilation=(1, 1), padding=((1, 1), (1, 1)), mode="reflect",
                            layout="channels_last", dtype=dtype)
-    x = rng.standard_normal(problem.x_shape).astype(dtype)
-    w = rng.standard_normal(problem.w_shape).astype(dtype)
-    if dtype == F32:
-        x, w = to_tf32(x), to_tf32(w)
-    y = np.zeros(problem.y_shape, dtype)
-    wgmma_launch.run_wgmma(emu_loader(), problem, x, w, y, tile=tile, **_flags(dtype))
-    wide = problem.with_(dtype=np.float64)
-    ref = ref_conv(wide, to_logical(x, problem.layout).astype(np.float64),
-                   to_logical(w, problem.layout).astype(np.float64))
-    got = to_logical(y, problem.layout).astype(np.float64)
-    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= RANDOM_BOUND[dtype]
+
+    def run(x, w, y):
+        wgmma_launch.run_wgmma(emu_loader(), problem, x, w, y, tile=tile, **_flags(dtype))
+    assert random_error(problem, run, np.random.default_rng(5)) <= RANDOM_BOUND[dtype]
 
 
 @emulated
@@ -132,26 +123,12 @@ def test_wgmma_refusals_name_the_reason(dtype, tile):
     """A wgmma tile that cannot run the operands is a ValueError with the reason, before
     any kernel loads: channels-first operands, x with its channels reversed, C/G off the K-tile,
     float32 without the TF32 promise, a gradient problem."""
-    def never(*_):
-        raise AssertionError("no kernel may load")
     cases = [(dict(c=tile[2], layout="channels_first"), "contiguous"),
-             (dict(c=tile[2], layout="channels_last", view="flipped"), "contiguous"),
+             (dict(c=tile[2], layout="channels_last", x_channels="reversed"), "contiguous"),
              (dict(c=tile[2] // 2, layout="channels_last"), "multiple of")]
     if dtype == F32:
         cases.append((dict(c=tile[2], layout="channels_last", tf32=False), "rounded to TF32"))
-    for spec, match in cases:
-        spec = dict(spec)
-        flags = {"tf32": spec.pop("tf32", dtype == F32)}
-        view = spec.pop("view", None)
-        problem = make_problem(n=1, k=8, g=1, s=(5, 5), ks=(3, 3), stride=(1, 1), dilation=(1, 1),
-                               padding=((1, 1), (1, 1)), dtype=dtype, **spec)
-        x = np.zeros(problem.x_shape, dtype)
-        if view == "flipped":
-            x = x[..., ::-1]
-        w = np.zeros(problem.w_shape, dtype)
-        with pytest.raises(ValueError, match=match):
-            wgmma_launch.run_wgmma(never, problem, x, w, np.zeros(problem.y_shape, dtype),
-                                   tile=tile, **flags)
+    check_refusals(wgmma_launch.run_wgmma, tile, dtype, cases)
     grad = make_problem(n=1, c=tile[2], k=8, g=1, s=(5, 5), ks=(3, 3), stride=(1, 1),
                         dilation=(1, 1), padding=((1, 1), (1, 1)), layout="channels_last",
                         dtype=dtype).with_(op="grad_input")

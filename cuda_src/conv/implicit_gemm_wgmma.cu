@@ -18,8 +18,9 @@
 //   each as [BM rows][128 B] of A then [BN rows][128 B] of B with 16-byte chunk u of row r
 //   stored at chunk u ^ (r % 8) (common/swizzle.cuh Swizzle128B): exactly the K-major
 //   128-byte-swizzled layout a wgmma descriptor describes (SBO 1024 bytes: 8 rows).
-// * Producer thread t copies A row t (8 chunks, one tap offset per tap) and B row t % BN
-//   with 16-byte cp.async (zero-filled past the GEMM's rows or columns; constant padding
+// * Producer thread t copies A row t (8 chunks) and its share of B row t % BN
+//   (conv/channels_last_rows.cuh: one tap offset per row per tap, out of line) with
+//   16-byte cp.async (zero-filled past the GEMM's rows or columns; constant padding
 //   stores cval), one cp.async group per K-tile.  K-tile kt waits for the stage's `empty`
 //   barrier (its previous K-tile released by both consumers); after committing kt the
 //   thread waits for its K-tile kt - kLag to land, fences it to the async proxy

@@ -53,9 +53,11 @@ def test_wgmma_tiles_match_reference(dtype, tile, mode):
     """Every padding mode (cval -2 stored by plain shared stores, then fenced), ranks 1-4
     across the modes, 2 groups (each group's channels start on a K-tile), bias, beta, M and
     K/G off the tile grid (70 output channels: a partial column tile), more K-tiles than
-    stages (2 channel tiles x 2-27 taps, the barriers' phases wrap), y through a strided
+    stages (2 channel tiles x 3-9 taps at ranks 1-2, 1 x 16-27 at ranks 3-4: the barriers'
+    phases wrap), y through a strided
     view (the epilogue writes the caller's layout)."""
-    rank, problem = mode_case(mode, 4 * tile[2], dtype)
+    rank = 1 + MODES.index(mode) % 4
+    _, problem = mode_case(mode, (4 if rank <= 2 else 2) * tile[2], dtype)
     _check(problem, emu_loader(), np.random.default_rng(rank), tile, bias=True, beta=1,
            y_layout_view="strided")
 

@@ -80,6 +80,27 @@ def wgmma_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0, til
     default: the :func:`wgmma_tile` of a compute capability 9.0 device; memoised as
     :func:`launch.implicit_gemm_program`).
 
+    Parameters
+    ----------
+    module : module-like or loader
+        As :func:`launch.kernel_for` takes it (``loader(source, names)`` or an object with
+        ``get_function``).
+    problem : ConvProblem
+        The forward problem; ``x``, ``w``, ``y`` its views in ``problem.layout``
+        (``y=None``: the program allocates a contiguous one).
+    bias, alpha, beta :
+        The epilogue's, as :func:`launch.run_implicit_gemm_fprop`.
+    tile : tuple, optional
+        One of :func:`registry.wgmma_tiles`.
+    index64 : bool, optional
+        64-bit indices (default: when the problem needs them).
+    tf32 : bool
+        float32 operands are rounded to TF32 already (required for float32).
+
+    Returns
+    -------
+    Program
+
     Raises
     ------
     ValueError

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import cupyconv
 from cupyconv._compile import compat, loader
 from cupyconv._kernels import registry, wgmma_launch
 
@@ -20,14 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
 from kernel_reference import make_problem, ref_conv, small_ints, to_logical  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture
-def cupy():
-    if "cuda" not in cupyconv.available_backends():
-        pytest.skip("no CUDA device")
-    import cupy
-    return cupy
 
 
 def _load(source, names):

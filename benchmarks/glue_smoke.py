@@ -49,8 +49,9 @@ ROUTES = {"direct_conv": ("conv", "direct"), "implicit_gemm_fprop": ("conv", "im
           "winograd_input": ("conv", "winograd"), "winograd_output": ("conv", "winograd")}
 #: families whose float16 problems the CUDA path widens to float32 (not reached in half)
 WIDENED_HALF = ("col2vol", "winograd_input", "winograd_output")
-#: families the public calls reach only on problems larger than a smoke launch
-NOT_AT_SMOKE_SIZE = ("implicit_gemm_fma_dmma", "implicit_gemm_multistage")
+#: families the public calls reach only on problems larger than a smoke launch, or (the
+#: sm_90a wgmma tiles) only on a compute capability 9.0 device
+NOT_AT_SMOKE_SIZE = ("implicit_gemm_fma_dmma", "implicit_gemm_multistage", "implicit_gemm_wgmma")
 
 
 def _data(rng, shape, dtype):

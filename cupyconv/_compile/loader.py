@@ -267,6 +267,10 @@ def arch_specific_refusals() -> Dict[str, str]:
 
 def _resolve_specific(source: str, names: Tuple[str, ...], device_cc: int,
                       driver: Tuple[int, int], declared: Tuple[str, ...]) -> Resolved:
+    with _lock:
+        refused = _refusals.get((device_cc, source))
+    if refused is not None:          # once per process: a refused group is not tried again
+        raise compat.ArchSpecificUnavailable(refused)
     hit = prebuilt.find(source, names, device_cc, driver)
     if hit is not None:
         return Resolved(hit.path, hit.lowered, hit.arch, "package")

@@ -51,7 +51,7 @@ def reference_dynamic_smem(inst: registry.Instantiation) -> int:
     TILE_W + 2 columns plus ``registry.DIRECT_TAP_BLOCK`` rounded up to 16
     bytes, then the 3 x 3 (3 at rank 1) weights, in accumulator elements.
     """
-    if inst.family in ("implicit_gemm_fma_dmma", "implicit_gemm_multistage"):
+    if inst.family in ("implicit_gemm_fma_dmma", "implicit_gemm_multistage", "implicit_gemm_wgmma"):
         return registry.gemm_dynamic_smem(inst.tile, inst.dtype)
     if inst.family != "direct_conv":
         return 0
@@ -85,6 +85,16 @@ class SassReport:
     stack_bytes: int
     #: arch -> resident CTAs per SM (registers of that arch's build).
     ctas: Dict[str, int]
+
+
+def occupancy_build(family: str, arch: str) -> Optional[str]:
+    """The build whose registers set ``family``'s occupancy on ``arch`` (a key of
+    :data:`ARCH_LIMITS`): ``arch`` itself, or for an arch-specific family its target on the
+    same SM (``sm_90a`` for ``sm_90``), or ``None`` where the family does not run."""
+    fam = registry.FAMILIES[family]
+    if fam.builds_for(arch):
+        return arch
+    return next((a for a in fam.arch_specific if a[:-1] == arch), None)
 
 
 def _group_meta(source, members, arch, root):
@@ -125,7 +135,8 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
     why = disassembler_reason()
     if why is not None:
         raise DisassemblerUnavailable(why)
-    insts = registry.instantiations(families, ranks=ranks, dtypes=dtypes)
+    insts = [i for i in registry.instantiations(families, ranks=ranks, dtypes=dtypes)
+             if registry.FAMILIES[i.family].builds_for(arch)]
     groups: Dict[Tuple[str, str, int], list] = {}
     for inst in insts:
         groups.setdefault(inst.group, []).append(inst)
@@ -134,7 +145,8 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
         path, meta = _group_meta(source, members, arch, root)
         usage = {arch: parse_ptxas_log(meta.get("log", ""))}
         lowered = {arch: meta["lowered"]}
-        for other in occupancy_archs:
+        built = {other: occupancy_build(members[0].family, other) for other in occupancy_archs}
+        for other in set(built.values()) - {None}:
             if other not in usage:
                 _, ometa = _group_meta(source, members, other, root)
                 usage[other], lowered[other] = parse_ptxas_log(ometa.get("log", "")), ometa["lowered"]
@@ -147,7 +159,10 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
             dyn = reference_dynamic_smem(inst)
             ctas = {}
             for other in occupancy_archs:
-                ou = usage[other].get(lowered[other][inst.name], {})
+                if built[other] is None:      # an arch-specific kernel does not run there
+                    ctas[other] = 0
+                    continue
+                ou = usage[built[other]].get(lowered[built[other]][inst.name], {})
                 ctas[other] = ctas_per_sm(other, ou.get("registers", 0), ou.get("smem_bytes", 0) + dyn,
                                           registry.block_threads(inst.family))
             reports.append(SassReport(

@@ -37,8 +37,8 @@ __all__ = [
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
     "direct_program_on", "contiguous_strides",
-    "implicit_gemm_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
-    "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides",
+    "implicit_gemm_program", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
+    "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
 ]
 
 #: CUDA grid limits.
@@ -249,7 +249,7 @@ def check_dtype(problem, **arrays) -> None:
                             f"dtype {np.dtype(problem.dtype).name}")
 
 
-def _bias_args(bias):
+def bias_args(bias):
     """``(bias element stride, has_bias)`` (a kernel without bias reads ``y``'s pointer)."""
     if bias is None:
         return 0, False
@@ -416,11 +416,11 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
     xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
-    ys = _y_strides(problem, y)
+    ys = y_strides(problem, y)
     explicit = tile is not None
     tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
     reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in (2, 3, 4) else ""
-    bias_stride, has_bias = _bias_args(bias)
+    bias_stride, has_bias = bias_args(bias)
     return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                                 tile, explicit, reason, index64, bool(tf32))
 
@@ -443,6 +443,16 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
     reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
     if reason:
         raise ValueError(f"tile {tile} is the multistage tensor-core variant: {reason}")
+    return gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
+                             tile, index64, tf32)
+
+
+def gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta, tile,
+                      index64, tf32, name="implicit_gemm") -> Program:
+    """The forward program of one implicit-GEMM ``tile`` of any family
+    (:func:`registry.gemm_family`), already checked: the batch split where ``gridDim.x``
+    would pass its limit, the groups in launches of at most 65535 (grid x: row tiles, y:
+    column tiles, z: groups), the tile's dynamic shared memory opted in past 48 KiB."""
     launches = []
     if 0 not in problem.y_shape:
         bm, bn = tile[:2]
@@ -474,7 +484,7 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
     return _program("implicit_gemm", problem, launches)
 
 
-def _y_strides(problem, y):
+def y_strides(problem, y):
     """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
     if y is not None:
         return operand_strides(problem, y, "y")
@@ -515,8 +525,8 @@ def direct_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
     xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
-    bias_stride, has_bias = _bias_args(bias)
-    return _direct_build(module, problem, xs, ws, _y_strides(problem, y), bias_stride, has_bias,
+    bias_stride, has_bias = bias_args(bias)
+    return _direct_build(module, problem, xs, ws, y_strides(problem, y), bias_stride, has_bias,
                          alpha, beta, smem_limit, index64)
 
 

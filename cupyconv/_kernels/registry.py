@@ -38,7 +38,7 @@ __all__ = [
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
     "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
-    "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "direct_tiles", "WINOGRAD_MAX_ALPHA", "WGMMA", "WGMMA_THREADS", "WGMMA_STAGES", "wgmma_tiles",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -99,8 +99,17 @@ THREADS = read_block_threads()
 DIRECT_TAP_BLOCK = read_define("CUPYCONV_DIRECT_TAP_BLOCK", lo=1, hi=32)
 #: Threads per block of the multistage implicit GEMM (4 warps; the header's define).
 MULTISTAGE_THREADS = read_define("CUPYCONV_MULTISTAGE_THREADS", lo=128, hi=128)
+#: Threads per block of the wgmma implicit GEMM (a producer and two consumer warpgroups),
+#: defined in its source.
+WGMMA_THREADS = read_define("CUPYCONV_WGMMA_THREADS", cuda_src_dir() / "conv" / "implicit_gemm_wgmma.cu",
+                            lo=384, hi=384)
 #: Tile variant of the multistage implicit GEMM (family ``implicit_gemm_multistage``).
 MULTISTAGE = 4
+#: Tile variant of the warpgroup-MMA implicit GEMM (family ``implicit_gemm_wgmma``, sm_90a).
+WGMMA = 8
+#: K-tiles in flight of the wgmma tiles (4 x 32 KiB for 128x128: one CTA per SM; 4 x 24 KiB
+#: for 128x64: two).
+WGMMA_STAGES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +141,8 @@ DTYPES: Dict[str, DtypeSpec] = {
 #: The families with bfloat16 instances: the direct kernel and the implicit GEMM (the
 #: algorithms that compute bfloat16 natively) and the data scan (it reads the operands as
 #: they come); the others run a bfloat16 problem in float32.
-BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "data_scan"})
+BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "implicit_gemm_wgmma",
+                               "data_scan"})
 
 _INDEX_CPP = {False: "int", True: "long long"}
 
@@ -174,6 +184,9 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
                      "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
                      True, True),
+        KernelFamily("implicit_gemm_wgmma", "conv/implicit_gemm_wgmma.cu",
+                     "implicit_gemm_wgmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
+                     True, True, arch_specific=("sm_90a",)),
         KernelFamily("direct_conv", "conv/direct_conv.cu",
                      "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
         KernelFamily("winograd_input", "conv/winograd_transform.cu",
@@ -293,6 +306,8 @@ def gemm_family(tile: Tuple[int, ...]) -> str:
     for variant :data:`MULTISTAGE`, else ``implicit_gemm_fprop``."""
     if tile[3] in FMA_DMMA_VARIANTS:
         return "implicit_gemm_fma_dmma"
+    if tile[3] == WGMMA:
+        return "implicit_gemm_wgmma"
     return "implicit_gemm_multistage" if tile[3] == MULTISTAGE else "implicit_gemm_fprop"
 
 
@@ -302,6 +317,8 @@ def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
     BK`` elements for the FMA/DMMA multistage tiles (the kernels check it)."""
     if tile[3] == MULTISTAGE:
         return multistage_smem_bytes(tile)
+    if tile[3] == WGMMA:   # the stages, and 1 KiB to align them to the 128-byte swizzle's pattern
+        return WGMMA_STAGES * (tile[0] + tile[1]) * 128 + 1024
     if tile[3] not in FMA_DMMA_VARIANTS:
         return 0
     bm, bn, bk = tile[:3]
@@ -330,7 +347,20 @@ def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
 
 def block_threads(family: str) -> int:
     """Threads per block of a family's kernels."""
+    if family == "implicit_gemm_wgmma":
+        return WGMMA_THREADS
     return MULTISTAGE_THREADS if family == "implicit_gemm_multistage" else THREADS
+
+
+def wgmma_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
+    """The tiles (BM, BN, BK, :data:`WGMMA`) of family ``implicit_gemm_wgmma``: 128x128 and
+    128x64, BK 32 for float32 (TF32) and 64 for float16 and bfloat16 (a 128-byte K-tile
+    row); ``()`` for the other dtypes."""
+    dt = np.dtype(dtype)
+    if dt == np.float32 or dt in HALF_FLOATS:
+        bk = 128 // dt.itemsize
+        return ((128, 128, bk, WGMMA), (128, 64, bk, WGMMA))
+    return ()
 
 
 def multistage_stages(tile: Tuple[int, ...]) -> int:
@@ -373,6 +403,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     when the family has no instance for the dtype."""
     if BFLOAT16 is not None and np.dtype(dtype) == BFLOAT16 and family not in BFLOAT16_FAMILIES:
         return ()
+    if family == "implicit_gemm_wgmma":
+        return wgmma_tiles(dtype)
     if family in ("implicit_gemm_fprop", "implicit_gemm_multistage", "implicit_gemm_fma_dmma"):
         return tuple(t for t in gemm_tiles(dtype) if gemm_family(t) == family)
     if family == "direct_conv":
@@ -407,6 +439,8 @@ def _name_expression(family, dtype, rank, index64, tile):
         fields.update(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
     if family == "implicit_gemm_multistage":
         fields["stages"] = multistage_stages(tile)
+    if family == "implicit_gemm_wgmma":
+        fields["stages"] = WGMMA_STAGES
     return fam.template.format(**fields)
 
 

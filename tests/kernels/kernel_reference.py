@@ -227,14 +227,56 @@ def inputs(problem, rng, x_view="contig", w_view="contig"):
 
 
 def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="contig", bias=False,
-                  alpha=1, beta=0, y_layout_view="contig", **kwargs):
-    """Runs a forward kernel family on small integers; asserts the exact reference."""
+                  alpha=1, beta=0, y_layout_view="contig", run=None, **kwargs):
+    """Runs a forward kernel family on small integers (``run``: the launcher, default the
+    family's); asserts the exact reference."""
     x_log, w_log, x, w = inputs(problem, rng, x_view, w_view)
     b = small_ints(rng, (problem.out_channels,), problem.dtype) if bias else None
     y0_log = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, problem.dtype)
     y = make_view(to_physical(y0_log, problem.layout), y_layout_view)
-    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    if run is None:
+        run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
     run(loader, problem, x, w, y, bias=b, alpha=alpha, beta=beta, **kwargs)
     ref = ref_conv(problem, x_log, w_log, b, alpha, beta, y0_log)
     np.testing.assert_array_equal(to_logical(y, problem.layout), ref)
     return y
+
+
+def random_error(problem, run, rng):
+    """Relative-norm error of ``run(x, w, y)`` (a launcher writing ``y``) on random data
+    (float32 operands rounded to TF32, what the TF32 tiles take) against the float64
+    convolution of the same operands."""
+    from cupyconv.backends.arrays import to_tf32
+    dtype = problem.dtype
+    x = rng.standard_normal(problem.x_shape).astype(dtype)
+    w = rng.standard_normal(problem.w_shape).astype(dtype)
+    if dtype == np.float32:
+        x, w = to_tf32(x), to_tf32(w)
+    y = np.zeros(problem.y_shape, dtype)
+    run(x, w, y)
+    ref = ref_conv(problem.with_(dtype=np.dtype(np.float64)),
+                   to_logical(x, problem.layout).astype(np.float64),
+                   to_logical(w, problem.layout).astype(np.float64))
+    got = to_logical(y, problem.layout).astype(np.float64)
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def check_refusals(run, tile, dtype, cases):
+    """Each ``(spec, match)`` of ``cases`` (``spec``: ``make_problem`` fields on a 5 x 5,
+    3 x 3 problem, plus ``tf32`` and ``x_channels`` ``"reversed"``) makes the launcher ``run``
+    raise a ValueError matching ``match`` with ``tile``, before any kernel loads."""
+    import pytest
+
+    def never(*_):
+        raise AssertionError("no kernel may load")
+    for spec, match in cases:
+        spec = dict(spec)
+        flags = {"tf32": spec.pop("tf32", np.dtype(dtype) == np.float32)}
+        reversed_channels = spec.pop("x_channels", None) == "reversed"
+        problem = make_problem(n=1, k=8, g=1, s=(5, 5), ks=(3, 3), stride=(1, 1), dilation=(1, 1),
+                               padding=((1, 1), (1, 1)), dtype=dtype, **spec)
+        x = np.zeros(problem.x_shape, dtype)
+        x = x[..., ::-1] if reversed_channels else x
+        w = np.zeros(problem.w_shape, dtype)
+        with pytest.raises(ValueError, match=match):
+            run(never, problem, x, w, np.zeros(problem.y_shape, dtype), tile=tile, **flags)

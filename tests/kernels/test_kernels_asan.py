@@ -118,6 +118,17 @@ FAMILIES = {
         implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
         implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6), (128, 128, 16, 7)])
     """,
+    "wgmma_tiles": """
+        # the sm_90a warpgroup-MMA tiles (issue 27): contiguous channels-last operands exactly
+        # their size, one K-tile per group, 6 of the 64 columns, rows past M zero-filled
+        from cupyconv._kernels import wgmma_launch
+        for dtype, c in ((np.float16, 128), (np.float32, 64)):
+            p, xl, wl, x, w = awkward(c, "reflect", dtype, contiguous=True)
+            tile = (128, 64, c // 2, 8)
+            y = to_physical(np.zeros((2, 6) + p.out_shape, p.dtype), "channels_last")
+            wgmma_launch.run_wgmma(load, p, x, w, y, tile=tile, tf32=dtype == np.float32)
+            check(tile, to_logical(y, "channels_last"), ref_conv(p, xl, wl))
+    """,
     "tensor_core_channels_last_copies": """
         # variant 3: 16-byte copies of contiguous channels, on arrays of exactly their size
         implicit_gemm_tiles(awkward(32, "reflect", np.float64, contiguous=True),
@@ -220,5 +231,5 @@ def test_families_cover_every_kernel_family():
     launched = {Path(source).stem for family in FAMILIES for source, _ in record(family)[0]}
     expected = {Path(registry.FAMILIES[f].source).stem
                 for f in ("vol2col", "col2vol", "implicit_gemm_fprop", "implicit_gemm_fma_dmma",
-                          "direct_conv")}
+                          "implicit_gemm_wgmma", "direct_conv")}
     assert expected <= launched, expected - launched

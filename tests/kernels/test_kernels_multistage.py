@@ -17,10 +17,9 @@ import pytest
 
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
-from cupyconv.backends.arrays import to_tf32
 
-from kernel_reference import (MODES, TILE_SHAPES, check_forward, emu_loader, make_problem,
-                              mode_case, ref_conv, small_ints, spy_kernels, to_logical)
+from kernel_reference import (MODES, TILE_SHAPES, check_forward, check_refusals, emu_loader,
+                              make_problem, mode_case, random_error, small_ints, spy_kernels)
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 #: every compiled multistage tile, with its dtype
@@ -91,21 +90,14 @@ def test_multistage_random_data_within_bounds(dtype, tile):
     the TF32-rounded operands, whose float accumulation errs by <= 2e-5 relative norm
     (K = 576 terms, truncated sums); float16 within its one final rounding (2**-11)
     plus that."""
-    rng = np.random.default_rng(5)
     problem = make_problem(n=2, c=2 * tile[2], k=24, g=1, s=(10, 9), ks=(3, 3), stride=(1, 1),
                            dilation=(1, 1), padding=((1, 1), (1, 1)), mode="reflect",
                            layout="channels_last", dtype=dtype)
-    x = rng.standard_normal(problem.x_shape).astype(dtype)
-    w = rng.standard_normal(problem.w_shape).astype(dtype)
-    if dtype == F32:
-        x, w = to_tf32(x), to_tf32(w)
-    y = np.zeros(problem.y_shape, dtype)
-    launch.run_implicit_gemm_fprop(emu_loader(), problem, x, w, y, tile=tile, **_flags(dtype))
-    ref = ref_conv(problem.with_(dtype=np.float64), to_logical(x, problem.layout).astype(np.float64),
-                   to_logical(w, problem.layout).astype(np.float64))
-    got = to_logical(y, problem.layout).astype(np.float64)
+
+    def run(x, w, y):
+        launch.run_implicit_gemm_fprop(emu_loader(), problem, x, w, y, tile=tile, **_flags(dtype))
     bound = 2e-5 if dtype == F32 else 2.0 ** -11 + 2e-5
-    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= bound
+    assert random_error(problem, run, np.random.default_rng(5)) <= bound
 
 
 @emulated
@@ -143,22 +135,11 @@ def test_multistage_refusals_name_the_reason(dtype, tile):
     """An explicit multistage tile it cannot run is a ValueError with the reason:
     channels-first operands, C/G off the K-tile, float32 without the TF32 promise
     (checked before any kernel is loaded)."""
-    def never(*_):
-        raise AssertionError("no kernel may load")
     cases = [(dict(c=tile[2], layout="channels_first"), "channels-last"),
              (dict(c=tile[2] // 2, layout="channels_last"), "multiple of")]
     if dtype == F32:
         cases.append((dict(c=tile[2], layout="channels_last", tf32=False), "rounded to TF32"))
-    for spec, match in cases:
-        spec = dict(spec)
-        flags = {"tf32": spec.pop("tf32", dtype == F32)}
-        problem = make_problem(n=1, k=8, g=1, s=(5, 5), ks=(3, 3), stride=(1, 1), dilation=(1, 1),
-                               padding=((1, 1), (1, 1)), dtype=dtype, **spec)
-        x = np.zeros(problem.x_shape, dtype)
-        w = np.zeros(problem.w_shape, dtype)
-        with pytest.raises(ValueError, match=match):
-            launch.run_implicit_gemm_fprop(never, problem, x, w, np.zeros(problem.y_shape, dtype),
-                                           tile=tile, **flags)
+    check_refusals(launch.run_implicit_gemm_fprop, tile, dtype, cases)
 
 
 def test_multistage_shared_memory_opts_in_past_48k():

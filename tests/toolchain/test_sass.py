@@ -257,7 +257,8 @@ def rank3_float32_sm90(tmp_path_factory):
 
 
 def test_every_kernel_has_a_hot_loop(rank3_float32_sm90):
-    expected = registry.instantiations(ranks=(3,), dtypes=("float32",))
+    expected = [i for i in registry.instantiations(ranks=(3,), dtypes=("float32",))
+                if registry.FAMILIES[i.family].builds_for("sm_90")]   # not the sm_90a family
     assert sorted(rank3_float32_sm90) == sorted(i.name for i in expected)
     for r in rank3_float32_sm90.values():
         assert r.loop is not None and r.loop.instructions > 0, r.name

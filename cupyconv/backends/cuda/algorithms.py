@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import math
 
-from ..._kernels import launch, program
+from ..._compile.compat import ArchSpecificUnavailable
+from ..._kernels import launch, program, wgmma_launch
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
 from ..._vocabulary import FORWARD
@@ -23,7 +24,7 @@ from ..base import OutOfMemoryError
 from . import implicit_grads, relayout, separable, winograd
 
 __all__ = ["can_implement", "gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
-           "tensor_core_flags"]
+           "tensor_core_flags", "wgmma_program"]
 
 
 def _fft_ok(problem):
@@ -84,8 +85,25 @@ def tensor_core_flags(problem, device):
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
     flags = tensor_core_flags(problem, runner.static)
     x, w = relayout.relaid(problem, x, w, runner.xp, **flags)   # channels-last for variant 4
-    prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
+    prog = wgmma_program(problem, x, w, runner, flags["tf32"])
+    if prog is None:
+        prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
     return _execute(prog, x, w, runner)
+
+
+def wgmma_program(problem, x, w, runner, tf32):
+    """The program of the sm_90a wgmma tile (``_kernels/wgmma_launch``) where it runs
+    ``problem`` on these operands on the runner's device (compute capability 9.0 only),
+    else ``None``: also when the loader cannot give its cubin (missing, refused by the
+    driver, another device: ``ArchSpecificUnavailable``), whose reason the loader keeps
+    for ``info`` (``loader.arch_specific_refusals()``); the caller then runs the portable
+    tiles."""
+    if wgmma_launch.wgmma_applies(problem, x, w, tf32, runner.static.arch) is None:
+        return None
+    try:
+        return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tf32=tf32)
+    except ArchSpecificUnavailable:
+        return None
 
 
 def _gemm(problem, x, w, runner, workspace_limit):
@@ -129,8 +147,9 @@ def _gemm_build(problem, xs, nb, runner):
 
 
 def clear_program_cache():
-    """Forget the memoised ``gemm`` programs (they hold the runners' kernels)."""
+    """Forget the memoised ``gemm`` and wgmma programs (they hold the runners' kernels)."""
     _gemm_build.cache_clear()
+    wgmma_launch.clear_program_cache()
 
 
 def _weight_matrix(xp, shape, w):

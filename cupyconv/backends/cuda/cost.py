@@ -29,7 +29,7 @@ import os
 import re
 import warnings
 
-from ..._kernels import launch, registry
+from ..._kernels import launch, registry, wgmma_launch
 from ..._paths import cache_root
 from ..._vocabulary import FORWARD
 from .. import fft_conv
@@ -65,6 +65,10 @@ EFFICIENCY = dict(
     # from their SASS (3 instructions per HMMA, no over-fetch, 2 CTAs per sm_90 SM), under
     # cuDNN's measured 0.47-0.69 / 0.40-0.60, until the device check calibrates them
     implicit_gemm_ms_tf32=0.3, implicit_gemm_ms_float16=0.3,
+    # the sm_90a warpgroup-MMA tiles (issue 27, variant 8; compute capability 9.0 only): an
+    # ESTIMATE, never timed: cuDNN's measured 0.47-0.69 / 0.40-0.60 on the same layers, less
+    # the gather's share, until the device check's reference step calibrates them
+    implicit_gemm_wg_tf32=0.45, implicit_gemm_wg_float16=0.45,
     gemm_tc_tf32=0.5, gemm_tc_float16=0.5,
 )
 # ``fft_mix``: the fraction of peak of the channel mixing of ``fft`` (a complex product
@@ -199,6 +203,9 @@ def predict_times(problem, device, candidates, efficiency=None):
                 # (one pass over x and w, backends.cuda.relayout)
                 eff = eff_of["implicit_gemm_ms_" + tensor_kind(problem)]
                 tile = launch.multistage_tile(fwd, fwd.precision == "tf32")
+                wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
+                if wg is not None:      # compute capability 9.0: the wgmma tile, if it loads
+                    eff, tile = eff_of["implicit_gemm_wg_" + tensor_kind(problem)], wg
                 if problem.layout != "channels_last":
                     relay = relayout.relayout_bytes(fwd) / bw + 2 * LAUNCH_S
             # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the
@@ -279,7 +286,8 @@ def efficiency_key(problem, device, name):
     if name == "implicit_gemm" and tensor_peak_flops(problem, device):
         fwd, tile = _implicit_forward(problem, device)
         if tile[3] == 2 and _multistage(problem, fwd, device):
-            return "implicit_gemm_ms_" + tensor_kind(problem)
+            wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
+            return f"implicit_gemm_{'wg' if wg else 'ms'}_" + tensor_kind(problem)
         return ("implicit_gemm_tc_" + tensor_kind(problem) if registry.tensor_core_variant(tile[3])
                 else name)
     if name == "gemm" and tensor_peak_flops(problem, device):

@@ -25,6 +25,15 @@ def backend(request):
     return name
 
 
+@pytest.fixture
+def cupy():
+    """CuPy, or a skip without a CUDA device (the GPU-only tests)."""
+    if "cuda" not in cupyconv.available_backends():
+        pytest.skip("no CUDA device")
+    import cupy
+    return cupy
+
+
 class Device:
     """Array movement and the backend scope for one backend ("numpy", "emulated", "cuda")."""
 

@@ -10,14 +10,6 @@ from helpers import ref_conv, small_ints
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def cupy():
-    if "cuda" not in cupyconv.available_backends():
-        pytest.skip("no CUDA device")
-    import cupy
-    return cupy
-
-
 @pytest.mark.parametrize("method", ["direct", "implicit_gemm", "gemm", "fft"])
 def test_runs_on_the_current_stream(cupy, rng, method):
     x = small_ints(rng, (2, 3, 17, 9, 5), np.float32)

@@ -1,8 +1,9 @@
 // cupyconv: the channels-last copier state of one thread of an implicit GEMM whose K-tiles
 // are 128-byte rows of channels (the wgmma kernel's producer; the multistage kernel keeps
-// the same state inline): the thread's A row (GEMM row m, one pixel of channels-last x) and
-// B row (output channel n, its channel-contiguous weights), each at the current weight tap,
-// and a 16-byte chunk of cval for the A rows that fall in constant padding.
+// the same state inline and shares channels_last_tap_offset): the thread's A row (GEMM
+// row m, one pixel of channels-last x) and B row (output channel n, its
+// channel-contiguous weights), each at the current weight tap, and a 16-byte chunk of
+// cval for the A rows that fall in constant padding.
 #pragma once
 #include "implicit_gemm_parts.cuh"
 

@@ -42,22 +42,10 @@
 //   K-tile of the 128x128 tiles (unrolled, they spill) run one per iteration.
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "implicit_gemm_parts.cuh"
+#include "channels_last_rows.cuh"      // channels_last_tap_offset
 #include "../common/swizzle.cuh"
 
 namespace cc {
-
-/// Offset in x of GEMM row `m`'s pixel at weight tap `tap` (channel 0 of group `g`,
-/// channels-last) and whether it is inside; out of line: once per row per crossed tap.
-template <int R, typename Index>
-__device__ __noinline__ TapOffset<Index> row_tap_offset(const ConvParams<R>& p, Index m, Index g,
-                                                        Index tap) {
-  OutputPosition<R, Index> pos;
-  pos.set(p, m);
-  Index base[R];
-  pos.padded_base(p, base);
-  const Index x_n = pos.n * static_cast<Index>(p.x_stride_n) + g * static_cast<Index>(p.cpg);
-  return gather_tap_offset(p, base, x_n, tap);
-}
 
 /// What a thread's copies need to find its rows at a tap (set once, read by tap_sources).
 template <typename T, typename Index>
@@ -86,7 +74,7 @@ struct TapSources {
 template <int R, typename T, typename Index>
 __device__ __noinline__ TapSources<T> tap_sources(const ConvParams<R>& p, const TapArgs<T, Index>& a,
                                                   Index tap) {
-  const TapOffset<Index> t = row_tap_offset(p, a.m, a.g, tap);
+  const TapOffset<Index> t = channels_last_tap_offset(p, a.m, a.g, tap);
   return {a.a_row ? a.x + t.off + a.a_first : a.x, a.w + weight_tap_offset(p, a.w_row, tap) + a.b_first,
           a.a_row && !t.inside};
 }

@@ -33,7 +33,7 @@ import numpy as np
 
 from .addressing import data_pointer
 
-__all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "host_step", "execute", "allocate", "record", "Recording", "recording",
+__all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "placed", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "not_compiled", "guard", "constant", "is_constant", "count", "accounting", "launch_stubbed",
            "extent"]
 
@@ -268,6 +268,15 @@ def at_offset(xp, base, offset):
         addr = data_pointer(base) + offset
         return np.frombuffer((ctypes.c_char * 1).from_address(addr), np.uint8)
     return xp.ndarray((1,), np.uint8, memptr=base.data + offset)
+
+
+def placed(xp, base, offset, view):
+    """A compiled call's operand from ``base``: ``view`` (``(shape, strides, dtype)``) at
+    ``offset`` bytes into it (:func:`view_of`), or, with ``view=None``, ``base`` itself or
+    its pointer moved by ``offset`` (:func:`at_offset`)."""
+    if view is not None:
+        return view_of(xp, base, offset, view)
+    return base if not offset else at_offset(xp, base, offset)
 
 
 def view_of(xp, base, offset, view):

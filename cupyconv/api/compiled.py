@@ -271,11 +271,7 @@ class CompiledCall:
                 bound[name] = arrays[i]
             for name, src in others:
                 base = arrays[src[1]] if src[0] == "arg" else done[src[1]][src[2]]
-                offset, view = src[3], src[4]
-                if view is not None:
-                    bound[name] = program.view_of(xp, base, offset, view)
-                else:
-                    bound[name] = base if not offset else program.at_offset(xp, base, offset)
+                bound[name] = program.placed(xp, base, src[3], src[4])
             done.append(program.execute(prog, xp, bound))
         step, name, view = self.result
         y = done[step][name]

@@ -228,11 +228,7 @@ class GraphedCall:
                 bound[name] = src[1]
                 continue
             base = bases[src[1]] if src[0] == "arg" else bounds[src[1]][src[2]]
-            offset, view = src[3], src[4]
-            if view is not None:
-                bound[name] = program.view_of(xp, base, offset, view)
-            else:
-                bound[name] = base if not offset else program.at_offset(xp, base, offset)
+            bound[name] = program.placed(xp, base, src[3], src[4])
         for name, shape, dtype in self.steps[k][0].allocations:
             if name not in bound:
                 bound[name] = owned[(k, name)] = xp.empty(shape, dtype)

@@ -7,7 +7,7 @@ on-disk kernel caches are kept.
 from __future__ import annotations
 
 from ._compile import clear_module_cache
-from ._kernels import launch
+from ._kernels import launch, relayout_launch
 from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
@@ -27,6 +27,7 @@ def clear_caches():
     dispatcher.clear_cache()
     compiled.clear_cache()
     launch.clear_program_cache()
+    relayout_launch.clear_program_cache()
     cuda_winograd.clear_program_cache()
     cuda_algorithms.clear_program_cache()
     conv_problem.cache_clear()

@@ -446,12 +446,13 @@ def forget_launches(seen=None):
     """Empty ``seen`` (a spy's list of launches) and forget the memoised launch programs and
     compiled calls, so that the next call builds its launches again and a spy on
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
-    from cupyconv._kernels import launch
+    from cupyconv._kernels import launch, relayout_launch
     from cupyconv.api import compiled
     from cupyconv.backends.cuda import algorithms, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
+    relayout_launch.clear_program_cache()
     winograd.clear_program_cache()
     algorithms.clear_program_cache()
     compiled.clear_cache()

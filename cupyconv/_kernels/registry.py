@@ -11,6 +11,7 @@ launched.  A name expression spells out the whole specialisation::
     implicit_gemm_multistage<float, float, 3, int, 128, 128, 32, 3>  # ..., BM, BN, BK, STAGES
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
     winograd_input<cc::half, float, 3, int, 8>                # T, Acc (compute), R, Index, MAX_ALPHA
+    relayout_channels_last<float, float, 3, int>              # TIn, TOut, R, Index
 
 Instantiations are compiled in *groups* of one source file, one element
 type and one rank (both index types and every tile in one NVRTC program),
@@ -38,7 +39,7 @@ __all__ = [
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
     "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
-    "direct_tiles", "WINOGRAD_MAX_ALPHA",
+    "direct_tiles", "WINOGRAD_MAX_ALPHA", "RELAYOUT_DTYPES",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -179,8 +180,14 @@ FAMILIES: Dict[str, KernelFamily] = {
                      "winograd_input<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
         KernelFamily("winograd_output", "conv/winograd_transform.cu",
                      "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
+        KernelFamily("relayout_channels_last", "conv/relayout.cu",
+                     "relayout_channels_last<{T}, {T}, {R}, {I}>", True, False),
     )
 }
+
+#: The dtypes of the re-layout kernel (``cuda_src/conv/relayout.cu``): those of the
+#: multistage tiles it lays operands out for (TF32 float32, float16).
+RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -377,6 +384,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
         return winograd_tiles(dtype)
+    if family == "relayout_channels_last" and np.dtype(dtype) not in RELAYOUT_DTYPES:
+        return ()
     return ((),)
 
 

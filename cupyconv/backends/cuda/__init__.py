@@ -25,7 +25,7 @@ from ...core.problem import Operands
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, OutOfMemoryError
 from ..separable_factors import NotSeparable, term_limit, terms_take
-from . import algorithms, cost, gradients, implicit_grads, separable, winograd
+from . import algorithms, cost, gradients, implicit_grads, relayout, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
 __all__ = ["CudaBackend", "COMPILED", "FREE_MEMORY_FRACTION", "NATIVE_HALF", "CupyRunner",
@@ -107,6 +107,20 @@ class CudaBackend(Backend):
             return False, _LONG_DOUBLE_WHY.format(dtype=problem.dtype)
         problem, _ = _computed(problem, algorithm)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
+
+    def rounds_tf32(self, problem, algorithm):
+        """The implicit GEMM rounds its float32 operands itself (fused into the re-layout,
+        ``.relayout``), except the input gradients through the column buffer."""
+        return (algorithm == "implicit_gemm" and problem.dtype == np.float32
+                and not _columns(problem, algorithm))
+
+    def prepare_filter(self, problem, algorithm, w):
+        """Frozen weights of the forward implicit GEMM: re-laid and rounded once
+        (``relayout.freeze_filter``); ``w`` for every other algorithm and op."""
+        if problem.op != FORWARD or algorithm != "implicit_gemm" or w.dtype != problem.dtype:
+            return w
+        return relayout.freeze_filter(problem, w, self.runner, **algorithms.tensor_core_flags(
+            problem, self.device), round_tf32=relayout.rounds_here(problem))
 
     def compile_refusal(self, problem, algorithm):
         if (problem.op, algorithm) in COMPILED:

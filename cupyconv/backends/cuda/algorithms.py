@@ -83,7 +83,8 @@ def tensor_core_flags(problem, device):
 
 def _implicit_gemm(problem, x, w, runner, workspace_limit):
     flags = tensor_core_flags(problem, runner.static)
-    x, w = relayout.relaid(problem, x, w, runner.xp, **flags)   # channels-last for variant 4
+    x, w = relayout.relaid(problem, x, w, runner, **flags,     # channels-last for variant 4
+                           round_tf32=relayout.rounds_here(problem))
     prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
     return _execute(prog, x, w, runner)
 

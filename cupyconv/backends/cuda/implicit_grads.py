@@ -38,6 +38,7 @@ from ..._kernels import launch
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ...core.problem import ConvProblem
 from ..grad_forward import grad_input_forward, grad_input_operands
+from . import relayout
 
 __all__ = ["can_implement", "column_gemm", "column_problem", "forward_problem", "is_convolution",
            "needs_columns", "run"]
@@ -125,9 +126,10 @@ def run(problem, operands, runner, flags):
     gradients :func:`needs_columns` names: those run :func:`.gradients.grad_input` with
     :func:`column_gemm`); ``flags`` are the launcher's tensor-core switches
     (:func:`.algorithms.tensor_core_flags`)."""
-    xp = runner.xp
+    xp, rounds = runner.xp, relayout.rounds_here(problem)
     if problem.op == GRAD_INPUT:
         fwd, dy, wt = grad_input_operands(problem, operands.output, operands.filter, xp)
+        dy, wt = relayout.relaid(fwd, dy, wt, runner, **flags, round_tf32=rounds)
         dx = xp.empty(fwd.y_shape, dtype=problem.dtype)
         launch.run_implicit_gemm_fprop(runner.loader, fwd, dy, wt, dx, **flags)
         return dx
@@ -142,6 +144,7 @@ def run(problem, operands, runner, flags):
     for gi in range(g):
         x_g = _swap01(operands.activation[:, gi * cg:(gi + 1) * cg])     # (C/G, N, *S)
         dy_g = _swap01(operands.output[:, gi * kg:(gi + 1) * kg])        # (K/G, N, *O)
+        x_g, dy_g = relayout.relaid(fwd, x_g, dy_g, runner, **flags, round_tf32=rounds)
         launch.run_implicit_gemm_fprop(runner.loader, fwd, x_g, dy_g, y, **flags)
         dw[gi * kg:(gi + 1) * kg] = _swap01(y[window])
     return dw

@@ -12,6 +12,7 @@ computes stride-1 input gradients), the gradients' column-buffer GEMMs in
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -120,7 +121,8 @@ class CudaBackend(Backend):
         if problem.op != FORWARD or algorithm != "implicit_gemm" or w.dtype != problem.dtype:
             return w
         return relayout.freeze_filter(problem, w, self.runner, **algorithms.tensor_core_flags(
-            problem, self.device), round_tf32=relayout.rounds_here(problem))
+            problem, self.device), round_tf32=relayout.rounds_here(problem),
+            pays=functools.partial(cost.relayout_pays, problem, self.device))
 
     def compile_refusal(self, problem, algorithm):
         if (problem.op, algorithm) in COMPILED:
@@ -226,9 +228,10 @@ class CudaBackend(Backend):
             except runner.out_of_memory as exc:      # cuFFT plans and spectra from the pool
                 raise OutOfMemoryError(f"fft: {exc}") from exc
         runner.peak_workspace = 0
+        pays = functools.partial(cost.relayout_pays, problem, self.device)
         if problem.op == FORWARD:
             y = algorithms.run(problem, operands.activation, operands.filter, algorithm,
-                               runner, workspace_limit)
+                               runner, workspace_limit, relay_pays=pays)
         elif problem.op == GRAD_INPUT and algorithm == "winograd":
             y = winograd.grad_input(problem, operands.output, operands.filter, runner,
                                     workspace_limit)
@@ -239,7 +242,8 @@ class CudaBackend(Backend):
                                          algorithms.tensor_core_flags(problem, runner.static)))
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
-                                   algorithms.tensor_core_flags(problem, runner.static))
+                                   algorithms.tensor_core_flags(problem, runner.static),
+                                   relay_pays=pays)
         elif problem.op == GRAD_INPUT:
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit)

@@ -121,15 +121,18 @@ def _swap01(a):
     return a.transpose((1, 0) + tuple(range(2, a.ndim)))
 
 
-def run(problem, operands, runner, flags):
+def run(problem, operands, runner, flags, relay_pays=None):
     """The gradient ``problem`` on the implicit GEMM, without workspace (not for the input
     gradients :func:`needs_columns` names: those run :func:`.gradients.grad_input` with
     :func:`column_gemm`); ``flags`` are the launcher's tensor-core switches
-    (:func:`.algorithms.tensor_core_flags`)."""
+    (:func:`.algorithms.tensor_core_flags`); ``relay_pays(weights)``: whether re-laying the
+    role-swapped operands for a multistage tile pays (``cost.relayout_pays`` of the
+    gradient problem; default always)."""
     xp, rounds = runner.xp, relayout.rounds_here(problem)
     if problem.op == GRAD_INPUT:
         fwd, dy, wt = grad_input_operands(problem, operands.output, operands.filter, xp)
-        dy, wt = relayout.relaid(fwd, dy, wt, runner, **flags, round_tf32=rounds)
+        dy, wt = relayout.relaid(fwd, dy, wt, runner, **flags, round_tf32=rounds,
+                                 pays=relay_pays)
         dx = xp.empty(fwd.y_shape, dtype=problem.dtype)
         launch.run_implicit_gemm_fprop(runner.loader, fwd, dy, wt, dx, **flags)
         return dx
@@ -144,7 +147,8 @@ def run(problem, operands, runner, flags):
     for gi in range(g):
         x_g = _swap01(operands.activation[:, gi * cg:(gi + 1) * cg])     # (C/G, N, *S)
         dy_g = _swap01(operands.output[:, gi * kg:(gi + 1) * kg])        # (K/G, N, *O)
-        x_g, dy_g = relayout.relaid(fwd, x_g, dy_g, runner, **flags, round_tf32=rounds)
+        x_g, dy_g = relayout.relaid(fwd, x_g, dy_g, runner, **flags, round_tf32=rounds,
+                                    pays=relay_pays)
         launch.run_implicit_gemm_fprop(runner.loader, fwd, x_g, dy_g, y, **flags)
         dw[gi * kg:(gi + 1) * kg] = _swap01(y[window])
     return dw

@@ -98,20 +98,24 @@ def _channels_first(problem, a, which):
     return launch.operand_strides(problem, a, which)[0][1] != 1
 
 
-def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False):
+def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False,
+           pays=None):
     """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: a channels-first
-    operand re-laid into channels-last memory when that lets a multistage tile run, and
-    under ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both rounded
-    (fused into the re-layout, else a rounded copy).  Frozen weights
-    (:func:`freeze_filter`) are taken as they are."""
+    operand re-laid into channels-last memory when that lets a multistage tile run and
+    ``pays(weights)`` says the re-layout (of x, and of w when ``weights``) pays for itself
+    (default: always; the backend passes ``cost.relayout_pays``), and under
+    ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both rounded (fused
+    into the re-layout, else a rounded copy).  Frozen weights (:func:`freeze_filter`) are
+    taken as they are."""
     frozen_w = is_frozen(w, round_tf32)
     if multistage_applies(problem, mma=mma, tf32=tf32):
         xs = launch.operand_strides(problem, x, "x")
         ws = launch.operand_strides(problem, w, "w")
-        if launch.channels_last_reason(problem, xs, ws, x, w):
+        relay_w = not frozen_w and _channels_first(problem, w, "w")
+        if (launch.channels_last_reason(problem, xs, ws, x, w)
+                and (pays is None or pays(relay_w))):
             x2 = relay(x, runner, round_tf32) if _channels_first(problem, x, "x") else x
-            w2 = w if frozen_w or not _channels_first(problem, w, "w") else relay(
-                w, runner, round_tf32)
+            w2 = relay(w, runner, round_tf32) if relay_w else w
             if not launch.channels_last_reason(problem, launch.operand_strides(problem, x2, "x"),
                                                launch.operand_strides(problem, w2, "w"), x2, w2):
                 x = x2 if x2 is not x or not round_tf32 else _rounded(x)
@@ -126,11 +130,14 @@ def _rounded(a):
     return program.host_step("to_tf32", to_tf32, a)
 
 
-def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool):
+def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool,
+                  pays=None):
     """The weights ``w`` of the forward ``problem`` prepared once for the implicit GEMM
-    (as :func:`relaid` prepares them per call) and remembered, so that :func:`relaid`
-    takes them as they are; ``w`` itself when nothing would be done to it."""
-    if multistage_applies(problem, mma=mma, tf32=tf32) and _channels_first(problem, w, "w"):
+    (as :func:`relaid` prepares them per call; ``pays(weights=False)``: whether re-laying
+    x alone pays, default always) and remembered, so that :func:`relaid` takes them as
+    they are; ``w`` itself when nothing would be done to it."""
+    if (multistage_applies(problem, mma=mma, tf32=tf32) and _channels_first(problem, w, "w")
+            and (pays is None or pays(False))):
         return _remember(relay(w, runner, round_tf32), round_tf32)
     if round_tf32 and np.dtype(w.dtype) == np.float32:
         return _remember(to_tf32(w), True)

@@ -16,11 +16,19 @@ import pytest
 import cupyconv
 from cupyconv._kernels import program, registry
 from cupyconv.backends import arrays as backend_arrays
-from cupyconv.backends.cuda import relayout
+from cupyconv.backends.cuda import cost, relayout
 from cupyconv.dispatch import dispatcher
 
 F32 = np.dtype(np.float32)
 BK = 32                           # the TF32 multistage tile's K-tile (channels)
+
+
+@pytest.fixture(autouse=True)
+def relay_always(monkeypatch):
+    """The re-layout taken whatever the cost model says: at these small sizes it does not
+    pay (``cost.relayout_pays``, tested in test_cuda_cost.py), and the mechanism is
+    what is tested here."""
+    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
 
 
 def _ints(rng, shape, scope=3):
@@ -137,3 +145,22 @@ def test_gradients_on_the_implicit_gemm_take_the_relayout(dev, rng, monkeypatch,
     families = [f for f, _ in taken]
     assert "relayout_channels_last" in families and "implicit_gemm_multistage" in families
     np.testing.assert_array_equal(dev.to_host(got), ref)
+
+
+def test_no_relayout_where_it_does_not_pay(dev, rng, monkeypatch):
+    """The cost model's verdict is what the call follows: told the re-layout does not pay,
+    the implicit GEMM reads the channels-first operands as they are (a variant-2 tile),
+    rounding them to TF32 by ``to_tf32`` copies, with the same result bit for bit."""
+    x = rng.standard_normal((2, BK, 6, 5)).astype(F32)
+    w = rng.standard_normal((16, BK, 3, 3)).astype(F32)
+    geo = dict(padding=1, method="implicit_gemm", precision="tf32")
+    with dev.scope():
+        ref = dev.to_host(cupyconv.conv(dev.to_dev(backend_arrays.to_tf32(x)),
+                                        dev.to_dev(backend_arrays.to_tf32(w)), **geo))
+        asked = []
+        monkeypatch.setattr(cost, "relayout_pays", lambda *a, **k: asked.append(a) or False)
+        taken = _spy(monkeypatch)
+        y = dev.to_host(cupyconv.conv(dev.to_dev(x), dev.to_dev(w), **geo))
+    assert asked and "relayout_channels_last" not in [f for f, _ in taken]
+    assert taken[-1][0] == "implicit_gemm_fprop" and taken[-1][1][3] == 2
+    np.testing.assert_array_equal(y, ref)

@@ -130,9 +130,10 @@ DTYPES: Dict[str, DtypeSpec] = {
     )
 }
 
-#: The families with bfloat16 instances: the direct kernel and the implicit GEMM (the
-#: algorithms that compute bfloat16 natively); the others run a bfloat16 problem in float32.
-BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop"})
+#: The families with bfloat16 instances: the direct kernel, the implicit GEMM and vol2col
+#: (the algorithms that compute bfloat16 natively: ``gemm``'s columns are a copy, its
+#: cuBLAS GEMM sums in float32); the others run a bfloat16 problem in float32.
+BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "vol2col"})
 
 _INDEX_CPP = {False: "int", True: "long long"}
 

@@ -52,9 +52,9 @@ FREE_MEMORY_FRACTION = 0.5
 NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "gemm"),
                          (GRAD_INPUT, "implicit_gemm"), (GRAD_WEIGHT, "implicit_gemm")})
 #: The same for bfloat16: the direct and implicit-GEMM kernels (cc::bfloat16 storage, the
-#: m16n8k16 bf16 atom); ``gemm`` computes a bfloat16 problem in float32 (its vol2col and
-#: cuBLAS GEMM have no bfloat16 instance).
-NATIVE_BFLOAT16 = NATIVE_HALF - {(FORWARD, "gemm")}
+#: m16n8k16 bf16 atom) and the forward ``gemm`` (bfloat16 vol2col columns, cuBLAS's bf16
+#: GEMM with float32 compute: ``cublas_gemm``).
+NATIVE_BFLOAT16 = NATIVE_HALF
 
 
 #: ``(op, algorithm)`` pairs that run as one launch program (``_kernels.program``), which a

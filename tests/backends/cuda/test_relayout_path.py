@@ -47,24 +47,36 @@ def _spy(monkeypatch):
     return spy_kernels(monkeypatch)
 
 
-def test_tf32_rounding_is_fused_into_the_relayout(dev, rng, monkeypatch):
-    """``precision="tf32"`` on channels-first float32 operands: both are re-laid and rounded
-    by the kernel (no ``to_tf32`` copy is made), and the result is bit-equal to the same
-    call on operands rounded beforehand."""
+@pytest.mark.parametrize("pays", [True, False], ids=["relaid", "not-paying"])
+def test_tf32_rounding_is_fused_into_the_relayout(dev, rng, monkeypatch, pays):
+    """``precision="tf32"`` on channels-first float32 operands.  Where the re-layout pays,
+    both are re-laid and rounded by the kernel: no ``to_tf32`` copy is made (neither by
+    the dispatcher nor here) and the multistage tile runs.  Where the cost model says it
+    does not pay, the call follows it: the operands are read as they are (a variant-2
+    tile) after ``to_tf32`` copies.  Both are bit-equal to the same call on operands
+    rounded beforehand (rounding twice is rounding once)."""
     x = rng.standard_normal((2, BK, 6, 5)).astype(F32)
     w = rng.standard_normal((16, BK, 3, 3)).astype(F32)
     geo = dict(padding=1, method="implicit_gemm", precision="tf32")
     with dev.scope():
         ref = dev.to_host(cupyconv.conv(dev.to_dev(backend_arrays.to_tf32(x)),
                                         dev.to_dev(backend_arrays.to_tf32(w)), **geo))
-        rounded = []
+        rounded, asked = [], []
+        monkeypatch.setattr(cost, "relayout_pays", lambda *a, **k: asked.append(a) or pays)
         for module in (relayout, dispatcher):
-            monkeypatch.setattr(module, "to_tf32", lambda a: rounded.append(a) or a)
+            real = module.to_tf32
+            monkeypatch.setattr(module, "to_tf32",
+                                lambda a, real=real: rounded.append(a) or real(a))
         taken = _spy(monkeypatch)
         y = dev.to_host(cupyconv.conv(dev.to_dev(x), dev.to_dev(w), **geo))
-    assert rounded == []              # no separate rounded copy (dispatcher or relayout)
-    assert [f for f, _ in taken].count("relayout_channels_last") == 2
-    assert taken[-1] == ("implicit_gemm_multistage", (64, 64, BK, registry.MULTISTAGE))
+    families = [f for f, _ in taken]
+    assert asked
+    if pays:
+        assert rounded == [] and families.count("relayout_channels_last") == 2
+        assert taken[-1] == ("implicit_gemm_multistage", (64, 64, BK, registry.MULTISTAGE))
+    else:
+        assert len(rounded) == 2 and "relayout_channels_last" not in families
+        assert taken[-1][0] == "implicit_gemm_fprop" and taken[-1][1][3] == 2
     np.testing.assert_array_equal(y, ref)
     assert not np.array_equal(y, dev.to_host(cupyconv.conv(dev.to_dev(x), dev.to_dev(w),
                                                            padding=1)))   # TF32 did round
@@ -145,22 +157,3 @@ def test_gradients_on_the_implicit_gemm_take_the_relayout(dev, rng, monkeypatch,
     families = [f for f, _ in taken]
     assert "relayout_channels_last" in families and "implicit_gemm_multistage" in families
     np.testing.assert_array_equal(dev.to_host(got), ref)
-
-
-def test_no_relayout_where_it_does_not_pay(dev, rng, monkeypatch):
-    """The cost model's verdict is what the call follows: told the re-layout does not pay,
-    the implicit GEMM reads the channels-first operands as they are (a variant-2 tile),
-    rounding them to TF32 by ``to_tf32`` copies, with the same result bit for bit."""
-    x = rng.standard_normal((2, BK, 6, 5)).astype(F32)
-    w = rng.standard_normal((16, BK, 3, 3)).astype(F32)
-    geo = dict(padding=1, method="implicit_gemm", precision="tf32")
-    with dev.scope():
-        ref = dev.to_host(cupyconv.conv(dev.to_dev(backend_arrays.to_tf32(x)),
-                                        dev.to_dev(backend_arrays.to_tf32(w)), **geo))
-        asked = []
-        monkeypatch.setattr(cost, "relayout_pays", lambda *a, **k: asked.append(a) or False)
-        taken = _spy(monkeypatch)
-        y = dev.to_host(cupyconv.conv(dev.to_dev(x), dev.to_dev(w), **geo))
-    assert asked and "relayout_channels_last" not in [f for f, _ in taken]
-    assert taken[-1][0] == "implicit_gemm_fprop" and taken[-1][1][3] == 2
-    np.testing.assert_array_equal(y, ref)

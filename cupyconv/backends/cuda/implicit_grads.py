@@ -25,6 +25,11 @@ it on the role-swapped views.
   ``col2vol`` (:func:`column_gemm`; the backend runs it); the workspace is the gemm
   algorithm's column buffer.
 
+Both take the re-layout step of the forward pass (:func:`.relayout.relaid`): where a
+multistage tile fits the role-swapped problem (the weight gradient's channels are the
+batch, the input gradient's the output channels) and the cost model says it pays, the
+operands are re-laid channels-last by the re-layout kernel, TF32 rounding fused.
+
 One launch per group for the weight gradient (its batch differs per group), one launch
 for the input gradient.  No split-K yet: the weight gradient's reduction runs over all
 ``N * prod(O)`` positions inside each CTA, so its grid is only

@@ -157,3 +157,28 @@ def test_gradients_on_the_implicit_gemm_take_the_relayout(dev, rng, monkeypatch,
     families = [f for f, _ in taken]
     assert "relayout_channels_last" in families and "implicit_gemm_multistage" in families
     np.testing.assert_array_equal(dev.to_host(got), ref)
+
+
+#: (name, groups, x's memory): grouped weights (each group's channels a whole K-tile), and
+#: an x whose memory is channels-last already (a channels-first view of NHWC memory: read
+#: as it is, only w is re-laid).
+GROUPED_CASES = [("groups-2", 2, "NCHW"), ("channels-last-x", 1, "NHWC")]
+
+
+@pytest.mark.parametrize("name,groups,memory", GROUPED_CASES, ids=[c[0] for c in GROUPED_CASES])
+def test_grouped_and_channels_last_operands(dev, rng, monkeypatch, name, groups, memory):
+    """Exact on small integers against the NumPy backend; the re-layout launches once per
+    channels-first operand."""
+    x = _ints(rng, (2, groups * BK, 5, 4))
+    w = _ints(rng, (16, BK, 3, 3), 2)
+    with dev.scope():
+        xd = dev.to_dev(x)
+        if memory == "NHWC":
+            xd = dev.xp.moveaxis(dev.xp.ascontiguousarray(dev.xp.moveaxis(xd, 1, -1)), -1, 1)
+        taken = _spy(monkeypatch)
+        y = cupyconv.conv(xd, dev.to_dev(w), padding=1, groups=groups,
+                          method="implicit_gemm", precision="tf32")
+    families = [f for f, _ in taken]
+    assert families.count("relayout_channels_last") == (2 if memory == "NCHW" else 1)
+    assert "implicit_gemm_multistage" in families
+    np.testing.assert_array_equal(dev.to_host(y), _ref(x, w, padding=1, groups=groups))

@@ -478,3 +478,19 @@ def gradient_cases(x, w, dy, w_transpose, groups, **geo):
     wide = [np.asarray(a).astype(np.float64) for a in (x, w, dy, w_transpose)]
     with cupyconv.use_backend("numpy"):
         return [(c, c(*wide), c(*[np.abs(a) for a in wide])) for c in calls]
+
+
+def spy_kernels(monkeypatch):
+    """A list that collects ``(family, tile)`` of every kernel ``launch.kernel_for``
+    fetches from now on (the launchers' choices; memoised programs are forgotten first,
+    since one would not fetch its kernel again)."""
+    from cupyconv._kernels import launch
+    forget_launches()
+    taken = []
+    real = launch.kernel_for
+
+    def spy(module, family, dt, rank, index64, tile):
+        taken.append((family, tuple(tile)))
+        return real(module, family, dt, rank, index64, tile)
+    monkeypatch.setattr(launch, "kernel_for", spy)
+    return taken

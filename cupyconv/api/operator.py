@@ -17,7 +17,6 @@ import numpy as np
 from ..core import args
 from ..core.problem import ConvProblem
 from ..core.signal_map import check_mode, signal_call
-from .conv import conv
 from ..dispatch import backend_for
 from .gradients import conv_grad_input
 from .plan import plan_conv

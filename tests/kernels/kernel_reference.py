@@ -18,6 +18,7 @@ import numpy as np
 from cupyconv._dtypes import BFLOAT16
 from cupyconv._kernels import launch
 from cupyconv.core.problem import ConvProblem
+from helpers import spy_kernels  # noqa: F401 - shared with tests outside tests/kernels
 
 MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
 SOURCES = {
@@ -87,20 +88,6 @@ def mode_case(mode, c, dtype, layout="channels_last"):
                               cval=-2 if mode == "constant" else 0)
 
 
-def spy_kernels(monkeypatch):
-    """A list that collects ``(family, tile)`` of every kernel ``launch.kernel_for``
-    fetches from now on (the launchers' choices; memoised programs are forgotten first,
-    since one would not fetch its kernel again)."""
-    from helpers import forget_launches
-    forget_launches()
-    taken = []
-    real = launch.kernel_for
-
-    def spy(module, family, dt, rank, index64, tile):
-        taken.append((family, tuple(tile)))
-        return real(module, family, dt, rank, index64, tile)
-    monkeypatch.setattr(launch, "kernel_for", spy)
-    return taken
 
 
 def small_ints(rng, shape, dtype, scope=3):

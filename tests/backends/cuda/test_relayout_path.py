@@ -19,6 +19,8 @@ from cupyconv.backends import arrays as backend_arrays
 from cupyconv.backends.cuda import cost, relayout
 from cupyconv.dispatch import dispatcher
 
+from helpers import spy_kernels
+
 F32 = np.dtype(np.float32)
 BK = 32                           # the TF32 multistage tile's K-tile (channels)
 
@@ -37,14 +39,6 @@ def _ints(rng, shape, scope=3):
 
 def _ref(x, w, **geo):
     return cupyconv.conv(x.astype(np.float64), w.astype(np.float64), **geo)
-
-
-def _spy(monkeypatch):
-    """Spy: the families of the kernels fetched from now on (programs forgotten first)."""
-    import sys
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "kernels"))
-    from kernel_reference import spy_kernels
-    return spy_kernels(monkeypatch)
 
 
 @pytest.mark.parametrize("pays", [True, False], ids=["relaid", "not-paying"])
@@ -67,7 +61,7 @@ def test_tf32_rounding_is_fused_into_the_relayout(dev, rng, monkeypatch, pays):
             real = module.to_tf32
             monkeypatch.setattr(module, "to_tf32",
                                 lambda a, real=real: rounded.append(a) or real(a))
-        taken = _spy(monkeypatch)
+        taken = spy_kernels(monkeypatch)
         y = dev.to_host(cupyconv.conv(dev.to_dev(x), dev.to_dev(w), **geo))
     families = [f for f, _ in taken]
     assert asked
@@ -103,6 +97,7 @@ def test_frozen_plan_relays_only_x(dev, rng):
             counts.append(c["launches"])
             np.testing.assert_array_equal(dev.to_host(y), _ref(x, w, padding=1))
         assert counts == [2, 2, 3]                    # re-layout of x (+ w) and the GEMM
+        assert plan.explain().startswith("compiled"), plan.explain()   # weights: a constant
         wd[...] = 0
         np.testing.assert_array_equal(dev.to_host(plan(xd)), _ref(x, w, padding=1))
         np.testing.assert_array_equal(dev.to_host(loose(xd, wd)), np.zeros((1, 16, 6, 5)))
@@ -145,7 +140,7 @@ def test_gradients_on_the_implicit_gemm_take_the_relayout(dev, rng, monkeypatch,
     dy = _ints(rng, (n, k, 5, 4))
     geo = dict(padding=1, method="implicit_gemm", precision="tf32")
     with dev.scope():
-        taken = _spy(monkeypatch)
+        taken = spy_kernels(monkeypatch)
         if op == "grad_weight":
             got = cupyconv.conv_grad_weight(dev.to_dev(x), dev.to_dev(dy), w.shape, **geo)
             ref = cupyconv.conv_grad_weight(x.astype(np.float64), dy.astype(np.float64),
@@ -175,7 +170,7 @@ def test_grouped_and_channels_last_operands(dev, rng, monkeypatch, name, groups,
         xd = dev.to_dev(x)
         if memory == "NHWC":
             xd = dev.xp.moveaxis(dev.xp.ascontiguousarray(dev.xp.moveaxis(xd, 1, -1)), -1, 1)
-        taken = _spy(monkeypatch)
+        taken = spy_kernels(monkeypatch)
         y = cupyconv.conv(xd, dev.to_dev(w), padding=1, groups=groups,
                           method="implicit_gemm", precision="tf32")
     families = [f for f, _ in taken]

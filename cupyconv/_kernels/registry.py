@@ -182,7 +182,7 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("winograd_output", "conv/winograd_transform.cu",
                      "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
         KernelFamily("relayout_channels_last", "conv/relayout.cu",
-                     "relayout_channels_last<{T}, {T}, {R}, {I}>", True, False),
+                     "relayout_channels_last<{T}, {T}, {R}, {I}>", False, False),
     )
 }
 

@@ -18,7 +18,6 @@ import numpy as np
 from cupyconv._dtypes import BFLOAT16
 from cupyconv._kernels import launch
 from cupyconv.core.problem import ConvProblem
-from helpers import spy_kernels  # noqa: F401 - shared with tests outside tests/kernels
 
 MODES = ("constant", "reflect", "symmetric", "wrap", "edge")
 SOURCES = {
@@ -88,6 +87,13 @@ def mode_case(mode, c, dtype, layout="channels_last"):
                               cval=-2 if mode == "constant" else 0)
 
 
+
+
+def spy_kernels(monkeypatch):
+    """:func:`helpers.spy_kernels` (imported when called: the ASan children import this
+    module with only tests/kernels on their path)."""
+    from helpers import spy_kernels as spy
+    return spy(monkeypatch)
 
 
 def small_ints(rng, shape, dtype, scope=3):

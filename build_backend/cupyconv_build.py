@@ -45,7 +45,8 @@ SETTINGS = {
     "jobs": "CUPYCONV_PREBUILT_JOBS",
 }
 #: What the isolated environment of a wheel build from a checkout gets on top of setuptools.
-KERNEL_BUILD_REQUIRES = ["numpy>=1.24", "nvidia-cuda-nvrtc-cu12"]
+KERNEL_BUILD_REQUIRES = ["numpy>=1.24", "nvidia-cuda-nvrtc-cu12",
+                         "ml_dtypes>=0.4"]     # the bfloat16 kernels (packing.DEFAULT_DTYPES)
 _OFF = {"0", "off", "no", "false", "none"}
 
 

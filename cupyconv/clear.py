@@ -7,7 +7,7 @@ on-disk kernel caches are kept.
 from __future__ import annotations
 
 from ._compile import clear_module_cache
-from ._kernels import launch, scan_launch
+from ._kernels import launch, relayout_launch, scan_launch
 from .api import compiled
 from .api.conv import conv_problem
 from .backends.cuda.cost import efficiencies
@@ -30,6 +30,7 @@ def clear_caches():
     compiled.clear_cache()
     launch.clear_program_cache()
     scan_launch.clear_program_cache()
+    relayout_launch.clear_program_cache()
     cuda_winograd.clear_program_cache()
     cuda_algorithms.clear_program_cache()
     cuda_gradients.clear_program_cache()

@@ -447,13 +447,14 @@ def forget_launches(seen=None):
     """Empty ``seen`` (a spy's list of launches) and forget the memoised launch programs and
     compiled calls, so that the next call builds its launches again and a spy on
     ``launch.kernel_for`` sees them (a cached program or compiled call reuses its kernels)."""
-    from cupyconv._kernels import launch
+    from cupyconv._kernels import launch, relayout_launch
     from cupyconv.api import compiled
     from cupyconv.backends import fft_conv
     from cupyconv.backends.cuda import algorithms, gradients, separable, winograd
     if seen is not None:
         del seen[:]
     launch.clear_program_cache()
+    relayout_launch.clear_program_cache()
     winograd.clear_program_cache()
     algorithms.clear_program_cache()
     gradients.clear_program_cache()
@@ -548,3 +549,19 @@ def first_and_repeated(dev, call):
         with program.accounting() as again:
             y = call()
     return ref, first, again, dev.to_host(y)
+
+
+def spy_kernels(monkeypatch):
+    """A list that collects ``(family, tile)`` of every kernel ``launch.kernel_for``
+    fetches from now on (the launchers' choices; memoised programs are forgotten first,
+    since one would not fetch its kernel again)."""
+    from cupyconv._kernels import launch
+    forget_launches()
+    taken = []
+    real = launch.kernel_for
+
+    def spy(module, family, dt, rank, index64, tile):
+        taken.append((family, tuple(tile)))
+        return real(module, family, dt, rank, index64, tile)
+    monkeypatch.setattr(launch, "kernel_for", spy)
+    return taken

@@ -11,6 +11,7 @@ launched.  A name expression spells out the whole specialisation::
     implicit_gemm_multistage<float, float, 3, int, 128, 128, 32, 3>  # ..., BM, BN, BK, STAGES
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
     winograd_input<cc::half, float, 3, int, 8>                # T, Acc (compute), R, Index, MAX_ALPHA
+    relayout_channels_last<float, float, 3, int>              # TIn, TOut, R, Index
 
 Instantiations are compiled in *groups* of one source file, one element
 type and one rank (both index types and every tile in one NVRTC program),
@@ -38,7 +39,8 @@ __all__ = [
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
     "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
-    "direct_tiles", "WINOGRAD_MAX_ALPHA", "WGMMA", "WGMMA_THREADS", "WGMMA_STAGES", "wgmma_tiles",
+    "direct_tiles", "WINOGRAD_MAX_ALPHA", "RELAYOUT_DTYPES", "WGMMA", "WGMMA_THREADS",
+    "WGMMA_STAGES", "wgmma_tiles",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
 ]
@@ -138,11 +140,12 @@ DTYPES: Dict[str, DtypeSpec] = {
     )
 }
 
-#: The families with bfloat16 instances: the direct kernel and the implicit GEMM (the
-#: algorithms that compute bfloat16 natively) and the data scan (it reads the operands as
-#: they come); the others run a bfloat16 problem in float32.
+#: The families with bfloat16 instances: the direct kernel, the implicit GEMM (mma.sync
+#: and wgmma) and vol2col (the algorithms that compute bfloat16 natively: ``gemm``'s
+#: columns are a copy, its cuBLAS GEMM sums in float32) and the data scan (it reads the
+#: operands as they come); the others run a bfloat16 problem in float32.
 BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "implicit_gemm_wgmma",
-                               "data_scan"})
+                               "vol2col", "data_scan"})
 
 _INDEX_CPP = {False: "int", True: "long long"}
 
@@ -194,8 +197,14 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("winograd_output", "conv/winograd_transform.cu",
                      "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
         KernelFamily("data_scan", "conv/data_scan.cu", "data_scan<{T}, {R}, {I}>", False, False),
+        KernelFamily("relayout_channels_last", "conv/relayout.cu",
+                     "relayout_channels_last<{T}, {T}, {R}, {I}>", False, False),
     )
 }
+
+#: The dtypes of the re-layout kernel (``cuda_src/conv/relayout.cu``): those of the
+#: multistage tiles it lays operands out for (TF32 float32, float16).
+RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -411,6 +420,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
         return winograd_tiles(dtype)
+    if family == "relayout_channels_last" and np.dtype(dtype) not in RELAYOUT_DTYPES:
+        return ()
     return ((),)
 
 

@@ -19,9 +19,10 @@ from .._kernels import program
 from ..core import args
 from ..core.problem import ConvProblem
 from ..core.signal_map import check_mode, signal_call
+from ..dispatch import backend_for
 from .compiled import compiled_method
-from .conv import conv
 from .gradients import conv_grad_input
+from .plan import plan_conv
 from .signal import convolve, correlate
 
 __all__ = ["ConvOperator", "convolution_adjoint"]
@@ -162,10 +163,17 @@ class ConvOperator:
                   dtype=None, precision=None):
         """``x -> conv(x, w, ...)`` (deep-learning geometry) with the adjoint
         :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
-        here (a nonzero fill would make the map affine)."""
+        here (a nonzero fill would make the map affine).
+
+        The operator holds frozen weights: its own copy of ``w``, taken here (later
+        writes to ``w`` are not seen), and the forward map runs a plan per backend and
+        input dtype that prepared them once (:func:`cupyconv.plan_conv` ``weights=``: on
+        the CUDA path's implicit GEMM re-laid channels-last and rounded to TF32 once, so
+        a ``matvec`` re-lays only its ``x``)."""
         xp = args.array_module_of(w=w)
         w = args.as_array(xp, w)
         args.check_dtype(w, "w")
+        w = w.copy()                                  # frozen: the operator's own weights
         geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                         padding_mode=padding_mode, layout=layout, method=method,
                         precision=precision)
@@ -174,9 +182,17 @@ class ConvOperator:
             x_shape=input_shape, w_shape=w.shape,
             **{k: v for k, v in geometry.items() if k not in ("method", "precision")})
         self = cls.__new__(cls)
+        plans = {}
 
         def forward(x):
-            return conv(x, program.constant(w), **geometry)
+            xp_x = args.array_module_of(x=x)
+            key = (backend_for(xp_x).name, np.dtype(x.dtype))
+            plan = plans.get(key)
+            if plan is None:
+                plan = plans[key] = plan_conv(
+                    input_shape, w.shape, np.result_type(x.dtype, w.dtype), backend=key[0],
+                    weights=w, **geometry)
+            return plan(x)
 
         def adjoint(y):
             return conv_grad_input(y, program.constant(w), input_shape, **geometry)

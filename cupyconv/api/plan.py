@@ -23,6 +23,7 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
 from ..dispatch.dispatcher import NON_FINITE_SPREAD
 from .. import config
+from .._kernels import program
 from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 
@@ -70,9 +71,13 @@ class ConvPlan:
         Extra memory the algorithm allocates (under the workspace limit).
     flops, bytes_moved : int
         Counted work (see :class:`ConvProblem`).
+    frozen : bool
+        Whether the plan holds weights (``plan_conv(..., weights=w)``): ``plan(x)``
+        uses them, prepared once (see :meth:`__call__`).
     """
 
-    def __init__(self, problem, backend, choice, method, result_dtype, workspace_limit):
+    def __init__(self, problem, backend, choice, method, result_dtype, workspace_limit,
+                 weights=None):
         self.problem = problem
         self.backend = backend.name
         self._backend = backend
@@ -84,6 +89,37 @@ class ConvPlan:
         kernel_problem, _ = backend.prepare(problem, Operands())
         self.workspace_bytes = int(backend.workspace_bytes(kernel_problem, self.algorithm,
                                                            choice.limit))
+        self._weights = None if weights is None else self._freeze(weights)
+
+    @property
+    def frozen(self):
+        return self._weights is not None
+
+    def _checked(self, xp, arrays):
+        p = self.problem
+        for name, a in arrays.items():
+            shape = {"x": p.x_shape, "w": p.w_shape, "bias": (p.out_channels,)}[name]
+            if tuple(a.shape) != tuple(shape):
+                raise ValueError(f"{name} has shape {tuple(a.shape)}; the plan was made "
+                                 f"for {tuple(shape)}")
+            if not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
+                raise TypeError(f"{name} has dtype {a.dtype}, which a plan for "
+                                f"{self.result_dtype} cannot hold exactly; make a plan for "
+                                f"{np.result_type(a.dtype, self.result_dtype)}")
+
+    def _freeze(self, w):
+        """The plan's own copy of ``w`` as its backend's kernels read it (channels-first
+        logical view: re-laid and rounded once where the chosen algorithm reads another
+        layout, ``Backend.prepare_filter``; else a plain copy)."""
+        xp = args.array_module_of(w=w)
+        w = args.as_array(xp, w)
+        self._checked(xp, {"w": w})
+        view = logical_views(self.problem, xp, filter=w)["filter"]
+        kernel_problem, ops = backend_for(xp, self.backend).prepare(
+            self.problem, Operands(filter=view))
+        prepared = backend_for(xp, self.backend).prepare_filter(
+            kernel_problem, self.algorithm, ops.filter)
+        return prepared if prepared is not ops.filter else ops.filter.copy()
 
     @property
     def flops(self):
@@ -130,25 +166,32 @@ class ConvPlan:
                 f"for NaN/Inf (the first call of each key scans and warns)")
 
     @compiled_method
-    def __call__(self, x, w, bias=None, out=None):
-        """Run the planned convolution on arrays of the planned shapes and dtypes."""
+    def __call__(self, x, w=None, bias=None, out=None):
+        """Run the planned convolution on arrays of the planned shapes and dtypes.
+
+        ``w=None``: the weights the plan holds (``plan_conv(..., weights=w)``), as they
+        were when the plan was made, prepared once (on the CUDA path's implicit GEMM:
+        re-laid channels-last and rounded to TF32 once, so a call re-lays only ``x``).
+        A ``w`` given here is read as it is now, on every call."""
         p = self.problem
+        if w is None and self._weights is None:
+            raise TypeError("this plan holds no weights (plan_conv(..., weights=w)); pass w")
         xp = args.array_module_of(x=x, w=w, bias=bias)
-        arrays = {"x": args.as_array(xp, x), "w": args.as_array(xp, w)}
+        arrays = {"x": args.as_array(xp, x)}
+        if w is not None:
+            arrays["w"] = args.as_array(xp, w)
         if bias is not None:
             arrays["bias"] = args.as_array(xp, bias)
-        for name, a in arrays.items():
-            shape = {"x": p.x_shape, "w": p.w_shape, "bias": (p.out_channels,)}[name]
-            if tuple(a.shape) != tuple(shape):
-                raise ValueError(f"{name} has shape {tuple(a.shape)}; the plan was made "
-                                 f"for {tuple(shape)}")
-            if not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
-                raise TypeError(f"{name} has dtype {a.dtype}, which a plan for "
-                                f"{self.result_dtype} cannot hold exactly; make a plan for "
-                                f"{np.result_type(a.dtype, self.result_dtype)}")
+        self._checked(xp, arrays)
         backend = backend_for(xp, self.backend)
         check_out(out, p.y_shape, self.result_dtype, x=arrays["x"])
-        views = logical_views(p, xp, activation=arrays["x"], filter=arrays["w"])
+        if w is None:
+            if args.array_module_of(x=x, w=self._weights) is not xp:
+                raise TypeError("x is not on the device of the plan's weights")
+            views = logical_views(p, xp, activation=arrays["x"])
+            views["filter"] = program.constant(self._weights)   # fixed for this plan
+        else:
+            views = logical_views(p, xp, activation=arrays["x"], filter=arrays["w"])
         y, _ = run(p, Operands(**views), backend, method=self.method,
                    workspace_limit=self.workspace_limit,
                    choice=self.choice if backend is self._backend else None)
@@ -158,7 +201,7 @@ class ConvPlan:
 
 def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, groups=1,
               padding_mode="constant", cval=0, layout="channels_first", method="auto",
-              workspace_limit=None, backend=None, precision=None):
+              workspace_limit=None, backend=None, precision=None, weights=None):
     """Plan a :func:`cupyconv.conv` once; call the plan on arrays many times.
 
     Parameters
@@ -179,11 +222,15 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     backend : {"numpy", "cuda", "emulated"}, optional
         Default: the backend in force, else ``cuda`` when a GPU is usable,
         else ``numpy``.
+    weights : ndarray, optional
+        Frozen weights (shape `w_shape`, on the backend's array module): the plan keeps
+        its own copy, prepared once for the chosen algorithm, and ``plan(x)`` uses it;
+        later writes to ``weights`` are not seen (docs/semantics.md, "Frozen weights").
 
     Returns
     -------
     ConvPlan
-        ``plan(x, w, bias=None, out=None)``; ``plan.algorithm``,
+        ``plan(x, w, bias=None, out=None)`` (``plan(x)`` with `weights`); ``plan.algorithm``,
         ``plan.workspace_bytes``, ``plan.flops``, ``plan.bytes_moved``.
 
     Examples
@@ -223,4 +270,4 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     choice = choose(kernel_problem, engine, workspace_limit)
     if method == "auto" and choice.refusal is not None:
         raise type(choice.refusal)(*choice.refusal.args)
-    return ConvPlan(problem, engine, choice, method, result, workspace_limit)
+    return ConvPlan(problem, engine, choice, method, result, workspace_limit, weights)

@@ -113,6 +113,19 @@ class Backend(abc.ABC):
             program.not_compiled("the call scans its operands on the host")
         return outcome
 
+    def rounds_tf32(self, problem, algorithm) -> bool:
+        """Whether ``algorithm`` rounds its operands to TF32 itself under
+        ``precision="tf32"`` (the dispatcher then hands it the unrounded ones); default
+        False: the dispatcher rounds them."""
+        return False
+
+    def prepare_filter(self, problem, algorithm, w):
+        """``w`` (the channels-first logical view :meth:`prepare` made) prepared once for
+        repeated forward calls of ``problem`` on ``algorithm`` (frozen weights of a plan or
+        ``ConvOperator``): a device copy in the layout and rounding the backend's kernels
+        read, which later calls take as it is; default ``w``."""
+        return w
+
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
         algorithm whose applicability depends on the data, such as ``separable``, says

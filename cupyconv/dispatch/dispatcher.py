@@ -219,6 +219,27 @@ def _slack(choice, ranked, i, every):
     return nxt / mine if mine > 0 else math.inf
 
 
+class _Tf32Operands:
+    """A call's operands under ``precision="tf32"``, per algorithm: rounded to TF32
+    (``to_tf32``, once, when first asked) for every algorithm but those the backend
+    rounds itself (``backend.rounds_tf32``: the implicit GEMM's re-layout kernel rounds in
+    the same pass)."""
+
+    def __init__(self, problem, operands, backend):
+        self.problem, self.raw, self.backend, self.rounded = problem, operands, backend, None
+
+    def for_algorithm(self, name):
+        """The operands ``name`` runs on."""
+        if self.backend.rounds_tf32(self.problem, name):
+            return self.raw
+        if self.rounded is None:
+            ops = self.raw
+            self.rounded = ops.replace(**{r: to_tf32(ops.get(r)) for r in
+                                          ("activation", "filter", "output")
+                                          if ops.get(r) is not None})
+        return self.rounded
+
+
 def data_rule(problem, name, operands, backend=None, slack=math.inf):
     """``(ok, reason)``: whether ``auto`` may run ``name`` on these operands' values.
 
@@ -227,6 +248,7 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     others pass), and for ``fft`` first :func:`fft_safe`.  ``slack``: how many times its
     predicted time ``name`` may take on these values (``data_ok``).
     """
+    operands = getattr(operands, "for_algorithm", lambda _: operands)(name)
     if name == "fft":
         ok, why = fft_safe(problem, operands, backend)
         if not ok:
@@ -359,9 +381,8 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
 def _run(problem, operands, backend, method, workspace_limit, stats, choice, warn):
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
-        operands = operands.replace(**{r: to_tf32(operands.get(r)) for r in
-                                       ("activation", "filter", "output")
-                                       if operands.get(r) is not None})
+        operands = _Tf32Operands(problem, operands, backend)   # (some round them themselves)
+    operands_for = getattr(operands, "for_algorithm", lambda name: operands)
     choice = choose(problem, backend, workspace_limit) if choice is None else choice
     limit = choice.limit
     if method == "auto":
@@ -371,11 +392,11 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
         if config.autotune and len(ranked) > 1:
             program.not_compiled("autotune measured the candidates", transient=True)
             first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (
-                backend.run(problem, name, operands, limit), backend.synchronize()))
+                backend.run(problem, name, operands_for(name), limit), backend.synchronize()))
     else:
         _explicit(problem, backend, method, limit)
         if warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype):
-            backend.check(_scanned(operands), NonFiniteWarning(method), warns=True)
+            backend.check(_scanned(operands_for(method)), NonFiniteWarning(method), warns=True)
         first, ranked = method, list(choice.ranked)
     tried = []
     # first, then the others by decreasing workspace, zero-workspace last; a fallback
@@ -387,12 +408,12 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
                 tried.append(f"{name}: skipped, {why}")
                 continue
         try:
-            host = backend.host_program(problem, name, limit)
+            host, ops = backend.host_program(problem, name, limit), operands_for(name)
             if host is None:
-                result = backend.run(problem, name, operands, limit, stats)
+                result = backend.run(problem, name, ops, limit, stats)
             else:
                 result = program.execute(host, backend.xp, dict(
-                    activation=operands.activation, filter=operands.filter))[host.result]
+                    activation=ops.activation, filter=ops.filter))[host.result]
         except OutOfMemoryError as exc:
             program.not_compiled("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")

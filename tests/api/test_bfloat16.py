@@ -182,10 +182,11 @@ def fetched(monkeypatch):
 
 @pytest.mark.parametrize("method, family, dtype", [
     ("direct", "direct_conv", BF16), ("implicit_gemm", "implicit_gemm_fprop", BF16),
-    ("gemm", "vol2col", np.dtype(np.float32))])
+    ("gemm", "vol2col", BF16)])
 def test_cuda_path_kernels(fetched, method, family, dtype, rng):
-    """direct and implicit_gemm launch the bfloat16 kernels (the implicit GEMM its
-    tensor-core tile: C = 16 fits BK = 16); gemm computes bfloat16 in float32."""
+    """direct, implicit_gemm and gemm launch the bfloat16 kernels (the implicit GEMM its
+    tensor-core tile: C = 16 fits BK = 16; gemm its bfloat16 vol2col, whose columns the
+    runner's GEMM multiplies with float32 sums)."""
     x, w = _bf16(rng, (2, 16, 6, 7)), _bf16(rng, (8, 16, 3, 3))
     with cupyconv.use_backend("emulated"):
         y = cupyconv.conv(x, w, padding=1, method=method)

@@ -172,6 +172,10 @@ def test_glue_smoke_runs_every_family_and_catches_a_wrong_launch(monkeypatch, tm
     assert {r["family"] for r in results} == set(glue_smoke.ROUTES)
     from cupyconv._kernels import registry       # no family is left out unsaid
     assert set(registry.FAMILIES) == set(glue_smoke.ROUTES) | set(glue_smoke.NOT_AT_SMOKE_SIZE)
+    tiles = {r["detail"].split(", rel")[0] for r in results
+             if r["family"] == "implicit_gemm_multistage"}     # by explicit tile, each one
+    assert tiles == {f"tile {t}" for d in ("float32", "float16")
+                     for t in registry.tiles_for("implicit_gemm_multistage", d, 1)}
     assert all(r["ok"] for r in results) and "0 failed" in capsys.readouterr().out
     real = program.execute
 

@@ -146,6 +146,22 @@ FAMILIES = {
         implicit_gemm_tiles(awkward(128, "reflect", np.float16, contiguous=True),
                             [(128, 128, 64, 4), (64, 64, 64, 4)])
     """,
+    "relayout": """
+        # the re-layout kernel (issue 26 item 1): a flipped, strided view into an output of
+        # exactly its size (a tile write past the last channel or position overflows),
+        # TF32 rounding fused for float32; 64-bit indices too
+        from cupyconv._kernels import program, relayout_launch
+        from cupyconv._kernels.params import logical_strides
+        from cupyconv.backends.arrays import to_tf32
+        for dtype, rounding, wide in ((np.float32, True, False), (np.float16, False, True)):
+            a = make_view(small_ints(rng, (3, 35, 5, 4, 3), dtype), "flipped")
+            prog = relayout_launch.relayout_program(
+                load, dtype, 3, 35, (5, 4, 3), logical_strides(a, "channels_first", 3),
+                rounding, wide)
+            got = program.execute(prog, np, {"a": a})["r"]
+            ref = np.ascontiguousarray(np.moveaxis(a, 1, -1))
+            check("relayout", got, to_tf32(ref) if rounding else ref)
+    """,
 }
 
 _CHILD = textwrap.dedent("""
@@ -231,5 +247,5 @@ def test_families_cover_every_kernel_family():
     launched = {Path(source).stem for family in FAMILIES for source, _ in record(family)[0]}
     expected = {Path(registry.FAMILIES[f].source).stem
                 for f in ("vol2col", "col2vol", "implicit_gemm_fprop", "implicit_gemm_fma_dmma",
-                          "implicit_gemm_wgmma", "direct_conv")}
+                          "implicit_gemm_wgmma", "direct_conv", "relayout_channels_last")}
     assert expected <= launched, expected - launched

@@ -156,11 +156,14 @@ def test_multistage_shared_memory_opts_in_past_48k():
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monkeypatch):
     """``conv`` on channels-first operands (x NCHW, w KCRS) with one K-tile of channels:
-    the CUDA path copies them once into channels-last memory (backends.cuda.relayout,
-    host steps of the call's program) and runs the multistage tile, whose epilogue writes
+    the CUDA path re-lays them into channels-last memory (backends.cuda.relayout: the
+    re-layout kernel's programs) and runs the multistage tile, whose epilogue writes
     the channels-first result; exact on small integers (float16: one rounding, as the
-    float64 reference cast), also when the call repeats on new data."""
+    float64 reference cast), also when the call repeats on new data.  (The re-layout is
+    forced: at this size the cost model says it does not pay, ``cost.relayout_pays``.)"""
     import cupyconv
+    from cupyconv.backends.cuda import cost
+    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
     taken = spy_kernels(monkeypatch)
     bk = 128 // dtype.itemsize
     rng = np.random.default_rng(7)
@@ -170,7 +173,7 @@ def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monke
     x2 = small_ints(rng, x.shape, dtype)
     with cupyconv.use_backend("emulated"):
         y = cupyconv.conv(x, w, padding=1, method="implicit_gemm", precision=precision)
-        # the same call on new data (a compiled call replays the copies as host steps)
+        # the same call on new data (a compiled call replays the re-layout launches)
         y2 = cupyconv.conv(x2, w, padding=1, method="implicit_gemm", precision=precision)
     assert taken[-1] == ("implicit_gemm_multistage", (64, 64, bk, registry.MULTISTAGE))
     for xi, yi in ((x, y), (x2, y2)):

@@ -12,6 +12,7 @@ computes stride-1 input gradients), the gradients' column-buffer GEMMs in
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -25,7 +26,7 @@ from ...core.problem import Operands
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, OutOfMemoryError
 from ..separable_factors import NotSeparable, term_limit, terms_take
-from . import algorithms, cost, gradients, implicit_grads, separable, winograd
+from . import algorithms, cost, gradients, implicit_grads, relayout, separable, winograd
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 
 __all__ = ["CudaBackend", "COMPILED", "FREE_MEMORY_FRACTION", "NATIVE_HALF", "CupyRunner",
@@ -51,9 +52,9 @@ FREE_MEMORY_FRACTION = 0.5
 NATIVE_HALF = frozenset({(FORWARD, "direct"), (FORWARD, "implicit_gemm"), (FORWARD, "gemm"),
                          (GRAD_INPUT, "implicit_gemm"), (GRAD_WEIGHT, "implicit_gemm")})
 #: The same for bfloat16: the direct and implicit-GEMM kernels (cc::bfloat16 storage, the
-#: m16n8k16 bf16 atom); ``gemm`` computes a bfloat16 problem in float32 (its vol2col and
-#: cuBLAS GEMM have no bfloat16 instance).
-NATIVE_BFLOAT16 = NATIVE_HALF - {(FORWARD, "gemm")}
+#: m16n8k16 bf16 atom) and the forward ``gemm`` (bfloat16 vol2col columns, cuBLAS's bf16
+#: GEMM with float32 compute: ``cublas_gemm``).
+NATIVE_BFLOAT16 = NATIVE_HALF
 
 
 #: ``(op, algorithm)`` pairs that run as one launch program (``_kernels.program``), which a
@@ -115,6 +116,22 @@ class CudaBackend(Backend):
             return False, _LONG_DOUBLE_WHY.format(dtype=problem.dtype)
         problem, _ = _computed(problem, algorithm)
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
+
+    def rounds_tf32(self, problem, algorithm):
+        """The forward implicit GEMM rounds its float32 operands itself (fused into the
+        re-layout, ``.relayout``); the gradients' programs (``.implicit_grads``) take them
+        rounded by the dispatcher (their operands are not re-laid yet)."""
+        return (algorithm == "implicit_gemm" and problem.dtype == np.float32
+                and problem.op == FORWARD)
+
+    def prepare_filter(self, problem, algorithm, w):
+        """Frozen weights of the forward implicit GEMM: re-laid and rounded once
+        (``relayout.freeze_filter``); ``w`` for every other algorithm and op."""
+        if problem.op != FORWARD or algorithm != "implicit_gemm" or w.dtype != problem.dtype:
+            return w
+        return relayout.freeze_filter(problem, w, self.runner, **algorithms.tensor_core_flags(
+            problem, self.device), round_tf32=relayout.rounds_here(problem),
+            pays=functools.partial(cost.relayout_pays, problem, self.device))
 
     def compile_refusal(self, problem, algorithm):
         if (problem.op, algorithm) in COMPILED:
@@ -241,9 +258,10 @@ class CudaBackend(Backend):
             except runner.out_of_memory as exc:      # cuFFT plans and spectra from the pool
                 raise OutOfMemoryError(f"fft: {exc}") from exc
         runner.peak_workspace = 0
+        pays = functools.partial(cost.relayout_pays, problem, self.device)
         if problem.op == FORWARD:
             y = algorithms.run(problem, operands.activation, operands.filter, algorithm,
-                               runner, workspace_limit)
+                               runner, workspace_limit, relay_pays=pays)
         elif problem.op == GRAD_INPUT and algorithm == "winograd":
             y = winograd.grad_input(problem, operands.output, operands.filter, runner,
                                     workspace_limit)

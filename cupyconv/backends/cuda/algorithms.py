@@ -82,9 +82,10 @@ def tensor_core_flags(problem, device):
     return dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
 
 
-def _implicit_gemm(problem, x, w, runner, workspace_limit):
+def _implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays=None):
     flags = tensor_core_flags(problem, runner.static)
-    x, w = relayout.relaid(problem, x, w, runner.xp, **flags)   # channels-last for variant 4
+    x, w = relayout.relaid(problem, x, w, runner, **flags,     # channels-last for variant 4
+                           round_tf32=relayout.rounds_here(problem), pays=relay_pays)
     prog = wgmma_program(problem, x, w, runner, flags["tf32"])
     if prog is None:
         prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
@@ -168,6 +169,10 @@ _IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm,
           "separable": separable.run, "winograd": winograd.run}
 
 
-def run(problem, x, w, algorithm, runner, workspace_limit=None):
-    """Run one forward algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`."""
+def run(problem, x, w, algorithm, runner, workspace_limit=None, relay_pays=None):
+    """Run one forward algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`.
+    ``relay_pays(weights)``: whether the implicit GEMM's re-layout pays (the cost model's
+    ``relayout_pays``; default always)."""
+    if algorithm == "implicit_gemm":
+        return _implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays)
     return _IMPLS[algorithm](problem, x, w, runner, workspace_limit)

@@ -36,7 +36,8 @@ from .. import fft_conv
 from . import algorithms, implicit_grads, relayout, separable, winograd
 
 __all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
-           "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate"]
+           "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate",
+           "relayout_pays"]
 
 #: Fraction of peak each algorithm reaches on large problems when nothing was measured on
 #: this device: fitted to the H200 runs of 2026-11-30 and 2026-12-01
@@ -192,31 +193,7 @@ def predict_times(problem, device, candidates, efficiency=None):
         if name == "direct":
             t = _direct(problem, peak, bw, eff_of[name], device)
         elif name == "implicit_gemm":
-            columns = implicit_grads.needs_columns(problem)
-            fwd, tile = _implicit_forward(problem, device)
-            rate, eff = peak, eff_of[name]
-            if tc_peak and registry.tensor_core_variant(tile[3]):
-                rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
-            relay = 0.0
-            if tc_peak and tile[3] == 2 and _multistage(problem, fwd, device):
-                # channels-last operands run the multistage tile; others are re-laid first
-                # (one pass over x and w, backends.cuda.relayout)
-                eff = eff_of["implicit_gemm_ms_" + tensor_kind(problem)]
-                tile = launch.multistage_tile(fwd, fwd.precision == "tf32")
-                wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
-                if wg is not None:      # compute capability 9.0: the wgmma tile, if it loads
-                    eff, tile = eff_of["implicit_gemm_wg_" + tensor_kind(problem)], wg
-                if problem.layout != "channels_last":
-                    relay = relayout.relayout_bytes(fwd) / bw + 2 * LAUNCH_S
-            # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the
-            # H200 run's 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs
-            # leave SMs idle (no split-K).
-            eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
-            ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
-            eff *= min(1.0, max(ctas, 1) / (2 * device.sm_count))
-            t = _stencil(problem, rate, bw, eff) + relay
-            if columns:
-                t += 2 * problem.column_bytes() / bw + LAUNCH_S
+            t = _implicit_gemm_times(problem, device, eff_of, peak, tc_peak)[0]
         elif name == "separable":
             # one direct launch per pass: its taps, its input read and its output written;
             # each pass after the first adds its launch's host time
@@ -254,6 +231,58 @@ def predict_times(problem, device, candidates, efficiency=None):
     return times
 
 
+def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True):
+    """``(best, tile time, multistage time + re-layout or None)`` of the implicit GEMM on
+    ``problem``: the launcher's tile on the operands as they are, and, where a multistage
+    tile (the wgmma tile on compute capability 9.0) would run on channels-last operands,
+    that tile plus the re-layout of x and (unless
+    ``weights`` is False: frozen weights) w (one pass each, ``backends.cuda.relayout``).
+    The faster is what runs (:func:`relayout_pays`)."""
+    bw = device.bandwidth
+    fwd, tile = _implicit_forward(problem, device)
+    rate, eff = peak, eff_of["implicit_gemm"]
+    if tc_peak and registry.tensor_core_variant(tile[3]):
+        rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
+    base = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
+    relaid = None
+    if tc_peak and tile[3] == 2 and _multistage(problem, fwd, device):
+        ms_tile = launch.multistage_tile(fwd, fwd.precision == "tf32")
+        ms_eff = eff_of["implicit_gemm_ms_" + tensor_kind(problem)]
+        wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
+        if wg is not None:      # compute capability 9.0: the wgmma tile, if it loads
+            ms_tile, ms_eff = wg, eff_of["implicit_gemm_wg_" + tensor_kind(problem)]
+        relay = (0.0 if problem.layout == "channels_last" else   # read as they are
+                 relayout.relayout_bytes(fwd, weights=weights) / bw + (1 + weights) * LAUNCH_S)
+        relaid = _gemm_tile_time(problem, fwd, ms_tile, tc_peak, ms_eff, device) + relay
+    columns = (2 * problem.column_bytes() / bw + LAUNCH_S
+               if implicit_grads.needs_columns(problem) else 0.0)
+    best = base if relaid is None else min(base, relaid)
+    return best + columns, base, relaid
+
+
+def _gemm_tile_time(problem, fwd, tile, rate, eff, device):
+    """One implicit-GEMM tile's time on ``problem`` (its forward problem ``fwd``)."""
+    # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the H200 run's
+    # 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs leave SMs idle
+    # (no split-K).
+    eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
+    ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
+    eff *= min(1.0, max(ctas, 1) / (2 * device.sm_count))
+    return _stencil(problem, rate, device.bandwidth, eff)
+
+
+def relayout_pays(problem, device, weights=True, efficiency=None):
+    """Whether the implicit GEMM should re-lay ``problem``'s channels-first operands for a
+    multistage tile on ``device``: the tile's time plus the re-layout (of x, and of w unless
+    ``weights`` is False) beats the tile that reads them as they are (``efficiency``: a
+    mapping replacing :func:`efficiencies`)."""
+    eff_of = efficiency or efficiencies(device.name)
+    _, base, relaid = _implicit_gemm_times(
+        problem, device, eff_of, device.peak_flops(problem.dtype),
+        tensor_peak_flops(problem, device), weights)
+    return relaid is not None and relaid < base
+
+
 def _mixes(fwd):
     """Whether the FFT of the forward problem ``fwd`` mixes channels (more than one
     input channel per output channel: the ``fft_mix`` term)."""
@@ -274,10 +303,10 @@ def _implicit_forward(problem, device):
 
 
 def _multistage(problem, fwd, device):
-    """Whether the implicit GEMM runs ``problem`` (its forward problem ``fwd``) on a
-    multistage tile, after a re-layout (forward problems only: the gradients' launches do
-    not re-lay yet)."""
-    return problem.op == FORWARD and relayout.multistage_applies(
+    """Whether a multistage tile can run ``problem`` (its forward problem ``fwd``) after a
+    re-layout: the forward pass and the gradients that run as forward problems (not the
+    input gradient's column GEMM, whose operands are the column buffer's)."""
+    return not implicit_grads.needs_columns(problem) and relayout.multistage_applies(
         fwd, **algorithms.tensor_core_flags(fwd, device))
 
 
@@ -285,7 +314,7 @@ def efficiency_key(problem, device, name):
     """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
     if name == "implicit_gemm" and tensor_peak_flops(problem, device):
         fwd, tile = _implicit_forward(problem, device)
-        if tile[3] == 2 and _multistage(problem, fwd, device):
+        if tile[3] == 2 and relayout_pays(problem, device):
             wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
             return f"implicit_gemm_{'wg' if wg else 'ms'}_" + tensor_kind(problem)
         return ("implicit_gemm_tc_" + tensor_kind(problem) if registry.tensor_core_variant(tile[3])

@@ -7,8 +7,9 @@ the switch ``cupy._core._routines_linalg.set_compute_type`` reaches only 2-D
 on the H200 (3.86 ms for the 2-D reference layer against 3.27 ms without TF32:
 ``docs/benchmarks/gpu_h200_2026-12-01/``).  :func:`batched_matmul` makes that
 call itself, with ``CUBLAS_COMPUTE_32F_FAST_TF32`` for TF32, ``CUBLAS_COMPUTE_32F``
-for float32 and float16 (half operands and result, products summed in float32)
-and ``CUBLAS_COMPUTE_64F`` for float64.
+for float32, float16 and bfloat16 (16-bit operands and result, products summed in
+float32, one rounding: ``CUDA_R_16BF``, cuBLAS 11+ on sm_80+) and ``CUBLAS_COMPUTE_64F``
+for float64.
 
 The layout arithmetic is pure (:func:`matrix_layout`, :func:`gemm_arguments`) so
 the tests check it on the CPU against a NumPy reading of cuBLAS's column-major
@@ -21,6 +22,8 @@ import math
 
 import numpy as np
 
+from ..._dtypes import BFLOAT16
+
 __all__ = ["MatrixLayout", "matrix_layout", "gemm_arguments", "emulate_strided_batched",
            "batched_matmul", "SUPPORTED"]
 
@@ -29,7 +32,10 @@ SUPPORTED = {
     np.dtype(np.float16): ("CUDA_R_16F", "CUBLAS_COMPUTE_32F", None),
     np.dtype(np.float32): ("CUDA_R_32F", "CUBLAS_COMPUTE_32F", "CUBLAS_COMPUTE_32F_FAST_TF32"),
     np.dtype(np.float64): ("CUDA_R_64F", "CUBLAS_COMPUTE_64F", None),
+    **({BFLOAT16: ("CUDA_R_16BF", "CUBLAS_COMPUTE_32F", None)} if BFLOAT16 is not None else {}),
 }
+#: ``cudaDataType`` values CuPy's runtime module may not name (``library_types.h``).
+_DATA_TYPES = {"CUDA_R_16BF": 14}
 _INT32_MAX = 2**31 - 1
 
 
@@ -156,7 +162,9 @@ def _call(cp, args, a, b, c, dtype, precision):
     scalar = np.float64 if dtype == np.float64 else np.float32
     one, zero = np.ones((), scalar), np.zeros((), scalar)
     transx, transy, m, n, k, ldx, sx, ldy, sy, ldc, sc, batch = args
-    cuda_type = getattr(runtime, data_type)
+    cuda_type = getattr(runtime, data_type, None)
+    if cuda_type is None:
+        cuda_type = _DATA_TYPES[data_type]
     cublas.gemmStridedBatchedEx(
         cp.cuda.device.get_cublas_handle(), transx, transy, m, n, k, one.ctypes.data,
         b.data.ptr, cuda_type, ldx, sx, a.data.ptr, cuda_type, ldy, sy, zero.ctypes.data,

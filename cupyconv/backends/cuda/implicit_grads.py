@@ -26,6 +26,11 @@ it on the role-swapped views.
   retargeted by :func:`.gradients.grad_input_program`); the workspace is the gemm
   algorithm's column buffer.
 
+Both take the re-layout step of the forward pass (:func:`.relayout.relaid`): where a
+multistage tile fits the role-swapped problem (the weight gradient's channels are the
+batch, the input gradient's the output channels) and the cost model says it pays, the
+operands are re-laid channels-last by the re-layout kernel, TF32 rounding fused.
+
 One launch per group for the weight gradient (its batch differs per group), one launch
 for the input gradient. Both are launch programs (:func:`grad_input_program`,
 :func:`grad_weight_program`): the forward kernel's launches retargeted onto the

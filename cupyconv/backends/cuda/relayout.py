@@ -4,25 +4,42 @@ The multistage tiles (``launch.multistage_tile``, tile variant 4) read x and w a
 channels-last memory: every K-tile row is 128 consecutive bytes of channels, one L2
 sector fetched per sector used.  Channels-first operands (x ``NCHW``, w ``KCRS``) would
 run the variant-2 tiles instead, whose weight reads fetch a 32-byte sector per element
-(8x over-fetch for TF32, 16x for float16).  :func:`relaid` copies such operands once
-into channels-last memory (one bandwidth pass each, ``xp.ascontiguousarray`` of the
-transposed view, as host steps of the call's program: ``program.host_step``), handed on as the same logical ``(N, C, *S)`` / ``(K, C/G, *KS)``
-views; y is written in the caller's layout by the kernel's epilogue (through its
-strides).  :func:`relayout_bytes` is what the cost model charges for it.
+(8x over-fetch for TF32, 16x for float16).  :func:`relaid` re-lays such operands with
+the re-layout kernel (``cuda_src/conv/relayout.cu``: one bandwidth pass per operand, a
+launch program of :mod:`cupyconv._kernels.relayout_launch`, so a compiled call replays
+it), handed on as the same logical ``(N, C, *S)`` / ``(K, C/G, *KS)`` views; y is written
+in the caller's layout by the kernel's epilogue (through its strides).
 
-Not yet: the copy is not fused with the TF32 rounding (under ``precision="tf32"`` the
-dispatcher's rounded copy comes first, ``backends.arrays.to_tf32``), and plans and
-``ConvOperator`` do not keep re-laid frozen weights (each call copies w again).
+TF32: under ``precision="tf32"`` the dispatcher leaves the rounding of the implicit
+GEMM's operands to this step (``CudaBackend.rounds_tf32``): a re-laid operand is rounded
+in the same pass, one that is read as it is gets ``backends.arrays.to_tf32``'s rounded
+copy (what the dispatcher made before).
+
+Frozen weights: :func:`freeze_filter` prepares a weight array once (re-laid and rounded
+as :func:`relaid` would, for the problem a plan or ``ConvOperator`` holds) and remembers
+the prepared array; :func:`relaid` hands a remembered array on as it is, so a repeated
+call re-lays only x.  :func:`relayout_bytes` is what the cost model charges.
+
+The gradients that run on the implicit GEMM as forward problems
+(``implicit_grads.run``) take the same step on their role-swapped operands.
 """
 from __future__ import annotations
 
-import functools
 import math
+import weakref
 
-from ..._kernels import launch, program
+import numpy as np
+
+from ..._kernels import launch, program, relayout_launch
+from ..._kernels.addressing import data_pointer
 from ..._vocabulary import FORWARD
+from ..arrays import to_tf32
 
-__all__ = ["multistage_applies", "relaid", "relayout_bytes", "channels_last_copy"]
+__all__ = ["multistage_applies", "rounds_here", "relaid", "relayout_bytes", "relay", "freeze_filter",
+           "is_frozen"]
+
+#: Prepared (frozen) weights: key of the logical view -> a weak reference to it.
+_FROZEN: "dict" = {}
 
 
 def multistage_applies(problem, *, mma: bool, tf32: bool) -> bool:
@@ -32,32 +49,96 @@ def multistage_applies(problem, *, mma: bool, tf32: bool) -> bool:
             and launch.multistage_tile(problem, tf32) is not None)
 
 
-def relayout_bytes(problem) -> int:
-    """Bytes the re-layout moves when neither operand is channels-last: x and w, each
-    read and written once."""
+def rounds_here(problem) -> bool:
+    """Whether the implicit GEMM rounds ``problem``'s operands to TF32 itself: float32
+    under ``precision="tf32"`` (the dispatcher leaves it to :func:`relaid`:
+    ``CudaBackend.rounds_tf32``)."""
+    return problem.precision == "tf32" and np.dtype(problem.dtype) == np.float32
+
+
+def relayout_bytes(problem, *, weights: bool = True) -> int:
+    """Bytes the re-layout moves when neither operand is channels-last: x and (unless
+    ``weights`` is False: frozen weights were re-laid once) w, each read and written once."""
     item = problem.dtype.itemsize
-    return 2 * item * (math.prod(problem.x_shape) + math.prod(problem.w_shape))
+    return 2 * item * (math.prod(problem.x_shape) + weights * math.prod(problem.w_shape))
 
 
-def channels_last_copy(a, xp):
-    """``a`` (a logical ``(lead, C, *S)`` view) copied into channels-last memory, returned
-    as the same logical view."""
-    return xp.moveaxis(xp.ascontiguousarray(xp.moveaxis(a, 1, -1)), -1, 1)
+def relay(a, runner, round_tf32: bool):
+    """``a`` (a logical ``(lead, C, *S)`` view) re-laid by the kernel into contiguous
+    ``(lead, *S, C)`` memory, returned as the same logical view; ``round_tf32`` rounds
+    float32 to TF32 in the same pass."""
+    st = launch.logical_strides(a, "channels_first", a.ndim - 2)
+    prog = relayout_launch.relayout_program(runner.loader, a.dtype, a.shape[0], a.shape[1],
+                                            tuple(a.shape[2:]), st, round_tf32)
+    r = program.execute(prog, runner.xp, {"a": a})[prog.result]
+    return relayout_launch.relaid_view(runner.xp, r)
 
 
-def relaid(problem, x, w, xp, *, mma: bool, tf32: bool):
-    """``(x, w)``, copied into channels-last memory when that lets a multistage tile run
-    the forward ``problem`` (channels-first logical views), else as they are."""
-    if not multistage_applies(problem, mma=mma, tf32=tf32):
-        return x, w
-    xs = launch.operand_strides(problem, x, "x")
-    ws = launch.operand_strides(problem, w, "w")
-    if not launch.channels_last_reason(problem, xs, ws, x, w):
-        return x, w                                   # already readable as they are
-    copy = functools.partial(channels_last_copy, xp=xp)   # host steps: a compiled call replays them
-    x2, w2 = program.host_step("relayout", copy, x), program.host_step("relayout", copy, w)
-    xs2 = launch.operand_strides(problem, x2, "x")
-    ws2 = launch.operand_strides(problem, w2, "w")
-    if launch.channels_last_reason(problem, xs2, ws2, x2, w2):
-        return x, w                                   # e.g. C not a multiple of 16 bytes
-    return x2, w2
+def _key(a, rounded):
+    return (data_pointer(a), tuple(a.shape), tuple(a.strides), a.dtype.str, bool(rounded))
+
+
+def is_frozen(a, rounded: bool) -> bool:
+    """Whether ``a`` is a view :func:`freeze_filter` prepared (rounded to TF32 when
+    ``rounded``) and still alive."""
+    ref = _FROZEN.get(_key(a, rounded))
+    return ref is not None and ref() is not None
+
+
+def _remember(a, rounded):
+    key = _key(a, rounded)
+    try:
+        _FROZEN[key] = weakref.ref(a, lambda _r, key=key: _FROZEN.pop(key, None))
+    except TypeError:       # an array type without weak references: prepared, not remembered
+        pass
+    return a
+
+
+def _channels_first(problem, a, which):
+    return launch.operand_strides(problem, a, which)[0][1] != 1
+
+
+def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False,
+           pays=None):
+    """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: a channels-first
+    operand re-laid into channels-last memory when that lets a multistage tile run and
+    ``pays(weights)`` says the re-layout (of x, and of w when ``weights``) pays for itself
+    (default: always; the backend passes ``cost.relayout_pays``), and under
+    ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both rounded (fused
+    into the re-layout, else a rounded copy).  Frozen weights (:func:`freeze_filter`) are
+    taken as they are."""
+    frozen_w = is_frozen(w, round_tf32)
+    if multistage_applies(problem, mma=mma, tf32=tf32):
+        xs = launch.operand_strides(problem, x, "x")
+        ws = launch.operand_strides(problem, w, "w")
+        relay_w = not frozen_w and _channels_first(problem, w, "w")
+        if (launch.channels_last_reason(problem, xs, ws, x, w)
+                and (pays is None or pays(relay_w))):
+            x2 = relay(x, runner, round_tf32) if _channels_first(problem, x, "x") else x
+            w2 = relay(w, runner, round_tf32) if relay_w else w
+            if not launch.channels_last_reason(problem, launch.operand_strides(problem, x2, "x"),
+                                               launch.operand_strides(problem, w2, "w"), x2, w2):
+                x = x2 if x2 is not x or not round_tf32 else _rounded(x)
+                w = w2 if w2 is not w or frozen_w or not round_tf32 else _rounded(w)
+                return x, w
+    if round_tf32:
+        x, w = _rounded(x), (w if frozen_w else _rounded(w))
+    return x, w
+
+
+def _rounded(a):
+    return program.host_step("to_tf32", to_tf32, a)
+
+
+def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool,
+                  pays=None):
+    """The weights ``w`` of the forward ``problem`` prepared once for the implicit GEMM
+    (as :func:`relaid` prepares them per call; ``pays(weights=False)``: whether re-laying
+    x alone pays, default always) and remembered, so that :func:`relaid` takes them as
+    they are; ``w`` itself when nothing would be done to it."""
+    if (multistage_applies(problem, mma=mma, tf32=tf32) and _channels_first(problem, w, "w")
+            and (pays is None or pays(False))):
+        return _remember(relay(w, runner, round_tf32), round_tf32)
+    if round_tf32 and np.dtype(w.dtype) == np.float32:
+        return _remember(to_tf32(w), True)
+    return w

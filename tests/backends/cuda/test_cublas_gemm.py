@@ -6,6 +6,8 @@ the real call against NumPy."""
 import numpy as np
 import pytest
 
+from cupyconv._dtypes import BFLOAT16 as BF16
+
 from cupyconv.backends.cuda.cublas_gemm import (emulate_strided_batched, gemm_arguments,
                                                 matrix_layout)
 
@@ -98,7 +100,8 @@ def test_mismatched_batches_and_empty_products_are_refused():
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision,dtype,tol", [
     ("highest", np.float64, 1e-13), ("highest", np.float32, 1e-5),
-    ("tf32", np.float32, 5e-3), ("highest", np.float16, 5e-3)])
+    ("tf32", np.float32, 5e-3), ("highest", np.float16, 5e-3),
+    *([("highest", BF16, 3e-2)] if BF16 is not None else [])])   # bf16: 8 mantissa bits
 def test_cublas_call_matches_numpy(precision, dtype, tol):
     cp = pytest.importorskip("cupy")
     try:

@@ -154,3 +154,32 @@ def test_multistage_tiles_charge_the_relayout(eff_file, dtype, precision, kind):
     assert t_last > cost.HOST_S["implicit_gemm"]
     odd = layer(channels=48)
     assert cost.efficiency_key(odd, device, "implicit_gemm") == "implicit_gemm_tc_" + kind
+
+
+@pytest.mark.parametrize("dtype,precision", [("float32", "tf32"), ("float16", "highest")])
+def test_relayout_is_taken_only_when_it_pays(eff_file, dtype, precision):
+    """A stand-in device whose bandwidth falls: the re-layout's pass over x and w costs
+    more and more while the multistage tile's gain over the variant-2 tile stays (both
+    compute-bound on the 3-D layer), so ``relayout_pays`` flips from True to False at the
+    bandwidth where the charge passes the gain, and the implicit GEMM's prediction is the
+    faster of the two; frozen weights (``weights=False``: x alone re-laid) pay sooner."""
+    import dataclasses
+    from cupyconv.core.problem import ConvProblem
+    layer = ConvProblem.create(x_shape=(8, 64, 32, 32, 32), w_shape=(64, 64, 3, 3, 3),
+                               padding=1, dtype=dtype, precision=precision)
+    eff = cost.efficiencies(EmulatedRunner.NOMINAL.name)
+    peak = lambda d: (d.peak_flops(layer.dtype), cost.tensor_peak_flops(layer, d))
+    verdicts = []
+    for scale in (1.0, 0.1, 0.01, 0.001):
+        device = dataclasses.replace(EmulatedRunner.NOMINAL,
+                                     bandwidth=EmulatedRunner.NOMINAL.bandwidth * scale)
+        best, base, relaid = cost._implicit_gemm_times(layer, device, eff, *peak(device))
+        assert relaid is not None and best == min(base, relaid)
+        assert cost.predict_times(layer, device, ["implicit_gemm"])["implicit_gemm"] == best
+        pays = cost.relayout_pays(layer, device)
+        assert pays == (relaid < base)
+        verdicts.append((pays, cost.relayout_pays(layer, device, weights=False)))
+        assert verdicts[-1][1] >= pays          # x alone: a smaller charge, the same gain
+    assert verdicts[0] == (True, True) and verdicts[-1][0] is False, verdicts
+    flips = [v[0] for v in verdicts]
+    assert flips == sorted(flips, reverse=True)  # one flip, True then False

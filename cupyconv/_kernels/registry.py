@@ -181,6 +181,8 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("winograd_output", "conv/winograd_transform.cu",
                      "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
         KernelFamily("data_scan", "conv/data_scan.cu", "data_scan<{T}, {R}, {I}>", False, False),
+        KernelFamily("winograd_weights", "conv/winograd_weights.cu",
+                     "winograd_weights<{T}, {Acc}, {R}, {I}>", False, False),
     )
 }
 
@@ -379,6 +381,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
         return direct_tiles(rank)
     if family in ("winograd_input", "winograd_output"):
         return winograd_tiles(dtype)
+    if family == "winograd_weights":        # the float and complex dtypes, as the transforms
+        return ((),) if winograd_tiles(dtype) else ()
     return ((),)
 
 

@@ -107,14 +107,21 @@ def _chunk(problem, plan, workspace_limit):
 
 
 def _buffer_bytes(problem, plan):
+    """Bytes besides the chunked ``V`` and ``M``: each piece's ``U`` written by the
+    weight-transform launch, and float16's float32 sum buffer."""
+    item = wl.compute_dtype(problem.dtype).itemsize
+    weights = sum(math.prod(a.alpha for a in axes) * problem.out_channels
+                  * (problem.in_channels // problem.groups) * item
+                  for pieces, tile, axes in plan
+                  if winograd_conv.kron_applies(tile, tuple(p.r for p in pieces)))
     if not _sums_in_buffer(problem, plan):
-        return 0
-    return 4 * problem.batch * problem.out_channels * math.prod(problem.out_shape)
+        return weights
+    return weights + 4 * problem.batch * problem.out_channels * math.prod(problem.out_shape)
 
 
 def workspace_bytes(problem, workspace_limit=None):
     """Bytes of ``V`` and ``M`` for the images of one chunk (all of them without a limit),
-    plus float16's float32 sum buffer."""
+    plus :func:`_buffer_bytes` (``U``, float16's float32 sum buffer)."""
     fwd = _forward(problem)
     plan = _plan(fwd)
     if isinstance(plan, str):

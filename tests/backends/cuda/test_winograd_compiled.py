@@ -143,7 +143,7 @@ U_ULPS = [(np.float32, 1), (np.float64, 4), (np.complex64, 1), (np.complex128, 4
 def test_the_weight_kernel_equals_the_array_module_transform(dev, rng, dtype, ulps):
     """Every piece's ``U`` from the weight-transform launch against the array-module
     path (widening, G GEMM, rounding) on a flipped, strided 2-D problem (stride 2: four
-    polyphase pieces of different taps)."""
+    polyphase pieces of different taps); the workspace estimate holds the ``U``s."""
     from cupyconv._kernels import program as prog_mod
     from cupyconv.backends.cuda import winograd
     from cupyconv.core.problem import ConvProblem
@@ -160,6 +160,9 @@ def test_the_weight_kernel_equals_the_array_module_transform(dev, rng, dtype, ul
     cdtype = np.dtype(winograd.wl.compute_dtype(problem.dtype))
     names = [n for n, _, _ in prog.allocations if n.startswith("u")]
     assert len(names) == len(plan) > 1
+    held = sum(int(np.prod(s)) * np.dtype(d).itemsize for n, s, d in prog.allocations
+               if n != "y")
+    assert held <= winograd.workspace_bytes(problem)     # U counted in the estimate
     for i, (pieces, tile, _) in enumerate(plan):
         taps = (slice(None), slice(None)) + tuple(p.taps for p in pieces)
         ref = winograd.winograd_conv.transform_weights(wide[taps], 1, tile, cdtype, np)

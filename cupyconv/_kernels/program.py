@@ -248,7 +248,7 @@ def _check(step, xp, bound, counts, stub):
         launch.function(launch.grid, launch.block, (launch.params, *[
             bound[s] if type(s) is str else _slot(xp, bound, s) for s in launch.slots]),
                         shared_mem=launch.shared_mem)
-    return step.decide(buf.get() if hasattr(buf, "get") else np.array(buf))
+    return step.decide(buf.get() if hasattr(buf, "get") else buf)   # (NumPy: fresh, as is)
 
 
 def _slot(xp, bound, slot):

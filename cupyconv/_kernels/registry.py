@@ -199,6 +199,8 @@ FAMILIES: Dict[str, KernelFamily] = {
         KernelFamily("data_scan", "conv/data_scan.cu", "data_scan<{T}, {R}, {I}>", False, False),
         KernelFamily("relayout_channels_last", "conv/relayout.cu",
                      "relayout_channels_last<{T}, {T}, {R}, {I}>", False, False),
+        KernelFamily("winograd_weights", "conv/winograd_weights.cu",
+                     "winograd_weights<{T}, {Acc}, {R}, {I}>", False, False),
     )
 }
 
@@ -422,6 +424,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
         return winograd_tiles(dtype)
     if family == "relayout_channels_last" and np.dtype(dtype) not in RELAYOUT_DTYPES:
         return ()
+    if family == "winograd_weights":        # the float and complex dtypes, as the transforms
+        return ((),) if winograd_tiles(dtype) else ()
     return ((),)
 
 

@@ -151,17 +151,19 @@ def _decided(decide, dtype, n, words):
     return decide(decode(words, dtype, n))
 
 
+#: ``_FINITE[n][bits]``: the per-operand finite flags of ``n`` operands whose non-finite
+#: bits are ``bits``.
+_FINITE = {n: tuple(tuple(not b >> i & 1 for i in range(n)) for b in range(1 << n))
+           for n in range(1, MAX_OPERANDS + 1)}
+
+
 def decode(words, dtype, n=MAX_OPERANDS):
     """The :class:`ScanResult` of the kernel's ``words`` (a host ``uint64`` array) for
     ``n`` operands of ``dtype``."""
     words = np.asarray(words, np.uint64)
-    bad = int(words[0])
-    finite = tuple(not bad >> i & 1 for i in range(n))
-    if np.dtype(dtype).kind in "iu":
-        mags = tuple(int(v) for v in words[1:1 + n])
-    else:
-        mags = tuple(float(v) for v in words[1:1 + n].view(np.float64))
-    return ScanResult(finite, mags)
+    mags = words[1:1 + n]
+    mags = mags.tolist() if np.dtype(dtype).kind in "iu" else mags.view(np.float64).tolist()
+    return ScanResult(_FINITE[n][int(words[0]) & ((1 << n) - 1)], tuple(mags))
 
 
 def _identity(result):

@@ -33,7 +33,8 @@ from .program import Launch
 
 __all__ = ["PieceAxis", "piece_dtype", "piece_words", "compute_dtype", "real_dtype",
            "matrix_stack", "tiles_per_block", "can_implement_winograd", "run_winograd_input",
-           "run_winograd_output", "launch_step", "TARGET_SHARED_BYTES"]
+           "run_winograd_output", "launch_step", "TARGET_SHARED_BYTES", "weights_params_dtype",
+           "weights_step"]
 
 #: Dynamic shared memory a block aims for (several blocks per SM); a tile larger than
 #: this still runs alone in its block up to the device's per-block limit.
@@ -272,3 +273,29 @@ def run_winograd_output(module, problem, axes: Sequence[PieceAxis], prod, mats, 
     _launch(module, "winograd_output", problem, axes, (prod, mats, y),
             ("y", operand_strides(problem, y, "y")), problem.out_channels, n0, n_count, accumulate,
             index64, smem_limit, need)
+
+
+@functools.lru_cache(maxsize=None)
+def weights_params_dtype(rank: int) -> np.dtype:
+    """Structured dtype with the field order of ``cc::WinogradWeights<rank>``."""
+    r = int(rank)
+    return np.dtype([(n, _I8) for n in ("K", "cg", "taps", "positions", "stride_k", "stride_c")]
+                    + [("tap_ext", _I8, (r,)), ("tap_stride", _I8, (r,))], align=True)
+
+
+def weights_step(module, dtype, shape, strides, positions, slots):
+    """The :class:`~.program.Launch` of the weight transform of one piece
+    (cuda_src/conv/winograd_weights.cu): ``u`` (``positions x K*Cg``, the compute dtype)
+    from the weights' view of ``shape`` ``(K, Cg, *taps)`` and element ``strides`` and the
+    N-D ``G`` (``positions x prod(taps)``, float64); ``slots``: ``(w, g, u)``."""
+    k, cg, taps = int(shape[0]), int(shape[1]), tuple(int(t) for t in shape[2:])
+    p = np.zeros((), weights_params_dtype(len(taps)))
+    p["K"], p["cg"], p["taps"], p["positions"] = k, cg, math.prod(taps), int(positions)
+    p["stride_k"], p["stride_c"] = int(strides[0]), int(strides[1])
+    p["tap_ext"], p["tap_stride"] = taps, tuple(int(s) for s in strides[2:])
+    total = int(positions) * k * cg
+    reach = sum((n - 1) * abs(int(s)) for n, s in zip(shape, strides))
+    index64 = max(total, reach, int(positions) * math.prod(taps)) > 2 ** 31 - 1
+    kern = kernel_for(module, "winograd_weights", dtype, len(taps), index64)
+    return Launch(kern, (grid_stride_blocks(total),), (registry.THREADS,), 0, p[()],
+                  tuple(slots))

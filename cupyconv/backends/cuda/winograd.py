@@ -8,8 +8,12 @@ transform kernels' ``alpha <= registry.WINOGRAD_MAX_ALPHA``).  Per piece and bat
 1. ``winograd_input`` kernel: the boundary gather (every padding mode, no padded copy)
    and ``B^T`` along each axis, written as ``V`` ``(P, G, C/G, n*T)``;
 2. ``runner.matmul`` (cuBLAS batched GEMM, FP32 compute for float32) of the transformed
-   weights ``U`` ``(P, G, K/G, C/G)`` (``G`` along each axis in float64 on the array
-   module, once per piece) with ``V`` into ``M`` ``(P, G, K/G, n*T)``;
+   weights ``U`` ``(P, G, K/G, C/G)`` with ``V`` into ``M`` ``(P, G, K/G, n*T)``.  ``U``
+   is one ``winograd_weights`` launch per piece (cuda_src/conv/winograd_weights.cu: the
+   N-D ``G``, a float64 constant of the program, applied to the oriented taps in binary64
+   and rounded once to the compute dtype) where the N-D ``G`` fits
+   ``winograd_conv.KRON_BYTES``; else ``G`` along each axis in float64 on the array
+   module (widening, GEMMs, rounding);
 3. ``winograd_output`` kernel: ``A^T`` along each axis, tiles scattered into ``y``; the
    first piece of each dilation residue writes, further stride phases add.
 
@@ -27,6 +31,7 @@ import numpy as np
 
 from ..._dtypes import HALF_FLOATS
 from ..._kernels import program, registry, winograd_launch as wl
+from ..._kernels.addressing import data_pointer
 from ..._kernels.launch import check_addressable, check_dtype, operand_strides
 from ..._kernels.program import Call, Program, View
 from ..._lru import memoized
@@ -102,14 +107,21 @@ def _chunk(problem, plan, workspace_limit):
 
 
 def _buffer_bytes(problem, plan):
+    """Bytes besides the chunked ``V`` and ``M``: each piece's ``U`` written by the
+    weight-transform launch, and float16's float32 sum buffer."""
+    item = wl.compute_dtype(problem.dtype).itemsize
+    weights = sum(math.prod(a.alpha for a in axes) * problem.out_channels
+                  * (problem.in_channels // problem.groups) * item
+                  for pieces, tile, axes in plan
+                  if winograd_conv.kron_applies(tile, tuple(p.r for p in pieces)))
     if not _sums_in_buffer(problem, plan):
-        return 0
-    return 4 * problem.batch * problem.out_channels * math.prod(problem.out_shape)
+        return weights
+    return weights + 4 * problem.batch * problem.out_channels * math.prod(problem.out_shape)
 
 
 def workspace_bytes(problem, workspace_limit=None):
     """Bytes of ``V`` and ``M`` for the images of one chunk (all of them without a limit),
-    plus float16's float32 sum buffer."""
+    plus :func:`_buffer_bytes` (``U``, float16's float32 sum buffer)."""
     fwd = _forward(problem)
     plan = _plan(fwd)
     if isinstance(plan, str):
@@ -173,8 +185,9 @@ def run(problem, x, w, runner, workspace_limit=None):
 
 def winograd_program(problem, x, w, runner, workspace_limit=None):
     """The :class:`~cupyconv._kernels.program.Program` of :func:`run` on operands with
-    ``x``'s strides (checked here; memoised per problem, strides, chunk and runner): the
-    weights widened and transformed per piece (library calls on the array module),
+    ``x``'s and ``w``'s strides (checked here; memoised per problem, strides, chunk and
+    runner): the weights transformed per piece (a ``winograd_weights`` launch into ``U``,
+    or library calls on the array module: :func:`_weight_views`),
     then per piece and batch chunk the input-transform launch, the batched GEMM
     (``runner.matmul``) and the output-transform launch; ``y``, the transform buffer and
     (float16 with adding phases) a float32 sum are its allocations."""
@@ -188,11 +201,33 @@ def winograd_program(problem, x, w, runner, workspace_limit=None):
             f"one image; workspace_limit is {workspace_limit}")
     check_dtype(problem, x=x)
     check_addressable(x=x)
-    return _build(problem, operand_strides(problem, x, "x"), nb, runner)
+    return _build(problem, operand_strides(problem, x, "x"), nb, runner,
+                  _weight_views(problem, w, plan))
+
+
+def _weight_views(problem, w, plan):
+    """Per piece, ``(byte offset into w, shape, element strides)`` of its taps of the
+    oriented weights where the weight-transform kernel takes them (the N-D ``G`` applies,
+    the view starts inside ``w`` and has the problem's dtype), else ``None``: the piece's
+    weights go through the array module (widening, GEMM, rounding)."""
+    oriented = winograd_conv.oriented_weights(problem, w)
+    if np.dtype(w.dtype) != problem.dtype or not wl.dtype_ok(problem)[0]:
+        return (None,) * len(plan)
+    views = []
+    for pieces, tile, _ in plan:
+        v = oriented[(slice(None), slice(None)) + tuple(p.taps for p in pieces)]
+        offset = data_pointer(v) - data_pointer(w)
+        item = np.dtype(v.dtype).itemsize
+        if (offset < 0 or v.size == 0 or any(s % item for s in v.strides)
+                or not winograd_conv.kron_applies(tile, tuple(p.r for p in pieces))):
+            views.append(None)
+            continue
+        views.append((offset, tuple(v.shape), tuple(s // item for s in v.strides)))
+    return tuple(views)
 
 
 @memoized()
-def _build(problem, xs, nb, runner):
+def _build(problem, xs, nb, runner, wviews=None):
     xp, plan = runner.xp, _plan(problem)
     cdtype = wl.compute_dtype(problem.dtype)
     item = cdtype.itemsize
@@ -207,17 +242,28 @@ def _build(problem, xs, nb, runner):
         target, yproblem = "ysum", problem.with_(dtype=np.dtype(np.float32))
     allocations.append(("work", (nb * _per_image(problem, plan),), cdtype))
     ys = operand_strides(yproblem, _Shaped(y_shape, yproblem.dtype), "y")
-    steps = [Call(functools.partial(winograd_conv.wide_weights, problem, xp=xp), ("w",), "wide")]
+    wviews = (None,) * len(plan) if wviews is None else wviews
+    steps = []
+    if any(v is None for v in wviews):
+        steps.append(Call(functools.partial(winograd_conv.wide_weights, problem, xp=xp), ("w",),
+                          "wide"))
     constants, seen = [], set()
     for i, (pieces, tile, axes) in enumerate(plan):
         taps = (slice(None), slice(None)) + tuple(p.taps for p in pieces)
         weights = functools.partial(_piece_weights, taps, g, tile, cdtype, xp,
                                     _Kept(runner.constant), runner.matmul)
         rs = tuple(p.r for p in pieces)
+        npos = math.prod(a.alpha for a in axes)
         if winograd_conv.kron_applies(tile, rs):  # the N-D G: on the device once, a constant
             constants.append((f"g{i}", runner.constant(winograd_conv.weight_transform(
                 tuple(tile), rs, winograd_conv.wide_real(problem.dtype)))))
-            steps.append(Call(weights, ("wide", f"g{i}"), f"u{i}"))
+            if wviews[i] is not None:             # one launch: G on the oriented taps
+                offset, shape, strides = wviews[i]
+                allocations.append((f"u{i}", (npos, g, kg, cg), cdtype))
+                steps.append(wl.weights_step(runner.loader, problem.dtype, shape, strides,
+                                             npos, (View("w", offset), f"g{i}", f"u{i}")))
+            else:
+                steps.append(Call(weights, ("wide", f"g{i}"), f"u{i}"))
         else:
             steps.append(Call(weights, ("wide",), f"u{i}"))
         constants += [(f"bt{i}", _matrices(pieces, tile, problem.dtype, 2, runner)),

@@ -67,7 +67,8 @@ def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, til
 
     prog = build(x1, w1)
     assert build(x2, w2) is prog and prog.launches
-    assert prog.workspace_count == (family in ("winograd", "gemm"))  # transforms, columns
+    # Winograd: the transform buffer and U; gemm: the columns
+    assert prog.workspace_count == {"winograd": 2, "gemm": 1}.get(family, 0)
     first = run(prog, x1, w1)
     second = run(prog, x2, w2)
     forget_launches()
@@ -79,11 +80,11 @@ def test_a_cached_program_on_new_data_equals_its_first_run(dev, rng, family, til
 
 # ------------------------------------------------------------ compiled calls
 def _calls(dev, rng):
-    """``{name: (call, (launches, allocations, cuBLAS calls))}``: the public calls the
-    issue pins (small shapes) and what a repeated one asks of the device: one allocation
-    per program (the result; a multi-pass filter's pass buffers are its other programs'
-    results), Winograd's transform buffer besides, and its two GEMMs (weight transform
-    and the batched product)."""
+    """``{name: (call, (launches, allocations, cuBLAS calls[, syncs]))}``: the public calls
+    the issue pins (small shapes) and what a repeated one asks of the device: one
+    allocation per program (the result; a multi-pass filter's pass buffers are its other
+    programs' results), Winograd's transform buffer and ``U`` besides, and its batched
+    GEMM."""
     x, w = (dev.to_dev(a) for a in _data(rng, (2, 4, 9, 8), (6, 4, 3, 3)))
     a, k = (dev.to_dev(a) for a in _data(rng, (12, 11), (3, 3)))
     v = dev.to_dev(rng.standard_normal((9, 8, 7)).astype(F32))
@@ -104,11 +105,12 @@ def _calls(dev, rng):
                                                (3, 3, 0)),
         "ndimage.correlate": (lambda: ndimage.correlate(v, dev.xp.ones((3, 1, 2), F32)), one),
         "plan(x, w)": (lambda: plan(x, w), one),
-        # the NaN/Inf warning's one-flag scan: 1 launch, its zeroed result, 1 sync, 1 copy;
+        # the weight-transform launch into U, the two transforms, the batched GEMM; the
+        # NaN/Inf warning's one-flag scan: 1 launch, its zeroed result, 1 sync, 1 copy;
         # a plan promises its problem, not its data: its repeated call does not scan
         "conv winograd": (lambda: cupyconv.conv(x, w, padding=1, method="winograd"),
-                          (3, 3, 2, 1)),
-        "planned winograd": (lambda: wino(x, w), (2, 2, 2)),
+                          (4, 4, 1, 1)),
+        "planned winograd": (lambda: wino(x, w), (3, 3, 1)),
         "conv gemm": (lambda: cupyconv.conv(x, w, padding=1, method="gemm"), (1, 2, 1)),
         # host steps (bias and layout; the moving average's division per pass): "calls"
         "conv bias, channels_last": (lambda: cupyconv.conv(

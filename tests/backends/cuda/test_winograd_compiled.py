@@ -130,3 +130,42 @@ def test_the_weight_transform_is_a_program_constant(dev, rng, monkeypatch):
         with program.accounting() as counts:
             cupyconv.conv(x, w, padding=1, method="winograd")
     assert asked == [] and counts["h2d"] == 0
+
+
+#: ``(dtype, max ulps of the compute dtype)``: the kernel and the array-module path both
+#: sum in binary64, in different orders (the kernel tap by tap with fused multiply-adds,
+#: the GEMM blocked), so ``U`` may differ by the last bit after the one rounding to the
+#: compute dtype (float32: at most 1 ulp; float64 and complex128: a few ulps of binary64).
+U_ULPS = [(np.float32, 1), (np.float64, 4), (np.complex64, 1), (np.complex128, 4)]
+
+
+@pytest.mark.parametrize("dtype,ulps", U_ULPS, ids=lambda v: str(v))
+def test_the_weight_kernel_equals_the_array_module_transform(dev, rng, dtype, ulps):
+    """Every piece's ``U`` from the weight-transform launch against the array-module
+    path (widening, G GEMM, rounding) on a flipped, strided 2-D problem (stride 2: four
+    polyphase pieces of different taps); the workspace estimate holds the ``U``s."""
+    from cupyconv._kernels import program as prog_mod
+    from cupyconv.backends.cuda import winograd
+    from cupyconv.core.problem import ConvProblem
+    problem = ConvProblem.create(x_shape=(1, 3, 11, 10), w_shape=(4, 3, 5, 3), stride=2,
+                                 padding=2, dtype=dtype, flip=True)
+    w = small_ints(rng, problem.w_shape, dtype) * dtype(0.37)
+    x = dev.to_dev(small_ints(rng, problem.x_shape, dtype))
+    wd = dev.to_dev(w[:, :, ::-1])[:, :, ::-1]                     # a view: negative strides
+    runner = runners.runner_for(dev.name)
+    prog = winograd.winograd_program(problem, x, wd, runner)
+    bound = prog_mod.execute(prog, dev.xp, dict(x=x, w=wd))
+    plan = winograd._plan(problem)
+    wide = winograd.winograd_conv.wide_weights(problem, w)
+    cdtype = np.dtype(winograd.wl.compute_dtype(problem.dtype))
+    names = [n for n, _, _ in prog.allocations if n.startswith("u")]
+    assert len(names) == len(plan) > 1
+    held = sum(int(np.prod(s)) * np.dtype(d).itemsize for n, s, d in prog.allocations
+               if n != "y")
+    assert held <= winograd.workspace_bytes(problem)     # U counted in the estimate
+    for i, (pieces, tile, _) in enumerate(plan):
+        taps = (slice(None), slice(None)) + tuple(p.taps for p in pieces)
+        ref = winograd.winograd_conv.transform_weights(wide[taps], 1, tile, cdtype, np)
+        got = dev.to_host(bound[f"u{i}"])
+        real = np.finfo(cdtype).eps * ulps
+        np.testing.assert_allclose(got, ref, rtol=real, atol=real * np.abs(ref).max())

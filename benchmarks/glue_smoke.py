@@ -52,10 +52,11 @@ TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "complex64": 
 ROUTES = {"direct_conv": ("conv", "direct"), "implicit_gemm_fprop": ("conv", "implicit_gemm"),
           "vol2col": ("conv", "gemm"), "col2vol": ("conv_grad_input", "gemm"),
           "winograd_input": ("conv", "winograd"), "winograd_output": ("conv", "winograd"),
+          "winograd_weights": ("conv", "winograd"),
           "implicit_gemm_fma_dmma": ("tile", None), "implicit_gemm_multistage": ("tile", None),
           "relayout_channels_last": ("relayout", None), "data_scan": ("scan", None)}
 #: families whose float16 problems the CUDA path widens to float32 (not reached in half)
-WIDENED_HALF = ("col2vol", "winograd_input", "winograd_output")
+WIDENED_HALF = ("col2vol", "winograd_input", "winograd_output", "winograd_weights")
 #: families the public calls reach only on a compute capability 9.0 device (the sm_90a
 #: wgmma tiles)
 NOT_AT_SMOKE_SIZE = ("implicit_gemm_wgmma",)

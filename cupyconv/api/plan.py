@@ -162,8 +162,8 @@ class ConvPlan:
     def _unscanned(self):
         if self.method not in NON_FINITE_SPREAD:
             return ""
-        return (f"; a plan promises its problem, not its data: a repeated call does not scan "
-                f"for NaN/Inf (the first call of each key scans and warns)")
+        return ("; a plan promises its problem, not its data: a repeated call does not scan "
+                "for NaN/Inf (the first call of each key scans and warns)")
 
     @compiled_method
     def __call__(self, x, w=None, bias=None, out=None):

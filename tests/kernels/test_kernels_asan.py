@@ -24,7 +24,6 @@ The whole file took 221 s with every ASan library compiled from scratch.
 """
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 

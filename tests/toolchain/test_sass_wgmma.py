@@ -7,7 +7,6 @@ mbarrier wait (SYNCS), WARPGROUP.ARRIVE, BK / k HGMMA of the tile's N (64x128x16
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 from toolchain_support import run_with_nvrtc

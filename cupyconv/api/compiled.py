@@ -121,6 +121,11 @@ def call_key(args, kwargs, backend=None):
     parts = [config.in_force,                     # every setting of cupyconv.config
              get_backend() if backend is None else backend]
     for v in args:
+        if type(v) is np.ndarray:                 # the common case, without a call
+            arrays.append(v)
+            parts.append((np.ndarray, v.shape, v.strides, v.dtype,
+                          _ALIGNMENT[_numpy_pointer(v) & 15], v.flags.writeable))
+            continue
         part = _part(v, arrays)
         if part is None:
             return None, None
@@ -489,17 +494,18 @@ def lookup(function, *args, **kwargs):
     return cache.get((tag, key))
 
 
-def _call(fn, tag, cache, args, kwargs, promise=False):
+def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
+    """``fn(*args, **kwargs)`` (``fn(owner, *args, ...)`` for a method) through ``cache``."""
     if not config.compiled_calls or program._STATE.recording is not None:
-        return fn(*args, **kwargs)        # off, or inside a call being recorded
+        return _normal(fn, owner, args, kwargs)        # off, or inside a call being recorded
     try:
         key, arrays = call_key(args, kwargs)
         if key is None:
-            return fn(*args, **kwargs)
+            return _normal(fn, owner, args, kwargs)
         key = (tag, key)
         entry = cache.get(key)
     except TypeError:                     # an unhashable value inside the key
-        return fn(*args, **kwargs)
+        return _normal(fn, owner, args, kwargs)
     if entry is not None:
         if type(entry) is CompiledCall and ((not entry.host_values and not entry.guards)
                                              or entry.matches(arrays)):
@@ -511,13 +517,21 @@ def _call(fn, tag, cache, args, kwargs, promise=False):
                 if entry.graph is not None and entry.graph.recount():
                     _store(cache, key, entry)      # captured: its owned buffers counted
                 return y
-        return fn(*args, **kwargs)
+        return _normal(fn, owner, args, kwargs)
     with program.record() as rec:
-        result = fn(*args, **kwargs)
+        result = _normal(fn, owner, args, kwargs)
     entry = _compile(rec, arrays, result, promise)
     if not (rec.transient and type(entry) is NotCompiled):
         _store(cache, key, entry)
     return result
+
+
+def _normal(fn, owner, args, kwargs):
+    """The call itself, on the normal path (``owner``: the instance of a
+    :func:`compiled_method`, passed here rather than bound into a partial on every call)."""
+    if owner is None:
+        return fn(*args, **kwargs)
+    return fn(owner, *args, **kwargs)
 
 
 def _store(cache, key, entry):
@@ -546,7 +560,7 @@ def compiled_method(fn):
         if cache is None:
             cache = self.__dict__["_compiled"] = _bounded_lru(16)
             _owners.add(self)
-        return _call(functools.partial(fn, self), fn, cache, args, kwargs, promise=True)
+        return _call(fn, fn, cache, args, kwargs, promise=True, owner=self)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 

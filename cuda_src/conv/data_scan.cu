@@ -87,7 +87,7 @@ data_scan(const cc::ScanParams<R> p, const T* __restrict__ a0, const T* __restri
           const T* __restrict__ a2, unsigned long long* __restrict__ out) {
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
   cc::require_block_shape();
-  __shared__ unsigned long long s_out[4];
+  CUPYCONV_STATIC_SHARED(unsigned long long, s_out, [4]);   // poisoned per block when emulated
   if (threadIdx.x < 4) s_out[threadIdx.x] = 0ULL;
   __syncthreads();
   const T* const arrays[3] = {a0, a1, a2};

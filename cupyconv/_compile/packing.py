@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -25,7 +26,6 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from .._dtypes import BFLOAT16
 from .._kernels import registry
 from .._version import __version__
 from . import compat
@@ -43,9 +43,10 @@ DEFAULT_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 DEFAULT_RANKS = (1, 2, 3, 4)
 #: Element types packed by default: every dtype the kernels have (int64 serves integer
 #: and bool inputs; float16 and bfloat16 kernels are the 16-bit-storage ones; bfloat16
-#: where ``ml_dtypes`` is importable, which a release build asks for).
+#: where ``ml_dtypes`` is installed, which a release build asks for; found without
+#: importing it, as the packer imports nothing of the package beyond the toolchain).
 DEFAULT_DTYPES = ("float32", "float64", "float16", "complex64", "complex128", "int64") + (
-    ("bfloat16",) if BFLOAT16 is not None else ())
+    ("bfloat16",) if importlib.util.find_spec("ml_dtypes") is not None else ())
 #: Build settings: ``--config-settings`` key -> environment variable.
 SETTINGS = {
     "prebuilt": "CUPYCONV_PREBUILT",

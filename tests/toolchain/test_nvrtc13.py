@@ -46,7 +46,8 @@ def test_every_family_compiles_with_nvrtc13(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["version"][0] == 13 and out["library"] == lib, out
     from cupyconv._kernels import registry
-    expected = {i.name for i in registry.instantiations(ranks=(3,))}
+    expected = {i.name for i in registry.instantiations(ranks=(3,))
+                if not registry.FAMILIES[i.family].arch_specific}       # sm_80/sm_90 builds
     assert {k[1] for k in out["kernels"]} == expected
     hot = {name: spills for family, name, spills, _ in out["kernels"]
            if registry.FAMILIES[family].hot and spills}

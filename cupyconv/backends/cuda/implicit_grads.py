@@ -26,13 +26,19 @@ it on the role-swapped views.
   retargeted by :func:`.gradients.grad_input_program`); the workspace is the gemm
   algorithm's column buffer.
 
-Both take the re-layout step of the forward pass (:func:`.relayout.relaid`): where a
+Both take the re-layout step of the forward pass inside their programs: where a
 multistage tile fits the role-swapped problem (the weight gradient's channels are the
-batch, the input gradient's the output channels) and the cost model says it pays, the
-operands are re-laid channels-last by the re-layout kernel, TF32 rounding fused.
+batch, the input gradient's the output channels) and the cost model says it pays
+(:func:`.relayout.relay_choice`, ``cost.relayout_pays`` of the gradient problem), the
+re-layout kernel's launches are steps of the program, from the role-swapped views into
+channels-last workspaces (TF32 rounding fused), and the forward part is built on the
+re-laid operands: the multistage tile, or on compute capability 9.0 the sm_90a wgmma
+tile (:func:`.algorithms.wgmma_program`, passed in as ``tile``; the portable tiles where
+its cubin is unavailable).  Under ``precision="tf32"`` the operands come unrounded
+(``CudaBackend.rounds_tf32``); :func:`run` rounds those the program does not re-lay.
 
 One launch per group for the weight gradient (its batch differs per group), one launch
-for the input gradient. Both are launch programs (:func:`grad_input_program`,
+for the input gradient (plus a re-layout launch per re-laid operand). Both are launch programs (:func:`grad_input_program`,
 :func:`grad_weight_program`): the forward kernel's launches retargeted onto the
 gradient's operands (a pointer into ``dy`` at the crop's offset, into ``x`` and ``dy``
 at each group's), the transposed weights written into a workspace and each group's

@@ -20,8 +20,11 @@ as :func:`relaid` would, for the problem a plan or ``ConvOperator`` holds) and r
 the prepared array; :func:`relaid` hands a remembered array on as it is, so a repeated
 call re-lays only x.  :func:`relayout_bytes` is what the cost model charges.
 
-The gradients that run on the implicit GEMM as forward problems
-(``implicit_grads.run``) take the same step on their role-swapped operands.
+The gradients that run on the implicit GEMM as forward problems (``implicit_grads``) take
+the same step on their role-swapped operands inside their launch programs: they ask
+:func:`relay_choice` (what :func:`relaid` decides on, given stand-ins of the re-laid
+operands: :func:`relaid_standin`) and make the re-layout launches steps of the gradient's
+program, into its workspaces; the operands they do not re-lay are rounded first.
 """
 from __future__ import annotations
 

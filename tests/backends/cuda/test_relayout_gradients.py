@@ -13,20 +13,20 @@ rounding is ``to_tf32``).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import cupyconv
+from cupyconv._compile.compat import ArchSpecificUnavailable
 from cupyconv._emulation import emulation_available
-from cupyconv._kernels import program
+from cupyconv._kernels import wgmma_launch
 from cupyconv.backends import arrays as backend_arrays
 from cupyconv.backends.cuda import CudaBackend, cost, implicit_grads
-from cupyconv.backends.cuda.runners import EmulatedRunner
 from cupyconv.core.problem import ConvProblem, Operands
 
 from helpers import first_and_repeated, small_ints, spy_kernels
+from test_wgmma_wiring import StandIn       # the emulated runner as a device of a given arch
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
@@ -42,19 +42,6 @@ def relay_always(monkeypatch):
     """The re-layout taken whatever the cost model says: at these small sizes it does not
     pay (``cost.relayout_pays``, tested in test_cuda_cost.py); the mechanism is tested."""
     monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
-
-
-class StandIn(EmulatedRunner):
-    """The emulated runner as a device of compute capability ``arch``."""
-
-    def __init__(self, arch):
-        super().__init__()
-        self._static = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
-                                           name=f"stand-in sm_{arch}")
-
-    @property
-    def static(self):
-        return self._static
 
 
 #: ``(name, op, rank, dtype, groups, padding_mode)``: ranks 1-4, both tensor-core dtypes
@@ -98,8 +85,8 @@ def _operands(problem, rng):
 
 
 def _numpy_gradient(problem, x, w, dy):
-    geo = dict(padding=problem.padding, groups=problem.groups,
-               padding_mode=problem.padding_mode)
+    geo = dict(stride=problem.stride, padding=problem.padding, dilation=problem.dilation,
+               groups=problem.groups, padding_mode=problem.padding_mode)
     with cupyconv.use_backend("numpy"):
         if problem.op == "grad_weight":
             return cupyconv.conv_grad_weight(x.astype(np.float64), dy.astype(np.float64),
@@ -187,3 +174,53 @@ def test_repeated_relaid_gradient_is_a_compiled_call(dev, rng, op):
         new = dev.to_host(call(x2, w2, dy2))
     np.testing.assert_array_equal(new, _numpy_gradient(problem, *map(dev.to_host,
                                                                     (x2, w2, dy2))))
+
+
+@pytest.mark.parametrize("op", ["grad_input", "grad_weight"])
+def test_unavailable_wgmma_cubin_falls_back_to_the_multistage_tile(monkeypatch, op):
+    """On the 9.0 stand-in whose sm_90a cubin the loader cannot give
+    (``ArchSpecificUnavailable``, as ``algorithms.wgmma_program`` catches it for the forward
+    pass): the gradient's program takes the multistage tile on the same re-laid operands."""
+    def unavailable(*args, **kwargs):
+        raise ArchSpecificUnavailable("stand-in: no sm_90a cubin")
+    problem = _problem(op, 2, F32, 1)
+    x, w, dy = _operands(problem, np.random.default_rng(3))
+    taken = spy_kernels(monkeypatch)
+    monkeypatch.setattr(wgmma_launch, "wgmma_program", unavailable)
+    got = _backend_run(CudaBackend(StandIn(90)), problem, x, w, dy)
+    assert {f for f, _ in taken} == {"relayout_channels_last", "implicit_gemm_multistage"}
+    np.testing.assert_array_equal(got, _numpy_gradient(problem, x, w, dy).astype(F32))
+
+
+@st.composite
+def _geometry(draw):
+    """A small rank 1-2 TF32 gradient on the multistage tile: the weight gradient with any
+    stride, dilation, padding 0-2 and boundary mode, 1-2 groups; the input gradient
+    stride 1, constant padding up to the dilated kernel's extent (a forward problem)."""
+    op = draw(st.sampled_from(["grad_input", "grad_weight"]))
+    rank, groups = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    ks = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    dil = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+    pad = tuple(draw(st.integers(0, d * (k - 1))) for k, d in zip(ks, dil))
+    spatial = tuple(draw(st.integers(d * (k - 1) + 1, d * (k - 1) + 4))
+                    for k, d in zip(ks, dil))
+    if op == "grad_input":
+        n, c, k, stride, mode = draw(st.integers(1, 2)), 4 * groups, BK[F32] * groups, 1, "constant"
+    else:
+        n, c, k = BK[F32], draw(st.integers(1, 2)) * groups, draw(st.integers(1, 2)) * 8 * groups
+        stride = tuple(draw(st.integers(1, 2)) for _ in range(rank))
+        mode = draw(st.sampled_from(["constant", "reflect", "wrap", "edge"]))
+    return ConvProblem.create(x_shape=(n, c) + spatial, w_shape=(k, c // groups) + ks,
+                              stride=stride, padding=pad, dilation=dil, groups=groups,
+                              padding_mode=mode, op=op, dtype=F32, precision="tf32")
+
+
+@settings(max_examples=10)
+@given(problem=_geometry(), seed=st.integers(0, 2**16))
+def test_any_small_geometry_matches_numpy(problem, seed):
+    """Whatever the geometry, the re-laid gradient on the multistage tile is exact against
+    the NumPy backend (small integers)."""
+    x, w, dy = _operands(problem, np.random.default_rng(seed))
+    got = _backend_run(CudaBackend(StandIn(80)), problem, x, w, dy)
+    np.testing.assert_array_equal(got, _numpy_gradient(problem, x, w, dy).astype(F32),
+                                  err_msg=str(problem))

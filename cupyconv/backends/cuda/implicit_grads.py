@@ -117,12 +117,23 @@ def column_program(problem, count, runner, flags):
         fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
 
 
+#: Forward problems derived from gradient problems kept (each call asks several times).
+FORWARD_PROBLEMS = 256
+
+
+@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
+def _input_forward(problem):
+    return grad_input_forward(problem)
+
+
+@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
 def forward_problem(problem):
     """The forward problem the implicit GEMM runs for the gradient ``problem`` (per group
     for the weight gradient, whose ``groups`` is 1; the input gradient's is
-    :func:`~cupyconv.backends.grad_forward.grad_input_forward`'s, shared with Winograd)."""
+    :func:`~cupyconv.backends.grad_forward.grad_input_forward`'s, shared with Winograd;
+    memoised)."""
     if problem.op == GRAD_INPUT:
-        return grad_input_forward(problem)[0]
+        return _input_forward(problem)[0]
     g = problem.groups
     return ConvProblem.create(
         x_shape=(problem.in_channels // g, problem.batch) + problem.in_shape,
@@ -147,20 +158,21 @@ def run(problem, operands, runner, flags, relay_pays=None, tile=None):
     rounds = relayout.rounds_here(problem)
     if problem.op == GRAD_INPUT:
         dy, w = operands.output, operands.filter
+        choice = _input_choice(problem, dy, flags, relay_pays)
         if rounds:
-            relay_dy, relay_w = _input_choice(problem, dy, flags, relay_pays) or (False, False)
+            relay_dy, relay_w = choice or (False, False)
             dy, w = _rounded_unless(relay_dy, dy), _rounded_unless(relay_w, w)
         prog = grad_input_program(problem, dy, w, runner, flags, round_tf32=rounds,
-                                  pays=relay_pays, tile=tile)
+                                  choice=choice, tile=tile)
         bound = dict(dy=dy, w=w)
     else:
         x, dy = operands.activation, operands.output
+        choice = _weight_choice(problem, x, dy, flags, relay_pays)
         if rounds:
-            relay_x, relay_dy = _weight_choice(problem, x, dy, flags, relay_pays) or (False,
-                                                                                   False)
+            relay_x, relay_dy = choice or (False, False)
             x, dy = _rounded_unless(relay_x, x), _rounded_unless(relay_dy, dy)
         prog = grad_weight_program(problem, x, dy, runner, flags, round_tf32=rounds,
-                                   pays=relay_pays, tile=tile)
+                                   choice=choice, tile=tile)
         bound = dict(x=x, dy=dy)
     return program.execute(prog, runner.xp, bound, workspace=runner.workspace)[prog.result]
 
@@ -192,7 +204,7 @@ def _relay_steps(runner, a, source, target, round_tf32):
 def _input_operands(problem, dy):
     """``(fwd, crop, offset, wt)``: the input gradient's forward problem, ``dy`` cropped
     (``offset`` bytes into ``dy``) and a stand-in of the transposed weights workspace."""
-    fwd, window = grad_input_forward(problem)
+    fwd, window = _input_forward(problem)
     crop = dy[(slice(None), slice(None)) + window]
     return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
 
@@ -204,16 +216,19 @@ def _input_choice(problem, dy, flags, pays):
 
 
 def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, pays=None,
-                       tile=None):
+                       tile=None, choice=False):
     """The input gradient's program: ``W'`` (:func:`transposed_weights_into`) into a
     workspace, where a multistage tile fits (:func:`.relayout.relay_choice`, ``pays``) the
     re-layout of ``dy`` cropped and of ``W'`` into channels-last workspaces (rounded to
     TF32 under ``round_tf32``), then the forward kernel (``tile``: as :func:`run`) on
-    them, or on ``dy`` cropped (a pointer into ``dy``) and ``W'``, into ``dx``."""
+    them, or on ``dy`` cropped (a pointer into ``dy``) and ``W'``, into ``dx``.
+    ``choice``: that decision made already (:func:`run`'s: ``(relay_dy, relay_w)`` or
+    ``None``)."""
     launch.check_dtype(problem, dy=dy, w=w)
     fwd, crop, offset, wt = _input_operands(problem, dy)
-    relay_dy, relay_w = relayout.relay_choice(fwd, crop, wt, **flags, pays=pays) or (False,
-                                                                                      False)
+    if choice is False:
+        choice = relayout.relay_choice(fwd, crop, wt, **flags, pays=pays)
+    relay_dy, relay_w = choice or (False, False)
     parts, pre, allocs = [], [], []
     slots = {"x": pointer_at("dy", offset), "w": "wt", "y": "dx"}
     operands = [crop, wt]
@@ -254,16 +269,20 @@ def _weight_choice(problem, x, dy, flags, pays):
 
 
 def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays=None,
-                        tile=None):
+                        tile=None, choice=False):
     """The weight gradient's program: per group, where a multistage tile fits
     (:func:`.relayout.relay_choice`, ``pays``) that group of ``x`` and ``dy`` re-laid into
     channels-last workspaces (rounded to TF32 under ``round_tf32``), then the forward
     kernel (``tile``: as :func:`run`) on them, or on the group's views (pointers at its
     offsets, first two axes swapped), into a workspace ``y``, whose first ``KS`` positions
-    (reversed for a flipped problem) are copied into the group's rows of ``dw``."""
+    (reversed for a flipped problem) are copied into the group's rows of ``dw``.
+    ``choice``: that decision made already (:func:`run`'s: ``(relay_x, relay_dy)`` or
+    ``None``)."""
     launch.check_dtype(problem, x=x, dy=dy)
     fwd = forward_problem(problem)
-    relay_x, relay_dy = _weight_choice(problem, x, dy, flags, pays) or (False, False)
+    if choice is False:
+        choice = _weight_choice(problem, x, dy, flags, pays)
+    relay_x, relay_dy = choice or (False, False)
     parts, groups, allocs = [], [], {}
     for x_g, dy_g in _group_views(problem, x, dy):
         offsets = (grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy))

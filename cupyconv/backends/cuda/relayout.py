@@ -28,6 +28,7 @@ program, into its workspaces; the operands they do not re-lay are rounded first.
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -106,8 +107,12 @@ def relaid_standin(a):
     """A host stand-in for ``a`` re-laid (:func:`relay`): the logical view of a fresh
     contiguous ``(lead, *S, C)`` allocation, its strides and a 256-byte aligned pointer
     (never read: what a launch program is built on before the re-layout runs)."""
-    shape = (a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],)
-    return relayout_launch.relaid_view(np, fresh_like(shape, a.dtype))
+    return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), a.dtype.str)
+
+
+@functools.lru_cache(maxsize=256)
+def _standin(shape, dtype):
+    return relayout_launch.relaid_view(np, fresh_like(shape, dtype))
 
 
 def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False, pays=None):

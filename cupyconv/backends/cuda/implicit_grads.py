@@ -155,25 +155,17 @@ def run(problem, operands, runner, flags, relay_pays=None, tile=None):
     sm_90a tile where it runs).  Under ``precision="tf32"`` the operands come unrounded
     (``CudaBackend.rounds_tf32``): the program rounds those it re-lays, the others are
     rounded here first.  Builds (memoised) and executes the gradient's program."""
-    rounds = relayout.rounds_here(problem)
     if problem.op == GRAD_INPUT:
-        dy, w = operands.output, operands.filter
-        choice = _input_choice(problem, dy, flags, relay_pays)
-        if rounds:
-            relay_dy, relay_w = choice or (False, False)
-            dy, w = _rounded_unless(relay_dy, dy), _rounded_unless(relay_w, w)
-        prog = grad_input_program(problem, dy, w, runner, flags, round_tf32=rounds,
-                                  choice=choice, tile=tile)
-        bound = dict(dy=dy, w=w)
+        names, arrays = ("dy", "w"), (operands.output, operands.filter)
+        decide, build = _input_choice, grad_input_program
     else:
-        x, dy = operands.activation, operands.output
-        choice = _weight_choice(problem, x, dy, flags, relay_pays)
-        if rounds:
-            relay_x, relay_dy = choice or (False, False)
-            x, dy = _rounded_unless(relay_x, x), _rounded_unless(relay_dy, dy)
-        prog = grad_weight_program(problem, x, dy, runner, flags, round_tf32=rounds,
-                                   choice=choice, tile=tile)
-        bound = dict(x=x, dy=dy)
+        names, arrays = ("x", "dy"), (operands.activation, operands.output)
+        decide, build = _weight_choice, grad_weight_program
+    choice, rounds = decide(problem, *arrays, flags, relay_pays), relayout.rounds_here(problem)
+    if rounds:
+        arrays = tuple(_rounded_unless(r, a) for r, a in zip(choice or (False, False), arrays))
+    prog = build(problem, *arrays, runner, flags, round_tf32=rounds, choice=choice, tile=tile)
+    bound = dict(zip(names, arrays))
     return program.execute(prog, runner.xp, bound, workspace=runner.workspace)[prog.result]
 
 
@@ -209,8 +201,9 @@ def _input_operands(problem, dy):
     return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
 
 
-def _input_choice(problem, dy, flags, pays):
-    """:func:`.relayout.relay_choice` of the input gradient's forward problem."""
+def _input_choice(problem, dy, w, flags, pays):
+    """:func:`.relayout.relay_choice` of the input gradient's forward problem (``w`` is
+    read through ``W'``, whose layout is the program's)."""
     fwd, crop, _, wt = _input_operands(problem, dy)
     return relayout.relay_choice(fwd, crop, wt, **flags, pays=pays)
 

@@ -118,11 +118,12 @@ class CudaBackend(Backend):
         return algorithms.can_implement(self.kernel_problem(problem), algorithm, self.device)
 
     def rounds_tf32(self, problem, algorithm):
-        """The forward implicit GEMM rounds its float32 operands itself (fused into the
-        re-layout, ``.relayout``); the gradients' programs (``.implicit_grads``) take them
-        rounded by the dispatcher (their operands are not re-laid yet)."""
+        """The implicit GEMM rounds its float32 operands itself, fused into the re-layout
+        (``.relayout``), the forward pass and the gradients that run as forward problems
+        (``.implicit_grads``: their programs re-lay and round); not the input gradients
+        through the column buffer, whose operands the dispatcher rounds."""
         return (algorithm == "implicit_gemm" and problem.dtype == np.float32
-                and problem.op == FORWARD)
+                and not implicit_grads.needs_columns(problem))
 
     def prepare_filter(self, problem, algorithm, w):
         """Frozen weights of the forward implicit GEMM: re-laid and rounded once
@@ -271,7 +272,8 @@ class CudaBackend(Backend):
                                      algorithms.tensor_core_flags(problem, runner.static))
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
-                                   algorithms.tensor_core_flags(problem, runner.static))
+                                   algorithms.tensor_core_flags(problem, runner.static),
+                                   relay_pays=pays, tile=algorithms.wgmma_program)
         elif problem.op == GRAD_INPUT:
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit)

@@ -26,13 +26,19 @@ it on the role-swapped views.
   retargeted by :func:`.gradients.grad_input_program`); the workspace is the gemm
   algorithm's column buffer.
 
-Both take the re-layout step of the forward pass (:func:`.relayout.relaid`): where a
+Both take the re-layout step of the forward pass inside their programs: where a
 multistage tile fits the role-swapped problem (the weight gradient's channels are the
-batch, the input gradient's the output channels) and the cost model says it pays, the
-operands are re-laid channels-last by the re-layout kernel, TF32 rounding fused.
+batch, the input gradient's the output channels) and the cost model says it pays
+(:func:`.relayout.relay_choice`, ``cost.relayout_pays`` of the gradient problem), the
+re-layout kernel's launches are steps of the program, from the role-swapped views into
+channels-last workspaces (TF32 rounding fused), and the forward part is built on the
+re-laid operands: the multistage tile, or on compute capability 9.0 the sm_90a wgmma
+tile (:func:`.algorithms.wgmma_program`, passed in as ``tile``; the portable tiles where
+its cubin is unavailable).  Under ``precision="tf32"`` the operands come unrounded
+(``CudaBackend.rounds_tf32``); :func:`run` rounds those the program does not re-lay.
 
 One launch per group for the weight gradient (its batch differs per group), one launch
-for the input gradient. Both are launch programs (:func:`grad_input_program`,
+for the input gradient (plus a re-layout launch per re-laid operand). Both are launch programs (:func:`grad_input_program`,
 :func:`grad_weight_program`): the forward kernel's launches retargeted onto the
 gradient's operands (a pointer into ``dy`` at the crop's offset, into ``x`` and ``dy``
 at each group's), the transposed weights written into a workspace and each group's
@@ -45,12 +51,14 @@ from __future__ import annotations
 import functools
 import math
 
-from ..._kernels import grad_launch, launch, program
+from ..._kernels import grad_launch, launch, program, relayout_launch
 from ..._kernels.grad_launch import fresh_like, pointer_at
 from ..._kernels.program import Call, Program
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ...core.problem import ConvProblem
+from ..arrays import to_tf32
 from ..grad_forward import grad_input_forward, transposed_weights_into
+from . import relayout
 
 __all__ = ["can_implement", "column_program", "column_problem", "forward_problem",
            "is_convolution", "needs_columns", "run", "grad_input_program", "grad_weight_program"]
@@ -109,12 +117,23 @@ def column_program(problem, count, runner, flags):
         fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
 
 
+#: Forward problems derived from gradient problems kept (each call asks several times).
+FORWARD_PROBLEMS = 256
+
+
+@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
+def _input_forward(problem):
+    return grad_input_forward(problem)
+
+
+@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
 def forward_problem(problem):
     """The forward problem the implicit GEMM runs for the gradient ``problem`` (per group
     for the weight gradient, whose ``groups`` is 1; the input gradient's is
-    :func:`~cupyconv.backends.grad_forward.grad_input_forward`'s, shared with Winograd)."""
+    :func:`~cupyconv.backends.grad_forward.grad_input_forward`'s, shared with Winograd;
+    memoised)."""
     if problem.op == GRAD_INPUT:
-        return grad_input_forward(problem)[0]
+        return _input_forward(problem)[0]
     g = problem.groups
     return ConvProblem.create(
         x_shape=(problem.in_channels // g, problem.batch) + problem.in_shape,
@@ -124,71 +143,166 @@ def forward_problem(problem):
         precision=problem.precision)
 
 
-def run(problem, operands, runner, flags):
-    """The gradient ``problem`` on the implicit GEMM, without a column buffer (its one
-    workspace, through ``runner.workspace``, is ``W'`` for the input gradient or the
-    forward output ``y`` for the weight gradient: weight-sized; not for the input
-    gradients :func:`needs_columns` names: those run :func:`.gradients.grad_input` with
-    the kernel as its GEMM); ``flags`` are the launcher's tensor-core switches
-    (:func:`.algorithms.tensor_core_flags`).  Builds (memoised) and executes the
-    gradient's program."""
+def run(problem, operands, runner, flags, relay_pays=None, tile=None):
+    """The gradient ``problem`` on the implicit GEMM, without a column buffer (its
+    workspaces, through ``runner.workspace``: ``W'`` for the input gradient or the forward
+    output ``y`` for the weight gradient, weight-sized, and the re-laid operands; not for
+    the input gradients :func:`needs_columns` names: those run
+    :func:`.gradients.grad_input` with the kernel as its GEMM); ``flags`` are the
+    launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`),
+    ``relay_pays(weights)`` whether the re-layout pays (``cost.relayout_pays`` of the
+    gradient problem; default always), ``tile`` :func:`.algorithms.wgmma_program` (the
+    sm_90a tile where it runs).  Under ``precision="tf32"`` the operands come unrounded
+    (``CudaBackend.rounds_tf32``): the program rounds those it re-lays, the others are
+    rounded here first.  Builds (memoised) and executes the gradient's program."""
     if problem.op == GRAD_INPUT:
-        dy, w = operands.output, operands.filter
-        prog = grad_input_program(problem, dy, w, runner, flags)
-        bound = dict(dy=dy, w=w)
+        names, arrays = ("dy", "w"), (operands.output, operands.filter)
+        decide, build = _input_choice, grad_input_program
     else:
-        x, dy = operands.activation, operands.output
-        prog = grad_weight_program(problem, x, dy, runner, flags)
-        bound = dict(x=x, dy=dy)
+        names, arrays = ("x", "dy"), (operands.activation, operands.output)
+        decide, build = _weight_choice, grad_weight_program
+    choice, rounds = decide(problem, *arrays, flags, relay_pays), relayout.rounds_here(problem)
+    if rounds:
+        arrays = tuple(_rounded_unless(r, a) for r, a in zip(choice or (False, False), arrays))
+    prog = build(problem, *arrays, runner, flags, round_tf32=rounds, choice=choice, tile=tile)
+    bound = dict(zip(names, arrays))
     return program.execute(prog, runner.xp, bound, workspace=runner.workspace)[prog.result]
 
 
-def grad_input_program(problem, dy, w, runner, flags):
-    """The input gradient's program: ``W'`` (:func:`transposed_weights_into`) into a
-    workspace, then the forward kernel on ``dy`` cropped (a pointer into ``dy``) into
-    ``dx``."""
-    launch.check_dtype(problem, dy=dy, w=w)
-    fwd, window = grad_input_forward(problem)
+def _rounded_unless(relaid, a):
+    """``a`` rounded to TF32 by a host step, unless the program re-lays (and so rounds) it."""
+    return a if relaid else program.host_step("to_tf32", to_tf32, a)
+
+
+def _forward_part(fwd, x, w, runner, flags, tile):
+    """The forward program on (stand-ins of) the operands the gradient's launches read:
+    the sm_90a wgmma tile where ``tile`` (:func:`.algorithms.wgmma_program`) gives it,
+    else the portable tiles (the multistage tile on channels-last operands)."""
+    prog = None if tile is None else tile(fwd, x, w, runner, flags["tf32"])
+    return prog or launch.implicit_gemm_program(runner.loader, fwd, x, w, **flags)
+
+
+def _relay_steps(runner, a, source, target, round_tf32):
+    """``(program, steps, allocation)``: the re-layout of operand ``a`` (read through the
+    slot ``source``) into the program workspace ``target``, TF32 rounding fused."""
+    st = launch.logical_strides(a, "channels_first", a.ndim - 2)
+    prog = relayout_launch.relayout_program(runner.loader, a.dtype, a.shape[0], a.shape[1],
+                                            tuple(a.shape[2:]), st, round_tf32)
+    (_, shape, dtype), = prog.allocations
+    return prog, grad_launch.retarget(prog.launches, {"a": source, "r": target}), (
+        target, shape, dtype)
+
+
+def _input_operands(problem, dy):
+    """``(fwd, crop, offset, wt)``: the input gradient's forward problem, ``dy`` cropped
+    (``offset`` bytes into ``dy``) and a stand-in of the transposed weights workspace."""
+    fwd, window = _input_forward(problem)
     crop = dy[(slice(None), slice(None)) + window]
-    part = launch.implicit_gemm_program(runner.loader, fwd, crop,
-                                        fresh_like(fwd.w_shape, fwd.dtype), **flags)
-    offset = grad_launch.byte_offset(crop, dy)
+    return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
+
+
+def _input_choice(problem, dy, w, flags, pays):
+    """:func:`.relayout.relay_choice` of the input gradient's forward problem (``w`` is
+    read through ``W'``, whose layout is the program's)."""
+    fwd, crop, _, wt = _input_operands(problem, dy)
+    return relayout.relay_choice(fwd, crop, wt, **flags, pays=pays)
+
+
+def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, pays=None,
+                       tile=None, choice=False):
+    """The input gradient's program: ``W'`` (:func:`transposed_weights_into`) into a
+    workspace, where a multistage tile fits (:func:`.relayout.relay_choice`, ``pays``) the
+    re-layout of ``dy`` cropped and of ``W'`` into channels-last workspaces (rounded to
+    TF32 under ``round_tf32``), then the forward kernel (``tile``: as :func:`run`) on
+    them, or on ``dy`` cropped (a pointer into ``dy``) and ``W'``, into ``dx``.
+    ``choice``: that decision made already (:func:`run`'s: ``(relay_dy, relay_w)`` or
+    ``None``)."""
+    launch.check_dtype(problem, dy=dy, w=w)
+    fwd, crop, offset, wt = _input_operands(problem, dy)
+    if choice is False:
+        choice = relayout.relay_choice(fwd, crop, wt, **flags, pays=pays)
+    relay_dy, relay_w = choice or (False, False)
+    parts, pre, allocs = [], [], []
+    slots = {"x": pointer_at("dy", offset), "w": "wt", "y": "dx"}
+    operands = [crop, wt]
+    for i, (relay, a, name) in enumerate(((relay_dy, crop, "x"), (relay_w, wt, "w"))):
+        if relay:
+            target = "dyl" if name == "x" else "wtl"
+            prog, steps, alloc = _relay_steps(runner, a, slots[name], target, round_tf32)
+            parts.append(prog)
+            pre += steps
+            allocs.append(alloc)
+            slots[name], operands[i] = target, relayout.relaid_standin(a)
+    part = _forward_part(fwd, *operands, runner, flags, tile)
 
     def build():
         return Program("grad_input implicit_gemm", ("dy", "w"), (
-            ("dx", tuple(fwd.y_shape), problem.dtype), ("wt", tuple(fwd.w_shape), problem.dtype)),
-            (Call(functools.partial(transposed_weights_into, problem), ("w", "wt")),)
-            + grad_launch.retarget(part.launches, {"x": pointer_at("dy", offset), "w": "wt",
-                                                   "y": "dx"}), "dx")
-    return grad_launch.composed(("dgrad", problem, offset), (part,), build)
+            ("dx", tuple(fwd.y_shape), problem.dtype), ("wt", tuple(fwd.w_shape), problem.dtype),
+            *allocs), (Call(functools.partial(transposed_weights_into, problem), ("w", "wt")),)
+            + tuple(pre) + grad_launch.retarget(part.launches, slots), "dx")
+    return grad_launch.composed(("dgrad", problem, offset, round_tf32), (*parts, part), build)
 
 
-def grad_weight_program(problem, x, dy, runner, flags):
-    """The weight gradient's program: per group the forward kernel on that group of ``x``
-    and ``dy`` (pointers at the group's offsets, first two axes swapped) into a workspace
-    ``y``, whose first ``KS`` positions (reversed for a flipped problem) are copied into
-    the group's rows of ``dw``."""
-    launch.check_dtype(problem, x=x, dy=dy)
-    fwd = forward_problem(problem)
+def _group_views(problem, x, dy):
+    """Per group ``(x_g, dy_g)``: the weight gradient's forward operands, views of ``x``
+    ``(C/G, N, *S)`` and ``dy`` ``(K/G, N, *O)``."""
     g = problem.groups
     kg, cg = problem.out_channels // g, problem.in_channels // g
-    parts, offsets = [], []
-    for gi in range(g):
-        x_g = _swap01(x[:, gi * cg:(gi + 1) * cg])     # (C/G, N, *S)
-        dy_g = _swap01(dy[:, gi * kg:(gi + 1) * kg])   # (K/G, N, *O)
-        parts.append(launch.implicit_gemm_program(runner.loader, fwd, x_g, dy_g, **flags))
-        offsets.append((grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy)))
+    return [(_swap01(x[:, gi * cg:(gi + 1) * cg]), _swap01(dy[:, gi * kg:(gi + 1) * kg]))
+            for gi in range(g)]
+
+
+def _weight_choice(problem, x, dy, flags, pays):
+    """:func:`.relayout.relay_choice` of the weight gradient's forward problem, the same
+    for every group (else ``None``: no group is re-laid)."""
+    fwd = forward_problem(problem)
+    choices = {relayout.relay_choice(fwd, x_g, dy_g, **flags, pays=pays)
+               for x_g, dy_g in _group_views(problem, x, dy)}
+    return choices.pop() if len(choices) == 1 else None
+
+
+def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays=None,
+                        tile=None, choice=False):
+    """The weight gradient's program: per group, where a multistage tile fits
+    (:func:`.relayout.relay_choice`, ``pays``) that group of ``x`` and ``dy`` re-laid into
+    channels-last workspaces (rounded to TF32 under ``round_tf32``), then the forward
+    kernel (``tile``: as :func:`run`) on them, or on the group's views (pointers at its
+    offsets, first two axes swapped), into a workspace ``y``, whose first ``KS`` positions
+    (reversed for a flipped problem) are copied into the group's rows of ``dw``.
+    ``choice``: that decision made already (:func:`run`'s: ``(relay_x, relay_dy)`` or
+    ``None``)."""
+    launch.check_dtype(problem, x=x, dy=dy)
+    fwd = forward_problem(problem)
+    if choice is False:
+        choice = _weight_choice(problem, x, dy, flags, pays)
+    relay_x, relay_dy = choice or (False, False)
+    parts, groups, allocs = [], [], {}
+    for x_g, dy_g in _group_views(problem, x, dy):
+        offsets = (grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy))
+        slots = {"x": pointer_at("x", offsets[0]), "w": pointer_at("dy", offsets[1])}
+        operands, pre = [x_g, dy_g], []
+        for i, (relay, a, name) in enumerate(((relay_x, x_g, "x"), (relay_dy, dy_g, "w"))):
+            if relay:            # one workspace per operand, reused by every group
+                prog, steps, alloc = _relay_steps(runner, a, slots[name], name + "l",
+                                                  round_tf32)
+                parts.append(prog)
+                pre += steps
+                allocs[alloc[0]] = alloc
+                slots[name], operands[i] = name + "l", relayout.relaid_standin(a)
+        part = _forward_part(fwd, *operands, runner, flags, tile)
+        parts.append(part)
+        groups.append((offsets, tuple(pre), part, slots))
 
     def build():
         steps = []
-        for gi, (part, (ox, ody)) in enumerate(zip(parts, offsets)):
-            steps += grad_launch.retarget(part.launches, {"x": pointer_at("x", ox),
-                                                          "w": pointer_at("dy", ody)})
+        for gi, (_, pre, part, slots) in enumerate(groups):
+            steps += pre + grad_launch.retarget(part.launches, slots)
             steps.append(Call(functools.partial(_window_into, problem, gi), ("y", "dw")))
         return Program("grad_weight implicit_gemm", ("x", "dy"), (
             ("dw", tuple(problem.w_shape), problem.dtype),
-            ("y", tuple(fwd.y_shape), problem.dtype)), tuple(steps), "dw")
-    return grad_launch.composed(("wgrad", problem, tuple(offsets)), parts, build)
+            ("y", tuple(fwd.y_shape), problem.dtype), *allocs.values()), tuple(steps), "dw")
+    return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32),
+                                parts, build)
 
 
 def _window_into(problem, gi, y, dw):

@@ -20,11 +20,15 @@ as :func:`relaid` would, for the problem a plan or ``ConvOperator`` holds) and r
 the prepared array; :func:`relaid` hands a remembered array on as it is, so a repeated
 call re-lays only x.  :func:`relayout_bytes` is what the cost model charges.
 
-The gradients that run on the implicit GEMM as forward problems
-(``implicit_grads.run``) take the same step on their role-swapped operands.
+The gradients that run on the implicit GEMM as forward problems (``implicit_grads``) take
+the same step on their role-swapped operands inside their launch programs: they ask
+:func:`relay_choice` (what :func:`relaid` decides on, given stand-ins of the re-laid
+operands: :func:`relaid_standin`) and make the re-layout launches steps of the gradient's
+program, into its workspaces; the operands they do not re-lay are rounded first.
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 
@@ -32,11 +36,12 @@ import numpy as np
 
 from ..._kernels import launch, program, relayout_launch
 from ..._kernels.addressing import data_pointer
+from ..._kernels.grad_launch import fresh_like
 from ..._vocabulary import FORWARD
 from ..arrays import to_tf32
 
-__all__ = ["multistage_applies", "rounds_here", "relaid", "relayout_bytes", "relay", "freeze_filter",
-           "is_frozen"]
+__all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
+           "relayout_bytes", "relay", "freeze_filter", "is_frozen"]
 
 #: Prepared (frozen) weights: key of the logical view -> a weak reference to it.
 _FROZEN: "dict" = {}
@@ -98,31 +103,62 @@ def _channels_first(problem, a, which):
     return launch.operand_strides(problem, a, which)[0][1] != 1
 
 
+def relaid_standin(a):
+    """A host stand-in for ``a`` re-laid (:func:`relay`): the logical view of a fresh
+    contiguous ``(lead, *S, C)`` allocation, its strides and a 256-byte aligned pointer
+    (never read: what a launch program is built on before the re-layout runs)."""
+    return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), a.dtype.str)
+
+
+@functools.lru_cache(maxsize=256)
+def _standin(shape, dtype):
+    return relayout_launch.relaid_view(np, fresh_like(shape, dtype))
+
+
+def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False, pays=None):
+    """``(relay_x, relay_w)``: which of the forward ``problem``'s operands to re-lay
+    channels-last so that a multistage tile runs it, or ``None`` when none is (no tile
+    fits, both are channels-last already, ``pays(relay_w)`` says the re-layout does not
+    pay: default it always does, or the re-laid operands would not fit the tile either).
+    ``frozen_w``: the weights were prepared once (:func:`freeze_filter`) and are taken as
+    they are."""
+    if not multistage_applies(problem, mma=mma, tf32=tf32):
+        return None
+    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    if not launch.channels_last_reason(problem, xs, ws, x, w):
+        return None
+    relay_x = _channels_first(problem, x, "x")
+    relay_w = not frozen_w and _channels_first(problem, w, "w")
+    if not (relay_x or relay_w) or (pays is not None and not pays(relay_w)):
+        return None
+    x2 = relaid_standin(x) if relay_x else x
+    w2 = relaid_standin(w) if relay_w else w
+    if launch.channels_last_reason(problem, launch.operand_strides(problem, x2, "x"),
+                                   launch.operand_strides(problem, w2, "w"), x2, w2):
+        return None
+    return relay_x, relay_w
+
+
 def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False,
            pays=None):
     """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: a channels-first
     operand re-laid into channels-last memory when that lets a multistage tile run and
     ``pays(weights)`` says the re-layout (of x, and of w when ``weights``) pays for itself
-    (default: always; the backend passes ``cost.relayout_pays``), and under
-    ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both rounded (fused
-    into the re-layout, else a rounded copy).  Frozen weights (:func:`freeze_filter`) are
-    taken as they are."""
+    (default: always; the backend passes ``cost.relayout_pays``; :func:`relay_choice`),
+    and under ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both
+    rounded (fused into the re-layout, else a rounded copy).  Frozen weights
+    (:func:`freeze_filter`) are taken as they are."""
     frozen_w = is_frozen(w, round_tf32)
-    if multistage_applies(problem, mma=mma, tf32=tf32):
-        xs = launch.operand_strides(problem, x, "x")
-        ws = launch.operand_strides(problem, w, "w")
-        relay_w = not frozen_w and _channels_first(problem, w, "w")
-        if (launch.channels_last_reason(problem, xs, ws, x, w)
-                and (pays is None or pays(relay_w))):
-            x2 = relay(x, runner, round_tf32) if _channels_first(problem, x, "x") else x
-            w2 = relay(w, runner, round_tf32) if relay_w else w
-            if not launch.channels_last_reason(problem, launch.operand_strides(problem, x2, "x"),
-                                               launch.operand_strides(problem, w2, "w"), x2, w2):
-                x = x2 if x2 is not x or not round_tf32 else _rounded(x)
-                w = w2 if w2 is not w or frozen_w or not round_tf32 else _rounded(w)
-                return x, w
-    if round_tf32:
-        x, w = _rounded(x), (w if frozen_w else _rounded(w))
+    relay_x, relay_w = relay_choice(problem, x, w, mma=mma, tf32=tf32, frozen_w=frozen_w,
+                                    pays=pays) or (False, False)
+    if relay_x:
+        x = relay(x, runner, round_tf32)
+    elif round_tf32:
+        x = _rounded(x)
+    if relay_w:
+        w = relay(w, runner, round_tf32)
+    elif round_tf32 and not frozen_w:
+        w = _rounded(w)
     return x, w
 
 

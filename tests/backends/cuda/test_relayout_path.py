@@ -133,24 +133,30 @@ def test_conv_operator_freezes_its_weights(dev, rng):
 def test_gradients_on_the_implicit_gemm_take_the_relayout(dev, rng, monkeypatch, op):
     """The gradients that run as forward problems of the implicit GEMM re-lay their
     role-swapped operands for the multistage tile where it fits (the weight gradient's
-    channels are the batch: N = 32; the input gradient's are K = 32); exact on small
-    integers against the NumPy backend."""
+    channels are the batch: N = 32; the input gradient's are K = 32), as steps of the
+    gradient's launch program (no re-layout program of its own, no rounded copy: the
+    program rounds); exact on small integers against the NumPy backend."""
     n, c, k = (BK, 2, 16) if op == "grad_weight" else (1, 16, BK)
     x, w = _ints(rng, (n, c, 5, 4)), _ints(rng, (k, c, 3, 3), 2)
     dy = _ints(rng, (n, k, 5, 4))
     geo = dict(padding=1, method="implicit_gemm", precision="tf32")
     with dev.scope():
         taken = spy_kernels(monkeypatch)
+        with program.record() as rec:
+            if op == "grad_weight":
+                got = cupyconv.conv_grad_weight(dev.to_dev(x), dev.to_dev(dy), w.shape, **geo)
+            else:
+                got = cupyconv.conv_grad_input(dev.to_dev(dy), dev.to_dev(w), x.shape, **geo)
         if op == "grad_weight":
-            got = cupyconv.conv_grad_weight(dev.to_dev(x), dev.to_dev(dy), w.shape, **geo)
             ref = cupyconv.conv_grad_weight(x.astype(np.float64), dy.astype(np.float64),
                                             w.shape, padding=1)
         else:
-            got = cupyconv.conv_grad_input(dev.to_dev(dy), dev.to_dev(w), x.shape, **geo)
             ref = cupyconv.conv_grad_input(dy.astype(np.float64), w.astype(np.float64),
                                            x.shape, padding=1)
     families = [f for f, _ in taken]
     assert "relayout_channels_last" in families and "implicit_gemm_multistage" in families
+    (prog, *_), = rec.steps
+    assert prog.name == f"{op} implicit_gemm" and len(prog.launches) == 3   # 2 re-layouts
     np.testing.assert_array_equal(dev.to_host(got), ref)
 
 

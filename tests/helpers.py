@@ -530,13 +530,6 @@ def alternate_against_the_normal_path(dev, name, calls, rounds=3):
                 np.testing.assert_array_equal(dev.to_host(c()), ref, err_msg=name)
 
 
-def assert_alternating_calls_equal_the_normal_path(dev, cases, rounds=3):
-    """:func:`alternate_against_the_normal_path` for each ``(name, calls)`` of ``cases``
-    (calls whose keys differ in one thing)."""
-    for name, calls in cases:
-        alternate_against_the_normal_path(dev, name, calls, rounds)
-
-
 def first_and_repeated(dev, call):
     """``(normal path's result, first call's counts, repeated call's counts, repeated
     call's result)`` of ``call`` (the accounting stand-in's counters, host arrays)."""

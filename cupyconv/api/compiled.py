@@ -121,11 +121,6 @@ def call_key(args, kwargs, backend=None):
     parts = [config.in_force,                     # every setting of cupyconv.config
              get_backend() if backend is None else backend]
     for v in args:
-        if type(v) is np.ndarray:                 # the common case, without a call
-            arrays.append(v)
-            parts.append((np.ndarray, v.shape, v.strides, v.dtype,
-                          _ALIGNMENT[_numpy_pointer(v) & 15], v.flags.writeable))
-            continue
         part = _part(v, arrays)
         if part is None:
             return None, None

@@ -32,6 +32,8 @@ class LRU:
         self._maxbytes = maxbytes if callable(maxbytes) else (lambda: maxbytes)
         self._sizes = {}
         self._bytes = 0
+        #: ``(key, value)`` of the last hit of :meth:`get` (the most recent entry), or None
+        self._last = None
 
     @property
     def nbytes(self):
@@ -48,12 +50,26 @@ class LRU:
         return value
 
     def get(self, key, default=None):
-        """The value of ``key`` (now the most recently used), or ``default``."""
-        with self._lock:
-            value = self._data.get(key, default)
-            if value is not default:
-                self._data.move_to_end(key)
-            return value
+        """The value of ``key`` (now the most recently used), or ``default``.
+
+        Without the lock (taking it is most of a hit's cost; a compiled call's replay
+        reads one per call): the dict's ``get`` and ``move_to_end`` are each atomic, and an
+        entry another thread dropped between the two is returned as it was read.  The key
+        read last is compared before the dict is asked (a plan's cache asks for one key
+        over and over, and hashing a compiled call's key twice, for ``get`` and
+        ``move_to_end``, is most of a hit); every store forgets it."""
+        last = self._last
+        if last is not None and last[0] == key:     # already the most recent: no hashing
+            return last[1]
+        data = self._data
+        value = data.get(key, default)
+        if value is not default:
+            try:
+                data.move_to_end(key)
+            except KeyError:            # dropped meanwhile by another thread's put/clear
+                return value
+            self._last = (key, value)
+        return value
 
     def put(self, key, value):
         """Store ``value`` under ``key``, dropping the least recently used past ``maxsize``
@@ -62,6 +78,7 @@ class LRU:
         size = 0 if self._size is None else int(self._size(value))
         bound = self._maxbytes()
         with self._lock:
+            self._last = None
             self._bytes -= self._sizes.pop(key, 0)
             if bound is not None and size > bound:
                 self._data.pop(key, None)
@@ -79,6 +96,7 @@ class LRU:
 
     def clear(self):
         with self._lock:
+            self._last = None
             self._data.clear()
             self._sizes.clear()
             self._bytes = 0

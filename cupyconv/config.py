@@ -149,7 +149,9 @@ class _Config(_types.ModuleType):
             raise AttributeError(f"cupyconv.config has no setting {name!r}; the settings are "
                                  f"{_describe_choices(sorted(_CHECKS))}")
         super().__setattr__(name, check(value))
-        super().__setattr__("_in_force", tuple(getattr(self, n) for n in _CHECKS))
+        settings = tuple(getattr(self, n) for n in _CHECKS)
+        super().__setattr__("_in_force", settings)
+        super().__setattr__("_in_force_id", _settings_id(settings))
 
     @property
     def in_force(self):
@@ -157,11 +159,36 @@ class _Config(_types.ModuleType):
         up to date by each assignment, so reading it costs one attribute lookup."""
         return self._in_force
 
+    @property
+    def in_force_id(self):
+        """A small int naming :attr:`in_force` (equal settings, equal ids; never reused):
+        what a compiled call's key holds, hashed and compared faster than the tuple."""
+        return self._in_force_id
+
     def __delattr__(self, name):
         if name in _CHECKS:
             raise AttributeError(f"cupyconv.config.{name} cannot be deleted (assign it)")
         super().__delattr__(name)
 
 
+#: settings tuple -> its :data:`in_force_id`; ids are never reused (the counter goes on
+#: when the table is emptied), so a key holding an old id never matches other settings.
+_SETTINGS_IDS = {}
+_next_settings_id = [0]
+
+
+def _settings_id(settings):
+    """A small int naming ``settings`` (equal tuples, equal ids): what a compiled call's key
+    holds instead of the tuple, whose hash would be computed on every call."""
+    known = _SETTINGS_IDS.get(settings)
+    if known is None:
+        if len(_SETTINGS_IDS) >= 4096:       # settings of many distinct values (limits)
+            _SETTINGS_IDS.clear()
+        known = _SETTINGS_IDS[settings] = _next_settings_id[0]
+        _next_settings_id[0] += 1
+    return known
+
+
 _in_force = tuple(globals()[name] for name in _CHECKS)
+_in_force_id = _settings_id(_in_force)
 _sys.modules[__name__].__class__ = _Config

@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import operator
 import threading
 from typing import Any, Tuple
 
@@ -51,6 +52,12 @@ class Launch:
     params: Any
     #: names of the arrays whose pointers follow ``params``, in the kernel's order.
     slots: Tuple[str, ...]
+
+    def __post_init__(self):
+        # ``pick(bound)``: the slots' arrays in one C call where every slot is a name (two
+        # or more: ``itemgetter`` of one returns the item, not a tuple); else ``None``
+        names = len(self.slots) > 1 and all(type(s) is str for s in self.slots)
+        object.__setattr__(self, "pick", operator.itemgetter(*self.slots) if names else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,9 +226,10 @@ def execute(program, xp, bound, workspace=None):
             if counts is not None:
                 counts["launches"] += 1
             if not stub:
-                step.function(step.grid, step.block, (step.params, *[
-                    bound[s] if type(s) is str else _slot(xp, bound, s) for s in step.slots]),
-                              shared_mem=step.shared_mem)
+                pick = step.pick
+                step.function(step.grid, step.block, (step.params, *(
+                    pick(bound) if pick is not None else
+                    [_slot(xp, bound, s) for s in step.slots])), shared_mem=step.shared_mem)
             continue
         if type(step) is Check:
             bound[step.output] = _check(step, xp, bound, counts, stub)

@@ -50,7 +50,7 @@ from .._kernels.addressing import data_pointer
 from .._lru import LRU
 from ..backends.cuda import graphs
 from ..backends.cuda.prebuilt_launch import prebuilt_program
-from ..dispatch import get_backend
+from ..dispatch.backends import FORCED
 
 __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
            "clear_cache", "lookup", "call_key"]
@@ -115,11 +115,11 @@ def call_key(args, kwargs, backend=None):
     """``(key, arrays)`` of a call, or ``(None, None)`` when the key cannot hold it.
 
     ``arrays`` lists the call's top-level arrays in key order (the replay binds them);
-    ``backend`` is the one in force (``get_backend()``, asked when not given).
+    ``backend`` is the one in force (``get_backend()``, read when not given).
     """
     arrays = []
-    parts = [config.in_force,                     # every setting of cupyconv.config
-             get_backend() if backend is None else backend]
+    parts = [config.in_force_id,                  # every setting of cupyconv.config
+             (FORCED.forced or "numpy") if backend is None else backend]   # get_backend()
     for v in args:
         part = _part(v, arrays)
         if part is None:
@@ -146,9 +146,8 @@ _POINTERS = {}
 
 
 def _numpy_pointer(v):
-    hit = _POINTERS.get(id(v))
-    if hit is not None and hit[0]() is v:
-        return hit[1]
+    """``v``'s data pointer, read and remembered in :data:`_POINTERS` (a hit is read
+    inline by :func:`_part`)."""
     ptr = v.__array_interface__["data"][0]
     if len(_POINTERS) > 256:
         _POINTERS.clear()
@@ -160,8 +159,9 @@ def _part(v, arrays):
     t = type(v)
     if t is np.ndarray:
         arrays.append(v)
-        return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[_numpy_pointer(v) & 15],
-                v.flags.writeable)
+        hit = _POINTERS.get(id(v))                  # _numpy_pointer(v), its hit inline
+        ptr = hit[1] if hit is not None and hit[0]() is v else _numpy_pointer(v)
+        return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[ptr & 15], v.flags.writeable)
     if t not in _SCALARS and t not in (float, complex, tuple, list) and _is_cupy(t):
         arrays.append(v)
         return (t, v.shape, v.strides, v.dtype, _ALIGNMENT[v.data.ptr & 15], v.device.id)

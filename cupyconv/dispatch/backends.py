@@ -22,13 +22,17 @@ from ..backends.cuda import CudaBackend, runner_for
 from ..backends.numpy import NumpyBackend
 
 __all__ = ["use_backend", "get_backend", "available_backends", "backend_for",
-           "backend_reasons", "reset", "device_constant", "BACKENDS"]
-
-_state = threading.local()
+           "backend_reasons", "reset", "device_constant", "BACKENDS", "FORCED"]
 
 
-def _forced():
-    return getattr(_state, "forced", None)
+class _ForcedBackend(threading.local):
+    """This thread's backend forced by :func:`use_backend` (class default: none)."""
+
+    forced = None
+
+
+#: read as ``FORCED.forced`` (one attribute lookup: a compiled call's key reads it per call)
+FORCED = _ForcedBackend()
 
 
 @contextlib.contextmanager
@@ -50,17 +54,17 @@ def use_backend(name):
     reason = backend_reasons()[name]
     if reason is not None:
         raise ValueError(f"backend {name!r} is not available here: {reason}")
-    previous = _forced()
-    _state.forced = name
+    previous = FORCED.forced
+    FORCED.forced = name
     try:
         yield name
     finally:
-        _state.forced = previous
+        FORCED.forced = previous
 
 
 def get_backend(xp=None):
     """Name of the backend in force (for arrays of module ``xp``, if given)."""
-    forced = _forced()
+    forced = FORCED.forced
     if forced is not None:
         return forced
     if xp is not None and xp is not np and xp.__name__ == "cupy":

@@ -75,6 +75,38 @@ def test_the_bound_is_read_as_it_stores():
     assert cache.keys() == ["b", "c"]
 
 
+def test_the_last_hit_never_outlives_a_store_or_a_clear():
+    """``get`` answers the key it read last without the dict (a plan's cache asks for one
+    key over and over); a store of that key, an eviction and a clear must be seen."""
+    cache = _lru(2, None)
+    cache.put("a", _Held(1))
+    first = cache.get("a")
+    assert cache.get("a") is first                   # the remembered hit
+    cache.put("a", _Held(2))                         # replaced: the new value
+    assert cache.get("a").nbytes == 2
+    cache.put("b", _Held(3))
+    cache.put("c", _Held(4))                         # maxsize 2: "a" is the oldest, dropped
+    assert cache.get("a") is None and cache.keys() == ["b", "c"]
+    assert cache.get("c").nbytes == 4
+    cache.clear()
+    assert cache.get("c") is None and cache.get("c", "none") == "none"
+
+
+def test_the_settings_id_names_the_settings_and_is_never_reused(restore_config):
+    """A compiled call's key holds ``config.in_force_id``: equal settings give equal ids,
+    other settings other ids, and an id is not given again once its table is emptied."""
+    saved = config.precision
+    start = config.in_force_id
+    config.precision = "tf32" if saved != "tf32" else "highest"
+    other = config.in_force_id
+    assert other != start
+    config.precision = saved                          # back to the same settings
+    assert config.in_force_id == start
+    config._SETTINGS_IDS.clear()                      # as when it outgrows its bound
+    config.precision = saved
+    assert config.in_force_id not in (start, other)
+
+
 def test_eight_threads_keep_the_count_and_the_bound():
     cache = _lru(64, 500)
 

@@ -401,6 +401,26 @@ def test_eight_threads_give_the_sequential_results(any_dev, rng):
 
 
 # ------------------------------------------------------------ prebuilt CuPy launches
+@pytest.mark.parametrize("slots", [("a",), ("a", "b", "a"),
+                                   ("a", program.View("b", 4), program.View("b", 0, (2,), (4,), F32))])
+def test_a_launch_is_handed_its_slots_in_order(slots):
+    """:func:`program.execute` hands a launch the arrays of its slots in the kernel's order:
+    by one ``itemgetter`` where every slot is a name (two or more), else slot by slot."""
+    a, b = np.arange(4, dtype=F32), np.arange(8, dtype=F32)
+    seen = []
+    step = program.Launch(lambda grid, block, args, shared_mem=0: seen.append(args),
+                          (1,), (1,), 0, b"params", slots)
+    assert (step.pick is not None) == (len(slots) > 1 and all(type(x) is str for x in slots))
+    program.execute(program.Program("p", ("a", "b"), (), (step,), "a"), np, {"a": a, "b": b})
+    (args,), arrays = seen, {"a": a, "b": b}
+    assert args[0] == b"params" and len(args) == 1 + len(slots)
+    for got, slot in zip(args[1:], slots):
+        if type(slot) is str:
+            assert got is arrays[slot]
+        else:
+            assert program.data_pointer(got) == program.data_pointer(b) + slot.offset
+
+
 def test_prebuilt_launches_hand_the_driver_the_struct_and_the_pointers():
     """A stand-in of ``cupy.cuda.driver`` reads back, through the argument array it is
     given, the parameter struct's bytes and each operand's pointer; grid, block, shared

@@ -1,6 +1,6 @@
 """Host time of the CUDA path's own Python, per call, measured without a GPU.
 
-``python -m benchmarks.host_path [--rounds N] [--json PATH]``
+``python -m benchmarks.host_path [--rounds N] [--json PATH] [--baseline REF [--alternations K]]``
 
 The GPU runs showed small calls bound by host time (0.25-1.5 ms a call against
 kernels of microseconds).  Part of it is CuPy's (allocations, launches, copies:
@@ -19,6 +19,12 @@ median over ``--rounds`` of ``timeit``'s autorange mean; first calls: the median
 single calls), and per call the launches and GEMMs (stubbed) and the allocations,
 synchronisations and copies each way of ``cupyconv._kernels.program.accounting``.  NumPy
 data of the shapes the GPU benchmarks use, plus two planned layers.
+
+``--baseline REF`` also times the repeated calls with cupyconv as of git ``REF`` (its
+``cupyconv`` and ``cuda_src`` in a temporary directory, run by this same benchmark file
+in a subprocess, so both sides have the same cases and stubs), the two sides taking
+turns ``--alternations`` times; each side's figure is the median of its turns, and the
+table gains the baseline's column and the ratio (a loaded machine moves both alike).
 """
 from __future__ import annotations
 
@@ -26,7 +32,13 @@ import argparse
 import collections
 import contextlib
 import json
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 import timeit
 
@@ -248,19 +260,80 @@ def _fmt(c):
             f"{c['d2h']}/{c['h2d']}")
 
 
+def _baseline_tree(ref):
+    """``(directory, short commit)``: git ``ref``'s ``cupyconv`` and ``cuda_src`` with
+    this checkout's ``benchmarks`` beside them (the same cases and stubs on both sides)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=root,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    tree = tempfile.mkdtemp(prefix="cupyconv-host-path-")
+    archive = subprocess.run(["git", "archive", ref, "cupyconv", "cuda_src"], cwd=root,
+                             capture_output=True, check=True).stdout
+    with tempfile.TemporaryFile() as fh:
+        fh.write(archive)
+        fh.seek(0)
+        with tarfile.open(fileobj=fh) as tar:
+            tar.extractall(tree, filter="data")
+    shutil.copytree(here, os.path.join(tree, "benchmarks"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return tree, commit
+
+
+def _baseline_rows(tree, rounds):
+    """:func:`measure` of the baseline's package, in a subprocess run from ``tree``."""
+    out = os.path.join(tree, "rows.json")
+    subprocess.run([sys.executable, "-m", "benchmarks.host_path", "--rounds", str(rounds),
+                    "--json", out], cwd=tree, env=dict(os.environ, PYTHONPATH=tree),
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(out) as fh:
+        return json.load(fh)
+
+
+def _median_rows(turns):
+    """One row per case: the first turn's, its times the medians over the turns."""
+    rows = [dict(r) for r in turns[0]]
+    for i, row in enumerate(rows):
+        for k in ("today_us", "first_us", "repeated_us"):
+            row[k] = statistics.median(t[i][k] for t in turns)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.host_path", description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--baseline", help="git commit whose repeated calls to time as well")
+    ap.add_argument("--alternations", type=int, default=2,
+                    help="turns each side takes with --baseline")
     opts = ap.parse_args(argv)
-    rows = measure(opts.rounds)
+    base = None
+    if opts.baseline:
+        tree, commit = _baseline_tree(opts.baseline)
+        try:
+            ours, theirs = [], []
+            for _ in range(opts.alternations):
+                theirs.append(_baseline_rows(tree, opts.rounds))
+                ours.append(measure(opts.rounds))
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
+        rows, base = _median_rows(ours), {r["case"]: r for r in _median_rows(theirs)}
+    else:
+        rows = measure(opts.rounds)
+    extra = f" {commit} repeated us | ratio |" if base else ""
     print("| call | today us | first call us | repeated us | path of a repeated call | "
-          "today: launches, GEMMs, allocations, syncs, copies d2h/h2d | repeated: the same |")
-    print("|---|---:|---:|---:|---|---|---|")
+          "today: launches, GEMMs, allocations, syncs, copies d2h/h2d | repeated: the same |"
+          + extra)
+    print("|---|---:|---:|---:|---|---|---|" + ("---:|---:|" if base else ""))
     for r in rows:
+        cells = ""
+        if base and r["case"] in base:
+            b = base[r["case"]]["repeated_us"]
+            cells = f" {b:.1f} | {r['repeated_us'] / b:.2f} |"
         print(f"| {r['case']} | {r['today_us']:.1f} | {r['first_us']:.1f} | "
               f"{r['repeated_us']:.1f} | {r['path']} | {_fmt(r['today'])} | "
-              f"{_fmt(r['repeated'])} |")
+              f"{_fmt(r['repeated'])} |" + cells)
     if opts.json:
         with open(opts.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -84,3 +84,24 @@ def test_device_check_runs_and_prints_the_micro_step():
     assert micro and "-m benchmarks.device_micro --out \"$OUT\"" in micro[0][2]
     assert int(micro[0][1]) <= 60                              # about a minute of device time
     assert "device_micro.json" in script.split("===== summary")[1]   # in the printed table
+
+
+def test_device_check_keeps_to_its_deadline(tmp_path):
+    """The script's steps share one deadline (``BUDGET``, default under 8 minutes with the
+    summary's 30 s): a step gets at most what is left, and none is started when too little
+    is.  With no budget at all every step is recorded SKIPPED and the script still ends
+    (run with ``true`` standing in for Python: no step does any work)."""
+    import subprocess
+    from limits import child_limit
+    script = (ROOT / "scripts" / "device_check.sh").read_text()
+    budget = int(re.search(r"^BUDGET=\$\{BUDGET:-(\d+)\}$", script, flags=re.M).group(1))
+    summary = int(re.search(r"^timeout (\d+) \"\$PY\"", script, flags=re.M).group(1))
+    assert budget + summary <= 8 * 60
+    steps = re.findall(r"^step (\S+) (\d+) ", script, flags=re.M)
+    env = dict(PATH="/usr/bin:/bin", OUT=str(tmp_path), PYTHON="true", BUDGET="0")
+    subprocess.run(["bash", str(ROOT / "scripts" / "device_check.sh")], env=env, check=True,
+                   capture_output=True, timeout=child_limit(units=len(steps), per_unit_s=1,
+                                                            start_s=5))
+    rows = [line.split("\t") for line in (tmp_path / "steps.tsv").read_text().splitlines()]
+    assert [r[0] for r in rows] == [name for name, _ in steps]
+    assert {r[1] for r in rows} == {"SKIPPED"}

@@ -117,6 +117,17 @@ FAMILIES = {
         implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
         implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6), (128, 128, 16, 7)])
     """,
+    "splitk_reduce": """
+        # the split-K weight gradient's reduction (issue 26): partials exactly their size
+        from cupyconv._kernels import program, splitk_launch
+        for dtype in (np.float32, np.float64):
+            parts = small_ints(rng, (3, 4, 37), dtype)
+            y = np.zeros((3, 37), dtype)
+            step = splitk_launch.reduce_step(load, dtype, 3, 4, 37, ("p", "y"))
+            program.execute(program.Program("reduce", ("p", "y"), (), (step,), "y"), np,
+                            {"p": parts, "y": y})
+            check(np.dtype(dtype).name, y, parts.sum(axis=1))
+    """,
     "wgmma_tiles": """
         # the sm_90a warpgroup-MMA tiles (issue 27): contiguous channels-last operands exactly
         # their size, one K-tile per group, 6 of the 64 columns, rows past M zero-filled
@@ -246,5 +257,6 @@ def test_families_cover_every_kernel_family():
     launched = {Path(source).stem for family in FAMILIES for source, _ in record(family)[0]}
     expected = {Path(registry.FAMILIES[f].source).stem
                 for f in ("vol2col", "col2vol", "implicit_gemm_fprop", "implicit_gemm_fma_dmma",
-                          "implicit_gemm_wgmma", "direct_conv", "relayout_channels_last")}
+                          "implicit_gemm_wgmma", "direct_conv", "relayout_channels_last",
+                          "splitk_reduce")}
     assert expected <= launched, expected - launched

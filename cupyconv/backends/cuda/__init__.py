@@ -273,7 +273,8 @@ class CudaBackend(Backend):
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
                                    algorithms.tensor_core_flags(problem, runner.static),
-                                   relay_pays=pays, tile=algorithms.wgmma_program)
+                                   relay_pays=pays, tile=algorithms.wgmma_program,
+                                   splits=cost.weight_gradient_splits(problem, self.device))
         elif problem.op == GRAD_INPUT:
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit)

@@ -1,6 +1,6 @@
 // cupyconv: the deterministic reduction step of the split-K weight gradient (issue 26).
 //
-//   splitk_reduce<T, Acc, Index>(SplitkReduceParams p, const T* parts, T* y)
+//   splitk_reduce<T, Acc, R, Index>(SplitkReduceParams p, const T* parts, T* y)
 //
 //   y[b][i] = from_accum<T>( sum_{s = 0 .. S-1} to_accum<Acc>(parts[b][s][i]) ),
 //   b < outer, i < inner, S = p.parts,
@@ -11,7 +11,9 @@
 // gradients of each of the batch's C/G "images", cupyconv/backends/cuda/implicit_grads.py),
 // and `y` the contiguous (outer, inner) forward output the unsplit problem would have
 // written.  No atomics: every output is one thread's, so two runs are bitwise identical
-// and any schedule gives the same bits.  Rank-independent (the partials are flat).
+// and any schedule gives the same bits.  The code is rank-independent (the partials are
+// flat); R is not used: it puts one instance in each rank's compilation group (the unit of
+// the kernel caches and the prebuilt wheels), next to the tiles whose partials it sums.
 //
 // Launch: 1-D grid of any size (grid-stride over outer * inner), blocks of
 // CUPYCONV_BLOCK_THREADS threads, no shared memory.  The host mirror of the parameters is
@@ -33,7 +35,7 @@ static_assert(sizeof(SplitkReduceParams) == 8 * 4,
 
 }  // namespace cc
 
-template <typename T, typename Acc, typename Index>
+template <typename T, typename Acc, int R, typename Index>
 __global__ void CUPYCONV_LAUNCH_BOUNDS
 splitk_reduce(const cc::SplitkReduceParams p, const T* __restrict__ parts,
               T* __restrict__ y) {

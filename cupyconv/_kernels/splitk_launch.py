@@ -3,9 +3,9 @@
 ``splitk_reduce`` (``cuda_src/conv/splitk_reduce.cu``) sums the contiguous
 ``(outer, S, inner)`` partials into the contiguous ``(outer, inner)`` result, part 0
 first, in the accumulation type, rounding once.  The split-K weight gradient
-(``backends/cuda/implicit_grads``) uses it as a step of its launch program.  The kernel
-is rank-independent: one instance per dtype and index type, built in the rank-1 group
-(:data:`~.registry.RANK_FREE_FAMILIES`).  :func:`reduce_params_dtype` mirrors
+(``backends/cuda/implicit_grads``) uses it as a step of its launch program.  The kernel's
+code is rank-independent; its instance is taken from the problem's rank group (where
+the tiles whose partials it sums are).  :data:`reduce_params_dtype` mirrors
 ``cc::SplitkReduceParams``.
 """
 from __future__ import annotations
@@ -35,10 +35,10 @@ def pack_reduce_params(outer: int, parts: int, inner: int) -> np.void:
     return p[()]
 
 
-def reduce_step(module, dtype, outer: int, parts: int, inner: int, slots):
+def reduce_step(module, dtype, outer: int, parts: int, inner: int, slots, rank: int = 1):
     """The :class:`~.program.Launch` summing ``parts`` partials of ``(outer, parts,
     inner)`` (slot ``slots[0]``) into ``(outer, inner)`` (``slots[1]``), or ``None`` when
-    there is nothing to sum.
+    there is nothing to sum; the instance of ``rank``'s group.
 
     Raises
     ------
@@ -52,16 +52,16 @@ def reduce_step(module, dtype, outer: int, parts: int, inner: int, slots):
                          f"{sorted(d.name for d in registry.SPLITK_DTYPES)}; got {dt.name}")
     if int(parts) < 1:
         raise ValueError(f"parts must be at least 1; got {parts}")
-    return _step(module, dt, int(outer), int(parts), int(inner), tuple(slots))
+    return _step(module, dt, int(outer), int(parts), int(inner), tuple(slots), int(rank))
 
 
 @memoized()
-def _step(module, dtype, outer, parts, inner, slots):
+def _step(module, dtype, outer, parts, inner, slots, rank):
     total = outer * inner
     if total == 0:
         return None
     wide = outer * parts * inner >= 2**31 - 1
-    kern = launch.kernel_for(module, FAMILY, dtype, 1, wide, ())
+    kern = launch.kernel_for(module, FAMILY, dtype, rank, wide, ())
     return Launch(kern, (launch.grid_stride_blocks(total),), (registry.THREADS,), 0,
                   pack_reduce_params(outer, parts, inner), slots)
 

@@ -175,9 +175,7 @@ def test_kernels_take_launch_bounds_from_the_launch_config(family, tmp_path):
     from cupyconv._compile import compile_group
     source = registry.FAMILIES[family].source
     for dtype in (np.float32, np.float64):
-        rank = 1 if family in registry.RANK_FREE_FAMILIES else 2     # (rank-free: built as 1)
-        insts = [i for i in registry.group_instantiations(source, dtype, rank)
-                 if i.family == family]
+        insts = [i for i in registry.group_instantiations(source, dtype, 2) if i.family == family]
         path, meta, _, _ = compile_group(source, [i.name for i in insts], "compute_90", root=tmp_path)
         entries = {body.split("(", 1)[0].strip(): body
                    for body in re.split(r"\.entry\s+", path.read_text())[1:]}

@@ -42,9 +42,26 @@ for the input gradient (plus a re-layout launch per re-laid operand). Both are l
 :func:`grad_weight_program`): the forward kernel's launches retargeted onto the
 gradient's operands (a pointer into ``dy`` at the crop's offset, into ``x`` and ``dy``
 at each group's), the transposed weights written into a workspace and each group's
-window copied into ``dw`` as library steps. No split-K yet: the weight gradient's
-reduction runs over all ``N * prod(O)`` positions inside each CTA, so its grid is only
-``ceil(C/G * taps / BM) * ceil(K/G / BN)`` CTAs (the cost model counts that).
+window copied into ``dw`` as library steps.
+
+**Split-K of the weight gradient.** Unsplit, its reduction runs over all ``N * prod(O)``
+positions inside each CTA, so its grid is only ``ceil(C/G * taps / BM) * ceil(K/G / BN)``
+CTAs per group.  With ``splits`` = S > 1 (``cost.weight_gradient_splits``: a divisor of
+``N``, where that grid does not fill the device) the images are split into S equal parts
+that run as the S *groups* of the same forward launch (:func:`split_forward`): the input
+channels of the forward problem (the images) fall into S groups by themselves, and its
+weights, ``dy``'s group, are copied in split order into a ``(S * K/G, N/S, *O)``
+workspace (a library step; where the re-layout runs, one re-layout launch per part writes
+it channels-last instead), so each tile (FMA, DMMA, TF32, float16's layout aside,
+multistage and wgmma on the re-laid operands) runs unchanged, with S times the CTAs.
+The output is the S partial gradients side by side, a program workspace, which the
+``splitk_reduce`` kernel (:mod:`cupyconv._kernels.splitk_launch`) sums in part order into
+the forward output before the window copy.  Why the images and not a slab of an output
+axis or a K-range: a slab would need the padding modes' boundary of the whole axis (a
+cropped view reflects at the wrong place), and a K-range a parameter in every tile;
+groups every tile has.  float32 and float64 only: the tiles write their output, the
+partials, in the storage type, which is the accumulation type only there (float16 and
+bfloat16 partials would each round once more).  The split's limit: S divides ``N``.
 """
 from __future__ import annotations
 
@@ -341,7 +358,8 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
             allocs["yp"] = ("yp", tuple(fwd.y_shape), problem.dtype)
             post = (splitk_launch.reduce_step(
                 runner.loader, problem.dtype, fwd.batch, splits,
-                fwd.out_channels // splits * math.prod(fwd.out_shape), ("yp", "y")),)
+                fwd.out_channels // splits * math.prod(fwd.out_shape), ("yp", "y"),
+                problem.ndim),)
         for i, (relay, a, name) in enumerate(((relay_x, x_g, "x"), (relay_dy, dy_g, "w"))):
             if relay and name == "w" and splits > 1:   # each part re-laid into its rows
                 pre += _relay_split_steps(runner, dy, dy_g, splits, round_tf32, parts, allocs)

@@ -117,17 +117,6 @@ FAMILIES = {
         implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
         implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6), (128, 128, 16, 7)])
     """,
-    "splitk_reduce": """
-        # the split-K weight gradient's reduction (issue 26): partials exactly their size
-        from cupyconv._kernels import program, splitk_launch
-        for dtype in (np.float32, np.float64):
-            parts = small_ints(rng, (3, 4, 37), dtype)
-            y = np.zeros((3, 37), dtype)
-            step = splitk_launch.reduce_step(load, dtype, 3, 4, 37, ("p", "y"))
-            program.execute(program.Program("reduce", ("p", "y"), (), (step,), "y"), np,
-                            {"p": parts, "y": y})
-            check(np.dtype(dtype).name, y, parts.sum(axis=1))
-    """,
     "wgmma_tiles": """
         # the sm_90a warpgroup-MMA tiles (issue 27): contiguous channels-last operands exactly
         # their size, one K-tile per group, 6 of the 64 columns, rows past M zero-filled
@@ -171,6 +160,16 @@ FAMILIES = {
             got = program.execute(prog, np, {"a": a})["r"]
             ref = np.ascontiguousarray(np.moveaxis(a, 1, -1))
             check("relayout", got, to_tf32(ref) if rounding else ref)
+        # the split-K weight gradient's reduction (issue 26 item 2; in this child, not one
+        # of its own: 14 s a child): partials exactly their size, rank 3's instance
+        from cupyconv._kernels import splitk_launch
+        for dtype in (np.float32, np.float64):
+            parts = small_ints(rng, (3, 4, 37), dtype)
+            y = np.zeros((3, 37), dtype)
+            step = splitk_launch.reduce_step(load, dtype, 3, 4, 37, ("p", "y"), rank=3)
+            program.execute(program.Program("reduce", ("p", "y"), (), (step,), "y"), np,
+                            {"p": parts, "y": y})
+            check(np.dtype(dtype).name, y, parts.sum(axis=1))
     """,
 }
 

@@ -78,7 +78,8 @@ from ..grad_forward import grad_input_forward, transposed_weights_into
 from . import relayout
 
 __all__ = ["can_implement", "checked_splits", "column_program", "column_problem",
-           "forward_problem", "split_forward", "is_convolution", "needs_columns", "run",
+           "forward_problem", "split_forward", "split_workspace_bytes", "is_convolution",
+           "needs_columns", "run",
            "grad_input_program", "grad_weight_program"]
 
 
@@ -299,6 +300,15 @@ def split_forward(problem, splits):
         groups=splits, stride=fwd.stride, dilation=fwd.dilation, padding=fwd.padding,
         padding_mode=fwd.padding_mode, cval=fwd.cval, dtype=fwd.dtype,
         precision=fwd.precision)
+
+
+def split_workspace_bytes(problem, splits):
+    """Bytes of the split-K's own workspaces: the copy of one group of ``dy`` in split
+    order (or its re-laid twin) and the partials (0 unsplit)."""
+    if splits == 1:
+        return 0
+    fwd = split_forward(problem, splits)
+    return problem.dtype.itemsize * (math.prod(fwd.w_shape) + math.prod(fwd.y_shape))
 
 
 def _split_operands(problem, x, dy, splits):

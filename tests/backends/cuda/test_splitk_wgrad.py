@@ -170,3 +170,26 @@ def test_splits_the_program_cannot_take_are_refused(splits, dtype):
     with pytest.raises(ValueError, match="split-K takes"):
         implicit_grads.grad_weight_program(problem, x, dy, runner, dict(mma=False, tf32=False),
                                            splits=splits)
+
+
+def test_a_workspace_limit_below_the_splits_workspaces_runs_unsplit(dev, forced, kernels):
+    """The split's copy of ``dy`` and its partials are workspaces: a ``workspace_limit``
+    below them keeps the weight gradient unsplit (no reduction launched), same result."""
+    rng = np.random.default_rng(6)
+    x, dy = small_ints(rng, (4, 4, 7, 6), np.float32), small_ints(rng, (4, 6, 7, 6), np.float32)
+    problem = ConvProblem.create(x_shape=x.shape, w_shape=(6, 4, 3, 3), padding=1,
+                                 dtype="float32", op="grad_weight")
+    need = implicit_grads.split_workspace_bytes(problem, 2)
+    # dy in split order (2 * 6, 2, 7, 6) and the partials (4, 2 * 6, 3, 3): 7x6 "taps"
+    assert need == 4 * (12 * 2 * 42 + 4 * 12 * 9) and implicit_grads.split_workspace_bytes(
+        problem, 1) == 0
+    forced(2)
+    outs = []
+    for limit in (need, need - 1):
+        kernels.clear()
+        with dev.scope():
+            outs.append(dev.to_host(conv_grad_weight(dev.to_dev(x), dev.to_dev(dy), (6, 4, 3, 3),
+                                                     padding=1, method="implicit_gemm",
+                                                     workspace_limit=limit)))
+        assert ("splitk_reduce" in kernels) == (limit == need), (limit, kernels)
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -48,13 +48,14 @@ TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5, "complex64": 
 
 #: family -> (public function, method); ``("tile", None)``: each compiled tile launched by
 #: explicit tile; ``("relayout", None)``: the re-layout program; ``("scan", None)``: the
-#: one-flag data scan's program.
+#: one-flag data scan's program; ``("splitk", None)``: the split-K weight gradient's program.
 ROUTES = {"direct_conv": ("conv", "direct"), "implicit_gemm_fprop": ("conv", "implicit_gemm"),
           "vol2col": ("conv", "gemm"), "col2vol": ("conv_grad_input", "gemm"),
           "winograd_input": ("conv", "winograd"), "winograd_output": ("conv", "winograd"),
           "winograd_weights": ("conv", "winograd"),
           "implicit_gemm_fma_dmma": ("tile", None), "implicit_gemm_multistage": ("tile", None),
-          "relayout_channels_last": ("relayout", None), "data_scan": ("scan", None)}
+          "relayout_channels_last": ("relayout", None), "data_scan": ("scan", None),
+          "splitk_reduce": ("splitk", None)}
 #: families whose float16 problems the CUDA path widens to float32 (not reached in half)
 WIDENED_HALF = ("col2vol", "winograd_input", "winograd_output", "winograd_weights")
 #: families the public calls reach only on a compute capability 9.0 device (the sm_90a
@@ -148,6 +149,30 @@ def _scan_case(dtype, rank, rng, module):
     return "scan", run, ref
 
 
+def _splitk_case(dtype, rank, rng, module):
+    """The split-K weight gradient's program (two parts summed by the reduction kernel) on
+    a ``(4, 3, 5, ...)`` layer, against NumPy's gradient."""
+    from cupyconv._kernels import program
+    from cupyconv.backends.cuda import algorithms, implicit_grads
+    from cupyconv.core.problem import ConvProblem
+    from cupyconv.dispatch import backend_for
+    runner = backend_for(module).runner
+    xs, ws = (4, 3) + (5,) * rank, (4, 3) + (3,) * rank
+    problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding=1, dtype=dtype,
+                                 op="grad_weight")
+    x, dy = _data(rng, xs, dtype), _data(rng, problem.y_shape, dtype)
+
+    def run(xp):
+        xd, dyd = xp.asarray(x), xp.asarray(dy)
+        prog = implicit_grads.grad_weight_program(
+            problem, xd, dyd, runner, algorithms.tensor_core_flags(problem, runner.static),
+            splits=2)
+        return program.execute(prog, xp, {"x": xd, "dy": dyd})[prog.result]
+    with cupyconv.use_backend("numpy"):
+        ref = cupyconv.conv_grad_weight(x, dy, ws, padding=1, method="gemm")
+    return "split-K x2", run, ref
+
+
 def _cases(family, dtype, rank, rng, module):
     """``(label, run(xp), ref)`` of one family, dtype and rank (a setup error is a case
     that fails, not a crash of the smoke)."""
@@ -158,8 +183,9 @@ def _cases(family, dtype, rank, rng, module):
         if func == "relayout":
             label, run, ref = _relayout_case(dtype, rank, rng, module)
             return [(label + ", ", run, ref)]
-        if func == "scan":
-            label, run, ref = _scan_case(dtype, rank, rng, module)
+        if func in ("scan", "splitk"):
+            case = _scan_case if func == "scan" else _splitk_case
+            label, run, ref = case(dtype, rank, rng, module)
             return [(label + ", ", run, ref)]
         xs, ws = _shapes(rank)
         x, w = _data(rng, xs, dtype), _data(rng, ws, dtype)

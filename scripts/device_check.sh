@@ -18,6 +18,7 @@
 #   ndimage_gpu.json          cupyconv.ndimage vs cupyx.scipy.ndimage; separable vs fft
 #   graph_replay.json         compiled calls replayed as one CUDA graph against plain replay
 #                             (3-pass gaussian_filter, a gemm layer): decides config.cuda_graphs
+#   splitk_gpu.json           the weight gradient's split-K: unsplit vs the cost model's S
 #   device_micro.json         mma.sync issue rate per atom (HMMA f16/bf16/TF32, DMMA m8n8k4,
 #                             m16n8k16 on sm_90), L2 and HBM copy bandwidth (issue 26)
 #   (the Winograd GPU table is in device_check.log)
@@ -103,6 +104,9 @@ step reference 60 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
 # merges the fitted implicit_gemm_tc_* / gemm_tc_* efficiencies into the cost model's file;
 # also times method="auto" and the channels-last (16-byte copy) tiles
 step tensor-cores 60 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
+# issue 26 item 2: the weight gradient's split-K against the unsplit implicit GEMM and gemm
+# (the 3-D 64-channel layer, a 2-D one; float32, TF32, float64)
+step splitk 30 "$PY" -m benchmarks.splitk_gpu --out "$OUT" --budget 0.5
 # issue 15: the Winograd transform kernels against our implicit GEMM, gemm and cuDNN
 step winograd 20 "$PY" -m benchmarks.winograd_gpu --small --rounds 5
 rm -f "$TMP"

@@ -558,3 +558,14 @@ def spy_kernels(monkeypatch):
         return real(module, family, dt, rank, index64, tile)
     monkeypatch.setattr(launch, "kernel_for", spy)
     return taken
+
+
+def device_check_steps():
+    """``{name: (limit seconds, command)}`` of ``scripts/device_check.sh``'s steps, and the
+    script's text."""
+    import re
+    from pathlib import Path
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "device_check.sh").read_text()
+    steps = {name: (int(limit), command) for name, limit, command in
+             re.findall(r"^step (\S+) (\d+) (.*)$", script, flags=re.M)}
+    return steps, script

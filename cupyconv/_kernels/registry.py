@@ -12,6 +12,7 @@ launched.  A name expression spells out the whole specialisation::
     direct_conv<double, double, 2, int, 16, 64>               # T, Acc, R, Index, TILE_H, TILE_W
     winograd_input<cc::half, float, 3, int, 8>                # T, Acc (compute), R, Index, MAX_ALPHA
     relayout_channels_last<float, float, 3, int>              # TIn, TOut, R, Index
+    splitk_reduce<float, float, 3, int>                       # T, Acc, R (unused), Index
 
 Instantiations are compiled in *groups* of one source file, one element
 type and one rank (both index types and every tile in one NVRTC program),
@@ -39,7 +40,7 @@ __all__ = [
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
     "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
-    "direct_tiles", "WINOGRAD_MAX_ALPHA", "RELAYOUT_DTYPES", "WGMMA", "WGMMA_THREADS",
+    "direct_tiles", "WINOGRAD_MAX_ALPHA", "RELAYOUT_DTYPES", "SPLITK_DTYPES", "WGMMA", "WGMMA_THREADS",
     "WGMMA_STAGES", "wgmma_tiles",
     "winograd_tiles", "instantiations", "group_instantiations",
     "lookup",
@@ -201,8 +202,16 @@ FAMILIES: Dict[str, KernelFamily] = {
                      "relayout_channels_last<{T}, {T}, {R}, {I}>", False, False),
         KernelFamily("winograd_weights", "conv/winograd_weights.cu",
                      "winograd_weights<{T}, {Acc}, {R}, {I}>", False, False),
+        KernelFamily("splitk_reduce", "conv/splitk_reduce.cu",
+                     "splitk_reduce<{T}, {Acc}, {R}, {I}>", False, False),
     )
 }
+
+#: The dtypes of the split-K reduction (``cuda_src/conv/splitk_reduce.cu``): those whose
+#: implicit-GEMM tiles write their partial sums in the accumulation type (float32, TF32
+#: included, and float64), so the split adds no rounding.  Its code is rank-independent;
+#: ``R`` only places an instance in each rank's group (the unit of the caches and wheels).
+SPLITK_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 #: The dtypes of the re-layout kernel (``cuda_src/conv/relayout.cu``): those of the
 #: multistage tiles it lays operands out for (TF32 float32, float16).
@@ -423,6 +432,8 @@ def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     if family in ("winograd_input", "winograd_output"):
         return winograd_tiles(dtype)
     if family == "relayout_channels_last" and np.dtype(dtype) not in RELAYOUT_DTYPES:
+        return ()
+    if family == "splitk_reduce" and np.dtype(dtype) not in SPLITK_DTYPES:
         return ()
     if family == "winograd_weights":        # the float and complex dtypes, as the transforms
         return ((),) if winograd_tiles(dtype) else ()

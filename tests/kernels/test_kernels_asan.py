@@ -160,6 +160,16 @@ FAMILIES = {
             got = program.execute(prog, np, {"a": a})["r"]
             ref = np.ascontiguousarray(np.moveaxis(a, 1, -1))
             check("relayout", got, to_tf32(ref) if rounding else ref)
+        # the split-K weight gradient's reduction (issue 26 item 2; in this child, not one
+        # of its own: 14 s a child): partials exactly their size, rank 3's instance
+        from cupyconv._kernels import splitk_launch
+        for dtype in (np.float32, np.float64):
+            parts = small_ints(rng, (3, 4, 37), dtype)
+            y = np.zeros((3, 37), dtype)
+            step = splitk_launch.reduce_step(load, dtype, 3, 4, 37, ("p", "y"), rank=3)
+            program.execute(program.Program("reduce", ("p", "y"), (), (step,), "y"), np,
+                            {"p": parts, "y": y})
+            check(np.dtype(dtype).name, y, parts.sum(axis=1))
     """,
 }
 
@@ -246,5 +256,6 @@ def test_families_cover_every_kernel_family():
     launched = {Path(source).stem for family in FAMILIES for source, _ in record(family)[0]}
     expected = {Path(registry.FAMILIES[f].source).stem
                 for f in ("vol2col", "col2vol", "implicit_gemm_fprop", "implicit_gemm_fma_dmma",
-                          "implicit_gemm_wgmma", "direct_conv", "relayout_channels_last")}
+                          "implicit_gemm_wgmma", "direct_conv", "relayout_channels_last",
+                          "splitk_reduce")}
     assert expected <= launched, expected - launched

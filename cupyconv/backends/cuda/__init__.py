@@ -273,7 +273,8 @@ class CudaBackend(Backend):
         elif algorithm == "implicit_gemm":     # the gradients as forward problems
             y = implicit_grads.run(problem, operands, runner,
                                    algorithms.tensor_core_flags(problem, runner.static),
-                                   relay_pays=pays, tile=algorithms.wgmma_program)
+                                   relay_pays=pays, tile=algorithms.wgmma_program,
+                                   splits=self._splits(problem, workspace_limit))
         elif problem.op == GRAD_INPUT:
             y = gradients.grad_input(problem, operands.output, operands.filter, runner,
                                      workspace_limit)
@@ -283,6 +284,14 @@ class CudaBackend(Backend):
         if stats is not None:
             stats["peak_workspace"] = max(stats.get("peak_workspace", 0), runner.peak_workspace)
         return y
+
+    def _splits(self, problem, workspace_limit):
+        """The weight gradient's split-K (``cost.weight_gradient_splits``; 1 where its
+        workspaces, the copy of ``dy`` and the partials, would pass ``workspace_limit``)."""
+        splits = cost.weight_gradient_splits(problem, self.device)
+        if splits > 1 and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit:
+            return 1
+        return splits
 
     def free_cached(self):
         self.runner.free_cached()

@@ -31,13 +31,13 @@ import warnings
 
 from ..._kernels import launch, registry, wgmma_launch
 from ..._paths import cache_root
-from ..._vocabulary import FORWARD
+from ..._vocabulary import FORWARD, GRAD_WEIGHT
 from .. import fft_conv
 from . import algorithms, implicit_grads, relayout, separable, winograd
 
 __all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate",
-           "relayout_pays"]
+           "relayout_pays", "weight_gradient_splits", "MAX_SPLITS"]
 
 #: Fraction of peak each algorithm reaches on large problems when nothing was measured on
 #: this device: fitted to the H200 runs of 2026-11-30 and 2026-12-01
@@ -231,15 +231,19 @@ def predict_times(problem, device, candidates, efficiency=None):
     return times
 
 
-def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True):
+def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, splits=None):
     """``(best, tile time, multistage time + re-layout or None)`` of the implicit GEMM on
     ``problem``: the launcher's tile on the operands as they are, and, where a multistage
     tile (the wgmma tile on compute capability 9.0) would run on channels-last operands,
     that tile plus the re-layout of x and (unless
     ``weights`` is False: frozen weights) w (one pass each, ``backends.cuda.relayout``).
-    The faster is what runs (:func:`relayout_pays`)."""
+    The faster is what runs (:func:`relayout_pays`).  A weight gradient runs with
+    ``splits`` (default :func:`weight_gradient_splits`), its split-K's copy and reduction
+    added (:func:`_split_time`)."""
     bw = device.bandwidth
-    fwd, tile = _implicit_forward(problem, device)
+    if splits is None:
+        splits = weight_gradient_splits(problem, device, eff_of)
+    fwd, tile = _implicit_forward(problem, device, splits)
     rate, eff = peak, eff_of["implicit_gemm"]
     if tc_peak and registry.tensor_core_variant(tile[3]):
         rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
@@ -256,18 +260,77 @@ def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True):
         relaid = _gemm_tile_time(problem, fwd, ms_tile, tc_peak, ms_eff, device) + relay
     columns = (2 * problem.column_bytes() / bw + LAUNCH_S
                if implicit_grads.needs_columns(problem) else 0.0)
+    if splits > 1:
+        split = _split_time(problem, splits, device)
+        base, relaid = base + split, None if relaid is None else relaid + split
     best = base if relaid is None else min(base, relaid)
     return best + columns, base, relaid
+
+
+#: Most parts the weight gradient's split-K divides the images into.
+MAX_SPLITS = 64
+
+
+def weight_gradient_splits(problem, device, efficiency=None):
+    """The split-K of the weight gradient ``problem`` on the implicit GEMM: into how many
+    parts its images are split (``implicit_grads.grad_weight_program``).  1 for any other
+    problem, for dtypes other than float32/float64 (the tiles' partials would round), and
+    when the unsplit grid already fills ``device`` (two CTAs per SM, ``device.sm_count``);
+    else the divisor of the batch (up to :data:`MAX_SPLITS`; one whose parts keep the
+    tensor-core tile where the unsplit problem has it) with the least predicted time: more
+    CTAs against the copy of ``dy`` and the partials' traffic; a call whose
+    unsplit device time is under the host time per call (:data:`HOST_S`: short
+    reductions, small ``N * prod(O)``) stays unsplit (``efficiency``: as
+    :func:`relayout_pays`)."""
+    if (problem.op != GRAD_WEIGHT or problem.dtype not in registry.SPLITK_DTYPES
+            or implicit_grads.needs_columns(problem) or problem.batch < 2):
+        return 1
+    eff_of = efficiency or efficiencies(device.name)
+    return _splits(problem, device, tuple(sorted(eff_of.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _splits(problem, device, efficiency):
+    """:func:`weight_gradient_splits` (memoised: 0.3 ms of model per evaluation, asked on
+    every normal-path call and prediction)."""
+    fwd, tile = _implicit_forward(problem, device, 1)
+    if _ctas(fwd, tile) >= 2 * device.sm_count:
+        return 1
+    eff_of = dict(efficiency)
+    peak, tc_peak = device.peak_flops(problem.dtype), tensor_peak_flops(problem, device)
+
+    def device_time(s):
+        return _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, splits=s)[0]
+    if device_time(1) <= HOST_S["implicit_gemm"]:     # host-bound: more launches only cost
+        return 1
+    tensor_cores = registry.tensor_core_variant(tile[3])
+    candidates = [s for s in range(1, min(problem.batch, MAX_SPLITS) + 1)
+                  if problem.batch % s == 0 and registry.tensor_core_variant(
+                      _implicit_forward(problem, device, s)[1][3]) == tensor_cores]
+    return min(candidates, key=lambda s: (device_time(s), s))
+
+
+def _split_time(problem, splits, device):
+    """The split-K's own work per call: ``dy`` copied in split order (read and written
+    once), the partials written and read, the result written, two launches per group."""
+    fwd = implicit_grads.forward_problem(problem)
+    y = math.prod(fwd.y_shape) * problem.groups
+    traffic = problem.dtype.itemsize * (2 * math.prod(problem.y_shape) + (2 * splits + 1) * y)
+    return traffic / device.bandwidth + 2 * problem.groups * LAUNCH_S
+
+
+def _ctas(fwd, tile):
+    """CTAs of one implicit-GEMM launch of ``fwd`` (all its groups) on ``tile``."""
+    return -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
 
 
 def _gemm_tile_time(problem, fwd, tile, rate, eff, device):
     """One implicit-GEMM tile's time on ``problem`` (its forward problem ``fwd``)."""
     # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the H200 run's
     # 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs leave SMs idle
-    # (no split-K).
+    # (the weight gradient's split-K multiplies them: its parts are groups of ``fwd``).
     eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
-    ctas = -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
-    eff *= min(1.0, max(ctas, 1) / (2 * device.sm_count))
+    eff *= min(1.0, max(_ctas(fwd, tile), 1) / (2 * device.sm_count))
     return _stencil(problem, rate, device.bandwidth, eff)
 
 
@@ -289,14 +352,17 @@ def _mixes(fwd):
     return (fwd.in_channels // fwd.groups) * fwd.out_channels > fwd.groups
 
 
-def _implicit_forward(problem, device):
+def _implicit_forward(problem, device, splits=1):
     """The forward problem the implicit GEMM runs for ``problem`` and its tile: the
-    gradients run as forward problems (.implicit_grads); an input gradient that is not a
-    convolution of dy as the column GEMM (its columns' traffic costed apart)."""
+    gradients run as forward problems (.implicit_grads; the weight gradient's with its
+    images in ``splits`` parts); an input gradient that is not a convolution of dy as the
+    column GEMM (its columns' traffic costed apart)."""
     if problem.op == FORWARD:
         fwd = problem
     elif implicit_grads.needs_columns(problem):
         fwd = implicit_grads.column_problem(problem, problem.batch)
+    elif problem.op == GRAD_WEIGHT:
+        fwd = implicit_grads.split_forward(problem, splits)
     else:
         fwd = implicit_grads.forward_problem(problem)
     return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ..._kernels import grad_launch, launch, program
+from ..._kernels import grad_launch, launch, program, splitk_launch
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
 from ..base import OutOfMemoryError
@@ -211,3 +211,4 @@ def clear_program_cache():
     _dgrad_build.cache_clear()
     grad_weight_program.cache_clear()
     grad_launch.clear_program_cache()
+    splitk_launch.clear_program_cache()      # the split-K weight gradient's reduction

@@ -42,16 +42,33 @@ for the input gradient (plus a re-layout launch per re-laid operand). Both are l
 :func:`grad_weight_program`): the forward kernel's launches retargeted onto the
 gradient's operands (a pointer into ``dy`` at the crop's offset, into ``x`` and ``dy``
 at each group's), the transposed weights written into a workspace and each group's
-window copied into ``dw`` as library steps. No split-K yet: the weight gradient's
-reduction runs over all ``N * prod(O)`` positions inside each CTA, so its grid is only
-``ceil(C/G * taps / BM) * ceil(K/G / BN)`` CTAs (the cost model counts that).
+window copied into ``dw`` as library steps.
+
+**Split-K of the weight gradient.** Unsplit, its reduction runs over all ``N * prod(O)``
+positions inside each CTA, so its grid is only ``ceil(C/G * taps / BM) * ceil(K/G / BN)``
+CTAs per group.  With ``splits`` = S > 1 (``cost.weight_gradient_splits``: a divisor of
+``N``, where that grid does not fill the device) the images are split into S equal parts
+that run as the S *groups* of the same forward launch (:func:`split_forward`): the input
+channels of the forward problem (the images) fall into S groups by themselves, and its
+weights, ``dy``'s group, are copied in split order into a ``(S * K/G, N/S, *O)``
+workspace (a library step; where the re-layout runs, one re-layout launch per part writes
+it channels-last instead), so each tile (FMA, DMMA, TF32, float16's layout aside,
+multistage and wgmma on the re-laid operands) runs unchanged, with S times the CTAs.
+The output is the S partial gradients side by side, a program workspace, which the
+``splitk_reduce`` kernel (:mod:`cupyconv._kernels.splitk_launch`) sums in part order into
+the forward output before the window copy.  Why the images and not a slab of an output
+axis or a K-range: a slab would need the padding modes' boundary of the whole axis (a
+cropped view reflects at the wrong place), and a K-range a parameter in every tile;
+groups every tile has.  float32 and float64 only: the tiles write their output, the
+partials, in the storage type, which is the accumulation type only there (float16 and
+bfloat16 partials would each round once more).  The split's limit: S divides ``N``.
 """
 from __future__ import annotations
 
 import functools
 import math
 
-from ..._kernels import grad_launch, launch, program, relayout_launch
+from ..._kernels import grad_launch, launch, program, registry, relayout_launch, splitk_launch
 from ..._kernels.grad_launch import fresh_like, pointer_at
 from ..._kernels.program import Call, Program
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
@@ -60,8 +77,10 @@ from ..arrays import to_tf32
 from ..grad_forward import grad_input_forward, transposed_weights_into
 from . import relayout
 
-__all__ = ["can_implement", "column_program", "column_problem", "forward_problem",
-           "is_convolution", "needs_columns", "run", "grad_input_program", "grad_weight_program"]
+__all__ = ["can_implement", "checked_splits", "column_program", "column_problem",
+           "forward_problem", "split_forward", "split_workspace_bytes", "is_convolution",
+           "needs_columns", "run",
+           "grad_input_program", "grad_weight_program"]
 
 
 def is_convolution(problem):
@@ -143,7 +162,7 @@ def forward_problem(problem):
         precision=problem.precision)
 
 
-def run(problem, operands, runner, flags, relay_pays=None, tile=None):
+def run(problem, operands, runner, flags, relay_pays=None, tile=None, splits=1):
     """The gradient ``problem`` on the implicit GEMM, without a column buffer (its
     workspaces, through ``runner.workspace``: ``W'`` for the input gradient or the forward
     output ``y`` for the weight gradient, weight-sized, and the re-laid operands; not for
@@ -152,7 +171,8 @@ def run(problem, operands, runner, flags, relay_pays=None, tile=None):
     launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`),
     ``relay_pays(weights)`` whether the re-layout pays (``cost.relayout_pays`` of the
     gradient problem; default always), ``tile`` :func:`.algorithms.wgmma_program` (the
-    sm_90a tile where it runs).  Under ``precision="tf32"`` the operands come unrounded
+    sm_90a tile where it runs), ``splits`` the weight gradient's split-K
+    (:func:`grad_weight_program`).  Under ``precision="tf32"`` the operands come unrounded
     (``CudaBackend.rounds_tf32``): the program rounds those it re-lays, the others are
     rounded here first.  Builds (memoised) and executes the gradient's program."""
     if problem.op == GRAD_INPUT:
@@ -160,7 +180,9 @@ def run(problem, operands, runner, flags, relay_pays=None, tile=None):
         decide, build = _input_choice, grad_input_program
     else:
         names, arrays = ("x", "dy"), (operands.activation, operands.output)
-        decide, build = _weight_choice, grad_weight_program
+        splits = checked_splits(problem, splits)
+        decide = functools.partial(_weight_choice, splits=splits)
+        build = functools.partial(grad_weight_program, splits=splits)
     choice, rounds = decide(problem, *arrays, flags, relay_pays), relayout.rounds_here(problem)
     if rounds:
         arrays = tuple(_rounded_unless(r, a) for r, a in zip(choice or (False, False), arrays))
@@ -252,17 +274,63 @@ def _group_views(problem, x, dy):
             for gi in range(g)]
 
 
-def _weight_choice(problem, x, dy, flags, pays):
-    """:func:`.relayout.relay_choice` of the weight gradient's forward problem, the same
-    for every group (else ``None``: no group is re-laid)."""
+def checked_splits(problem, splits):
+    """``splits`` as an int: a divisor of the batch (the split-K of the weight gradient
+    splits the images into equal parts), 1 for the input gradient."""
+    splits = int(splits)
+    if splits < 1 or problem.batch % splits:
+        raise ValueError(f"the weight gradient's split-K takes a divisor of the batch "
+                         f"({problem.batch}); got {splits}")
+    return splits
+
+
+@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
+def split_forward(problem, splits):
+    """The forward problem of the weight gradient ``problem`` (per group) with its images
+    split into ``splits`` equal parts: :func:`forward_problem` whose input channels (the
+    images) and weights (``dy``) form ``splits`` groups, the weights ``(splits * K/G,
+    N/splits, *O)`` (``dy``'s images in split order), the output ``(C/G, splits * K/G,
+    *O')``: the ``splits`` partial gradients side by side (memoised)."""
     fwd = forward_problem(problem)
-    choices = {relayout.relay_choice(fwd, x_g, dy_g, **flags, pays=pays)
-               for x_g, dy_g in _group_views(problem, x, dy)}
+    if splits == 1:
+        return fwd
+    return ConvProblem.create(
+        x_shape=fwd.x_shape,
+        w_shape=(splits * fwd.out_channels, problem.batch // splits) + fwd.kernel_shape,
+        groups=splits, stride=fwd.stride, dilation=fwd.dilation, padding=fwd.padding,
+        padding_mode=fwd.padding_mode, cval=fwd.cval, dtype=fwd.dtype,
+        precision=fwd.precision)
+
+
+def split_workspace_bytes(problem, splits):
+    """Bytes of the split-K's own workspaces: the copy of one group of ``dy`` in split
+    order (or its re-laid twin) and the partials (0 unsplit)."""
+    if splits == 1:
+        return 0
+    fwd = split_forward(problem, splits)
+    return problem.dtype.itemsize * (math.prod(fwd.w_shape) + math.prod(fwd.y_shape))
+
+
+def _split_operands(problem, x, dy, splits):
+    """Per group ``(x_g, dy_g, w_g)``: :func:`_group_views` and the weights the forward
+    kernel reads: ``dy_g`` itself, or (split) a stand-in of its copy in split order."""
+    fwd = split_forward(problem, splits)
+    return [(x_g, dy_g, dy_g if splits == 1 else fresh_like(fwd.w_shape, fwd.dtype))
+            for x_g, dy_g in _group_views(problem, x, dy)]
+
+
+def _weight_choice(problem, x, dy, flags, pays, splits=1):
+    """:func:`.relayout.relay_choice` of the weight gradient's forward problem
+    (:func:`split_forward`), the same for every group (else ``None``: no group is
+    re-laid)."""
+    fwd = split_forward(problem, splits)
+    choices = {relayout.relay_choice(fwd, x_g, w_g, **flags, pays=pays)
+               for x_g, _, w_g in _split_operands(problem, x, dy, splits)}
     return choices.pop() if len(choices) == 1 else None
 
 
 def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays=None,
-                        tile=None, choice=False):
+                        tile=None, choice=False, splits=1):
     """The weight gradient's program: per group, where a multistage tile fits
     (:func:`.relayout.relay_choice`, ``pays``) that group of ``x`` and ``dy`` re-laid into
     channels-last workspaces (rounded to TF32 under ``round_tf32``), then the forward
@@ -270,39 +338,96 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
     offsets, first two axes swapped), into a workspace ``y``, whose first ``KS`` positions
     (reversed for a flipped problem) are copied into the group's rows of ``dw``.
     ``choice``: that decision made already (:func:`run`'s: ``(relay_x, relay_dy)`` or
-    ``None``)."""
+    ``None``).
+
+    ``splits`` > 1 (a divisor of the batch, ``cost.weight_gradient_splits``): split-K.
+    The group's images are split into ``splits`` equal parts, run as the groups of one
+    forward launch (:func:`split_forward`: ``splits`` times the CTAs, each reducing over
+    ``N/splits * prod(O)`` positions); its weights are ``dy``'s group copied in split
+    order into a workspace (a library step; with the re-layout, one re-layout launch per
+    part writes it channels-last instead), its output the partials workspace ``yp``, which
+    the reduction kernel (:func:`~cupyconv._kernels.splitk_launch.reduce_step`) sums into
+    ``y`` in part order.  float32 and float64 only (the tiles write partials in the
+    storage type, which must be the accumulation type for the split to add no rounding)."""
     launch.check_dtype(problem, x=x, dy=dy)
-    fwd = forward_problem(problem)
+    splits = checked_splits(problem, splits)
+    if splits > 1 and problem.dtype not in registry.SPLITK_DTYPES:
+        raise ValueError(f"the weight gradient's split-K takes float32 or float64 (its partials "
+                         f"are the tiles' outputs); got {problem.dtype.name}")
+    fwd = split_forward(problem, splits)
     if choice is False:
-        choice = _weight_choice(problem, x, dy, flags, pays)
+        choice = _weight_choice(problem, x, dy, flags, pays, splits)
     relay_x, relay_dy = choice or (False, False)
     parts, groups, allocs = [], [], {}
-    for x_g, dy_g in _group_views(problem, x, dy):
+    for gi, (x_g, dy_g, w_g) in enumerate(_split_operands(problem, x, dy, splits)):
         offsets = (grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy))
         slots = {"x": pointer_at("x", offsets[0]), "w": pointer_at("dy", offsets[1])}
-        operands, pre = [x_g, dy_g], []
+        operands, pre, post = [x_g, w_g], [], ()
+        if splits > 1:
+            slots["y"] = "yp"
+            allocs["yp"] = ("yp", tuple(fwd.y_shape), problem.dtype)
+            post = (splitk_launch.reduce_step(
+                runner.loader, problem.dtype, fwd.batch, splits,
+                fwd.out_channels // splits * math.prod(fwd.out_shape), ("yp", "y"),
+                problem.ndim),)
         for i, (relay, a, name) in enumerate(((relay_x, x_g, "x"), (relay_dy, dy_g, "w"))):
-            if relay:            # one workspace per operand, reused by every group
+            if relay and name == "w" and splits > 1:   # each part re-laid into its rows
+                pre += _relay_split_steps(runner, dy, dy_g, splits, round_tf32, parts, allocs)
+                slots["w"], operands[1] = "wl", relayout.relaid_standin(w_g)
+            elif relay:            # one workspace per operand, reused by every group
                 prog, steps, alloc = _relay_steps(runner, a, slots[name], name + "l",
                                                   round_tf32)
                 parts.append(prog)
                 pre += steps
                 allocs[alloc[0]] = alloc
                 slots[name], operands[i] = name + "l", relayout.relaid_standin(a)
+            elif name == "w" and splits > 1:
+                pre.append(Call(functools.partial(_split_into, problem, gi, splits),
+                                ("dy", "dys")))
+                allocs["dys"] = ("dys", tuple(fwd.w_shape), problem.dtype)
+                slots["w"] = "dys"
         part = _forward_part(fwd, *operands, runner, flags, tile)
         parts.append(part)
-        groups.append((offsets, tuple(pre), part, slots))
+        groups.append((offsets, tuple(pre), part, slots, tuple(s for s in post if s)))
+    name = "grad_weight implicit_gemm" + (f" split-K x{splits}" if splits > 1 else "")
 
     def build():
         steps = []
-        for gi, (_, pre, part, slots) in enumerate(groups):
-            steps += pre + grad_launch.retarget(part.launches, slots)
+        for gi, (_, pre, part, slots, post) in enumerate(groups):
+            steps += pre + grad_launch.retarget(part.launches, slots) + post
             steps.append(Call(functools.partial(_window_into, problem, gi), ("y", "dw")))
-        return Program("grad_weight implicit_gemm", ("x", "dy"), (
+        return Program(name, ("x", "dy"), (
             ("dw", tuple(problem.w_shape), problem.dtype),
-            ("y", tuple(fwd.y_shape), problem.dtype), *allocs.values()), tuple(steps), "dw")
-    return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32),
-                                parts, build)
+            ("y", tuple(forward_problem(problem).y_shape), problem.dtype),
+            *allocs.values()), tuple(steps), "dw")
+    return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32,
+                                 splits), parts, build)
+
+
+def _relay_split_steps(runner, dy, dy_g, splits, round_tf32, parts, allocs):
+    """The re-layout launches writing ``dy_g`` (``(K/G, N, *O)``) channels-last in split
+    order, part ``s``'s images ``(K/G, N/splits, *O)`` at row ``s * K/G`` of the workspace
+    ``wl`` (``(splits * K/G, *O, N/splits)``); their programs appended to ``parts``, the
+    workspace to ``allocs``."""
+    ns, steps = dy_g.shape[1] // splits, []
+    for s in range(splits):
+        a = dy_g[:, s * ns:(s + 1) * ns]
+        prog, part_steps, (_, shape, dtype) = _relay_steps(
+            runner, a, pointer_at("dy", grad_launch.byte_offset(a, dy)),
+            pointer_at("wl", s * math.prod(a.shape) * a.dtype.itemsize), round_tf32)
+        parts.append(prog)
+        steps += part_steps
+    allocs["wl"] = ("wl", (splits * shape[0],) + tuple(shape[1:]), dtype)
+    return steps
+
+
+def _split_into(problem, gi, splits, dy, dys):
+    """``dys`` ``(splits * K/G, N/splits, *O)`` = group ``gi`` of ``dy`` with its first two
+    axes swapped, its images in split order (part ``s`` at rows ``s * K/G``)."""
+    kg = problem.out_channels // problem.groups
+    ns, rest = problem.batch // splits, tuple(problem.out_shape)
+    src = _swap01(dy[:, gi * kg:(gi + 1) * kg]).reshape((kg, splits, ns) + rest)
+    dys.reshape((splits, kg, ns) + rest)[...] = src.swapaxes(0, 1)
 
 
 def _window_into(problem, gi, y, dw):

@@ -24,7 +24,6 @@ SciPy's, which matters where they are truncated to integers.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -34,7 +33,7 @@ from scipy.ndimage import correlate as scipy_correlate, correlate1d as scipy_cor
 
 from ..._vocabulary import NDIMAGE_NAMES
 from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
-from .threads import parallel_map
+from .threads import Scratch, parallel_map
 
 __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
            "single_signal", "line_axis", "conv_line", "scipy_line_applies", "scipy_nd_applies",
@@ -351,19 +350,6 @@ def _valid_outputs(problem, wide, shape, pst):
                       + tuple(st * item for st in pst), writeable=False)
 
 
-class _Buffers(threading.local):
-    """One thread's scratch arrays of a depthwise call, reused block after block (a
-    fresh padded block, accumulator and temporary per block were a quarter of its time):
-    each the size of the call's largest block, a block takes a leading slice."""
-
-    def take(self, name, shape, dtype, fill=None):
-        have = self.__dict__.get(name)
-        if have is None or have.shape[1:] != shape[1:] or have.shape[0] < shape[0]:
-            have = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
-            self.__dict__[name] = have
-        return have[:shape[0]]
-
-
 def _padded_block(problem, xb, buffers):
     """:func:`~cupyconv.backends.arrays.pad_input` of a block, C-contiguous; constant
     padding by one copy into a buffer whose border was filled once (``numpy.pad``'s
@@ -401,7 +387,7 @@ def conv_depthwise(problem, x, w):
     wts = oriented_weights(problem, w).reshape(problem.out_channels, -1)   # (C, taps)
     taps = list(np.ndindex(*problem.kernel_shape))
     flat = all(s == 1 for s in problem.stride)
-    buffers = _Buffers()
+    buffers = Scratch()
 
     def block(index):
         images, chans = index

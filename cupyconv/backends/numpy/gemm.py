@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 
 import numpy as np
@@ -43,14 +44,14 @@ from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
 from ..grad_forward import grad_input_forward, grad_input_operands
-from .blas import matmul
+from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
-from .threads import parallel_map, workers
+from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
-           "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS",
+           "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS", "block_start",
            "CHUNK_BYTES"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
@@ -193,9 +194,10 @@ def column_source(problem, x):
     return windows(problem, pad_input(problem, x))
 
 
-def columns(problem, view, index):
+def columns(problem, view, index, scratch=None):
     """``(cols, box)``: the columns of block ``index`` of :func:`column_source`'s view
-    (one copy) and the block's box ``(nb, *Ob)``.
+    (one copy, into ``scratch``'s buffer when given: a
+    :class:`~cupyconv.backends.numpy.threads.Scratch`) and the block's box ``(nb, *Ob)``.
 
     Where :func:`positions_as_rows`: ``(1, positions, taps * C)`` from the channels-last
     view ``(N, *O, *KS, 1, C)``, whose copy runs over a tap row's channels (contiguous),
@@ -206,18 +208,29 @@ def columns(problem, view, index):
     """
     r = problem.ndim
     if positions_as_rows(problem):
-        part = view[index]                                      # (nb, *Ob, *KS, 1, C)
-        box = part.shape[:1 + r]
-        cols = np.empty(part.shape, dtype=part.dtype)
-        np.copyto(cols, part)
-        return cols.reshape(1, math.prod(box), -1), box
-    part = view[_grouped(index)]                                # (nb, G, Cg, *Ob, *KS)
-    order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
-    src = part.transpose(order)                                 # (G, Cg, *KS, nb, *Ob)
-    cols = np.empty(src.shape, dtype=part.dtype)
+        src = view[index]                                       # (nb, *Ob, *KS, 1, C)
+        box = src.shape[:1 + r]
+    else:
+        part = view[_grouped(index)]                            # (nb, G, Cg, *Ob, *KS)
+        order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
+        src = part.transpose(order)                             # (G, Cg, *KS, nb, *Ob)
+        box = part.shape[:1] + part.shape[3:3 + r]
+    if scratch is None:
+        cols = np.empty(src.shape, dtype=src.dtype)
+    else:
+        cols = scratch.take("columns", (src.size,), src.dtype).reshape(src.shape)
     np.copyto(cols, src)
-    box = part.shape[:1] + part.shape[3:3 + r]
+    if positions_as_rows(problem):
+        return cols.reshape(1, math.prod(box), -1), box
     return cols.reshape(problem.groups, -1, math.prod(box)), box
+
+
+def block_start(problem, index):
+    """The flat output position (within one image) of block ``index``'s first one: the
+    block's positions of each image are that and the next ``prod(box[1:])``
+    (:func:`blocks` fixes leading axes and splits one, the later axes whole)."""
+    out = tuple(problem.out_shape)
+    return sum(s.start * math.prod(out[a + 1:]) for a, s in enumerate(index[1:]))
 
 
 def weight_matrix(problem, w):
@@ -254,23 +267,27 @@ def _note(stats, sizes, lanes):
 
 def _phase(stats, name):
     """A timer for ``name`` when ``stats`` holds a ``"phases"`` dict (the seconds of each
-    call appended to ``stats["phases"][name]``; ``python -m benchmarks.cpu_vs_torch
+    call appended to ``stats["phases"][name]``, and added to the running thread's total
+    in ``stats["phases"]["threads"][thread name]``; ``python -m benchmarks.cpu_vs_torch
     --phases``), else a no-op."""
     phases = stats.get("phases")
     if phases is None:
         return contextlib.nullcontext()
-    return _Timer(phases.setdefault(name, []))
+    return _Timer(phases.setdefault(name, []), phases.setdefault("threads", {}))
 
 
 class _Timer:
-    def __init__(self, into):
-        self.into = into
+    def __init__(self, into, threads):
+        self.into, self.threads = into, threads
 
     def __enter__(self):
         self.start = time.perf_counter()
 
     def __exit__(self, *exc):
-        self.into.append(time.perf_counter() - self.start)
+        took = time.perf_counter() - self.start
+        self.into.append(took)
+        name = threading.current_thread().name
+        self.threads[name] = self.threads.get(name, 0.0) + took
 
 
 def _forward(problem, x, w, limit, stats):
@@ -279,23 +296,33 @@ def _forward(problem, x, w, limit, stats):
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     with _phase(stats, "pad"):
         view = column_source(problem, x)
-    g, kg, r = problem.groups, problem.gemm_n, problem.ndim
+    g, kg = problem.groups, problem.gemm_n
     wmat = weight_matrix(problem, w)
-    yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
     rows = positions_as_rows(problem)
-    spatial = tuple(range(2, 2 + r))
+    plane = math.prod(problem.out_shape)
+    yg = y.reshape(problem.batch, g, kg, plane)
+    scratch = Scratch()
 
     def block(index):
         with _phase(stats, "column copy"):
-            cols, box = columns(problem, view, index)
+            cols, box = columns(problem, view, index, scratch)
+        start, per = block_start(problem, index), math.prod(box[1:])
+        images = range(index[0].start, index[0].start + box[0])
+        if not rows:                       # (G, Kg, positions), straight into y's rows
+            with _phase(stats, "GEMM"):
+                for i, n in enumerate(images):
+                    matmul_into(wmat, cols[:, :, i * per:(i + 1) * per],
+                                yg[n, :, :, start:start + per])
+            return cols.nbytes
+        # cols @ W, (positions, K): the faster orientation (one core, float32, blocks of
+        # 288 positions, (288, 864) @ (864, 32): 111 GFLOP/s against 88-95 for the
+        # transposed product written into y's rows), then transposed into y
+        res = scratch.take("product", (cols.shape[1], kg), y.dtype)
         with _phase(stats, "GEMM"):
-            res = matmul(cols, wmat) if rows else matmul(wmat, cols)
-        if rows:                                                   # (1, nb, *Ob, K)
-            res = res.reshape((g,) + box + (kg,)).transpose((1, 0, 2 + r) + spatial)
-        else:                                                      # (G, Kg, nb, *Ob)
-            res = res.reshape((g, kg) + box).transpose((2, 0, 1) + tuple(range(3, 3 + r)))
+            matmul_into(cols[0], wmat[0], res)
         with _phase(stats, "write back"):
-            yg[_grouped(index)] = res                              # (nb, G, Kg, *Ob)
+            for i, n in enumerate(images):
+                yg[n, 0, :, start:start + per] = res[i * per:(i + 1) * per].T
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)

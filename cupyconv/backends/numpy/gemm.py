@@ -54,11 +54,15 @@ __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "b
            "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS", "block_start",
            "CHUNK_BYTES", "PAD_PIECE"]
 
-#: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
-#: where BLAS reads it fastest (measured on the 2-core VM, float32 ``(64, 576) @ (576,
-#: M)``: 170-250 GFLOP/s for M = 1024 (2.3 MiB of columns), 40-60 for M = 16384); a
-#: default limit (half the host's memory) is never taken whole by one buffer.
-CHUNK_BYTES = 2**20
+#: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache
+#: (2 MiB on the development VM), where BLAS reads it fastest (float32 ``(64, 576) @ (576,
+#: M)`` on OpenBLAS: 170-250 GFLOP/s for M = 1024, 2.3 MiB of columns, 40-60 for M =
+#: 16384).  Whole layers on oneMKL, one core, process CPU time, least of 5 and of 7 at
+#: load 3.4-4.0 (two runs): 2 MiB against 1 MiB 3-D 32^3 43.3 / 56.5 ms against 57.8 /
+#: 58.1, 4-D 12^4 38.8 / 37.9 against 42.5 / 40.5, 2-D 56^2 22.4 / 22.0 against 22.8 /
+#: 22.5, 1-D 25.4 / 24.3 against 26.0 / 25.7 (4 MiB: 1-D 28.8).  A default limit (half
+#: the host's memory) is never taken whole by one buffer.
+CHUNK_BYTES = 2**21
 
 
 def position_bytes(problem):
@@ -94,8 +98,9 @@ def as_run(problem):
 
 #: The weight gradient's blocks are this many times larger: each block's GEMM reduces
 #: over its positions, and longer reductions pay (one core, float32, weight gradient of
-#: 3-D N=2 C=K=32 32^3 3^3: 191 ms at 1 MiB, 147 at 4 MiB; 2-D N=8 C=K=64 56^2: 57, 53).
-WEIGHT_BLOCKS = 4
+#: 3-D N=2 C=K=32 32^3 3^3: 191 ms at 1 MiB, 147 at 4 MiB; 2-D N=8 C=K=64 56^2: 57, 53;
+#: 4 MiB as before :data:`CHUNK_BYTES` became 2 MiB).
+WEIGHT_BLOCKS = 2
 
 
 def _target(problem, limit):

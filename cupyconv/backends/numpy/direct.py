@@ -39,7 +39,7 @@ __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy
            "single_signal", "line_axis", "conv_line", "scipy_line_applies", "scipy_nd_applies",
            "CHUNK", "SCIPY_STRIDE_BYTES", "chunks", "line_chunks", "scipy_line_faster",
            "tap_slices", "plane_blocks", "conv_depthwise", "PLANE_CHUNK",
-           "DEPTHWISE_THREADED"]
+           "DEPTHWISE_THREADED", "flat_geometry"]
 
 
 def windows(problem, xpad):
@@ -327,19 +327,28 @@ def plane_blocks(batch, channels, plane):
             for n in range(batch) for c in range(0, channels, step)]
 
 
-def _flat_taps(problem, xc, wc):
-    """``(sources, weights, plane)`` of a stride-1 block: each tap's input as one
-    contiguous run per channel plane of the flattened padded block ``xc`` (the "wide"
-    outputs: every padded row position, of which the valid ones are read back through
-    :func:`_valid_outputs`), the weights ``(planes, taps)``, and the run's length."""
-    padded = xc.shape[2:]
+def flat_geometry(problem):
+    """``(offsets, length, pst)`` of the stride-1 depthwise loop over flattened padded
+    planes (:func:`_flat_taps`): each tap's offset into a plane, the "wide" run's length
+    and the padded plane's strides in elements; the same for every block of a call."""
+    padded = problem.padded_shape()
     pst = [math.prod(padded[i + 1:]) for i in range(len(padded))]
     length = sum((o - 1) * st for o, st in zip(problem.out_shape, pst)) + 1
-    flat = xc.reshape(-1, math.prod(padded))
     offsets = [sum(t * d * st for t, d, st in zip(tap, problem.dilation, pst))
                for tap in np.ndindex(*problem.kernel_shape)]
+    return offsets, length, pst
+
+
+def _flat_taps(geometry, xc, wc):
+    """``(sources, weights)`` of a stride-1 block: each tap's input as one contiguous run
+    per channel plane of the flattened padded block ``xc`` (the "wide" outputs: every
+    padded row position, of which the valid ones are read back through
+    :func:`_valid_outputs`) at :func:`flat_geometry`'s offsets, and the weights
+    ``(planes, taps)``."""
+    offsets, length, _ = geometry
+    flat = xc.reshape(xc.shape[0] * xc.shape[1], -1)
     weights = wc if xc.shape[0] == 1 else np.tile(wc, (xc.shape[0], 1))
-    return [flat[:, o:o + length] for o in offsets], weights, (length, pst)
+    return [flat[:, o:o + length] for o in offsets], weights
 
 
 def _valid_outputs(problem, wide, shape, pst):
@@ -387,6 +396,7 @@ def conv_depthwise(problem, x, w):
     wts = oriented_weights(problem, w).reshape(problem.out_channels, -1)   # (C, taps)
     taps = list(np.ndindex(*problem.kernel_shape))
     flat = all(s == 1 for s in problem.stride)
+    geometry = flat_geometry(problem) if flat else None
     buffers = Scratch()
 
     def block(index):
@@ -395,20 +405,21 @@ def conv_depthwise(problem, x, w):
         yc = y[images, chans]
         wc = wts[chans]
         if flat:
-            sources, weights, (length, pst) = _flat_taps(problem, xc, wc)
-            acc = buffers.take("acc", (weights.shape[0], length), y.dtype)
+            sources, weights = _flat_taps(geometry, xc, wc)
+            acc = buffers.take("acc", (weights.shape[0], geometry[1]), y.dtype)
+            columns = weights.T[:, :, None]            # (taps, planes, 1), one view
         else:
             sources = [xc[(slice(None), slice(None)) + tap_slices(problem, tap)]
                        for tap in taps]
-            weights, acc = wc, yc
+            acc = yc
+            columns = wc.T.reshape((len(taps), 1, -1) + (1,) * r)
         tmp = buffers.take("tmp", acc.shape, y.dtype).reshape(acc.shape)
-        shape = (-1, 1) if flat else (1, -1) + (1,) * r
-        for t, src in enumerate(sources):
-            np.multiply(src, weights[:, t].reshape(shape), out=acc if t == 0 else tmp)
-            if t:
-                acc += tmp
+        np.multiply(sources[0], columns[0], out=acc)
+        for src, col in zip(sources[1:], columns[1:]):
+            np.multiply(src, col, out=tmp)
+            acc += tmp
         if flat:
-            yc[...] = _valid_outputs(problem, acc, yc.shape, pst)
+            yc[...] = _valid_outputs(problem, acc, yc.shape, geometry[2])
 
     plane = math.prod(problem.out_shape)
     indices = plane_blocks(problem.batch, problem.out_channels, plane)

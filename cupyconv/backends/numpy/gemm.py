@@ -409,9 +409,10 @@ def _grad_weight(problem, x, dy, limit, stats):
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
     rows = positions_as_rows(problem)
     spatial = tuple(range(3, 3 + r))
+    scratch = Scratch()
 
     def block(index):
-        cols, _ = columns(problem, view, index)
+        cols, _ = columns(problem, view, index, scratch)
         dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
         cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
         part = matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))

@@ -86,7 +86,7 @@ def matmul(a, b):
     if not _mkl_applies(a, b):
         return np.matmul(a, b)
     out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=a.dtype)
-    matmul_into(a, b, out)
+    _products(a, b, out)
     return out
 
 
@@ -109,13 +109,17 @@ def matmul_into(a, b, out):
             and max(map(abs, out.strides)) < _INT_MAX):
         np.matmul(a, b, out=out)
         return
-    if a.ndim == 2:
-        a, b, out = a[None], b[None], out[None]
-    m, k, n = a.shape[1], a.shape[2], b.shape[2]
+    _products(a, b, out)
+
+
+def _products(a, b, out):
+    """oneMKL's products of operands :func:`_mkl_applies` passed, into ``out``; a pair
+    whose layout BLAS cannot take runs ``numpy.matmul`` (a 2-D pair is called directly:
+    this Python is held under the GIL once per gemm block and group)."""
     gemm = mkl()[a.dtype]
-    for ai, bi, oi in zip(a, b, out):
-        pa, pb = _operand(ai), _operand(bi)
-        po = _operand(oi)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    for ai, bi, oi in ((a, b, out),) if a.ndim == 2 else zip(a, b, out):
+        pa, pb, po = _operand(ai), _operand(bi), _operand(oi)
         if pa is None or pb is None or po is None or po[0] != _NO_TRANS:
             np.matmul(ai, bi, out=oi)
             continue

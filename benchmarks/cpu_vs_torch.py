@@ -174,8 +174,11 @@ PHASES = ("pad", "column copy", "GEMM", "write back")
 
 def phases(case, rounds):
     """The markdown row of a forward case's gemm phases: per phase the least summed
-    seconds over ``rounds`` calls (ms and share of their sum), the least whole call and
-    the GEMM's GFLOP/s over its least time."""
+    seconds over ``rounds`` calls (ms and share of their sum; summed over the threads),
+    the least whole call, each thread's busy time in that call (ms, ``/`` between
+    threads: near the whole call when the threads are busy, far below it when they wait
+    on the GIL or on a serial phase) and the GEMM's GFLOP/s per thread over its least
+    time.  The call runs as ``conv`` runs it, under the default workspace limit."""
     from cupyconv.backends.numpy import NumpyBackend, gemm
     from cupyconv.core import ConvProblem
     from cupyconv.core.problem import Operands
@@ -184,20 +187,23 @@ def phases(case, rounds):
     problem = ConvProblem.create(x_shape=xs, w_shape=ws, groups=groups, padding=pad,
                                  dtype=x.dtype, op=op)
     ops = Operands(activation=x, filter=w)
-    backend = NumpyBackend()
-    limit = backend.workspace_bytes(problem, "gemm", 2**34)
+    limit = NumpyBackend().default_workspace_limit()
     best, whole = {}, []
     for _ in range(rounds):
         stats = {"phases": {}}
-        whole.append(_timed(lambda: gemm.run(problem, ops, limit, stats)))
+        whole.append((_timed(lambda: gemm.run(problem, ops, limit, stats)),
+                      stats["phases"].pop("threads", {})))
         for name, times in stats["phases"].items():
             best[name] = min(best.get(name, float("inf")), sum(times))
-    total = sum(best[p] for p in PHASES)
+    total = sum(best.get(p, 0.0) for p in PHASES)
     flops = 2 * problem.groups * problem.gemm_m * problem.gemm_n * problem.gemm_k
     layout = "rows" if gemm.positions_as_rows(problem) else "columns"
-    cells = " | ".join(f"{1e3 * best[p]:.1f} ({100 * best[p] / total:.0f}%)" for p in PHASES)
-    return (f"| {case[0]} | {layout} | {cells} | {1e3 * total:.1f} | {1e3 * min(whole):.1f} "
-            f"| {flops / best['GEMM'] / 1e9:.0f} |")
+    cells = " | ".join(f"{1e3 * best.get(p, 0.0):.1f} ({100 * best.get(p, 0.0) / total:.0f}%)"
+                       for p in PHASES)
+    call, busy = min(whole, key=lambda c: c[0])
+    threads = " / ".join(f"{1e3 * t:.1f}" for _, t in sorted(busy.items()))
+    return (f"| {case[0]} | {layout} | {cells} | {1e3 * total:.1f} | {1e3 * call:.1f} "
+            f"| {threads} | {flops / best['GEMM'] / 1e9:.0f} |")
 
 
 def main(argv=None):
@@ -217,7 +223,8 @@ def main(argv=None):
         lines = _header(opts.rounds, None)[:2] + [
             f"- float32 gemm forward, each phase the least of {opts.rounds} calls"] + [
             "", "| layer | columns | " + " | ".join(PHASES) + " | sum of phases | whole call "
-            "| GEMM GFLOP/s |", "|---|---|" + "---:|" * (len(PHASES) + 3)]
+            "| busy per thread | GEMM GFLOP/s per thread |",
+            "|---|---|" + "---:|" * (len(PHASES) + 4)]
         print("\n".join(lines), flush=True)
         for case in CASES:
             if case[1] == "forward" and case[4] == 1 and (

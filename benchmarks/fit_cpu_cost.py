@@ -1,6 +1,6 @@
 """Fit the CPU cost model's gemm and depthwise constants to timings on this machine.
 
-``python -m benchmarks.fit_cpu_cost [--rounds 5] [--small]``
+``python -m benchmarks.fit_cpu_cost [--rounds 5] [--small] [--cpu-time]``
 
 Times ``gemm`` (forward and both gradients) and the depthwise tap loop (``direct``, one
 filter per channel) on layers from 1-D to 4-D, float32 and float64, and fits
@@ -11,11 +11,16 @@ blocks, column elements, multiply-adds and the narrow-GEMM terms spread over
 Prints the fitted values next to the ones in force, then each case's measured and
 predicted milliseconds with the constants in force.  The machine this runs on decides
 the numbers: a loaded machine fits slower constants (say so where they are committed).
+``--cpu-time`` times each call by the process's CPU time (the least of ``--rounds``)
+instead of the wall clock, which a shared machine's other processes inflate by their
+share of the core; run it on one core (``taskset -c 0``): the constants are per core,
+and on more cores the CPU time of the threads adds up.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import time
 
 import numpy as np
 from scipy.optimize import nnls
@@ -39,6 +44,9 @@ CASES = [
     ("2-D 64->64 56^2 dx", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "grad_input"),
     ("2-D 128->128 28^2 s2 dx", (8, 128, 28, 28), (128, 128, 3, 3), 1, 1, 2, "grad_input"),
 ]
+#: The gemm constants per unit of work, which the ratio fit scales (``block`` and the
+#: fixed costs are Python, not the machine's rate).
+GEMM_WORK = ("column", "block_mac", "narrow_mac", "narrow_cols")
 #: (name, x shape, kernel): depthwise layers for the tap loop
 DEPTHWISE = [
     ("depthwise 2-D 64ch 56^2 3x3", (8, 64, 56, 56), (3, 3)),
@@ -54,7 +62,18 @@ def _problem(xs, ws, groups, padding, stride, op, dtype):
                               stride=stride, dtype=np.dtype(dtype), op=op)
 
 
-def _time(problem, algorithm, rounds):
+def _cpu_seconds(fn, rounds):
+    """The least process CPU time of ``rounds`` calls of ``fn`` (after one untimed)."""
+    fn()
+    best = float("inf")
+    for _ in range(max(rounds, 1)):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def _time(problem, algorithm, rounds, cpu_time=False):
     from cupyconv.backends.numpy import NumpyBackend
     from cupyconv.core.problem import Operands
     rng = np.random.default_rng(0)
@@ -64,7 +83,8 @@ def _time(problem, algorithm, rounds):
     dy = rng.standard_normal(problem.y_shape).astype(dtype)
     ops = Operands(activation=x, filter=w, output=dy)
     backend = NumpyBackend()
-    return time_cpu(lambda: backend.run(problem, algorithm, ops, 2**34), repeat=rounds)
+    call = lambda: backend.run(problem, algorithm, ops, 2**34)  # noqa: E731
+    return _cpu_seconds(call, rounds) if cpu_time else time_cpu(call, repeat=rounds)
 
 
 def _shrink(xs, small):
@@ -76,14 +96,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--small", action="store_true", help="halve the spatial extents")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time by process CPU time (a loaded machine; one core)")
     opts = parser.parse_args(argv)
+    from cupyconv.backends.numpy.threads import workers
+    if opts.cpu_time and workers() > 1:
+        parser.error("--cpu-time measures one core: run it under taskset -c 0")
     rows, feats, times = [], [], []
     fixed = cost.CPU["call"] + cost.CPU["gemm_call"]
     for dtype in ("float32", "float64"):
         for name, xs, ws, g, pad, stride, op in CASES:
             p = _problem(_shrink(xs, opts.small), ws, g, pad, stride, op, dtype)
             feats.append(cost.gemm_terms(p))
-            t = _time(p, "gemm", opts.rounds)
+            t = _time(p, "gemm", opts.rounds, opts.cpu_time)
             times.append(t - fixed - cost.gemm_serial(p))
             rows.append((f"{name} {dtype}", p, "gemm", t))
     fitted = nnls(np.array(feats), np.array(times))[0]
@@ -94,7 +119,7 @@ def main(argv=None):
             p = _problem(_shrink(xs, opts.small), (c, 1) + ks, c, [k // 2 for k in ks], 1,
                          "forward", dtype)
             dfeats.append(cost.depthwise_terms(p))
-            t = _time(p, "direct", opts.rounds)
+            t = _time(p, "direct", opts.rounds, opts.cpu_time)
             dtimes.append(t - cost.CPU["call"])
             rows.append((f"{name} {dtype}", p, "direct", t))
     dfit = nnls(np.array(dfeats), np.array(dtimes))[0]
@@ -109,6 +134,15 @@ def main(argv=None):
         pred = cost.predict_times(p, [algo])[algo]
         print(f"| {name} | {algo} | {1e3 * t:.1f} | {1e3 * pred:.1f} | {pred / t:.2f} |")
     ratios = [cost.predict_times(p, [a])[a] / t for _, p, a, t in rows]
+    # the ratio fit: one factor per path, the geometric mean of measured / predicted (the
+    # NNLS fit's terms are nearly collinear on these layers and come out 0 in turn; a
+    # common factor keeps the constants' proportions, fitted before on more cases)
+    for algo, keys in (("gemm", GEMM_WORK), ("direct", ("depthwise_mac",))):
+        logs = [math.log(t / (cost.predict_times(p, [a])[a])) for _, p, a, t in rows
+                if a == algo and (algo != "gemm" or p.groups < p.in_channels)]
+        factor = math.exp(float(np.mean(logs)))
+        print(f"\nratio fit, {algo}: measured / predicted {factor:.2f} (geometric mean of "
+              f"{len(logs)}): " + ", ".join(f"{k} {cost.CPU[k] * factor:.3g}" for k in keys))
     print(f"\ngeometric mean predicted / measured {math.exp(np.mean(np.log(ratios))):.2f}, "
           f"range {min(ratios):.2f}-{max(ratios):.2f}")
     return 0

@@ -95,8 +95,9 @@ def test_arrays_are_seeded_and_shaped():
 
 
 def test_phases_table_adds_up(capsys):
-    """``--phases`` on a tiny layer: one row, its four phases' shares sum to ~100% and the
-    phases' sum is no more than the whole call (every phase is inside it)."""
+    """``--phases`` on a tiny layer: one row, its four phases' shares sum to ~100%, the
+    phases' sum (one block: one thread) and each thread's busy time are no more than the
+    whole call (every phase is inside it)."""
     tiny = ("tiny phases", "forward", (2, 3, 9, 8), (4, 3, 3, 3), 1, 1)
     row = cpu_vs_torch.phases(tiny, 2)
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -104,3 +105,5 @@ def test_phases_table_adds_up(capsys):
     shares = [float(c.split("(")[1].rstrip("%)")) for c in cells[2:6]]
     assert abs(sum(shares) - 100) <= 2
     assert float(cells[6]) <= float(cells[7]) + 0.05       # ms, one decimal each
+    busy = [float(t) for t in cells[8].split("/")]
+    assert busy and all(0 < t <= float(cells[7]) + 0.05 for t in busy)

@@ -22,7 +22,7 @@ import pathlib
 
 import numpy as np
 
-__all__ = ["matmul", "mkl", "MKL_DTYPES"]
+__all__ = ["matmul", "matmul_into", "mkl", "MKL_DTYPES"]
 
 #: The dtypes oneMKL computes here (``cblas_sgemm``, ``cblas_dgemm``).
 MKL_DTYPES = {np.dtype(np.float32): "cblas_sgemm", np.dtype(np.float64): "cblas_dgemm"}
@@ -83,25 +83,45 @@ def _operand(a):
 def matmul(a, b):
     """``a @ b`` for 2-D operands or stacks of them (the same leading shape), through
     oneMKL where :func:`mkl` loads and the operands allow, else ``numpy.matmul``."""
-    funcs = mkl()
-    if (funcs is None or a.dtype != b.dtype or a.dtype not in funcs or a.ndim != b.ndim
-            or a.ndim not in (2, 3) or a.shape[:-2] != b.shape[:-2]
-            or a.shape[-1] != b.shape[-2] or 0 in a.shape or 0 in b.shape
-            or max(map(abs, a.strides + b.strides + a.shape + b.shape)) >= _INT_MAX):
+    if not _mkl_applies(a, b):
         return np.matmul(a, b)
-    if a.ndim == 2:
-        a, b = a[None], b[None]
-        squeeze = True
-    else:
-        squeeze = False
-    m, k, n = a.shape[1], a.shape[2], b.shape[2]
-    out = np.empty((a.shape[0], m, n), dtype=a.dtype)
-    gemm = funcs[a.dtype]
-    for ai, bi, oi in zip(a, b, out):
-        pa, pb = _operand(ai), _operand(bi)
-        if pa is None or pb is None:
+    out = np.empty(a.shape[:-1] + b.shape[-1:], dtype=a.dtype)
+    _products(a, b, out)
+    return out
+
+
+def _mkl_applies(a, b):
+    funcs = mkl()
+    return not (funcs is None or a.dtype != b.dtype or a.dtype not in funcs
+                or a.ndim != b.ndim or a.ndim not in (2, 3) or a.shape[:-2] != b.shape[:-2]
+                or a.shape[-1] != b.shape[-2] or 0 in a.shape or 0 in b.shape
+                or max(map(abs, a.strides + b.strides + a.shape + b.shape)) >= _INT_MAX)
+
+
+def matmul_into(a, b, out):
+    """``out[...] = a @ b`` for 2-D operands or stacks of them, ``out`` any view of the
+    result's shape and dtype (a block of rows of a larger array, with its row stride:
+    the gemm blocks write their products straight into the result).  oneMKL where
+    :func:`mkl` loads and the operands and ``out`` allow (``out``'s rows contiguous),
+    else ``numpy.matmul(a, b, out=out)``."""
+    if not (_mkl_applies(a, b) and out.dtype == a.dtype
+            and out.shape == a.shape[:-1] + b.shape[-1:]
+            and max(map(abs, out.strides)) < _INT_MAX):
+        np.matmul(a, b, out=out)
+        return
+    _products(a, b, out)
+
+
+def _products(a, b, out):
+    """oneMKL's products of operands :func:`_mkl_applies` passed, into ``out``; a pair
+    whose layout BLAS cannot take runs ``numpy.matmul`` (a 2-D pair is called directly:
+    this Python is held under the GIL once per gemm block and group)."""
+    gemm = mkl()[a.dtype]
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    for ai, bi, oi in ((a, b, out),) if a.ndim == 2 else zip(a, b, out):
+        pa, pb, po = _operand(ai), _operand(bi), _operand(oi)
+        if pa is None or pb is None or po is None or po[0] != _NO_TRANS:
             np.matmul(ai, bi, out=oi)
             continue
         gemm(_ROW_MAJOR, pa[0], pb[0], m, n, k, 1.0, ai.ctypes.data, pa[1],
-             bi.ctypes.data, pb[1], 0.0, oi.ctypes.data, n)
-    return out[0] if squeeze else out
+             bi.ctypes.data, pb[1], 0.0, oi.ctypes.data, po[1])

@@ -37,21 +37,25 @@ CPU = dict(
     copy=3.0e-9,            # one element gathered by a copy of a strided view (padding)
     blas=1.0 / 8e9,         # one GEMM multiply-add in BLAS (float64), Winograd's products
     # gemm's blocks and the depthwise tap loop (fitted 2026-12-01 with
-    # benchmarks/fit_cpu_cost.py on the shared 2-core VM at load 5-8, then scaled by 0.6:
-    # the old gemm constants predicted 101 ms for the 2-D 64->64 56^2 layer that the
-    # issue measured at 92 ms and this load at 151 ms, so the other terms stand at the
-    # lighter load of their own fits; all are per core, work spread over min(cores, blocks))
-    column=0.8e-9,          # one element of gemm's column block (float64; float32 half):
+    # benchmarks/fit_cpu_cost.py on the shared 2-core VM at load 5-8, then scaled by 0.6;
+    # all are per core, work spread over min(cores, blocks)).  Refitted 2026-12-02 on
+    # ratios: `OPENBLAS_NUM_THREADS=1 taskset -c 0 python -m benchmarks.fit_cpu_cost
+    # --rounds 5 --cpu-time` (process CPU time on one core, which the load of 4-4.6 on
+    # the 2 cores does not inflate as it does the wall clock) measured the gemm layers at
+    # 0.56x the constants' prediction (geometric mean of 26 layers, oneMKL, one pool
+    # task per lane) and the depthwise loop at 0.71x: column, block_mac, narrow_mac,
+    # narrow_cols and depthwise_mac were scaled by those factors
+    column=4.5e-10,         # one element of gemm's column block (float64; float32 half):
                             # the strided copy along output rows, backends/numpy/gemm.columns
-    block_mac=1.0 / 12e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
+    block_mac=1.0 / 21e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
                             # float32 half)
-    narrow_mac=4.0e-10,     # ... plus this over K/G: BLAS on a GEMM a few output channels
+    narrow_mac=2.25e-10,    # ... plus this over K/G: BLAS on a GEMM a few output channels
                             # wide, positions as rows (gemm.positions_as_rows).  Was 1e-9
                             # with (taps*C, positions) columns; positions as rows took the
                             # narrow layers' time to 0.68x (K/G = 16, 4-D) and 0.87x (32,
                             # 3-D) (one core, interleaved, load 3.6): (1 + n/(K/G)) /
                             # (1 + 12/(K/G)) fits these at n = 3-6, ~5
-    narrow_cols=1.0e-9,     # ... the same where the columns stay (taps*C/G, positions):
+    narrow_cols=5.6e-10,    # ... the same where the columns stay (taps*C/G, positions):
                             # grouped or wider than gemm.ROWS_MAX_CHANNELS (depthwise as
                             # gemm, measured 15.8 ms against 46.5 for the 64-wide layer of
                             # 64x the multiply-adds)
@@ -61,7 +65,7 @@ CPU = dict(
                             # quartile of 18: 2-D 0.90x, 1-D 0.82-0.88x, 3-D 0.80x
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
-    depthwise_mac=0.6e-9,   # one tap of the depthwise tap loop per output (float32; float64
+    depthwise_mac=4.2e-10,  # one tap of the depthwise tap loop per output (float32; float64
                             # twice: the bytes), backends/numpy/direct.conv_depthwise (its
                             # stride-1 runs over flattened planes: 8 x 64 x 56^2 3x3 on one
                             # core at load 8, 14 ms against fft's 42; scaled as above)
@@ -154,7 +158,8 @@ def _blocks(problem):
 
 
 def gemm_terms(problem):
-    """gemm's parallel work per core, by constant: ``[block, column, block_mac,
+    """gemm's parallel work per core, by constant: ``[block (per block, and per group
+    on oneMKL), column, block_mac,
     narrow_mac, narrow_cols]`` counts (column elements and multiply-adds in float64
     units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
     (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
@@ -166,12 +171,16 @@ def gemm_terms(problem):
     cols = problem.groups * problem.gemm_k * problem.gemm_m
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
-    fast = CPU["mkl_mac"] if blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES \
-        else 1.0
+    on_mkl = blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES
+    fast = CPU["mkl_mac"] if on_mkl else 1.0
     macs = cplx * _macs(problem) * scale * fast
     narrow = macs / problem.gemm_n / cores
     rows = gemm.positions_as_rows(problem)
-    return [nblocks / cores, cplx * cols * scale * 2 / cores, macs / cores,
+    # oneMKL is called once per group and block from Python (blas.matmul_into): the
+    # depthwise layer as gemm, 64 groups, measured 36 ms on one core against the 10.5
+    # its work terms predict
+    calls = nblocks * (problem.groups if on_mkl else 1)
+    return [calls / cores, cplx * cols * scale * 2 / cores, macs / cores,
             narrow if rows else 0.0, 0.0 if rows else narrow]
 
 

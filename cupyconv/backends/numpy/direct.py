@@ -24,7 +24,6 @@ SciPy's, which matters where they are truncated to integers.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -34,13 +33,13 @@ from scipy.ndimage import correlate as scipy_correlate, correlate1d as scipy_cor
 
 from ..._vocabulary import NDIMAGE_NAMES
 from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
-from .threads import parallel_map
+from .threads import Scratch, parallel_map
 
 __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
            "single_signal", "line_axis", "conv_line", "scipy_line_applies", "scipy_nd_applies",
            "CHUNK", "SCIPY_STRIDE_BYTES", "chunks", "line_chunks", "scipy_line_faster",
            "tap_slices", "plane_blocks", "conv_depthwise", "PLANE_CHUNK",
-           "DEPTHWISE_THREADED"]
+           "DEPTHWISE_THREADED", "flat_geometry"]
 
 
 def windows(problem, xpad):
@@ -328,19 +327,28 @@ def plane_blocks(batch, channels, plane):
             for n in range(batch) for c in range(0, channels, step)]
 
 
-def _flat_taps(problem, xc, wc):
-    """``(sources, weights, plane)`` of a stride-1 block: each tap's input as one
-    contiguous run per channel plane of the flattened padded block ``xc`` (the "wide"
-    outputs: every padded row position, of which the valid ones are read back through
-    :func:`_valid_outputs`), the weights ``(planes, taps)``, and the run's length."""
-    padded = xc.shape[2:]
+def flat_geometry(problem):
+    """``(offsets, length, pst)`` of the stride-1 depthwise loop over flattened padded
+    planes (:func:`_flat_taps`): each tap's offset into a plane, the "wide" run's length
+    and the padded plane's strides in elements; the same for every block of a call."""
+    padded = problem.padded_shape()
     pst = [math.prod(padded[i + 1:]) for i in range(len(padded))]
     length = sum((o - 1) * st for o, st in zip(problem.out_shape, pst)) + 1
-    flat = xc.reshape(-1, math.prod(padded))
     offsets = [sum(t * d * st for t, d, st in zip(tap, problem.dilation, pst))
                for tap in np.ndindex(*problem.kernel_shape)]
+    return offsets, length, pst
+
+
+def _flat_taps(geometry, xc, wc):
+    """``(sources, weights)`` of a stride-1 block: each tap's input as one contiguous run
+    per channel plane of the flattened padded block ``xc`` (the "wide" outputs: every
+    padded row position, of which the valid ones are read back through
+    :func:`_valid_outputs`) at :func:`flat_geometry`'s offsets, and the weights
+    ``(planes, taps)``."""
+    offsets, length, _ = geometry
+    flat = xc.reshape(xc.shape[0] * xc.shape[1], -1)
     weights = wc if xc.shape[0] == 1 else np.tile(wc, (xc.shape[0], 1))
-    return [flat[:, o:o + length] for o in offsets], weights, (length, pst)
+    return [flat[:, o:o + length] for o in offsets], weights
 
 
 def _valid_outputs(problem, wide, shape, pst):
@@ -349,19 +357,6 @@ def _valid_outputs(problem, wide, shape, pst):
     return as_strided(wide, shape=shape, strides=(shape[1] * wide.strides[0],
                                                   wide.strides[0])
                       + tuple(st * item for st in pst), writeable=False)
-
-
-class _Buffers(threading.local):
-    """One thread's scratch arrays of a depthwise call, reused block after block (a
-    fresh padded block, accumulator and temporary per block were a quarter of its time):
-    each the size of the call's largest block, a block takes a leading slice."""
-
-    def take(self, name, shape, dtype, fill=None):
-        have = self.__dict__.get(name)
-        if have is None or have.shape[1:] != shape[1:] or have.shape[0] < shape[0]:
-            have = np.empty(shape, dtype) if fill is None else np.full(shape, fill, dtype)
-            self.__dict__[name] = have
-        return have[:shape[0]]
 
 
 def _padded_block(problem, xb, buffers):
@@ -401,7 +396,8 @@ def conv_depthwise(problem, x, w):
     wts = oriented_weights(problem, w).reshape(problem.out_channels, -1)   # (C, taps)
     taps = list(np.ndindex(*problem.kernel_shape))
     flat = all(s == 1 for s in problem.stride)
-    buffers = _Buffers()
+    geometry = flat_geometry(problem) if flat else None
+    buffers = Scratch()
 
     def block(index):
         images, chans = index
@@ -409,20 +405,21 @@ def conv_depthwise(problem, x, w):
         yc = y[images, chans]
         wc = wts[chans]
         if flat:
-            sources, weights, (length, pst) = _flat_taps(problem, xc, wc)
-            acc = buffers.take("acc", (weights.shape[0], length), y.dtype)
+            sources, weights = _flat_taps(geometry, xc, wc)
+            acc = buffers.take("acc", (weights.shape[0], geometry[1]), y.dtype)
+            columns = weights.T[:, :, None]            # (taps, planes, 1), one view
         else:
             sources = [xc[(slice(None), slice(None)) + tap_slices(problem, tap)]
                        for tap in taps]
-            weights, acc = wc, yc
+            acc = yc
+            columns = wc.T.reshape((len(taps), 1, -1) + (1,) * r)
         tmp = buffers.take("tmp", acc.shape, y.dtype).reshape(acc.shape)
-        shape = (-1, 1) if flat else (1, -1) + (1,) * r
-        for t, src in enumerate(sources):
-            np.multiply(src, weights[:, t].reshape(shape), out=acc if t == 0 else tmp)
-            if t:
-                acc += tmp
+        np.multiply(sources[0], columns[0], out=acc)
+        for src, col in zip(sources[1:], columns[1:]):
+            np.multiply(src, col, out=tmp)
+            acc += tmp
         if flat:
-            yc[...] = _valid_outputs(problem, acc, yc.shape, pst)
+            yc[...] = _valid_outputs(problem, acc, yc.shape, geometry[2])
 
     plane = math.prod(problem.out_shape)
     indices = plane_blocks(problem.batch, problem.out_channels, plane)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 
 import numpy as np
@@ -43,21 +44,25 @@ from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
 from ..grad_forward import grad_input_forward, grad_input_operands
-from .blas import matmul
+from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
-from .threads import parallel_map, workers
+from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
-           "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS",
-           "CHUNK_BYTES"]
+           "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS", "block_start",
+           "CHUNK_BYTES", "PAD_PIECE"]
 
-#: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache,
-#: where BLAS reads it fastest (measured on the 2-core VM, float32 ``(64, 576) @ (576,
-#: M)``: 170-250 GFLOP/s for M = 1024 (2.3 MiB of columns), 40-60 for M = 16384); a
-#: default limit (half the host's memory) is never taken whole by one buffer.
-CHUNK_BYTES = 2**20
+#: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache
+#: (2 MiB on the development VM), where BLAS reads it fastest (float32 ``(64, 576) @ (576,
+#: M)`` on OpenBLAS: 170-250 GFLOP/s for M = 1024, 2.3 MiB of columns, 40-60 for M =
+#: 16384).  Whole layers on oneMKL, one core, process CPU time, least of 5 and of 7 at
+#: load 3.4-4.0 (two runs): 2 MiB against 1 MiB 3-D 32^3 43.3 / 56.5 ms against 57.8 /
+#: 58.1, 4-D 12^4 38.8 / 37.9 against 42.5 / 40.5, 2-D 56^2 22.4 / 22.0 against 22.8 /
+#: 22.5, 1-D 25.4 / 24.3 against 26.0 / 25.7 (4 MiB: 1-D 28.8).  A default limit (half
+#: the host's memory) is never taken whole by one buffer.
+CHUNK_BYTES = 2**21
 
 
 def position_bytes(problem):
@@ -93,8 +98,9 @@ def as_run(problem):
 
 #: The weight gradient's blocks are this many times larger: each block's GEMM reduces
 #: over its positions, and longer reductions pay (one core, float32, weight gradient of
-#: 3-D N=2 C=K=32 32^3 3^3: 191 ms at 1 MiB, 147 at 4 MiB; 2-D N=8 C=K=64 56^2: 57, 53).
-WEIGHT_BLOCKS = 4
+#: 3-D N=2 C=K=32 32^3 3^3: 191 ms at 1 MiB, 147 at 4 MiB; 2-D N=8 C=K=64 56^2: 57, 53;
+#: 4 MiB as before :data:`CHUNK_BYTES` became 2 MiB).
+WEIGHT_BLOCKS = 2
 
 
 def _target(problem, limit):
@@ -139,17 +145,37 @@ def _grouped(index):
     return index[:1] + (slice(None), slice(None)) + index[1:]
 
 
+#: Elements per piece of :func:`padded_last`'s copy on the pool (the copy is a transpose
+#: of the whole input: serial, it was 8% of the 3-D layer's one-core time and all of it
+#: on two cores).
+PAD_PIECE = 1 << 18
+
+
 def padded_last(problem, x):
-    """The padded input channels-last, ``(N, *padded, C)`` C-contiguous: one copy (the
-    padding filled first for a constant boundary, else :func:`numpy.pad` then the
+    """The padded input channels-last, ``(N, *padded, C)`` C-contiguous: one copy (a
+    constant boundary's faces filled first, the input copied into the inside in pieces
+    of an image's leading rows on the pool; else :func:`numpy.pad` then the
     transpose).  Its columns' inner runs are channels and taps along the last axis."""
     if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
         return np.ascontiguousarray(np.moveaxis(pad_input(problem, x), 1, -1))
     cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
-    out = np.full((problem.batch,) + problem.padded_shape() + (problem.in_channels,), cval,
-                  dtype=x.dtype)
-    out[(slice(None),) + tuple(slice(b, b + n) for (b, _), n in
-                               zip(problem.padding, problem.in_shape))] = np.moveaxis(x, 1, -1)
+    padded = problem.padded_shape()
+    out = np.empty((problem.batch,) + padded + (problem.in_channels,), dtype=x.dtype)
+    for a, ((b, after), n) in enumerate(zip(problem.padding, padded)):
+        lead = (slice(None),) * (1 + a)
+        out[lead + (slice(0, b),)] = cval
+        out[lead + (slice(n - after, n),)] = cval
+    inside = out[(slice(None),) + tuple(slice(b, b + n) for (b, _), n in
+                                        zip(problem.padding, problem.in_shape))]
+    src = np.moveaxis(x, 1, -1)
+    step = max(1, PAD_PIECE // max(1, math.prod(src.shape[2:])))
+    pieces = [(n, slice(i, i + step)) for n in range(problem.batch)
+              for i in range(0, problem.in_shape[0], step)]
+
+    def piece(at):
+        inside[at] = src[at]
+
+    parallel_map(piece, pieces)
     return out
 
 
@@ -193,9 +219,10 @@ def column_source(problem, x):
     return windows(problem, pad_input(problem, x))
 
 
-def columns(problem, view, index):
+def columns(problem, view, index, scratch=None):
     """``(cols, box)``: the columns of block ``index`` of :func:`column_source`'s view
-    (one copy) and the block's box ``(nb, *Ob)``.
+    (one copy, into ``scratch``'s buffer when given: a
+    :class:`~cupyconv.backends.numpy.threads.Scratch`) and the block's box ``(nb, *Ob)``.
 
     Where :func:`positions_as_rows`: ``(1, positions, taps * C)`` from the channels-last
     view ``(N, *O, *KS, 1, C)``, whose copy runs over a tap row's channels (contiguous),
@@ -206,18 +233,29 @@ def columns(problem, view, index):
     """
     r = problem.ndim
     if positions_as_rows(problem):
-        part = view[index]                                      # (nb, *Ob, *KS, 1, C)
-        box = part.shape[:1 + r]
-        cols = np.empty(part.shape, dtype=part.dtype)
-        np.copyto(cols, part)
-        return cols.reshape(1, math.prod(box), -1), box
-    part = view[_grouped(index)]                                # (nb, G, Cg, *Ob, *KS)
-    order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
-    src = part.transpose(order)                                 # (G, Cg, *KS, nb, *Ob)
-    cols = np.empty(src.shape, dtype=part.dtype)
+        src = view[index]                                       # (nb, *Ob, *KS, 1, C)
+        box = src.shape[:1 + r]
+    else:
+        part = view[_grouped(index)]                            # (nb, G, Cg, *Ob, *KS)
+        order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
+        src = part.transpose(order)                             # (G, Cg, *KS, nb, *Ob)
+        box = part.shape[:1] + part.shape[3:3 + r]
+    if scratch is None:
+        cols = np.empty(src.shape, dtype=src.dtype)
+    else:
+        cols = scratch.take("columns", (src.size,), src.dtype).reshape(src.shape)
     np.copyto(cols, src)
-    box = part.shape[:1] + part.shape[3:3 + r]
+    if positions_as_rows(problem):
+        return cols.reshape(1, math.prod(box), -1), box
     return cols.reshape(problem.groups, -1, math.prod(box)), box
+
+
+def block_start(problem, index):
+    """The flat output position (within one image) of block ``index``'s first one: the
+    block's positions of each image are that and the next ``prod(box[1:])``
+    (:func:`blocks` fixes leading axes and splits one, the later axes whole)."""
+    out = tuple(problem.out_shape)
+    return sum(s.start * math.prod(out[a + 1:]) for a, s in enumerate(index[1:]))
 
 
 def weight_matrix(problem, w):
@@ -254,23 +292,27 @@ def _note(stats, sizes, lanes):
 
 def _phase(stats, name):
     """A timer for ``name`` when ``stats`` holds a ``"phases"`` dict (the seconds of each
-    call appended to ``stats["phases"][name]``; ``python -m benchmarks.cpu_vs_torch
+    call appended to ``stats["phases"][name]``, and added to the running thread's total
+    in ``stats["phases"]["threads"][thread name]``; ``python -m benchmarks.cpu_vs_torch
     --phases``), else a no-op."""
     phases = stats.get("phases")
     if phases is None:
         return contextlib.nullcontext()
-    return _Timer(phases.setdefault(name, []))
+    return _Timer(phases.setdefault(name, []), phases.setdefault("threads", {}))
 
 
 class _Timer:
-    def __init__(self, into):
-        self.into = into
+    def __init__(self, into, threads):
+        self.into, self.threads = into, threads
 
     def __enter__(self):
         self.start = time.perf_counter()
 
     def __exit__(self, *exc):
-        self.into.append(time.perf_counter() - self.start)
+        took = time.perf_counter() - self.start
+        self.into.append(took)
+        name = threading.current_thread().name
+        self.threads[name] = self.threads.get(name, 0.0) + took
 
 
 def _forward(problem, x, w, limit, stats):
@@ -279,23 +321,33 @@ def _forward(problem, x, w, limit, stats):
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     with _phase(stats, "pad"):
         view = column_source(problem, x)
-    g, kg, r = problem.groups, problem.gemm_n, problem.ndim
+    g, kg = problem.groups, problem.gemm_n
     wmat = weight_matrix(problem, w)
-    yg = y.reshape((problem.batch, g, kg) + tuple(problem.out_shape))
     rows = positions_as_rows(problem)
-    spatial = tuple(range(2, 2 + r))
+    plane = math.prod(problem.out_shape)
+    yg = y.reshape(problem.batch, g, kg, plane)
+    scratch = Scratch()
 
     def block(index):
         with _phase(stats, "column copy"):
-            cols, box = columns(problem, view, index)
+            cols, box = columns(problem, view, index, scratch)
+        start, per = block_start(problem, index), math.prod(box[1:])
+        images = range(index[0].start, index[0].start + box[0])
+        if not rows:                       # (G, Kg, positions), straight into y's rows
+            with _phase(stats, "GEMM"):
+                for i, n in enumerate(images):
+                    matmul_into(wmat, cols[:, :, i * per:(i + 1) * per],
+                                yg[n, :, :, start:start + per])
+            return cols.nbytes
+        # cols @ W, (positions, K): the faster orientation (one core, float32, blocks of
+        # 288 positions, (288, 864) @ (864, 32): 111 GFLOP/s against 88-95 for the
+        # transposed product written into y's rows), then transposed into y
+        res = scratch.take("product", (cols.shape[1], kg), y.dtype)
         with _phase(stats, "GEMM"):
-            res = matmul(cols, wmat) if rows else matmul(wmat, cols)
-        if rows:                                                   # (1, nb, *Ob, K)
-            res = res.reshape((g,) + box + (kg,)).transpose((1, 0, 2 + r) + spatial)
-        else:                                                      # (G, Kg, nb, *Ob)
-            res = res.reshape((g, kg) + box).transpose((2, 0, 1) + tuple(range(3, 3 + r)))
+            matmul_into(cols[0], wmat[0], res)
         with _phase(stats, "write back"):
-            yg[_grouped(index)] = res                              # (nb, G, Kg, *Ob)
+            for i, n in enumerate(images):
+                yg[n, 0, :, start:start + per] = res[i * per:(i + 1) * per].T
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)
@@ -357,9 +409,10 @@ def _grad_weight(problem, x, dy, limit, stats):
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
     rows = positions_as_rows(problem)
     spatial = tuple(range(3, 3 + r))
+    scratch = Scratch()
 
     def block(index):
-        cols, _ = columns(problem, view, index)
+        cols, _ = columns(problem, view, index, scratch)
         dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
         cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
         part = matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))

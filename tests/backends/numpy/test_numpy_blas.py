@@ -48,15 +48,18 @@ RTOL = {np.float32: 2e-5, np.float64: 1e-13, np.complex64: 2e-5, np.int64: 0}
 
 @given(m=st.integers(1, 40), k=st.integers(1, 40), n=st.integers(1, 40),
        stack=st.sampled_from([None, 1, 3]), dtype=st.sampled_from(list(RTOL)),
-       la=st.sampled_from(LAYOUTS), lb=st.sampled_from(LAYOUTS), seed=st.integers(0, 2**16))
+       la=st.sampled_from(LAYOUTS), lb=st.sampled_from(LAYOUTS),
+       lo=st.sampled_from(LAYOUTS[:3]), seed=st.integers(0, 2**16))
 @pytest.mark.parametrize("path", PATHS)
-def test_matmul_is_numpys(path, m, k, n, stack, dtype, la, lb, seed):
+def test_matmul_is_numpys(path, m, k, n, stack, dtype, la, lb, lo, seed):
+    """``matmul``, and ``matmul_into`` an ``out`` of any layout (row-strided: rows of a
+    wider array, as the gemm blocks write into ``y``; transposed: falls back)."""
     with pytest.MonkeyPatch.context() as mp:
         _on(path, mp)
-        _check_matmul(m, k, n, stack, dtype, la, lb, seed)
+        _check_matmul(m, k, n, stack, dtype, la, lb, seed, lo)
 
 
-def _check_matmul(m, k, n, stack, dtype, la, lb, seed):
+def _check_matmul(m, k, n, stack, dtype, la, lb, seed, lo="contiguous"):
     rng = np.random.default_rng(seed)
     lead = () if stack is None else (stack,)
     a = (rng.standard_normal(lead + (m, k)) * 8).astype(dtype)
@@ -66,6 +69,9 @@ def _check_matmul(m, k, n, stack, dtype, la, lb, seed):
     assert got.shape == want.shape and got.dtype == want.dtype
     scale = np.abs(a).max() * np.abs(b).max() * k
     np.testing.assert_allclose(got, want, rtol=0, atol=RTOL[dtype] * scale)
+    out = _layout(np.full(want.shape, -1, dtype), lo)
+    blas.matmul_into(_layout(a, la), _layout(b, lb), out)
+    np.testing.assert_allclose(out, want, rtol=0, atol=RTOL[dtype] * scale)
 
 
 #: (name, x shape, w shape, geometry): ungrouped narrow (positions as rows), wide

@@ -213,6 +213,23 @@ def test_parallel_map_keeps_order_and_the_blas_setting():
         assert [lib.num_threads for lib in controller.lib_controllers] == before
 
 
+def test_parallel_map_raises_an_items_error():
+    """An item's exception is raised to the caller (the lanes stop taking items once it
+    is seen), and the pool still works afterwards."""
+    started = []
+
+    def fn(i):
+        started.append(i)
+        if i == 3:
+            raise ValueError("item 3")
+        return i
+
+    with pytest.raises(ValueError, match="item 3"):
+        threads.parallel_map(fn, range(40))
+    assert 3 in started
+    assert threads.parallel_map(lambda i: -i, range(6)) == [0, -1, -2, -3, -4, -5]
+
+
 def test_one_core_gives_the_same_bits(rng, monkeypatch):
     """The blocks on one thread (one core) and on the pool: bitwise the same results,
     random float32 data (each block's sums do not depend on the threads)."""

@@ -140,3 +140,31 @@ def test_default_limit_chunks_the_column_buffer():
                   stats=stats)
     assert name == "gemm" and 0 < stats["peak_workspace"] <= gemm.CHUNK_BYTES * workers()
     assert y[0, 0, 5, 5] == 25
+
+
+#: (x shape, padding, cval): the channels-last padded input's edge cases: asymmetric
+#: padding on every axis, one side zero, a nonzero cval, one image row (one piece per
+#: image), and no padding (the plain transpose).
+PADDED_CASES = [
+    ((2, 3, 5, 4), ((2, 1), (0, 3)), 0.0),
+    ((1, 2, 4, 3, 2), ((1, 1), (2, 0), (0, 1)), -2.5),
+    ((3, 1, 1, 6), ((1, 2), (1, 1)), 7.0),
+    ((2, 2, 6), ((0, 0),), 0.0),
+]
+
+
+@pytest.mark.parametrize("x_shape,padding,cval", PADDED_CASES)
+@pytest.mark.parametrize("piece", [1, 8, 1 << 18])
+def test_padded_last_is_numpys_pad_channels_last(x_shape, padding, cval, piece, rng,
+                                                 monkeypatch):
+    """:func:`gemm.padded_last` is ``numpy.pad`` then the channels moved last, whether its
+    copy runs as one piece or as pieces of one row (on the pool)."""
+    monkeypatch.setattr(gemm, "PAD_PIECE", piece)
+    x = rng.standard_normal(x_shape)
+    w_shape = (2, x_shape[1]) + (1,) * (len(x_shape) - 2)
+    problem = ConvProblem.create(x_shape=x_shape, w_shape=w_shape, padding=padding,
+                                 padding_mode="constant", cval=cval, dtype=x.dtype)
+    want = np.pad(x, ((0, 0), (0, 0)) + padding, constant_values=cval)
+    got = gemm.padded_last(problem, x)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, np.moveaxis(want, 1, -1))

@@ -164,7 +164,7 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
                     continue
                 ou = usage[built[other]].get(lowered[built[other]][inst.name], {})
                 ctas[other] = ctas_per_sm(other, ou.get("registers", 0), ou.get("smem_bytes", 0) + dyn,
-                                          registry.block_threads(inst.family))
+                                          registry.block_threads(inst.family, inst.tile))
             reports.append(SassReport(
                 inst.family, inst.name, arch, inst.dtype.name, inst.rank, inst.index64, inst.tile,
                 loop_stats(lp.instructions(instrs)) if lp is not None else None,

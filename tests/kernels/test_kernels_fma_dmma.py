@@ -254,3 +254,20 @@ def test_dmma_planted_wrong_layouts_conflict(tile, bug):
     assert max(smem_layout.wavefronts(r, 16) for r in reads) == 8
     if bug == "plain":
         assert max(smem_layout.wavefronts(st, 8) for st in a_st) == 16
+
+
+@pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
+def test_dmma_l2_sectors_per_sector_used(tile):
+    """Static count of one slice's global reads on channels-first operands (x NCDHW with
+    the slice's 128 rows consecutive positions of one row of W >= 128, w KCRS at 3x3x3):
+    the A copies (lane per row, k = a_k ^ q) read 1 sector per sector used; the B copies
+    (16 lanes on k, taps = 27 elements apart) 32 / 8 = 4, the weights' over-fetch a
+    channels-last operand would remove (not built for float64: issue 26 item 1)."""
+    from test_multistage_layout import _sectors_per_sector_used
+    bm, bn, bk = tile[:3]
+    item, taps, c, plane = 8, 27, 64, 4096                 # plane: x's channel stride
+    a_k = [(r >> 3) & 1 for r in range(bm)]
+    a = [(plane * (a_k[r] ^ q) + r) * item for r in range(bm) for q in range(bk)]
+    b = [((n * c + k) * taps + 13) * item for n in range(bn) for k in range(bk)]
+    assert _sectors_per_sector_used(a, item) == 1.0
+    assert _sectors_per_sector_used(b, item) == 32 / item

@@ -312,7 +312,8 @@ FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
 
 def tile_index64(tile: Tuple[int, ...]) -> bool:
     """Whether ``tile`` has a 64-bit-index build: all but variant 7, whose m16n8k16 fragments
-    spill with 64-bit indices (ptxas 12.9: 96 bytes), so it is compiled for ``int`` only."""
+    spilled with 64-bit indices on the 128x128 8-warp tile it had first (ptxas 12.9: 96
+    bytes), so it is compiled for ``int`` only."""
     return tile[3] != 7
 
 

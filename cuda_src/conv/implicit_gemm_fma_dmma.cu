@@ -22,22 +22,29 @@
 //   (FmaStageLayout): the B loader's lanes (8 k x 4 n, k and k + 8 per thread) store to 32
 //   distinct banks (unswizzled: 8 lanes per bank), and a 4-column fragment stays one aligned
 //   16-byte chunk.
-// * Math = an f64 MMA atom (cc::MmaF64_m8n8k4, DMMA; 128x128x16x3, 96 KiB opted in): 8 warps
-//   as 4 x 2, warp tiles TILE_M x TILE_N = 32 x 64 (4 x 8 atoms, 64 double accumulators per
-//   lane).  Shared A is [m][k] and B [n][k], k contiguous: a row of BK = 16 doubles is 128
+// * Math = an f64 MMA atom (cc::MmaF64_m8n8k4, DMMA; 128x64x16x3, 72 KiB opted in): a warp
+//   per warp tile, TILE_M x TILE_N = 32 x 64 (4 x 8 atoms, 64 double accumulators per lane),
+//   4 warps as 4 x 1 (128 threads: 255 registers each, two CTAs fill an sm_80/sm_90
+//   register file; a 128x128 tile's 32,768 accumulator registers are half of it, one CTA).
+//   Shared A is [m][k] and B [n][k], k contiguous: a row of BK = 16 doubles is 128
 //   bytes = 8 chunks of 16 bytes, chunk c of row r stored at c ^ swz(r) with swz(r) =
 //   4 (r & 1) + ((r >> 1) & 3) (KContiguousStageLayout).  One LDS.128 hands a lane two
 //   consecutive k of its atom row (or column), so the lane's atom k-slot t stands for the k
 //   pair 2t, 2t + 1 of an 8-deep half: two m8n8k4 steps per 128-bit load (A and B use the
 //   same k permutation, so the sum is the same sum).  Lanes (g, t) of a quarter warp read
-//   rows 2q, 2q + 1 at chunks t ^ swz: 8 distinct chunks, no conflict; the A gather's lanes
-//   (16 rows x a k pair) store in 2 wavefronts, the least for 256 bytes.
+//   rows 2q, 2q + 1 at chunks t ^ swz: 8 distinct chunks, no conflict.  swz reads r & 7
+//   only, so atom rows 8 i apart are 8 i BK elements apart: every fragment read of a slice
+//   is one of four bases (A, B x two halves) plus a constant.  The A gather has a lane per
+//   row, copy q at k = a_k ^ q with a_k = (r >> 3) & 1 (rows r and r + 8 share a swizzle and
+//   store the two halves of a chunk: 2 wavefronts per 32 rows, the least for 8-byte
+//   stores); its sources are a running pointer (x + a_cur, stepped per slice).
 //   Math = cc::MmaF64_m16n8k16 (sm_90, DMMA.16x8x16): the same tile and layout, 2 x 8 atoms
 //   per warp; its k-slot t + 4 q stands for k = 8 (q >> 1) + 2 t + (q & 1), so the same
 //   LDS.128 pairs fill it.  Below sm_90 that instantiation compiles and traps.
 //
 // Shared-memory layouts are mirrored by the address model in tests/kernels/
-// test_kernels_fma_dmma.py (banks and wavefronts of every fragment read and loader store).
+// test_kernels_fma_dmma.py (banks and wavefronts of every fragment read and loader store;
+// the DMMA layout's host model is cupyconv/_kernels/smem_layout.kcontiguous_offset).
 // Grid: x = ceil(M / BM), y = ceil(Kg / BN), z = groups of this launch (g0 + z).
 #include "implicit_gemm_parts.cuh"
 
@@ -73,6 +80,21 @@ struct KContiguousStageLayout {
   static CC_CONSTEXPR int b(int k, int n) { return row(n, k); }
 };
 
+/// Threads of a tile: 256 for cc::SimtFma (16 x 16 threads), else one warp per warp tile.
+template <int BM, int BN, int TILE_M, int TILE_N, bool kSimt>
+struct FmaDmmaThreads {
+  static constexpr int value = kSimt ? kBlockThreads : 32 * (BM / TILE_M) * (BN / TILE_N);
+};
+
+/// Resident CTAs per SM a tile is compiled for (the __launch_bounds__ minimum): 2 for
+/// float32 with 32-bit indices (128 registers at 256 threads) and for the 4-warp float64
+/// tiles (255 registers at 128 threads: two CTAs fill the register file), else 1.
+template <typename Index, typename Acc, int kThreads>
+struct FmaDmmaMinBlocks {
+  static constexpr int value =
+      ((sizeof(Index) == 4 && sizeof(Acc) == 4) || (sizeof(Acc) == 8 && kThreads <= 128)) ? 2 : 1;
+};
+
 /// Two consecutive doubles of shared memory (one LDS.128).
 struct alignas(16) Double2 { double v[2]; };
 
@@ -80,7 +102,9 @@ struct alignas(16) Double2 { double v[2]; };
 
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kStages,
           int TILE_M, int TILE_N, typename Math>
-__global__ void CUPYCONV_LAUNCH_BOUNDS_MIN((sizeof(Index) == 4 && sizeof(Acc) == 4) ? 2 : 1)
+__global__ void __launch_bounds__(
+    (cc::FmaDmmaThreads<BM, BN, TILE_M, TILE_N, cc::IsSimtFma<Math>::value>::value),
+    (cc::FmaDmmaMinBlocks<Index, Acc, cc::FmaDmmaThreads<BM, BN, TILE_M, TILE_N, cc::IsSimtFma<Math>::value>::value>::value))
 implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __restrict__ x,
                          const T* __restrict__ w, T* __restrict__ y, const T* __restrict__ bias) {
   // Types and tile geometry ---------------------------------------------------
@@ -98,8 +122,8 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   using S = T;                                   ///< staged element
   using Layout = typename cc::Conditional<kSimt, cc::FmaStageLayout<BM, BN, BK>,
                                           cc::KContiguousStageLayout<BM, BN, BK>>::type;
-  constexpr int kThreads = cc::kBlockThreads;
-  static_assert(kThreads == 256, "the multistage tiles are laid out for 256 threads");
+  constexpr int kThreads = cc::FmaDmmaThreads<BM, BN, TILE_M, TILE_N, kSimt>::value;
+  static_assert(kThreads == (kSimt ? 256 : 128), "the FMA tile is laid out for 256 threads, the DMMA tile for 128");
   static_assert(BK == 16 && kStages >= 2, "K-tiles of 16, at least two stages");
   constexpr int kARowsStep = kThreads / BM;      ///< A loader: k-rows covered per pass
   constexpr int kAPerThread = BK / kARowsStep;   ///< A elements copied per thread per slice
@@ -123,7 +147,7 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   static_assert(kSimt || (kWarpsM * kWarpsN * 32 == kThreads && BM % TILE_M == 0 && BN % TILE_N == 0),
                 "the warp tiles cover the CTA tile once");
 
-  cc::require_block_shape();
+  cc::require_block_threads<kThreads>();
   cc::require(p.aux[1] == kSmemBytes, "launched with another dynamic shared size than the tile's");
   CUPYCONV_DYNAMIC_SHARED(S, smem);              // [stage][A elements, B elements]
 
@@ -139,27 +163,33 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   const Index w_stride_k = static_cast<Index>(p.w_stride_k);
   cc::require(cpg % BK == 0, "the multistage implicit GEMM needs C/G % 16 == 0");
 
-  // A loader: row a_m, k-rows a_k + kARowsStep * j.  FMA: lanes are consecutive rows (one
-  // k: 32 banks); DMMA: lane pairs share a row (k pairs of 16 rows: 2 wavefronts, the least
-  // for 8-byte stores; consecutive rows would store only one half of each 16-byte chunk)
-  static_assert(kSimt || kThreads / BM == 2, "the DMMA A loader pairs lanes on rows");
-  const int a_m = kSimt ? tid % BM : tid / 2, a_k = kSimt ? tid / BM : tid % 2;
-  /// DMMA: Layout::a(a_k + 2 j, a_m) == a_dst0 ^ 2 j (the chunk index sits in bits 1-3), one
-  /// register for the thread's eight destinations
-  const int a_dst0 = kSimt ? 0 : cc::KContiguousStageLayout<BM, BN, 16>::a(a_k, a_m);
+  // A loader: row a_m; FMA: k-rows a_k + kARowsStep j, lanes on consecutive rows (one k:
+  // 32 banks).  DMMA: a lane per row, copy q of a slice is k = a_k ^ q with a_k = (a_m >> 3)
+  // & 1, stored at a_dst0 ^ q (the chunk index sits in bits 1-3, the half in bit 0): rows r
+  // and r + 8 (one swizzle) store the two halves of a chunk, so a warp's 32 rows take 2
+  // wavefronts, the least for 8-byte stores (a_k = 0: 4)
+  static_assert(kSimt || kThreads == BM, "the DMMA A loader: a lane per row");
+  const int a_m = kSimt ? tid % BM : tid;
+  const int a_k = kSimt ? tid / BM : (a_m >> 3) & 1;
   const bool a_valid = block_m + a_m < M;
   const cc::GatherRow<R, Index> a_row(p, a_valid ? block_m + a_m : Index(0), g, cpg, x_stride_c);
   // B loader: k-row b_k, columns b_n + kBColsStep * j ------------------------------
   const int b_k = tid % kBKThreads, b_n = tid / kBKThreads;
   const Index w_g = g * Kg * w_stride_k;
   const S a_fill = a_valid ? cc::make_scalar<S>(p.cval_re, p.cval_im) : cc::zero<S>();
-  Index a_off = 0, b_off = 0;
+  // DMMA: the slice's sources are x + a_cur and w + b_cur (the thread's first copy; stepped
+  // by BK channels a slice, reset once per tap)
+  const Index b_base = static_cast<Index>(block_n + b_n) * w_stride_k + b_k * w_stride_c;
+  const Index a_kbase = a_k * x_stride_c;
+  Index a_off = 0, b_off = 0, a_cur = 0, b_cur = 0;
   bool a_load = false;
   auto set_tap = [&](Index tap) {        // once per tap, out of line: A's offset, B's
     const cc::TapOffset<Index> t = a_valid ? a_row.at(p, tap) : cc::TapOffset<Index>{0, false};
     a_off = t.off;
     a_load = t.inside;
     b_off = cc::weight_tap_offset(p, w_g, tap);
+    a_cur = a_off + a_kbase;
+    b_cur = b_off + b_base;
   };
 
   // The pipeline's producer: slice (p_tap, p_c0) into stage `stage` ------------------
@@ -168,32 +198,73 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   const Index a_jstep = static_cast<Index>(kARowsStep) * x_stride_c;
   Index p_tap = 0, p_c0 = 0;
   set_tap(0);
+  // DMMA copies.  A: the thread's copy q = 2 j + e (above) reads a running pointer: x + a_cur
+  // + j a_pstep for k-pair j, plus a_estep for e = 1 (k = a_k ^ 1).  B: copy
+  // q is column b_n + kBColsStep q, k-row b_k: n + kBColsStep q keeps n & 7, so the swizzle,
+  // and the destination is b_dst0 + q kBColsStep BK; it reads a running pointer, while q
+  // kBColsStep < b_left (columns past K/G are zeros)
+  static_assert(kSimt || kBColsStep % 8 == 0, "B copies keep their row's swizzle");
+  using KLayout = cc::KContiguousStageLayout<BM, BN, 16>;
+  const int a_dst0 = kSimt ? 0 : KLayout::a(a_k, a_m);
+  const Index a_pstep = 2 * x_stride_c, a_estep = (1 - 2 * a_k) * x_stride_c;
+  const Index b_qstep = static_cast<Index>(kBColsStep) * w_stride_k;
+  const int b_dst0 = kSimt ? 0 : KLayout::b(b_k, b_n);
+  const Index b_left = Kg - block_n - b_n;
   auto issue = [&](int stage, bool live) {
     S* const sa = smem + stage * kStageElems;
     S* const sb = sa + Layout::kAElems;
-    const Index a_src = a_off + (p_c0 + a_k) * x_stride_c;
+    const int bytes = live ? int(sizeof(S)) : 0;
+    if constexpr (kSimt) {
+      const Index a_src = a_off + (p_c0 + a_k) * x_stride_c;
 #pragma unroll
-    for (int j = 0; j < kAPerThread; ++j) {
-      S* dst = sa + (kSimt ? Layout::a(a_k + kARowsStep * j, a_m) : a_dst0 ^ (2 * j));   // k-row a_k + 2 j
-      if (a_load) {
-        cc::cp_async_zfill<sizeof(S)>(dst, x + a_src + j * a_jstep, live ? int(sizeof(S)) : 0);
-      } else {
-        *dst = a_fill;
+      for (int j = 0; j < kAPerThread; ++j) {
+        S* dst = sa + Layout::a(a_k + kARowsStep * j, a_m);
+        if (a_load) {
+          cc::cp_async_zfill<sizeof(S)>(dst, x + a_src + j * a_jstep, bytes);
+        } else {
+          *dst = a_fill;
+        }
       }
-    }
-    const Index w_src = b_off + (p_c0 + b_k) * w_stride_c;
+      const Index w_src = b_off + (p_c0 + b_k) * w_stride_c;
 #pragma unroll
-    for (int j = 0; j < kBPerThread; ++j) {
-      const int r = j % kBRows, n = b_n + kBColsStep * (j / kBRows);
-      S* dst = sb + Layout::b(b_k + 8 * r, n);
-      if (block_n + n < Kg) {
-        cc::cp_async_zfill<sizeof(S)>(dst, w + w_src + (8 * r) * w_stride_c + (block_n + n) * w_stride_k,
-                                      live ? int(sizeof(S)) : 0);
+      for (int j = 0; j < kBPerThread; ++j) {
+        const int r = j % kBRows, n = b_n + kBColsStep * (j / kBRows);
+        S* dst = sb + Layout::b(b_k + 8 * r, n);
+        if (block_n + n < Kg) {
+          cc::cp_async_zfill<sizeof(S)>(dst, w + w_src + (8 * r) * w_stride_c + (block_n + n) * w_stride_k, bytes);
+        } else {
+          *dst = cc::zero<S>();
+        }
+      }
+    } else {
+      if (a_load) {                                // one branch per slice, not per copy
+        const T* src = x + a_cur;
+#pragma unroll
+        for (int j = 0; j < BK / 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            cc::cp_async_zfill<sizeof(S)>(sa + (a_dst0 ^ (2 * j + e)), e ? src + a_estep : src, bytes);
+          if (j + 1 < BK / 2) src += a_pstep;
+        }
       } else {
-        *dst = cc::zero<S>();
+#pragma unroll
+        for (int q = 0; q < BK; ++q) sa[a_dst0 ^ q] = a_fill;
+      }
+      const T* src = w + b_cur;
+      S* const db = sb + b_dst0;
+#pragma unroll
+      for (int q = 0; q < kBPerThread; ++q) {
+        if (q * kBColsStep < b_left) {
+          cc::cp_async_zfill<sizeof(S)>(db + q * kBColsStep * BK, src, bytes);
+        } else {
+          db[q * kBColsStep * BK] = cc::zero<S>();
+        }
+        if (q + 1 < kBPerThread) src += b_qstep;
       }
     }
     p_c0 += BK;
+    a_cur += BK * x_stride_c;
+    b_cur += BK * w_stride_c;
     if (p_c0 == cpg) {
       p_c0 = 0;
       if (++p_tap < taps) set_tap(p_tap);
@@ -214,6 +285,17 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
 #pragma unroll
       for (int e = 0; e < kAccE; ++e) acc[i][j][e] = cc::zero<Acc>();
 
+  // DMMA fragment reads: the lane's element of half h (k 8 h + 2 t) in atom row (column) 0 is
+  // frag_a0 ^ 8 h (frag_b0 ^ 8 h: the half flips chunk bit 2, element bit 3); atom rows 8 i
+  // further are kRow8 i further (swz reads r & 7 only, which 8 i keeps), so every LDS.128 of
+  // a slice is a base and a constant offset
+  constexpr int kRow8 = 8 * BK;
+  int frag_a0 = 0, frag_b0 = 0;
+  if constexpr (!kSimt) {
+    const cc::MmaCoord ca = Math::a_coord(lane, 0), cb = Math::b_coord(lane, 0);
+    frag_a0 = Layout::a(2 * ca.col, wm0 + ca.row);
+    frag_b0 = Layout::b(2 * cb.row, wn0 + cb.col);
+  }
   auto math = [&](int stage) {
     const S* const sa = smem + stage * kStageElems;
     const S* const sb = sa + Layout::kAElems;
@@ -246,7 +328,6 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
       // t + 4 q stands for k = 8 (q >> 1) + 2 t + (q & 1) (the pairs of one LDS.128), for A
       // and B alike: A element r + 4 h + 2 e (row g + 8 r) and B element 2 h + e are k
       // 8 h + 2 t + e
-      const cc::MmaCoord ca = Math::a_coord(lane, 0), cb = Math::b_coord(lane, 0);
       // 64-bit indices: one A atom live at a time, B read once per A atom (ptxas 12.9 spills
       // with both A atoms live); else both A atoms live, B read once
       constexpr int kAGroups = sizeof(Index) == 8 ? kAccM : 1, kALive = kAccM / kAGroups;
@@ -260,7 +341,7 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const cc::Double2 v = *reinterpret_cast<const cc::Double2*>(
-                  &sa[Layout::a(8 * h + 2 * ca.col, wm0 + 16 * (ig * kALive + il) + 8 * r + ca.row)]);
+                  sa + (frag_a0 ^ (8 * h)) + kRow8 * (2 * (ig * kALive + il) + r));
               af[il][r + 4 * h] = v.v[0];
               af[il][r + 4 * h + 2] = v.v[1];
             }
@@ -269,8 +350,7 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
           double bf[4];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const cc::Double2 v = *reinterpret_cast<const cc::Double2*>(
-                &sb[Layout::b(8 * h + 2 * cb.row, wn0 + 8 * j + cb.col)]);
+            const cc::Double2 v = *reinterpret_cast<const cc::Double2*>(sb + (frag_b0 ^ (8 * h)) + kRow8 * j);
             bf[2 * h] = v.v[0];
             bf[2 * h + 1] = v.v[1];
           }
@@ -283,19 +363,17 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
       }
     } else if constexpr (!kK16 && cc::kHasMma) {
       // lane's atom row (A), column (B) and k-slot t: slot t holds k = 8 h + 2 t + e
-      const cc::MmaCoord ca = Math::a_coord(lane, 0), cb = Math::b_coord(lane, 0);
-// both halves unrolled: 3.95 instructions per DMMA at rank 3; 64-bit indices, and rank 1 on
-// sm_90, would spill with them (ptxas 12.9), so they loop over the halves
+// both halves unrolled: 3.4 instructions per DMMA at rank 3 (NVRTC 12.9, sm_90); 64-bit
+// indices, and rank 1 on sm_90, would spill with them (ptxas 12.9), so they loop over the
+// halves
 #pragma unroll ((sizeof(Index) == 8 || R == 1) ? 1 : BK / 8)
       for (int h = 0; h < BK / 8; ++h) {
         cc::Double2 af[kAccM];
 #pragma unroll
-        for (int i = 0; i < kAccM; ++i)
-          af[i] = *reinterpret_cast<const cc::Double2*>(&sa[Layout::a(8 * h + 2 * ca.col, wm0 + 8 * i + ca.row)]);
+        for (int i = 0; i < kAccM; ++i) af[i] = *reinterpret_cast<const cc::Double2*>(sa + (frag_a0 ^ (8 * h)) + kRow8 * i);
 #pragma unroll
         for (int j = 0; j < kAccN; ++j) {   // one B fragment live at a time (registers)
-          const cc::Double2 bf =
-              *reinterpret_cast<const cc::Double2*>(&sb[Layout::b(8 * h + 2 * cb.row, wn0 + 8 * j + cb.col)]);
+          const cc::Double2 bf = *reinterpret_cast<const cc::Double2*>(sb + (frag_b0 ^ (8 * h)) + kRow8 * j);
 #pragma unroll
           for (int e = 0; e < 2; ++e)
 #pragma unroll

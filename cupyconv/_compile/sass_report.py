@@ -164,7 +164,7 @@ def analyze(arch: str = "sm_90", families: Optional[Iterable[str]] = None,
                     continue
                 ou = usage[built[other]].get(lowered[built[other]][inst.name], {})
                 ctas[other] = ctas_per_sm(other, ou.get("registers", 0), ou.get("smem_bytes", 0) + dyn,
-                                          registry.block_threads(inst.family))
+                                          registry.block_threads(inst.family, inst.tile))
             reports.append(SassReport(
                 inst.family, inst.name, arch, inst.dtype.name, inst.rank, inst.index64, inst.tile,
                 loop_stats(lp.instructions(instrs)) if lp is not None else None,
@@ -233,7 +233,7 @@ and `sass_report.py`):
   reference launch: kernel extent 3 on the inner axes, stride 1; the multistage implicit
   GEMM's dynamic bytes are fixed by its tile), **spill B**: from `ptxas -v`.
 * **CTAs/SM**: resident CTAs of {threads} threads ({ms_threads} for the multistage implicit
-  GEMM) per SM that the registers (as ptxas
+  GEMM and the float64 DMMA tiles: `registry.block_threads(family, tile)`) per SM that the registers (as ptxas
   allocates them for that arch), shared memory and threads allow, by the occupancy
   calculator's rules against `ARCH_LIMITS` in `occupancy.py` (CUDA C++ Programming Guide,
   "Technical Specifications per Compute Capability"; allocation units from

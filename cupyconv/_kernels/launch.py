@@ -479,7 +479,7 @@ def gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha,
                                      bias_stride=bias_stride, has_bias=has_bias,
                                      aux=(int(tf32), smem, 0, 0))
                 grid = (-(-(n_count * out_size) // bm), grid_y, gz)
-                launches.append(Launch(kern, grid, (registry.block_threads(family),), smem, p,
+                launches.append(Launch(kern, grid, (registry.block_threads(family, tile),), smem, p,
                                        slots))
     return _program("implicit_gemm", problem, launches)
 

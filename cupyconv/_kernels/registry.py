@@ -276,20 +276,24 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     K-tiles of 128 bytes: BK 32 for TF32, 64 for float16, :func:`multistage_stages` of
     them in swizzled dynamic shared memory, 64x64 warp tiles in the 128x128 tile, 32x32
     in the small one; the launcher takes it for a chosen variant-2 tile); 0 is the general
-    variant (any channel count); 5 and 6 are the multistage FMA and DMMA tiles of the family
-    ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA and float64
-    DMMA, 128x128x16, three cp.async stages in dynamic shared memory.  float32 has a 128x128 aligned FMA tile (8x8 outputs per
-    thread: twice the math per gathered element of 128x64); float64 stops at 128x64,
-    whose 8x4 float64 block already fills the 128 registers a thread may have at two
-    resident CTAs.
+    variant (any channel count); 5, 6 and 7 are the multistage FMA and DMMA tiles of the
+    family ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA 128x128x16
+    and float64 DMMA 128x64x16 (m8n8k4; 7: the sm_90 m16n8k16 atom), three cp.async stages
+    in dynamic shared memory.  float32 has a 128x128 aligned FMA tile (8x8 outputs per
+    thread: twice the math per gathered element of 128x64); float64's tap-aligned FMA
+    tiles stop at 128x64, whose 8x4 float64 block already fills the 128 registers a thread
+    may have at two resident CTAs.  The float64 DMMA tile is 128x64 for two CTAs per SM:
+    128x128 doubles of accumulators alone are 32,768 registers, half an sm_80/sm_90 SM's
+    register file, so two such CTAs cannot fit; 128x64 is 16,384 (4 warps of 255 registers,
+    two CTAs fill the file).
     """
     if np.dtype(dtype) == np.float32:
         return ((128, 128, 16, 5), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
                 (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3),
                 (128, 128, 32, MULTISTAGE), (64, 64, 32, MULTISTAGE))
     if np.dtype(dtype) == np.float64:
-        return ((128, 128, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
-                (128, 128, 16, 7))
+        return ((128, 64, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
+                (128, 64, 16, 7))
     if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
         tiles = ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                  (64, 64, 16, 3))
@@ -303,10 +307,11 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
 #: math) of ``implicit_gemm_fma_dmma`` (``cuda_src/conv/implicit_gemm_fma_dmma.cu``).
 #: TILE_M x TILE_N is the warp tile of an MMA atom, or the thread's register block of
 #: ``cc::SimtFma``.  Variant 5: float32 FMA 128x128x16, 3 stages, 8x8 outputs per thread
-#: (48 KiB); variant 6: float64 DMMA m8n8k4 128x128x16, 3 stages, 32x64 warp tiles (96 KiB,
-#: opted in past 48 KiB); variant 7: the same tile on the sm_90 m16n8k16 float64 atom
-#: (DMMA.16x8x16; below sm_90 it traps, so only an explicit ``tile=`` takes it: the launcher
-#: is not told the arch).
+#: (48 KiB, 256 threads); variant 6: float64 DMMA m8n8k4 128x64x16, 3 stages, 32x64 warp
+#: tiles, one warp each (128 threads, 72 KiB opted in past 48 KiB: two CTAs per SM);
+#: variant 7: the same tile on the sm_90 m16n8k16 float64 atom (DMMA.16x8x16; below sm_90
+#: it traps, so only an explicit ``tile=`` takes it: the launcher is not told the arch).
+#: The MMA tiles' block size is :func:`block_threads` of the tile.
 FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
     5: (3, 8, 8, "cc::SimtFma"),
     6: (3, 32, 64, "cc::MmaF64_m8n8k4"),
@@ -316,7 +321,8 @@ FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
 
 def tile_index64(tile: Tuple[int, ...]) -> bool:
     """Whether ``tile`` has a 64-bit-index build: all but variant 7, whose m16n8k16 fragments
-    spill with 64-bit indices (ptxas 12.9: 96 bytes), so it is compiled for ``int`` only."""
+    spilled with 64-bit indices on the 128x128 8-warp tile it had first (ptxas 12.9: 96
+    bytes), so it is compiled for ``int`` only."""
     return tile[3] != 7
 
 
@@ -365,8 +371,12 @@ def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
     return not tile[3] or cpg % tile[2] == 0
 
 
-def block_threads(family: str) -> int:
-    """Threads per block of a family's kernels."""
+def block_threads(family: str, tile: Tuple[int, ...] = ()) -> int:
+    """Threads per block of a family's kernels (of ``tile``'s, where the family's tiles
+    differ: an MMA tile of :data:`FMA_DMMA_VARIANTS` has one warp per warp tile)."""
+    if family == "implicit_gemm_fma_dmma" and tile and FMA_DMMA_VARIANTS[tile[3]][3] != "cc::SimtFma":
+        _, tile_m, tile_n, _ = FMA_DMMA_VARIANTS[tile[3]]
+        return 32 * (tile[0] // tile_m) * (tile[1] // tile_n)
     if family == "implicit_gemm_wgmma":
         return WGMMA_THREADS
     return MULTISTAGE_THREADS if family == "implicit_gemm_multistage" else THREADS

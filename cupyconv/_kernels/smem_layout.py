@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["BANKS", "BANK_BYTES", "Swizzle", "SWIZZLE_128B", "ldmatrix_wavefronts",
-           "phases", "wavefronts"]
+           "phases", "wavefronts", "kcontiguous_swz", "kcontiguous_offset"]
 
 #: Shared-memory banks and their width in bytes (sm_80 / sm_90).
 BANKS = 32
@@ -116,3 +116,22 @@ def ldmatrix_wavefronts(row_addresses: Sequence[int], num: int) -> int:
     if a.size != 8 * num:
         raise ValueError(f"ldmatrix.x{num} needs {8 * num} row addresses")
     return wavefronts(a, 16)
+
+
+def kcontiguous_swz(row):
+    """``cc::KContiguousStageLayout::swz`` (cuda_src/conv/implicit_gemm_fma_dmma.cu): the
+    16-byte chunk permutation of a row of the float64 DMMA tiles, ``4 (r & 1) + ((r >> 1) &
+    3)`` (int or integer array)."""
+    r = np.asarray(row, dtype=np.int64)
+    out = ((r & 1) << 2) | ((r >> 1) & 3)
+    return int(out) if out.ndim == 0 else out
+
+
+def kcontiguous_offset(row, k, bk=16, swz=kcontiguous_swz):
+    """Element offset of ``(row, k)`` in a stage operand of ``cc::KContiguousStageLayout``:
+    rows of ``bk`` = 16 doubles (8 chunks of two), chunk ``k >> 1`` of row ``row`` stored at
+    ``(k >> 1) ^ swz(row)`` (``swz``: the row's permutation, the kernel's by default; a test
+    plants another)."""
+    r, kk = np.asarray(row, dtype=np.int64), np.asarray(k, dtype=np.int64)
+    out = r * bk + ((((kk >> 1) ^ swz(r)) << 1) | (kk & 1))
+    return int(out) if out.ndim == 0 else out

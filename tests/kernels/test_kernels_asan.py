@@ -112,10 +112,10 @@ FAMILIES = {
                             [(128, 128, 16, 2), (64, 64, 16, 2)])
     """,
     "fma_dmma_tiles": """
-        # the multistage tiles (issue 26): float32 FMA and float64 DMMA, 128x128x16, three
-        # cp.async stages in dynamic shared memory (the DMMA tile's 96 KiB opted in)
+        # the multistage tiles (issue 26): float32 FMA 128x128x16 and float64 DMMA 128x64x16
+        # (128 threads), three cp.async stages in dynamic shared memory (72 KiB opted in)
         implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
-        implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 128, 16, 6), (128, 128, 16, 7)])
+        implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 64, 16, 6), (128, 64, 16, 7)])
     """,
     "wgmma_tiles": """
         # the sm_90a warpgroup-MMA tiles (issue 27): contiguous channels-last operands exactly

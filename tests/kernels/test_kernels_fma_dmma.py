@@ -1,11 +1,13 @@
-"""The multistage implicit-GEMM tiles (issue 26 items 3, 4): float32 FMA and float64 DMMA,
-128x128x16, three cp.async stages (cuda_src/conv/implicit_gemm_fma_dmma.cu).
+"""The multistage implicit-GEMM tiles (issue 26 items 3, 4): float32 FMA 128x128x16 and
+float64 DMMA 128x64x16, three cp.async stages (cuda_src/conv/implicit_gemm_fma_dmma.cu).
 
 The emulated tests run small integers (exact in float32 FMA and in the DMMA atom) against
 the NumPy reference, as the other tiles' tests do.  The address model mirrors the shared
 layouts of the kernel (``FmaStageLayout``, ``KContiguousStageLayout``) and counts the
 wavefronts of every fragment read and loader store of one warp: the FMA tile's A
-fragment reads take 2 (the 128x128x8 tile's take 4), and no access is bank-conflicted.
+fragment reads take 2 (the 128x128x8 tile's take 4), and no access is bank-conflicted
+(the DMMA tiles in the bank model of cupyconv/_kernels/smem_layout.py, where planted wrong
+layouts conflict).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from cupyconv._emulation import emulation_available
-from cupyconv._kernels import launch, registry
+from cupyconv._kernels import launch, registry, smem_layout
 
 from kernel_reference import MODES, check_forward, emu_loader, make_problem, mode_case
 
@@ -48,6 +50,36 @@ def test_fma_dmma_reverse_schedule_matches_normal(dtype, tile):
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@emulated
+@pytest.mark.parametrize("op,mode", [("grad_input", "constant"), ("grad_weight", "reflect")])
+def test_dmma_tile_runs_the_gradients(monkeypatch, op, mode):
+    """The gradients run as forward problems on the DMMA tile (forced: these are too small
+    for the chooser), exact on small integers against the NumPy backend; the input
+    gradient's forward has K/G = 8 columns of the tile's 64 (the rest zero-filled)."""
+    import cupyconv
+    from cupyconv.backends.cuda import CudaBackend, EmulatedRunner
+    from cupyconv.core.problem import ConvProblem, Operands
+    from helpers import small_ints, spy_kernels
+    tile = DMMA_TILES[0]
+    real = launch.implicit_gemm_tile
+    monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, mma=False, tf32=False:
+                        tile if problem.dtype == F64 else real(problem, mma, tf32))
+    n, c, k = (1, 8, 16) if op == "grad_input" else (16, 2, 8)     # forward C/G: 16
+    geo = dict(padding=1, padding_mode=mode)
+    problem = ConvProblem.create(x_shape=(n, c, 5, 4), w_shape=(k, c, 3, 3), op=op, dtype=F64, **geo)
+    rng = np.random.default_rng(5)
+    x, w, dy = (small_ints(rng, s, F64, scale=3) for s in (problem.x_shape, problem.w_shape, problem.y_shape))
+    with cupyconv.use_backend("numpy"):
+        want = (cupyconv.conv_grad_input(dy, w, x.shape, **geo) if op == "grad_input"
+                else cupyconv.conv_grad_weight(x, dy, w.shape, **geo))
+    backend = CudaBackend(EmulatedRunner())
+    problem, ops = backend.prepare(problem, Operands(activation=x, filter=w, output=dy))
+    taken = spy_kernels(monkeypatch)
+    got = backend.run(problem, "implicit_gemm", ops, 2**30)
+    assert ("implicit_gemm_fma_dmma", tile) in taken, taken
+    np.testing.assert_array_equal(got, want)
+
+
 def test_fma_dmma_tiles_are_chosen_where_they_fit():
     """Many rows and C/G % 16 == 0: the multistage tile (float64 only on a device with the
     DMMA atom; float32 without TF32); otherwise the present tiles."""
@@ -55,7 +87,9 @@ def test_fma_dmma_tiles_are_chosen_where_they_fit():
                padding=((1, 1), (1, 1)))
     f64 = make_problem(c=32, dtype=F64, **big)
     f32 = make_problem(c=32, dtype=F32, **big)
-    assert launch.implicit_gemm_tile(f64, mma=True) == (128, 128, 16, 6)
+    assert launch.implicit_gemm_tile(f64, mma=True) == (128, 64, 16, 6)
+    from cupyconv.backends.cuda import EmulatedRunner, cost      # its estimate, not the 64x64's
+    assert cost.efficiency_key(f64, EmulatedRunner.NOMINAL, "implicit_gemm") == "implicit_gemm_ms_float64"
     assert launch.implicit_gemm_tile(f64, mma=False)[3] != 6
     assert launch.implicit_gemm_tile(f32) == (128, 128, 16, 5)
     assert launch.implicit_gemm_tile(f32, mma=True, tf32=True)[3] == 2
@@ -66,26 +100,29 @@ def test_fma_dmma_tiles_are_chosen_where_they_fit():
     # the m16n8k16 tile (sm_90 only) is never the automatic choice, and has no 64-bit build
     assert all(launch.implicit_gemm_tile(make_problem(c=c, dtype=F64, **dict(big, n=n)),
                                          mma=True)[3] != 7 for c in (16, 32) for n in (1, 16))
-    assert not registry.tile_index64((128, 128, 16, 7)) and registry.tile_index64((128, 128, 16, 6))
+    assert not registry.tile_index64((128, 64, 16, 7)) and registry.tile_index64((128, 64, 16, 6))
     x = np.zeros(f64.x_shape)
     w = np.zeros(f64.w_shape)
     with pytest.raises(ValueError, match="32-bit indices only"):
         launch.run_implicit_gemm_fprop(emu_loader(), f64, x, w, np.zeros(f64.y_shape),
-                                       tile=(128, 128, 16, 7), index64=True)
+                                       tile=(128, 64, 16, 7), index64=True)
 
 
 def test_fma_dmma_names_and_shared_bytes():
     """The name spells stages, warp/thread tile and math; the host's dynamic shared size is
-    the kernel's (it traps on another, p.aux[1])."""
-    name = registry.name_expression("implicit_gemm_fma_dmma", F64, 3, False, (128, 128, 16, 6))
-    assert name == ("implicit_gemm_fma_dmma<double, double, 3, int, 128, 128, 16, 3, 32, 64, "
+    the kernel's (it traps on another, p.aux[1]); the DMMA tiles run a warp per warp tile
+    (128 threads: two CTAs of 72 KiB and 255 registers fit an sm_80/sm_90 SM)."""
+    name = registry.name_expression("implicit_gemm_fma_dmma", F64, 3, False, (128, 64, 16, 6))
+    assert name == ("implicit_gemm_fma_dmma<double, double, 3, int, 128, 64, 16, 3, 32, 64, "
                     "cc::MmaF64_m8n8k4>")
+    assert [registry.block_threads("implicit_gemm_fma_dmma", t) for t in
+            ((128, 64, 16, 6), (128, 64, 16, 7), (128, 128, 16, 5))] == [128, 128, 256]
     assert registry.gemm_family((128, 128, 16, 5)) == "implicit_gemm_fma_dmma"
     assert registry.gemm_family((128, 128, 8, 1)) == "implicit_gemm_fprop"
     assert registry.gemm_dynamic_smem((128, 128, 16, 5), F32) == 48 * 1024
-    assert registry.gemm_dynamic_smem((128, 128, 16, 6), F64) == 96 * 1024
+    assert registry.gemm_dynamic_smem((128, 64, 16, 6), F64) == 72 * 1024
     assert registry.name_expression("implicit_gemm_fma_dmma", F64, 2, False,
-                                    (128, 128, 16, 7)).endswith("32, 64, cc::MmaF64_m16n8k16>")
+                                    (128, 64, 16, 7)).endswith("32, 64, cc::MmaF64_m16n8k16>")
     assert registry.gemm_dynamic_smem((128, 128, 8, 1), F32) == 0
 
 
@@ -152,31 +189,85 @@ def test_fma_loader_stores_are_conflict_free():
             assert wavefronts(b, 4) == 1
 
 
-def test_dmma_fragment_reads_and_stores_are_conflict_free():
-    """The DMMA tile's LDS.128 of A (lane (g, t): row 8 i + g, k pair 2 t of half h) and of
-    B: 4 wavefronts (512 bytes, the minimum); the gather's 8-byte stores of A (lane
-    pairs share a row, k-rows lane % 2 + 2 j; consecutive rows would take 4) and B (lane: k = lane % 16, column lane // 16): 2 (256 bytes, the minimum).
-    Every (row, k) of a stage is written exactly once by the A loader."""
-    for warp in range(8):
-        wm0, wn0 = (warp % 4) * 32, (warp // 4) * 64
-        for h in range(2):
-            for i in range(4):
-                a = [8 * kc_row(wm0 + 8 * i + (ln >> 2), 8 * h + 2 * (ln & 3)) for ln in range(32)]
-                assert wavefronts(a, 16) == 4
-            for j in range(8):
-                b = [8 * kc_row(wn0 + 8 * j + (ln >> 2), 8 * h + 2 * (ln & 3)) for ln in range(32)]
-                assert wavefronts(b, 16) == 4
+#: every compiled DMMA tile (float64)
+DMMA_TILES = [t for dt, t in MS_TILES if dt == F64]
+#: planted wrong row permutations of the DMMA layout and what they break: none at all, and
+#: one without the (r & 1) term (rows r, r + 1 share chunks)
+DMMA_PLANTED = {"plain": lambda r: 0 * r, "no_low_bit": lambda r: (r >> 1) & 3}
+
+
+def dmma_accesses(tile, swz=smem_layout.kcontiguous_swz):
+    """The DMMA tile's shared accesses of one stage, as the kernel makes them, per warp
+    instruction: ``(reads, a_stores, b_stores)``, byte addresses of 32 lanes each.  Reads:
+    the LDS.128 of A (lane (g, t): row wm0 + 8 i + g, k pair 2 t of half h) and of B (B after
+    A's BM rows); A stores: row a_m = t // (threads // BM), copy q is k = a_k ^ (lpr q) (lpr
+    lanes per row; a_k = t % 2 for 2, (a_m >> 3) & 1 for 1); B stores: k = t % 16, column
+    t // 16 + (threads // 16) q."""
+    bm, bn, bk = tile[:3]
+    _, tile_m, tile_n, _ = registry.FMA_DMMA_VARIANTS[tile[3]]
+    threads = registry.block_threads("implicit_gemm_fma_dmma", tile)
+    off = lambda r, k: 8 * smem_layout.kcontiguous_offset(r, k, bk, swz)
+    warps_m, lpr = bm // tile_m, threads // bm
+    reads, a_st, b_st = [], [], []
+    for warp in range(threads // 32):
+        wm0, wn0 = (warp % warps_m) * tile_m, (warp // warps_m) * tile_n
         lanes = range(32 * warp, 32 * warp + 32)
-        for j in range(8):
-            a = [8 * kc_row(t // 2, t % 2 + 2 * j) for t in lanes]
-            assert wavefronts([8 * kc_row(t % 128, t // 128 + 2 * j) for t in lanes], 8) == 4
-            assert wavefronts(a, 8) == 2
-            b = [8 * kc_row(t // 16 + 16 * j, t % 16) for t in lanes]
-            assert wavefronts(b, 8) == 2
-    # without the swizzle the gather's stores (32 rows, one k) would hit one bank pair
-    assert wavefronts([8 * (m * 16) for m in range(32)], 8) == 32
-    # the kernel's A destinations: row(m, a_k + 2 j) == row(m, a_k) ^ 2 j
-    assert all(kc_row(m, a_k + 2 * j) == kc_row(m, a_k) ^ (2 * j)
-               for m in range(128) for a_k in (0, 1) for j in range(8))
-    # every (row, k) of a stage has its own word
-    assert sorted(kc_row(r, k) for r in range(128) for k in range(16)) == list(range(2048))
+        for h in range(2):
+            reads += [[off(wm0 + 8 * i + (ln >> 2), 8 * h + 2 * (ln & 3)) for ln in range(32)]
+                      for i in range(tile_m // 8)]
+            reads += [[off(bm + wn0 + 8 * j + (ln >> 2), 8 * h + 2 * (ln & 3)) for ln in range(32)]
+                      for j in range(tile_n // 8)]
+        a_k = [t % 2 if lpr == 2 else ((t // lpr) >> 3) & 1 for t in range(threads)]
+        a_st += [[off(t // lpr, a_k[t] ^ (lpr * q)) for t in lanes] for q in range(bk // lpr)]
+        b_st += [[off(bm + t // 16 + (threads // 16) * q, t % 16) for t in lanes]
+                 for q in range(bn * bk // threads)]
+    return reads, a_st, b_st
+
+
+@pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
+def test_dmma_fragment_reads_and_stores_are_conflict_free(tile):
+    """Every LDS.128 fragment read takes 4 wavefronts (512 bytes, the minimum) and every
+    8-byte loader store 2 (256 bytes, the minimum), in the sm_80/sm_90 bank model of
+    cupyconv/_kernels/smem_layout.py; the loaders write every (row, k) of a stage exactly
+    once, and the kernel's A destinations are row(m, a_k) ^ mask."""
+    reads, a_st, b_st = dmma_accesses(tile)
+    assert {smem_layout.wavefronts(r, 16) for r in reads} == {4}
+    assert {smem_layout.wavefronts(st, 8) for st in a_st + b_st} == {2}
+    bm, bn, bk = tile[:3]
+    assert sorted(a for st in a_st + b_st for a in st) == list(range(0, 8 * (bm + bn) * bk, 8))
+    row = lambda m, k: smem_layout.kcontiguous_offset(m, k)
+    assert all(row(m, a_k ^ mask) == row(m, a_k) ^ mask
+               for m in range(bm) for a_k in (0, 1) for mask in range(16))
+    assert all(smem_layout.kcontiguous_swz(r) == row(r, 0) % 16 // 2 for r in range(bm))
+    # the fragment bases: half h is the base of half 0 ^ 8 h, atom rows 8 apart 8 BK apart
+    assert all(row(r + 8 * i, 8 * h + 2 * t) == (row(r, 2 * t) ^ (8 * h)) + 8 * bk * i
+               for r in range(8) for i in range(bm // 8) for h in (0, 1) for t in range(4))
+
+
+@pytest.mark.parametrize("bug", sorted(DMMA_PLANTED))
+@pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
+def test_dmma_planted_wrong_layouts_conflict(tile, bug):
+    """The same accesses through a planted wrong row permutation conflict (the unswizzled
+    rows: 8-way loader stores and 2-way reads; without the (r & 1) term: 2-way reads), so
+    the check above can fail."""
+    reads, a_st, _ = dmma_accesses(tile, DMMA_PLANTED[bug])
+    assert max(smem_layout.wavefronts(r, 16) for r in reads) == 8
+    if bug == "plain":
+        assert max(smem_layout.wavefronts(st, 8) for st in a_st) == 16
+
+
+@pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
+def test_dmma_l2_sectors_per_sector_used(tile):
+    """Static count of one slice's global reads on channels-first operands (x NCDHW with
+    the slice's 128 rows consecutive positions of one row of W >= 128, w KCRS at 3x3x3):
+    the A copies (lane per row, k = a_k ^ q) read 1 sector per sector used; the B copies
+    (16 lanes on k, taps = 27 elements apart) 32 / 8 = 4, the weights' over-fetch a
+    channels-last operand would remove (not built for float64: issue 26 item 1)."""
+    from test_multistage_layout import _sectors_per_sector_used
+    bm, bn, bk = tile[:3]
+    item, taps, c, plane = 8, 27, 64, 4096                 # plane: x's channel stride
+    a_k = [(r >> 3) & 1 for r in range(bm)]
+    a = [(plane * (a_k[r] ^ q) + r) * item for r in range(bm) for q in range(bk)]
+    b = [((n * c + k) * taps + 13) * item for n in range(bn) for k in range(bk)]
+    assert _sectors_per_sector_used(a, item) == 1.0
+    assert _sectors_per_sector_used(b, item) == 32 / item

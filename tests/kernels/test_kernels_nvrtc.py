@@ -190,9 +190,9 @@ def _check_launch_bounds(family, inst, body):
     small_acc = registry.dtype_spec(inst.dtype).accum_itemsize == 4
     min_blocks = 2 if (family in ("implicit_gemm_fprop", "implicit_gemm_fma_dmma")
                        and inst.tile[3] and not inst.index64 and small_acc) else 1
-    if family == "implicit_gemm_multistage":
-        min_blocks = 2
-    threads = registry.block_threads(family)
+    threads = registry.block_threads(family, inst.tile)
+    if family == "implicit_gemm_multistage" or (family == "implicit_gemm_fma_dmma" and threads == 128):
+        min_blocks = 2      # the 4-warp float64 DMMA tiles: two CTAs of 255 registers
     assert re.search(rf"\.maxntid\s+{threads},\s*1,\s*1\b", body), symbol
     assert re.search(rf"\.minnctapersm\s+{min_blocks}\b", body), symbol
     assert re.search(r"\btrap;", body), symbol

@@ -58,6 +58,12 @@ EFFICIENCY = dict(
     winograd=0.05,
     # float64 DMMA tiles 0.30 / 0.27 / 0.21; cuBLAS DGEMM 0.88 / 0.95 / 0.57
     implicit_gemm_tc_float64=0.28, gemm_tc_float64=0.85,
+    # the multistage float64 DMMA tiles (issue 26 item 3, variants 6/7: 128x64x16, 3 cp.async
+    # stages, 2 CTAs per SM, 3.4 instructions per DMMA in the sm_90 SASS): an ESTIMATE,
+    # never timed: above the 64x64x8 tile's measured 0.27-0.30 (8.75 per DMMA, shared
+    # memory saturated), under cuBLAS DGEMM's 0.85, the channels-first weight gather (4x L2
+    # over-fetch) still in its loop; until the device check's reference step measures it
+    implicit_gemm_ms_float64=0.45,
     # TF32 and float16 mma.sync tiles: 0.079 / 0.070 and 0.075 / 0.068 (issue-bound on the
     # scalar gather, docs/kernels.md); cuBLAS TF32 / float16 through the stated compute type
     # (cublas_gemm.py) is not measured yet: the cuBLAS GEMM estimate
@@ -246,7 +252,7 @@ def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, s
     fwd, tile = _implicit_forward(problem, device, splits)
     rate, eff = peak, eff_of["implicit_gemm"]
     if tc_peak and registry.tensor_core_variant(tile[3]):
-        rate, eff = tc_peak, eff_of["implicit_gemm_tc_" + tensor_kind(problem)]
+        rate, eff = tc_peak, eff_of[_tensor_tile_key(problem, tile)]
     base = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
     relaid = None
     if tc_peak and tile[3] == 2 and _multistage(problem, fwd, device):
@@ -324,6 +330,15 @@ def _ctas(fwd, tile):
     return -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
 
 
+def _tensor_tile_key(problem, tile):
+    """The :data:`EFFICIENCY` entry of a tensor-core ``tile`` the launcher chose:
+    ``implicit_gemm_ms_float64`` for the multistage DMMA tiles (family
+    ``implicit_gemm_fma_dmma``), else ``implicit_gemm_tc_<kind>``."""
+    if registry.gemm_family(tile) == "implicit_gemm_fma_dmma":
+        return "implicit_gemm_ms_float64"
+    return "implicit_gemm_tc_" + tensor_kind(problem)
+
+
 def _gemm_tile_time(problem, fwd, tile, rate, eff, device):
     """One implicit-GEMM tile's time on ``problem`` (its forward problem ``fwd``)."""
     # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the H200 run's
@@ -383,8 +398,7 @@ def efficiency_key(problem, device, name):
         if tile[3] == 2 and relayout_pays(problem, device):
             wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
             return f"implicit_gemm_{'wg' if wg else 'ms'}_" + tensor_kind(problem)
-        return ("implicit_gemm_tc_" + tensor_kind(problem) if registry.tensor_core_variant(tile[3])
-                else name)
+        return _tensor_tile_key(problem, tile) if registry.tensor_core_variant(tile[3]) else name
     if name == "gemm" and tensor_peak_flops(problem, device):
         return "gemm_tc_" + tensor_kind(problem)
     if name == "fft":

@@ -5,14 +5,16 @@
 // w (K, *KS, C/G), both channel strides 1, every other stride and both start addresses
 // multiples of 16 bytes, C/G a multiple of BK (the host checks: launch.py
 // multistage_reason).  y may have any strides: the epilogue writes it in the caller's
-// layout.  TF32 (float) and float16; the TF32 operands must be rounded to TF32 already
-// (the dispatcher does under precision="tf32"): the loop never rounds.
+// layout.  TF32 (float), float16 and bfloat16 (cc::MmaAtomFor: m16n8k16 f16 / bf16 with
+// float accumulation; the 16-bit types share every line of the loop, only the atom
+// differs); the TF32 operands must be rounded to TF32 already (the dispatcher does under
+// precision="tf32"): the loop never rounds.
 //
 // Main loop (CUTLASS conv/threadblock/implicit_gemm_multistage.h):
 // * A K-tile is BK channels of one tap: 128 bytes of every A row (GEMM row m) and every
-//   B row (output channel n): BK = 32 for TF32, 64 for float16.  kStages K-tiles live in
-//   dynamic shared memory (3 for the 128x128 tile: 96 KiB, opted in past 48 KiB by the
-//   host; 4 for 64x64), each as [BM rows][128 B] of A then [BN rows][128 B] of B, the
+//   B row (output channel n): BK = 32 for TF32, 64 for float16 / bfloat16.  kStages
+//   K-tiles live in dynamic shared memory (3 for the 128x128 tile: 96 KiB, opted in past
+//   48 KiB by the host; 4 for 64x64), each as [BM rows][128 B] of A then [BN rows][128 B] of B, the
 //   16-byte chunks XOR-swizzled (common/swizzle.cuh's Swizzle128B: chunk c of row r at
 //   c ^ (r % 8); no bank conflicts for the copies' writes or the ldmatrix reads, as the
 //   address model of cupyconv/_kernels/smem_layout.py shows in
@@ -94,7 +96,7 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
   using Atom = typename cc::MmaAtomFor<T>::type;
   static_assert(cc::IsIndexType<Index>::value, "Index must be int or long long");
   static_assert(cc::MmaAtomFor<T>::kDefined && (sizeof(T) == 4 || sizeof(T) == 2) && sizeof(Acc) == 4,
-                "the multistage tiles take float (TF32 atom) or float16, float accumulation");
+                "the multistage tiles take float (TF32 atom), float16 or bfloat16, float accumulation");
   constexpr int kThreads = CUPYCONV_MULTISTAGE_THREADS;
   constexpr int kWarpsM = 2, kWarpsN = kThreads / 32 / kWarpsM;
   constexpr int WM = BM / kWarpsM, WN = BN / kWarpsN;        ///< warp tile
@@ -110,7 +112,7 @@ implicit_gemm_multistage(const __grid_constant__ cc::ConvParams<R> p, const T* _
   auto sw = [](int r, int c) { return cc::swizzle128_chunk_offset(r, c); };
   static_assert(kThreads == 32 * kWarpsM * kWarpsN && kWarpsN >= 1, "4 warps as 2 x 2");
   static_assert(BK * static_cast<int>(sizeof(T)) == kRowBytes,
-                "a K-tile is one 128-byte swizzled row: BK = 32 (TF32) or 64 (float16)");
+                "a K-tile is one 128-byte swizzled row: BK = 32 (TF32) or 64 (16-bit types)");
   static_assert(Atom::kK == 2 * kChunk, "an atom's k-step is two 16-byte chunks (ldmatrix.x4 of A)");
   static_assert(WM % Atom::kM == 0 && WN % (2 * Atom::kN) == 0,
                 "warp tile: whole A atoms and pairs of B atoms (ldmatrix.x4)");

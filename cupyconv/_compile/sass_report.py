@@ -253,7 +253,7 @@ unrolled); the implicit GEMM's hot loop is its K-loop (BM*BN*BK/256 FFMA per thr
 windows) and the implicit GEMM (A/B fragments); and on the tiles the launchers prefer
 (32-bit indices) the implicit GEMM's hot-loop **math share >= 0.60** and the direct
 kernel's **math per shared load >= 4**, each with **>= 2 CTAs per SM** on sm_90.  The
-multistage implicit GEMM (float32/TF32 and float16, issue 26) has its own floors: per
+multistage implicit GEMM (float32/TF32, float16 and bfloat16, issue 26) has its own floors: per
 K-tile its HMMA, LDSM and 16-byte LDGSTS counts and one barrier in the hot loop (one
 K-tile in the 128x128 tiles' loop, four in the 64x64 tiles'), **<= 4 instructions per
 HMMA** on every tile, zero spills and >= 2 CTAs per SM on sm_90 with its dynamic shared

@@ -141,12 +141,14 @@ DTYPES: Dict[str, DtypeSpec] = {
     )
 }
 
-#: The families with bfloat16 instances: the direct kernel, the implicit GEMM (mma.sync
-#: and wgmma) and vol2col (the algorithms that compute bfloat16 natively: ``gemm``'s
-#: columns are a copy, its cuBLAS GEMM sums in float32) and the data scan (it reads the
-#: operands as they come); the others run a bfloat16 problem in float32.
-BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "implicit_gemm_wgmma",
-                               "vol2col", "data_scan"})
+#: The families with bfloat16 instances: the direct kernel, the implicit GEMM (mma.sync,
+#: multistage and wgmma, with the re-layout kernel that lays their operands out) and
+#: vol2col (the algorithms that compute bfloat16 natively: ``gemm``'s columns are a copy,
+#: its cuBLAS GEMM sums in float32) and the data scan (it reads the operands as they
+#: come); the others run a bfloat16 problem in float32.
+BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "implicit_gemm_multistage",
+                               "implicit_gemm_wgmma", "relayout_channels_last", "vol2col",
+                               "data_scan"})
 
 _INDEX_CPP = {False: "int", True: "long long"}
 
@@ -214,8 +216,8 @@ FAMILIES: Dict[str, KernelFamily] = {
 SPLITK_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 #: The dtypes of the re-layout kernel (``cuda_src/conv/relayout.cu``): those of the
-#: multistage tiles it lays operands out for (TF32 float32, float16).
-RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
+#: multistage tiles it lays operands out for (TF32 float32, float16, bfloat16).
+RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), *HALF_FLOATS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,8 +275,8 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
     tile when the operands' strides and addresses allow); 4 (:data:`MULTISTAGE`) is the
     multistage main loop of family ``implicit_gemm_multistage`` (channels-last operands,
-    K-tiles of 128 bytes: BK 32 for TF32, 64 for float16, :func:`multistage_stages` of
-    them in swizzled dynamic shared memory, 64x64 warp tiles in the 128x128 tile, 32x32
+    K-tiles of 128 bytes: BK 32 for TF32, 64 for float16 and bfloat16,
+    :func:`multistage_stages` of them in swizzled dynamic shared memory, 64x64 warp tiles in the 128x128 tile, 32x32
     in the small one; the launcher takes it for a chosen variant-2 tile); 0 is the general
     variant (any channel count); 5, 6 and 7 are the multistage FMA and DMMA tiles of the
     family ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA 128x128x16
@@ -295,11 +297,8 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
         return ((128, 64, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
                 (128, 64, 16, 7))
     if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
-        tiles = ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
-                 (64, 64, 16, 3))
-        if np.dtype(dtype) != np.float16:  # the multistage family has no bfloat16 instance
-            return tiles
-        return tiles + ((128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
+        return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
+                (64, 64, 16, 3), (128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
     return ((64, 64, 8, 0),)
 
 

@@ -137,13 +137,18 @@ FAMILIES = {
         implicit_gemm_tiles(awkward(32, "reflect", np.float16, contiguous=True),
                             [(128, 128, 16, 3), (64, 64, 16, 3)])
     """,
-    "multistage_tf32_f16": """
+    "multistage_tf32_f16_bf16": """
         # variant 4: K-tiles of 128 bytes in swizzled dynamic shared memory (past 48 KiB),
-        # C/G = 64, on arrays of exactly their size (TF32 on small integers: rounded already)
+        # C/G = 64, on arrays of exactly their size (TF32 on small integers: rounded already);
+        # each 16-bit tile once: float16 and bfloat16 make the same accesses (2-byte
+        # elements, one loop), so bfloat16 takes the 64x64 tile where ml_dtypes is there
+        from cupyconv._dtypes import BFLOAT16
         implicit_gemm_tiles(awkward(128, "reflect", np.float32, contiguous=True),
                             [(128, 128, 32, 4), (64, 64, 32, 4)], tf32=True)
         implicit_gemm_tiles(awkward(128, "reflect", np.float16, contiguous=True),
-                            [(128, 128, 64, 4), (64, 64, 64, 4)])
+                            [(128, 128, 64, 4)])
+        small = np.float16 if BFLOAT16 is None else BFLOAT16
+        implicit_gemm_tiles(awkward(128, "reflect", small, contiguous=True), [(64, 64, 64, 4)])
     """,
     "relayout": """
         # the re-layout kernel (issue 26 item 1): a flipped, strided view into an output of
@@ -152,7 +157,11 @@ FAMILIES = {
         from cupyconv._kernels import program, relayout_launch
         from cupyconv._kernels.params import logical_strides
         from cupyconv.backends.arrays import to_tf32
-        for dtype, rounding, wide in ((np.float32, True, False), (np.float16, False, True)):
+        from cupyconv._dtypes import BFLOAT16
+        cases = [(np.float32, True, False), (np.float16, False, True)]
+        if BFLOAT16 is not None:
+            cases.append((BFLOAT16, False, False))
+        for dtype, rounding, wide in cases:
             a = make_view(small_ints(rng, (3, 35, 5, 4, 3), dtype), "flipped")
             prog = relayout_launch.relayout_program(
                 load, dtype, 3, 35, (5, 4, 3), logical_strides(a, "channels_first", 3),

@@ -21,8 +21,8 @@ from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry
 from cupyconv.backends.arrays import to_tf32
 
-from kernel_reference import (MODES, check_forward, emu_loader, make_problem, mode_case, ref_conv,
-                              spy_kernels)
+from kernel_reference import (LEAN_SHAPES, MODES, check_forward, emu_loader, make_problem,
+                              mode_case, ref_conv, spy_kernels)
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
@@ -50,9 +50,10 @@ def _rel(got, ref):
 @pytest.mark.parametrize("dtype,tile", TC_TILES, ids=lambda v: str(v))
 def test_tensor_core_tiles_match_reference(dtype, tile, mode):
     """Every tensor-core tile, every padding mode; ranks 1-4 and both layouts across the
-    modes; groups, flipped/strided views, bias, beta and cval."""
+    modes; groups, flipped/strided views, bias, beta and cval (the :data:`LEAN_SHAPES`:
+    M still off every tile)."""
     layout = ("channels_first", "channels_last")[MODES.index(mode) % 2]
-    rank, problem = mode_case(mode, 2 * tile[2], dtype, layout)
+    rank, problem = mode_case(mode, 2 * tile[2], dtype, layout, shapes=LEAN_SHAPES)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
                   x_view="flipped", w_view="strided", bias=True, beta=1, tile=tile)
 
@@ -180,8 +181,9 @@ def test_channels_last_tiles_match_reference(dtype, tile, mode):
     """The channels-last variant (tile variant 3: slices staged k-contiguous by 16-byte
     cp.async, float16 fragments by ldmatrix without .trans): every padding mode (cval
     filled by plain stores), ranks 1-4 across the modes, groups (the group's channel
-    offset stays 16-byte aligned), bias, beta, M and K/G off the tile grid."""
-    rank, problem = mode_case(mode, 4 * tile[2], dtype)
+    offset stays 16-byte aligned), bias, beta, M and K/G off the tile grid (the
+    :data:`LEAN_SHAPES`)."""
+    rank, problem = mode_case(mode, 4 * tile[2], dtype, shapes=LEAN_SHAPES)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
                   bias=True, beta=1, tile=tile)
 

@@ -23,8 +23,9 @@ from cupyconv._emulation import EmulationError, emulation_available
 from cupyconv._kernels import launch, registry, wgmma_launch
 from cupyconv._paths import cuda_src_dir
 
-from kernel_reference import (MODES, check_forward, check_refusals, emu_loader, make_problem, mode_case,
-                              random_error, ref_conv, small_ints, to_logical)
+from kernel_reference import (LEAN_SHAPES, MODES, RANDOM_BOUND, check_forward, check_refusals,
+                              emu_loader, make_problem, mode_case, random_error, ref_conv,
+                              small_ints, to_logical)
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 DTYPES = [F32, F16] + ([BFLOAT16] if BFLOAT16 is not None else [])
@@ -54,10 +55,10 @@ def test_wgmma_tiles_match_reference(dtype, tile, mode):
     across the modes, 2 groups (each group's channels start on a K-tile), bias, beta, M and
     K/G off the tile grid (70 output channels: a partial column tile), more K-tiles than
     stages (2 channel tiles x 3-9 taps at ranks 1-2, 1 x 16-27 at ranks 3-4: the barriers'
-    phases wrap), y through a strided
-    view (the epilogue writes the caller's layout)."""
+    phases wrap; the :data:`LEAN_SHAPES`), y through a strided view (the epilogue writes
+    the caller's layout)."""
     rank = 1 + MODES.index(mode) % 4
-    _, problem = mode_case(mode, (4 if rank <= 2 else 2) * tile[2], dtype)
+    _, problem = mode_case(mode, (4 if rank <= 2 else 2) * tile[2], dtype, shapes=LEAN_SHAPES)
     _check(problem, emu_loader(), np.random.default_rng(rank), tile, bias=True, beta=1,
            y_layout_view="strided")
 
@@ -74,12 +75,6 @@ def test_wgmma_reverse_schedule_matches_normal(dtype, tile):
     outs = [_check(problem, emu_loader(mode), np.random.default_rng(12), tile, bias=True)
             for mode in ("normal", "reverse")]
     np.testing.assert_array_equal(outs[0], outs[1])
-
-
-#: Relative-norm error bounds on random data, per dtype: TF32 products are exact in float and
-#: the float32 sums of K = 576 (float16: 1152) terms err by far less than 2e-5; float16 and
-#: bfloat16 add their one final rounding (2**-11, 2**-8 relative).
-RANDOM_BOUND = {F32: 2e-5, F16: 2.0 ** -11 + 2e-5, BFLOAT16: 2.0 ** -8 + 2e-5}
 
 
 @emulated

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+from cupyconv._dtypes import BFLOAT16
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import program, registry, relayout_launch
 from cupyconv._kernels.params import logical_strides
@@ -22,6 +23,8 @@ from cupyconv.backends.arrays import to_tf32
 from kernel_reference import emu_loader, hypothesis_settings
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+#: the re-layout dtypes: those of the multistage tiles (TF32, float16, bfloat16)
+DTYPES = [F32, F16] + ([BFLOAT16] if BFLOAT16 is not None else [])
 emulated = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 #: Named edge cases: (name, lead, channels, spatial extents).  Sizes off the 32 x 32 tile
@@ -59,7 +62,7 @@ def _data(rng, shape, dtype):
 
 
 @emulated
-@pytest.mark.parametrize("dtype", [F32, F16], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name,lead,channels,ext", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
 def test_relayout_edge_cases_bit_exact(name, lead, channels, ext, dtype):
     """Every rank 1-4 among the cases; a copy keeps every bit (NaN, Inf included)."""

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from cupyconv._compile import occupancy, sass, sass_report
+from cupyconv._dtypes import BFLOAT16
 from cupyconv._kernels import registry
 from toolchain_support import nvrtc_available
 
@@ -350,7 +351,7 @@ def test_tensor_core_tiles_run_mma(tmp_path, dtype):
         assert ctas_per_sm("sm_90", u["registers"], u["smem_bytes"], registry.THREADS) >= 2, (tile, u)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_multistage_tiles_meet_the_issue_26_floors(tmp_path, dtype):
     """Issue 26: one K-tile of the multistage tiles' hot loop is (BM/2/16) x (BN/2/8) atoms
     per warp per k-step, BK / atom K k-steps; one ldmatrix.x4 per A atom and per pair of B
@@ -358,10 +359,12 @@ def test_multistage_tiles_meet_the_issue_26_floors(tmp_path, dtype):
     128x128 tiles' loop is one K-tile, the small tiles' is one K-tile per stage (unrolled,
     so the stage addresses are constants).  Every tile: <= 4 instructions per HMMA
     (placeholders not counted), zero spills and >= 2 CTAs per sm_90 SM with its dynamic
-    shared memory."""
+    shared memory.  bfloat16 holds float16's floors (the same loop, the bf16 atom)."""
     from cupyconv._compile import nvrtc_version
     from cupyconv._compile.occupancy import ctas_per_sm
-    (am, an, ak), mma, fma = _TC_ATOMS[dtype]
+    if dtype == "bfloat16" and BFLOAT16 is None:
+        pytest.skip("bfloat16 needs ml_dtypes (the bf16 extra)")
+    (am, an, ak), mma, fma = _TC_ATOMS["float16" if dtype == "bfloat16" else dtype]
     tiles = [t for t in registry.gemm_tiles(dtype) if t[3] == registry.MULTISTAGE]
     for tile, instrs, u in _sm90_rank3(tmp_path, "implicit_gemm_multistage", dtype, tiles):
         loop = sass.hot_loop(instrs, "math").instructions(instrs)

@@ -71,6 +71,8 @@ EFFICIENCY = dict(
     # the multistage TF32 / float16 tiles (issue 26, variant 4): not timed yet; a prior
     # from their SASS (3 instructions per HMMA, no over-fetch, 2 CTAs per sm_90 SM), under
     # cuDNN's measured 0.47-0.69 / 0.40-0.60, until the device check calibrates them
+    # (bfloat16 reads every *_float16 entry, its tiles included: its m16n8k16 atom runs at
+    # the f16 atom's rate and its multistage tiles are float16's loop, tensor_kind)
     implicit_gemm_ms_tf32=0.3, implicit_gemm_ms_float16=0.3,
     # the sm_90a warpgroup-MMA tiles (issue 27, variant 8; compute capability 9.0 only): an
     # ESTIMATE, never timed: cuDNN's measured 0.47-0.69 / 0.40-0.60 on the same layers, less

@@ -106,8 +106,9 @@ def _channels_first(problem, a, which):
 def relaid_standin(a):
     """A host stand-in for ``a`` re-laid (:func:`relay`): the logical view of a fresh
     contiguous ``(lead, *S, C)`` allocation, its strides and a 256-byte aligned pointer
-    (never read: what a launch program is built on before the re-layout runs)."""
-    return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), a.dtype.str)
+    (never read: what a launch program is built on before the re-layout runs; the dtype
+    itself, not its ``str``: bfloat16's is a void type)."""
+    return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), np.dtype(a.dtype))
 
 
 @functools.lru_cache(maxsize=256)

@@ -5,7 +5,13 @@ import json
 
 import pytest
 
+from cupyconv._dtypes import BFLOAT16
 from cupyconv.backends.cuda import EmulatedRunner, cost
+
+#: The multistage dtypes: (dtype, precision, efficiency-key kind); bfloat16 reads float16's
+#: entries (its atom runs at the f16 atom's rate: ``cost.tensor_kind``).
+MULTISTAGE_KINDS = [("float32", "tf32", "tf32"), ("float16", "highest", "float16")] + (
+    [("bfloat16", "highest", "float16")] if BFLOAT16 is not None else [])
 
 
 @pytest.fixture
@@ -129,8 +135,7 @@ def test_small_launches_are_slowed_by_their_fill_and_floored_by_host_time(eff_fi
     assert times["direct"] == min(times.values())
 
 
-@pytest.mark.parametrize("dtype,precision,kind", [("float32", "tf32", "tf32"),
-                                                  ("float16", "highest", "float16")])
+@pytest.mark.parametrize("dtype,precision,kind", MULTISTAGE_KINDS)
 def test_multistage_tiles_charge_the_relayout(eff_file, dtype, precision, kind):
     """Where a multistage tile runs the layer (C/G a multiple of its K-tile) the model uses
     its efficiency, and channels-first operands pay the re-layout pass over x and w
@@ -156,7 +161,7 @@ def test_multistage_tiles_charge_the_relayout(eff_file, dtype, precision, kind):
     assert cost.efficiency_key(odd, device, "implicit_gemm") == "implicit_gemm_tc_" + kind
 
 
-@pytest.mark.parametrize("dtype,precision", [("float32", "tf32"), ("float16", "highest")])
+@pytest.mark.parametrize("dtype,precision", [c[:2] for c in MULTISTAGE_KINDS])
 def test_relayout_is_taken_only_when_it_pays(eff_file, dtype, precision):
     """A stand-in device whose bandwidth falls: the re-layout's pass over x and w costs
     more and more while the multistage tile's gain over the variant-2 tile stays (both

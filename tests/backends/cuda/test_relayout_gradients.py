@@ -6,8 +6,8 @@ the multistage tile runs them, or on a device of compute capability 9.0 the sm_9
 tile (the emulated runner standing in for one, as ``test_wgmma_wiring.py`` does).
 
 One body per behaviour, against the NumPy backend's float64 gradients on small integers
-(exact: TF32 and float16 hold the operands exactly, float32 accumulates their products
-exactly; float16 rounds once, as the reference cast), or, for the TF32 rounding, against the same call on operands
+(exact: TF32, float16 and bfloat16 hold the operands exactly, float32 accumulates their
+products exactly; the 16-bit types round once, as the reference cast), or, for the TF32 rounding, against the same call on operands
 rounded beforehand (rounding twice is rounding once: bit for bit only if the fused
 rounding is ``to_tf32``).
 """
@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 import cupyconv
 from cupyconv._compile.compat import ArchSpecificUnavailable
+from cupyconv._dtypes import BFLOAT16
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import wgmma_launch
 from cupyconv.backends import arrays as backend_arrays
@@ -31,8 +32,8 @@ from test_wgmma_wiring import StandIn       # the emulated runner as a device of
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
-#: The K-tile (channels) of the multistage and wgmma tiles: TF32 32, float16 64.
-BK = {F32: 32, F16: 64}
+#: The K-tile (channels) of the multistage and wgmma tiles: TF32 32, float16 and bfloat16 64.
+BK = {F32: 32, F16: 64, BFLOAT16: 64}
 #: The tile family each stand-in device runs on re-laid operands.
 TILE_OF_ARCH = {80: "implicit_gemm_multistage", 90: "implicit_gemm_wgmma"}
 
@@ -44,8 +45,8 @@ def relay_always(monkeypatch):
     monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
 
 
-#: ``(name, op, rank, dtype, groups, padding_mode)``: ranks 1-4, both tensor-core dtypes
-#: with a multistage and a wgmma tile, groups (each group's forward channels a whole
+#: ``(name, op, rank, dtype, groups, padding_mode)``: ranks 1-4, the three tensor-core
+#: dtypes with a multistage and a wgmma tile, groups (each group's forward channels a whole
 #: K-tile), and the boundary modes: the weight gradient reads x through the forward's
 #: padding (every mode); the input gradient is a forward problem only under constant
 #: padding (the others run the column buffer: not re-laid).
@@ -61,6 +62,9 @@ CASES = [("dgrad rank 1", "grad_input", 1, F32, 1, "constant"),
          ("wgrad reflect", "grad_weight", 2, F32, 1, "reflect"),
          ("wgrad wrap", "grad_weight", 1, F32, 1, "wrap"),
          ("wgrad edge", "grad_weight", 1, F32, 1, "edge")]
+if BFLOAT16 is not None:
+    CASES += [("dgrad rank 2 bfloat16", "grad_input", 2, BFLOAT16, 1, "constant"),
+              ("wgrad rank 2 bfloat16", "grad_weight", 2, BFLOAT16, 1, "constant")]
 
 
 def _problem(op, rank, dtype, groups, mode="constant"):

@@ -30,8 +30,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 
 import numpy as np
@@ -120,18 +118,9 @@ class Baseline:
     """cupyconv as of git ``ref`` in a worker process (one call per request)."""
 
     def __init__(self, ref):
-        self.dir = tempfile.mkdtemp(prefix="cupyconv-baseline-")
-        root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        self.commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=root,
-                                     capture_output=True, text=True, check=True).stdout.strip()
-        archive = subprocess.run(["git", "archive", ref, "cupyconv", "cuda_src"], cwd=root,
-                                 capture_output=True, check=True).stdout
-        with tempfile.TemporaryFile() as fh:
-            fh.write(archive)
-            fh.seek(0)
-            with tarfile.open(fileobj=fh) as tar:
-                tar.extractall(self.dir, filter="data")
+        # here, not at the top: the worker runs this file as a script, outside the package
+        from .baseline_tree import baseline_tree
+        self.dir, self.commit = baseline_tree(ref)
         env = dict(os.environ, PYTHONPATH=self.dir)
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

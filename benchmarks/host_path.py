@@ -37,8 +37,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 import timeit
 
@@ -50,6 +48,9 @@ from cupyconv._emulation import EmulatedFunction
 from cupyconv._kernels import program
 from cupyconv.api import compiled
 from cupyconv.backends.cuda import runners
+
+from .baseline_tree import baseline_tree
+
 
 def gaussian_4d():
     """The 7^4 float32 Gaussian (sigma 1, radius 3) of issue 13's separable case."""
@@ -263,20 +264,8 @@ def _fmt(c):
 def _baseline_tree(ref):
     """``(directory, short commit)``: git ``ref``'s ``cupyconv`` and ``cuda_src`` with
     this checkout's ``benchmarks`` beside them (the same cases and stubs on both sides)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here,
-                          capture_output=True, text=True, check=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=root,
-                            capture_output=True, text=True, check=True).stdout.strip()
-    tree = tempfile.mkdtemp(prefix="cupyconv-host-path-")
-    archive = subprocess.run(["git", "archive", ref, "cupyconv", "cuda_src"], cwd=root,
-                             capture_output=True, check=True).stdout
-    with tempfile.TemporaryFile() as fh:
-        fh.write(archive)
-        fh.seek(0)
-        with tarfile.open(fileobj=fh) as tar:
-            tar.extractall(tree, filter="data")
-    shutil.copytree(here, os.path.join(tree, "benchmarks"),
+    tree, commit = baseline_tree(ref, prefix="cupyconv-host-path-")
+    shutil.copytree(os.path.dirname(os.path.abspath(__file__)), os.path.join(tree, "benchmarks"),
                     ignore=shutil.ignore_patterns("__pycache__"))
     return tree, commit
 

@@ -5,6 +5,8 @@ same orchestration as CuPy's)."""
 from __future__ import annotations
 
 import collections
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +112,25 @@ def test_host_path_counts_launches_without_running_them():
                       vars(EmulatedRunner)["matmul"], vars(EmulatedRunner)["workspace"]]
     with cupyconv.use_backend("emulated"):
         np.testing.assert_allclose(cupyconv.ndimage.gaussian_filter(x, 1.5), 1, rtol=1e-5)
+
+
+@pytest.mark.skipif(host_path is None, reason="benchmarks/ is not importable")
+def test_host_path_baseline_side_is_the_commits_package_with_these_cases():
+    """``--baseline REF``: REF's ``cupyconv`` and ``cuda_src`` beside this checkout's
+    ``benchmarks`` (both sides time the same cases and stubs); each side's figure is the
+    median of its turns."""
+    import shutil
+    import subprocess
+    root = Path(host_path.__file__).resolve().parents[1]
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    tree, commit = host_path._baseline_tree("HEAD")
+    try:
+        assert {"cupyconv", "cuda_src", "benchmarks"} <= set(os.listdir(tree)) and commit
+        assert (Path(tree) / "benchmarks" / "host_path.py").read_text() == \
+            Path(host_path.__file__).read_text()
+    finally:
+        shutil.rmtree(tree)
+    turns = [[dict(case="a", today_us=t, first_us=2 * t, repeated_us=3 * t)] for t in (1, 5, 2)]
+    (row,) = host_path._median_rows(turns)
+    assert (row["today_us"], row["first_us"], row["repeated_us"]) == (2, 4, 6)

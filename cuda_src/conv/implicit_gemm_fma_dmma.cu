@@ -1,6 +1,6 @@
 // cupyconv: multistage implicit-GEMM tiles (issue 26 items 3 and 4), any spatial rank R.
 //
-//   implicit_gemm_fma_dmma<T, Acc, R, Index, BM, BN, BK, STAGES, TILE_M, TILE_N, Math>
+//   implicit_gemm_fma_dmma<T, Acc, R, Index, BM, BN, BK, STAGES, TILE_M, TILE_N, Math, kCL>
 //
 // The GEMM and its gather are those of implicit_gemm_fprop.cu (GEMM-K ordered (tap,
 // channel), the tap-aligned loop: C/G % BK == 0, the boundary remap once per tap, out of
@@ -41,6 +41,15 @@
 //   Math = cc::MmaF64_m16n8k16 (sm_90, DMMA.16x8x16): the same tile and layout, 2 x 8 atoms
 //   per warp; its k-slot t + 4 q stands for k = 8 (q >> 1) + 2 t + (q & 1), so the same
 //   LDS.128 pairs fill it.  Below sm_90 that instantiation compiles and traps.
+// * kCL (the DMMA tiles only; registry variants 9 and 10): channels-last operands, x (N, *S,
+//   C) and w [K][taps][C], every copy 16 bytes of two consecutive channels (1 L2 sector
+//   fetched per sector used; the 8-byte copies' KCRS weights fetch 4).  A: a lane per row,
+//   copy q = channels 2q, 2q + 1 at a_dst0 ^ 2q; B: lane t on output channel t % BN, copies
+//   q = chunks t / BN + 2q at b_dst0 ^ 4q.  Eight lanes of consecutive rows store one
+//   logical chunk to eight physical ones (swz over r & 7 is a permutation): 4 wavefronts per
+//   warp store, the least for 16-byte stores.  The same layout, fragments and loop.  Needs
+//   unit channel strides and 16-byte aligned operands whose other strides are multiples
+//   of two elements (launch.channels_last_reason; the kernel traps on what it can see).
 //
 // Shared-memory layouts are mirrored by the address model in tests/kernels/
 // test_kernels_fma_dmma.py (banks and wavefronts of every fragment read and loader store;
@@ -101,7 +110,7 @@ struct alignas(16) Double2 { double v[2]; };
 }  // namespace cc
 
 template <typename T, typename Acc, int R, typename Index, int BM, int BN, int BK, int kStages,
-          int TILE_M, int TILE_N, typename Math>
+          int TILE_M, int TILE_N, typename Math, bool kCL>
 __global__ void __launch_bounds__(
     (cc::FmaDmmaThreads<BM, BN, TILE_M, TILE_N, cc::IsSimtFma<Math>::value>::value),
     (cc::FmaDmmaMinBlocks<Index, Acc, cc::FmaDmmaThreads<BM, BN, TILE_M, TILE_N, cc::IsSimtFma<Math>::value>::value>::value))
@@ -119,6 +128,7 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
                 "cc::MmaF64_m16n8k16");
   /// the f64 m16n8k16 atom (sm_90) in the MMA tile
   constexpr bool kK16 = !kSimt && Math::kK == 16;
+  static_assert(!kCL || !kSimt, "the channels-last loaders are the DMMA tile's");
   using S = T;                                   ///< staged element
   using Layout = typename cc::Conditional<kSimt, cc::FmaStageLayout<BM, BN, BK>,
                                           cc::KContiguousStageLayout<BM, BN, BK>>::type;
@@ -162,6 +172,12 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   const Index w_stride_c = static_cast<Index>(p.w_stride_c);
   const Index w_stride_k = static_cast<Index>(p.w_stride_k);
   cc::require(cpg % BK == 0, "the multistage implicit GEMM needs C/G % 16 == 0");
+  // channels-last: 16-byte copies of two consecutive channels (launch.channels_last_reason
+  // checks the strides and addresses on the host; the kernel traps on what it can see)
+  cc::require(!kCL || (x_stride_c == 1 && w_stride_c == 1 &&
+                       ((reinterpret_cast<unsigned long long>(x) |
+                         reinterpret_cast<unsigned long long>(w)) & 15) == 0),
+              "the channels-last DMMA tile needs unit channel strides and 16-byte aligned operands");
 
   // A loader: row a_m; FMA: k-rows a_k + kARowsStep j, lanes on consecutive rows (one k:
   // 32 banks).  DMMA: a lane per row, copy q of a slice is k = a_k ^ q with a_k = (a_m >> 3)
@@ -169,12 +185,19 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
   // and r + 8 (one swizzle) store the two halves of a chunk, so a warp's 32 rows take 2
   // wavefronts, the least for 8-byte stores (a_k = 0: 4)
   static_assert(kSimt || kThreads == BM, "the DMMA A loader: a lane per row");
+  // Channels-last (kCL): a lane per row too, copy q is the 16-byte chunk of channels 2 q,
+  // 2 q + 1 (a_k = 0), stored at a_dst0 ^ 2 q: 8 lanes of consecutive rows store 8
+  // distinct chunks (swz(r) over r & 7 is a permutation), 4 wavefronts per warp, the least
   const int a_m = kSimt ? tid % BM : tid;
-  const int a_k = kSimt ? tid / BM : (a_m >> 3) & 1;
+  const int a_k = kSimt ? tid / BM : (kCL ? 0 : (a_m >> 3) & 1);
   const bool a_valid = block_m + a_m < M;
   const cc::GatherRow<R, Index> a_row(p, a_valid ? block_m + a_m : Index(0), g, cpg, x_stride_c);
   // B loader: k-row b_k, columns b_n + kBColsStep * j ------------------------------
-  const int b_k = tid % kBKThreads, b_n = tid / kBKThreads;
+  // Channels-last (kCL): the lane's output channel b_n = tid % BN, chunks b_k / 2 + 2 q
+  // (q < BK / 4, b_k = 2 (tid / BN)) of its BK consecutive weights of the tap (KRSC)
+  static_assert(!kCL || (kThreads == 2 * BN && BK == 16), "the channels-last B loader: two lanes per column");
+  const int b_k = kCL ? 2 * (tid / BN) : tid % kBKThreads;
+  const int b_n = kCL ? tid % BN : tid / kBKThreads;
   const Index w_g = g * Kg * w_stride_k;
   const S a_fill = a_valid ? cc::make_scalar<S>(p.cval_re, p.cval_im) : cc::zero<S>();
   // DMMA: the slice's sources are x + a_cur and w + b_cur (the thread's first copy; stepped
@@ -234,6 +257,27 @@ implicit_gemm_fma_dmma(const __grid_constant__ cc::ConvParams<R> p, const T* __r
           cc::cp_async_zfill<sizeof(S)>(dst, w + w_src + (8 * r) * w_stride_c + (block_n + n) * w_stride_k, bytes);
         } else {
           *dst = cc::zero<S>();
+        }
+      }
+    } else if constexpr (kCL) {
+      const int bytes16 = live ? 16 : 0;
+      if (a_load) {                                // chunk q: channels 2 q, 2 q + 1
+        const T* src = x + a_cur;
+#pragma unroll
+        for (int q = 0; q < BK / 2; ++q) cc::cp_async_zfill<16>(sa + (a_dst0 ^ (2 * q)), src + 2 * q, bytes16);
+      } else {
+#pragma unroll
+        for (int q = 0; q < BK; ++q) sa[a_dst0 ^ q] = a_fill;
+      }
+      if (b_left > 0) {                            // chunk b_k / 2 + 2 q at b_dst0 ^ 4 q
+        const T* src = w + b_cur;
+#pragma unroll
+        for (int q = 0; q < BK / 4; ++q) cc::cp_async_zfill<16>(sb + (b_dst0 ^ (4 * q)), src + 4 * q, bytes16);
+      } else {
+#pragma unroll
+        for (int q = 0; q < BK / 4; ++q) {
+          sb[b_dst0 ^ (4 * q)] = cc::zero<S>();
+          sb[(b_dst0 ^ (4 * q)) ^ 1] = cc::zero<S>();
         }
       }
     } else {

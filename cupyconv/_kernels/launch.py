@@ -333,13 +333,13 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[
     """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
     problem fills (many rows, enough channels), tensor-core tiles first where allowed
     (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
-    Never the channels-last variants 3 and 4 (multistage): the launcher takes them for a
-    chosen variant-2 tile when the operands allow (:func:`channels_last_reason`,
-    :func:`multistage_tile`)."""
+    Never the channels-last variants 3, 4 (multistage), 9 and 10 (float64 DMMA): the
+    launcher takes them for a chosen variant-2 (6, 7) tile when the operands allow
+    (:func:`channels_last_reason`, :func:`multistage_tile`)."""
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
               and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
-              and t[3] not in (3, registry.MULTISTAGE)]
+              and t[3] not in (3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST)]
     usable.sort(key=lambda t: not registry.tensor_core_variant(t[3]))   # tensor cores first (stable)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
@@ -419,12 +419,17 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
     ys = y_strides(problem, y)
     explicit = tile is not None
     tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
-    reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in (2, 3, 4) else ""
+    reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in _CHANNELS_LAST_ASKED else ""
     bias_stride, has_bias = bias_args(bias)
     return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                                 tile, explicit, reason, index64, bool(tf32))
 
 
+#: The tile variants whose launch asks :func:`channels_last_reason`: the tensor-core tiles
+#: with a channels-last twin (2: 3 and the multistage 4; the float64 DMMA 6, 7: 9, 10) and
+#: the channels-last variants themselves.
+_CHANNELS_LAST_ASKED = frozenset({2, 3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST,
+                                  *registry.FMA_DMMA_CHANNELS_LAST.values()})
 @memoized()
 def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                          tile, explicit, channels_last, index64, tf32):
@@ -433,12 +438,15 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
     twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
     if not explicit and tile[3] == 2 and twin in tiles and not channels_last:
         tile = multistage_tile(problem, tf32) or twin
+    if not explicit and registry.channels_last_twin(tile) and not channels_last:
+        tile = registry.channels_last_twin(tile)       # float64 DMMA: 16-byte channel copies
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    if explicit and tile[3] in (3, registry.MULTISTAGE) and channels_last:
+    channels_last_variants = (3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST)
+    if explicit and tile[3] in channels_last_variants and channels_last:
         raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {channels_last}")
     reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
     if reason:

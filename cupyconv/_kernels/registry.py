@@ -37,7 +37,8 @@ __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
-    "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "gemm_family",
+    "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "FMA_DMMA_CHANNELS_LAST",
+    "channels_last_twin", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
     "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
     "direct_tiles", "WINOGRAD_MAX_ALPHA", "RELAYOUT_DTYPES", "SPLITK_DTYPES", "WGMMA", "WGMMA_THREADS",
@@ -186,7 +187,7 @@ FAMILIES: Dict[str, KernelFamily] = {
                      "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
         KernelFamily("implicit_gemm_fma_dmma", "conv/implicit_gemm_fma_dmma.cu",
                      "implicit_gemm_fma_dmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
-                     "{tile_m}, {tile_n}, {math}>", True, True),
+                     "{tile_m}, {tile_n}, {math}, {cl}>", True, True),
         KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
                      "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
                      True, True),
@@ -216,8 +217,9 @@ FAMILIES: Dict[str, KernelFamily] = {
 SPLITK_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 #: The dtypes of the re-layout kernel (``cuda_src/conv/relayout.cu``): those of the
-#: multistage tiles it lays operands out for (TF32 float32, float16, bfloat16).
-RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), *HALF_FLOATS})
+#: channels-last tiles it lays operands out for (the multistage TF32 float32, float16 and
+#: bfloat16 tiles; the float64 DMMA tiles 9 and 10, no rounding).
+RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64), *HALF_FLOATS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,7 +297,7 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
                 (128, 128, 32, MULTISTAGE), (64, 64, 32, MULTISTAGE))
     if np.dtype(dtype) == np.float64:
         return ((128, 64, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
-                (128, 64, 16, 7))
+                (128, 64, 16, 7), (128, 64, 16, 9), (128, 64, 16, 10))
     if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3), (128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
@@ -310,19 +312,37 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
 #: tiles, one warp each (128 threads, 72 KiB opted in past 48 KiB: two CTAs per SM);
 #: variant 7: the same tile on the sm_90 m16n8k16 float64 atom (DMMA.16x8x16; below sm_90
 #: it traps, so only an explicit ``tile=`` takes it: the launcher is not told the arch).
+#: Variants 9 and 10: 6 and 7 on channels-last operands (x ``(N, *S, C)``, w KRSC), read by
+#: 16-byte cp.async of two consecutive channels (the launcher takes them for a chosen 6 or
+#: 7 when :func:`launch.channels_last_reason` accepts the operands: 1 L2 sector fetched per
+#: sector used, where the KCRS weights of 6 and 7 fetch 4).
 #: The MMA tiles' block size is :func:`block_threads` of the tile.
 FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
     5: (3, 8, 8, "cc::SimtFma"),
     6: (3, 32, 64, "cc::MmaF64_m8n8k4"),
     7: (3, 32, 64, "cc::MmaF64_m16n8k16"),
+    9: (3, 32, 64, "cc::MmaF64_m8n8k4"),
+    10: (3, 32, 64, "cc::MmaF64_m16n8k16"),
 }
+
+#: The channels-last DMMA variants, each with the channels-first variant it stands in for.
+FMA_DMMA_CHANNELS_LAST: Dict[int, int] = {9: 6, 10: 7}
+
+
+def channels_last_twin(tile: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
+    """The channels-last float64 DMMA tile that runs in place of ``tile`` (variant 6 or 7)
+    on channels-last operands (variants 9 and 10), or ``None`` for any other tile."""
+    for cl, cf in FMA_DMMA_CHANNELS_LAST.items():
+        if tile[3] == cf:
+            return tuple(tile[:3]) + (cl,)
+    return None
 
 
 def tile_index64(tile: Tuple[int, ...]) -> bool:
     """Whether ``tile`` has a 64-bit-index build: all but variant 7, whose m16n8k16 fragments
     spilled with 64-bit indices on the 128x128 8-warp tile it had first (ptxas 12.9: 96
-    bytes), so it is compiled for ``int`` only."""
-    return tile[3] != 7
+    bytes), so it is compiled for ``int`` only (and so is its channels-last twin, 10)."""
+    return tile[3] not in (7, 10)
 
 
 def gemm_family(tile: Tuple[int, ...]) -> str:
@@ -351,8 +371,8 @@ def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
 
 
 def tensor_core_variant(variant: int) -> bool:
-    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 4, 6 and 7)."""
-    return variant in (2, 3, MULTISTAGE, 6, 7)
+    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 4, 6, 7, 9, 10)."""
+    return variant in (2, 3, MULTISTAGE, 6, 7, 9, 10)
 
 
 def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
@@ -472,6 +492,7 @@ def _name_expression(family, dtype, rank, index64, tile):
     fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
     if family == "implicit_gemm_fma_dmma":
         fields.update(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
+        fields["cl"] = "true" if tile[3] in FMA_DMMA_CHANNELS_LAST else "false"
     if family == "implicit_gemm_multistage":
         fields["stages"] = multistage_stages(tile)
     if family == "implicit_gemm_wgmma":

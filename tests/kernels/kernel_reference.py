@@ -123,7 +123,8 @@ def make_view(arr, kind):
     """Same values as ``arr`` through a non-trivial view.
 
     ``contig``: C-contiguous copy; ``flipped``: negative stride on axis 0 and
-    the last axis; ``strided``: every other element of a larger buffer;
+    the last axis; ``flipped_batch``: on axis 0 only; ``strided``: every other
+    element of a larger buffer;
     ``fortran``: Fortran order.
     """
     if kind == "contig":
@@ -131,6 +132,8 @@ def make_view(arr, kind):
     if kind == "flipped":
         base = np.ascontiguousarray(arr[::-1, ..., ::-1])
         return base[::-1, ..., ::-1]
+    if kind == "flipped_batch":   # a negative stride on axis 0 only (the channels stay contiguous)
+        return np.ascontiguousarray(arr[::-1])[::-1]
     if kind == "strided":
         base = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1] + 1,), dtype=arr.dtype)
         base[..., 1::2] = arr

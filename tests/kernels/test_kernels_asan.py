@@ -116,6 +116,9 @@ FAMILIES = {
         # (128 threads), three cp.async stages in dynamic shared memory (72 KiB opted in)
         implicit_gemm_tiles(awkward(32, "reflect", np.float32), [(128, 128, 16, 5)])
         implicit_gemm_tiles(awkward(32, "reflect", np.float64), [(128, 64, 16, 6), (128, 64, 16, 7)])
+        # their channels-last twins (16-byte copies) on arrays of exactly their size
+        implicit_gemm_tiles(awkward(32, "reflect", np.float64, contiguous=True),
+                            [(128, 64, 16, 9), (128, 64, 16, 10)])
     """,
     "wgmma_tiles": """
         # the sm_90a warpgroup-MMA tiles (issue 27): contiguous channels-last operands exactly

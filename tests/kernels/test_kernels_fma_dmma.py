@@ -17,50 +17,81 @@ import pytest
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch, registry, smem_layout
 
-from kernel_reference import MODES, check_forward, emu_loader, make_problem, mode_case
+from kernel_reference import (LEAN_SHAPES, MODES, check_forward, emu_loader, make_problem,
+                              mode_case)
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 #: every compiled multistage tile, with its dtype
 MS_TILES = [(dt, t) for dt in (F32, F64) for t in registry.gemm_tiles(dt)
             if t[3] in registry.FMA_DMMA_VARIANTS]
+#: the channels-last float64 DMMA tiles (variants 9 and 10: 16-byte channel copies)
+CL_TILES = [t for _, t in MS_TILES if t[3] in registry.FMA_DMMA_CHANNELS_LAST]
+#: (dtype, tile, mode): every mode on every tile but the sm_90 atom's channels-last twin
+#: (10), which shares 9's loaders and 7's fragments: two modes (constant: the cval chunks;
+#: symmetric at rank 3)
+MODE_CASES = [(dt, t, m) for dt, t in MS_TILES
+              for m in (("constant", "symmetric") if t[3] == 10 else MODES)]
 emulated = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 
+def _views(tile, mode):
+    """``(layout, check_forward views)`` of a tile's case: the channels-first tiles both
+    layouts across the modes through flipped/strided x and w; the channels-last tiles
+    channels-last x (batch flipped where the mode's index is odd: a negative image stride)
+    and w, a strided y (the epilogue writes the caller's layout)."""
+    odd = MODES.index(mode) % 2
+    if tile[3] in registry.FMA_DMMA_CHANNELS_LAST:
+        return "channels_last", dict(x_view="flipped_batch" if odd else "contig",
+                                     y_layout_view="strided")
+    return ("channels_first", "channels_last")[odd], dict(x_view="flipped", w_view="strided")
+
+
 @emulated
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype,tile,mode", MODE_CASES, ids=lambda v: str(v))
 def test_fma_dmma_tiles_match_reference(dtype, tile, mode):
     """Every padding mode; ranks 1-4 and both layouts across the modes; groups, two taps'
-    worth of channel slices, flipped/strided views, bias, beta and cval."""
-    layout = ("channels_first", "channels_last")[MODES.index(mode) % 2]
-    rank, problem = mode_case(mode, 2 * 32, dtype, layout)
+    worth of channel slices, views (:func:`_views`), bias, beta and cval, on the
+    :data:`LEAN_SHAPES`."""
+    layout, views = _views(tile, mode)
+    rank, problem = mode_case(mode, 2 * 32, dtype, layout, shapes=LEAN_SHAPES)
     check_forward("implicit_gemm_fprop", problem, emu_loader(), np.random.default_rng(rank),
-                  x_view="flipped", w_view="strided", bias=True, beta=1, tile=tile)
+                  bias=True, beta=1, tile=tile, **views)
 
 
 @emulated
 @pytest.mark.parametrize("dtype,tile", MS_TILES, ids=lambda v: str(v))
 def test_fma_dmma_reverse_schedule_matches_normal(dtype, tile):
     """A missing wait or barrier around the stages would change the result."""
+    layout = "channels_last" if tile in CL_TILES else "channels_first"
     problem = make_problem(n=2, c=2 * 16, k=10, g=2, s=(7, 9), ks=(3, 2), stride=(2, 1),
-                           dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap", dtype=dtype)
+                           dilation=(1, 2), padding=((3, 1), (2, 2)), mode="wrap", dtype=dtype,
+                           layout=layout)
     outs = [check_forward("implicit_gemm_fprop", problem, emu_loader(mode),
                           np.random.default_rng(11), bias=True, tile=tile)
             for mode in ("normal", "reverse")]
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+#: (op, padding mode, whether the re-layout pays): the gradients on the DMMA tile read as
+#: it is (channels-first) and on its channels-last twin after the re-layout
+GRAD_CASES = [("grad_input", "constant", True), ("grad_weight", "reflect", True),
+              ("grad_input", "constant", False)]
+
+
 @emulated
-@pytest.mark.parametrize("op,mode", [("grad_input", "constant"), ("grad_weight", "reflect")])
-def test_dmma_tile_runs_the_gradients(monkeypatch, op, mode):
+@pytest.mark.parametrize("op,mode,pays", GRAD_CASES, ids=str)
+def test_dmma_tile_runs_the_gradients(monkeypatch, op, mode, pays):
     """The gradients run as forward problems on the DMMA tile (forced: these are too small
     for the chooser), exact on small integers against the NumPy backend; the input
-    gradient's forward has K/G = 8 columns of the tile's 64 (the rest zero-filled)."""
+    gradient's forward has K/G = 8 columns of the tile's 64 (the rest zero-filled).  Where
+    the re-layout pays (forced), their programs re-lay the role-swapped operands and the
+    channels-last twin (9) runs them; else tile 6 reads them as they are."""
     import cupyconv
-    from cupyconv.backends.cuda import CudaBackend, EmulatedRunner
+    from cupyconv.backends.cuda import CudaBackend, EmulatedRunner, cost
     from cupyconv.core.problem import ConvProblem, Operands
     from helpers import small_ints, spy_kernels
     tile = DMMA_TILES[0]
+    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: pays)
     real = launch.implicit_gemm_tile
     monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, mma=False, tf32=False:
                         tile if problem.dtype == F64 else real(problem, mma, tf32))
@@ -76,20 +107,29 @@ def test_dmma_tile_runs_the_gradients(monkeypatch, op, mode):
     problem, ops = backend.prepare(problem, Operands(activation=x, filter=w, output=dy))
     taken = spy_kernels(monkeypatch)
     got = backend.run(problem, "implicit_gemm", ops, 2**30)
-    assert ("implicit_gemm_fma_dmma", tile) in taken, taken
+    ran = registry.channels_last_twin(tile) if pays else tile
+    assert ("implicit_gemm_fma_dmma", ran) in taken, taken
+    assert any(f == "relayout_channels_last" for f, _ in taken) == pays, taken
     np.testing.assert_array_equal(got, want)
 
 
-def test_fma_dmma_tiles_are_chosen_where_they_fit():
+def test_fma_dmma_tiles_are_chosen_where_they_fit(monkeypatch):
     """Many rows and C/G % 16 == 0: the multistage tile (float64 only on a device with the
-    DMMA atom; float32 without TF32); otherwise the present tiles."""
+    DMMA atom; float32 without TF32); otherwise the present tiles.  float64 on
+    channels-last operands: the launcher takes the tile's channels-last twin (9)."""
     big = dict(n=16, k=128, g=1, s=(24, 24), ks=(3, 3), stride=(1, 1), dilation=(1, 1),
                padding=((1, 1), (1, 1)))
     f64 = make_problem(c=32, dtype=F64, **big)
     f32 = make_problem(c=32, dtype=F32, **big)
     assert launch.implicit_gemm_tile(f64, mma=True) == (128, 64, 16, 6)
     from cupyconv.backends.cuda import EmulatedRunner, cost      # its estimate, not the 64x64's
-    assert cost.efficiency_key(f64, EmulatedRunner.NOMINAL, "implicit_gemm") == "implicit_gemm_ms_float64"
+    dev = EmulatedRunner.NOMINAL
+    # the channels-first operands re-laid for the twin where the model says it pays (here:
+    # a 2.4 MB x against 340 MFLOP), else read as they are
+    assert cost.relayout_pays(f64, dev)
+    assert cost.efficiency_key(f64, dev, "implicit_gemm") == "implicit_gemm_cl_float64"
+    slow = dict(cost.efficiencies(dev.name), implicit_gemm_cl_float64=0.3)
+    assert not cost.relayout_pays(f64, dev, efficiency=slow)
     assert launch.implicit_gemm_tile(f64, mma=False)[3] != 6
     assert launch.implicit_gemm_tile(f32) == (128, 128, 16, 5)
     assert launch.implicit_gemm_tile(f32, mma=True, tf32=True)[3] == 2
@@ -101,6 +141,21 @@ def test_fma_dmma_tiles_are_chosen_where_they_fit():
     assert all(launch.implicit_gemm_tile(make_problem(c=c, dtype=F64, **dict(big, n=n)),
                                          mma=True)[3] != 7 for c in (16, 32) for n in (1, 16))
     assert not registry.tile_index64((128, 64, 16, 7)) and registry.tile_index64((128, 64, 16, 6))
+    assert not registry.tile_index64((128, 64, 16, 10)) and registry.tile_index64((128, 64, 16, 9))
+    # the channels-last twins are never the chooser's: the launcher swaps 6 for 9 on
+    # channels-last operands (and keeps 6 on channels-first ones)
+    cl = make_problem(c=32, dtype=F64, layout="channels_last", **big)
+    assert all(launch.implicit_gemm_tile(p, mma=True)[3] not in registry.FMA_DMMA_CHANNELS_LAST
+               for p in (f64, cl))
+    from helpers import spy_kernels
+    taken = spy_kernels(monkeypatch)
+    for prob in (cl, f64):
+        launch.implicit_gemm_program(emu_loader(), prob, np.zeros(prob.x_shape),
+                                     np.zeros(prob.w_shape), mma=True)
+    assert [t for _, t in taken] == [(128, 64, 16, 9), (128, 64, 16, 6)]
+    with pytest.raises(ValueError, match="channels-last tensor-core variant"):
+        launch.implicit_gemm_program(emu_loader(), f64, np.zeros(f64.x_shape),
+                                     np.zeros(f64.w_shape), tile=(128, 64, 16, 9))
     x = np.zeros(f64.x_shape)
     w = np.zeros(f64.w_shape)
     with pytest.raises(ValueError, match="32-bit indices only"):
@@ -114,7 +169,10 @@ def test_fma_dmma_names_and_shared_bytes():
     (128 threads: two CTAs of 72 KiB and 255 registers fit an sm_80/sm_90 SM)."""
     name = registry.name_expression("implicit_gemm_fma_dmma", F64, 3, False, (128, 64, 16, 6))
     assert name == ("implicit_gemm_fma_dmma<double, double, 3, int, 128, 64, 16, 3, 32, 64, "
-                    "cc::MmaF64_m8n8k4>")
+                    "cc::MmaF64_m8n8k4, false>")
+    assert registry.name_expression("implicit_gemm_fma_dmma", F64, 3, True, (128, 64, 16, 9)) == (
+        "implicit_gemm_fma_dmma<double, double, 3, long long, 128, 64, 16, 3, 32, 64, "
+        "cc::MmaF64_m8n8k4, true>")
     assert [registry.block_threads("implicit_gemm_fma_dmma", t) for t in
             ((128, 64, 16, 6), (128, 64, 16, 7), (128, 128, 16, 5))] == [128, 128, 256]
     assert registry.gemm_family((128, 128, 16, 5)) == "implicit_gemm_fma_dmma"
@@ -122,7 +180,10 @@ def test_fma_dmma_names_and_shared_bytes():
     assert registry.gemm_dynamic_smem((128, 128, 16, 5), F32) == 48 * 1024
     assert registry.gemm_dynamic_smem((128, 64, 16, 6), F64) == 72 * 1024
     assert registry.name_expression("implicit_gemm_fma_dmma", F64, 2, False,
-                                    (128, 64, 16, 7)).endswith("32, 64, cc::MmaF64_m16n8k16>")
+                                    (128, 64, 16, 7)).endswith("cc::MmaF64_m16n8k16, false>")
+    assert registry.gemm_dynamic_smem((128, 64, 16, 9), F64) == 72 * 1024
+    twins = [registry.channels_last_twin(t) for t in ((128, 64, 16, 6), (128, 64, 16, 7), (64, 64, 8, 2))]
+    assert twins == [(128, 64, 16, 9), (128, 64, 16, 10), None]
     assert registry.gemm_dynamic_smem((128, 128, 8, 1), F32) == 0
 
 
@@ -217,6 +278,13 @@ def dmma_accesses(tile, swz=smem_layout.kcontiguous_swz):
                       for i in range(tile_m // 8)]
             reads += [[off(bm + wn0 + 8 * j + (ln >> 2), 8 * h + 2 * (ln & 3)) for ln in range(32)]
                       for j in range(tile_n // 8)]
+        if tile[3] in registry.FMA_DMMA_CHANNELS_LAST:
+            # 16-byte copies: A a lane per row, chunk q (k 2 q, 2 q + 1); B output channel
+            # t % BN, chunks t // BN + 2 q
+            a_st += [[off(t, 2 * q) for t in lanes] for q in range(bk // 2)]
+            b_st += [[off(bm + t % bn, 2 * (t // bn + 2 * q)) for t in lanes]
+                     for q in range(bk // 4)]
+            continue
         a_k = [t % 2 if lpr == 2 else ((t // lpr) >> 3) & 1 for t in range(threads)]
         a_st += [[off(t // lpr, a_k[t] ^ (lpr * q)) for t in lanes] for q in range(bk // lpr)]
         b_st += [[off(bm + t // 16 + (threads // 16) * q, t % 16) for t in lanes]
@@ -224,17 +292,24 @@ def dmma_accesses(tile, swz=smem_layout.kcontiguous_swz):
     return reads, a_st, b_st
 
 
+def _store_width(tile):
+    """Bytes of one loader copy: 16 for the channels-last tiles, else 8."""
+    return 16 if tile[3] in registry.FMA_DMMA_CHANNELS_LAST else 8
+
+
 @pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
 def test_dmma_fragment_reads_and_stores_are_conflict_free(tile):
     """Every LDS.128 fragment read takes 4 wavefronts (512 bytes, the minimum) and every
-    8-byte loader store 2 (256 bytes, the minimum), in the sm_80/sm_90 bank model of
-    cupyconv/_kernels/smem_layout.py; the loaders write every (row, k) of a stage exactly
-    once, and the kernel's A destinations are row(m, a_k) ^ mask."""
+    8-byte loader store 2 (256 bytes, the minimum; the channels-last tiles' 16-byte
+    stores 4), in the sm_80/sm_90 bank model of cupyconv/_kernels/smem_layout.py; the
+    loaders write every (row, k) of a stage exactly once, and the kernel's A destinations
+    are row(m, a_k) ^ mask."""
     reads, a_st, b_st = dmma_accesses(tile)
+    width = _store_width(tile)
     assert {smem_layout.wavefronts(r, 16) for r in reads} == {4}
-    assert {smem_layout.wavefronts(st, 8) for st in a_st + b_st} == {2}
+    assert {smem_layout.wavefronts(st, width) for st in a_st + b_st} == {width // 4}
     bm, bn, bk = tile[:3]
-    assert sorted(a for st in a_st + b_st for a in st) == list(range(0, 8 * (bm + bn) * bk, 8))
+    assert sorted(a for st in a_st + b_st for a in st) == list(range(0, 8 * (bm + bn) * bk, width))
     row = lambda m, k: smem_layout.kcontiguous_offset(m, k)
     assert all(row(m, a_k ^ mask) == row(m, a_k) ^ mask
                for m in range(bm) for a_k in (0, 1) for mask in range(16))
@@ -248,26 +323,39 @@ def test_dmma_fragment_reads_and_stores_are_conflict_free(tile):
 @pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
 def test_dmma_planted_wrong_layouts_conflict(tile, bug):
     """The same accesses through a planted wrong row permutation conflict (the unswizzled
-    rows: 8-way loader stores and 2-way reads; without the (r & 1) term: 2-way reads), so
-    the check above can fail."""
-    reads, a_st, _ = dmma_accesses(tile, DMMA_PLANTED[bug])
+    rows: 8-way loader stores and 2-way reads; without the (r & 1) term: 2-way reads and,
+    for the channels-last 16-byte stores, 2-way stores), so the check above can fail."""
+    reads, a_st, b_st = dmma_accesses(tile, DMMA_PLANTED[bug])
     assert max(smem_layout.wavefronts(r, 16) for r in reads) == 8
+    width = _store_width(tile)
+    worst = max(smem_layout.wavefronts(st, width) for st in a_st + b_st)
     if bug == "plain":
-        assert max(smem_layout.wavefronts(st, 8) for st in a_st) == 16
+        assert worst == 16 if width == 8 else worst == 32
+    elif width == 16:
+        assert worst == 8
 
 
 @pytest.mark.parametrize("tile", DMMA_TILES, ids=str)
 def test_dmma_l2_sectors_per_sector_used(tile):
-    """Static count of one slice's global reads on channels-first operands (x NCDHW with
-    the slice's 128 rows consecutive positions of one row of W >= 128, w KCRS at 3x3x3):
-    the A copies (lane per row, k = a_k ^ q) read 1 sector per sector used; the B copies
-    (16 lanes on k, taps = 27 elements apart) 32 / 8 = 4, the weights' over-fetch a
-    channels-last operand would remove (not built for float64: issue 26 item 1)."""
+    """Static count of one slice's global reads (x with the slice's 128 rows consecutive
+    positions of one row of W >= 128, C = 64, w at 3x3x3, the slice's channels 16-31).
+    Channels-first tiles 6, 7 (x NCDHW, w KCRS): the A copies (lane per row, k = a_k ^ q)
+    read 1 sector per sector used; the B copies (16 lanes on k, taps = 27 elements apart)
+    32 / 8 = 4.  Channels-last tiles 9, 10 (x NDHWC, w KRSC): A's 16-byte chunks of a row
+    (128 consecutive bytes of channels) and B's alike read 1 for both: the layout the
+    chooser takes for float64 (its twin, on channels-last or re-laid operands)."""
     from test_multistage_layout import _sectors_per_sector_used
     bm, bn, bk = tile[:3]
-    item, taps, c, plane = 8, 27, 64, 4096                 # plane: x's channel stride
+    item, taps, c, plane, c0, tap = 8, 27, 64, 4096, 16, 13   # plane: x's channel stride
+    if tile in CL_TILES:
+        a = [(r * c + c0 + 2 * q) * item for r in range(bm) for q in range(bk // 2)]
+        b = [((n * taps + tap) * c + c0 + 2 * (t + 2 * q)) * item
+             for n in range(bn) for t in range(2) for q in range(bk // 4)]
+        assert _sectors_per_sector_used(a, 16) == 1.0
+        assert _sectors_per_sector_used(b, 16) == 1.0
+        return
     a_k = [(r >> 3) & 1 for r in range(bm)]
     a = [(plane * (a_k[r] ^ q) + r) * item for r in range(bm) for q in range(bk)]
-    b = [((n * c + k) * taps + 13) * item for n in range(bn) for k in range(bk)]
+    b = [((n * c + c0 + k) * taps + tap) * item for n in range(bn) for k in range(bk)]
     assert _sectors_per_sector_used(a, item) == 1.0
     assert _sectors_per_sector_used(b, item) == 32 / item

@@ -22,9 +22,12 @@ from cupyconv.backends.arrays import to_tf32
 
 from kernel_reference import emu_loader, hypothesis_settings
 
-F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
-#: the re-layout dtypes: those of the multistage tiles (TF32, float16, bfloat16)
-DTYPES = [F32, F16] + ([BFLOAT16] if BFLOAT16 is not None else [])
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+#: the re-layout dtypes: those of the multistage tiles (TF32, float16, bfloat16) and of the
+#: float64 DMMA tiles' channels-last twins
+DTYPES = [F32, F16, F64] + ([BFLOAT16] if BFLOAT16 is not None else [])
+#: the unsigned integer of each element size (bit patterns)
+_WORDS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 emulated = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 #: Named edge cases: (name, lead, channels, spatial extents).  Sizes off the 32 x 32 tile
@@ -39,7 +42,7 @@ EDGE_CASES = [
 
 
 def _bits(a):
-    return np.ascontiguousarray(a).view(np.uint16 if a.itemsize == 2 else np.uint32)
+    return np.ascontiguousarray(a).view(_WORDS[a.itemsize])
 
 
 def _relay(a, round_tf32=False, index64=None):
@@ -58,7 +61,7 @@ def _expected(a, round_tf32=False):
 def _data(rng, shape, dtype):
     """Random bit patterns: every class of value, NaN payloads, Inf and subnormals."""
     words = rng.integers(0, 2 ** (8 * dtype.itemsize), size=shape, dtype=np.uint64)
-    return words.astype(np.uint16 if dtype.itemsize == 2 else np.uint32).view(dtype)
+    return words.astype(_WORDS[dtype.itemsize]).view(dtype)
 
 
 @emulated
@@ -123,13 +126,14 @@ def test_relayout_matches_numpy(rank, lead, channels, ext, f16, rounding):
 
 
 def test_relayout_program_refuses_what_it_has_no_instance_for():
-    """float64 has no re-layout instance (no multistage tile reads it); TF32 rounding is
-    for float32 only; an empty operand launches nothing."""
+    """int64 has no re-layout instance (no channels-last tile reads it); TF32 rounding is
+    for float32 only (not float16, not float64); an empty operand launches nothing."""
     st_ = ((6, 3, (1,)), )[0]
     with pytest.raises(ValueError, match="re-layout kernel takes"):
-        relayout_launch.relayout_program(emu_loader(), np.float64, 1, 2, (3,), st_, False)
-    with pytest.raises(ValueError, match="float32"):
-        relayout_launch.relayout_program(emu_loader(), F16, 1, 2, (3,), st_, True)
+        relayout_launch.relayout_program(emu_loader(), np.int64, 1, 2, (3,), st_, False)
+    for dtype in (F16, F64):
+        with pytest.raises(ValueError, match="float32"):
+            relayout_launch.relayout_program(emu_loader(), dtype, 1, 2, (3,), st_, True)
     prog = relayout_launch.relayout_program(emu_loader(), F32, 0, 2, (3,), st_, False)
     assert prog.launches == () and prog.allocations[0][1] == (0, 3, 2)
 

@@ -103,3 +103,27 @@ def test_dmma_k16_tile_hot_loop(fma_dmma_sm90):
     assert st.local_loads == st.local_stores == 0
     assert usage["spill_stores"] == usage["spill_loads"] == 0, usage
     _two_ctas(tile, usage)
+
+
+@pytest.mark.parametrize("variant", sorted(registry.FMA_DMMA_CHANNELS_LAST))
+def test_dmma_channels_last_tile_hot_loop(fma_dmma_sm90, variant):
+    """The channels-last twins (9: m8n8k4, 10: m16n8k16) of the DMMA tiles: the same
+    fragments (24 LDS.128), 12 16-byte LDGSTS per thread per slice (8 of A, 4 of B: two
+    channels each) where the channels-first tiles copy 24 of 8 bytes, fewer instructions
+    per DMMA than their channels-first tiles (NVRTC 12.9: 356 for 128 DMMA, 2.78 per DMMA,
+    against 430; 276 for 16 DMMA.16x8x16, 2.16 per m8n8k4's work, against 350), no spills,
+    2 CTAs per sm_90 SM."""
+    tile, instrs, usage = fma_dmma_sm90[(128, 64, 16, variant)]
+    loop, st, ops = _hot(instrs)
+    _, base, _ = _hot(fma_dmma_sm90[(128, 64, 16, registry.FMA_DMMA_CHANNELS_LAST[variant])][1])
+    dmma = [i for i in loop if i.base == "DMMA"]
+    work = len(dmma) * (8 if variant == 10 else 1)          # in m8n8k4 DMMA
+    assert work == 128, ops
+    assert st.instructions <= 3 * work and st.instructions < base.instructions, (st, base)
+    assert st.shared_loads == 24 and st.shared_load_bits == (128,), st
+    copies = [i for i in loop if i.base == "LDGSTS"]
+    assert len(copies) == 12 and all(i.opcode.endswith(".128") for i in copies), ops
+    assert "LDG" not in ops and ops.count("BAR") == 1, ops
+    assert st.local_loads == st.local_stores == 0
+    assert usage["spill_stores"] == usage["spill_loads"] == 0, usage
+    _two_ctas(tile, usage)

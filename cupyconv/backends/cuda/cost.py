@@ -64,6 +64,11 @@ EFFICIENCY = dict(
     # memory saturated), under cuBLAS DGEMM's 0.85, the channels-first weight gather (4x L2
     # over-fetch) still in its loop; until the device check's reference step measures it
     implicit_gemm_ms_float64=0.45,
+    # their channels-last twins (variants 9/10: x (N, *S, C) and KRSC weights by 16-byte
+    # cp.async, 1 L2 sector per sector used): an ESTIMATE, never timed on a GPU: the same
+    # loop less the weights' 4x over-fetch, above 0.45, under cuBLAS DGEMM's 0.85, until
+    # the device check's reference step measures it
+    implicit_gemm_cl_float64=0.55,
     # TF32 and float16 mma.sync tiles: 0.079 / 0.070 and 0.075 / 0.068 (issue-bound on the
     # scalar gather, docs/kernels.md); cuBLAS TF32 / float16 through the stated compute type
     # (cublas_gemm.py) is not measured yet: the cuBLAS GEMM estimate
@@ -257,12 +262,9 @@ def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, s
         rate, eff = tc_peak, eff_of[_tensor_tile_key(problem, tile)]
     base = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
     relaid = None
-    if tc_peak and tile[3] == 2 and _multistage(problem, fwd, device):
-        ms_tile = launch.multistage_tile(fwd, fwd.precision == "tf32")
-        ms_eff = eff_of["implicit_gemm_ms_" + tensor_kind(problem)]
-        wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
-        if wg is not None:      # compute capability 9.0: the wgmma tile, if it loads
-            ms_tile, ms_eff = wg, eff_of["implicit_gemm_wg_" + tensor_kind(problem)]
+    if tc_peak and _relaid_from(tile) and _multistage(problem, fwd, device):
+        ms_tile, key = _channels_last_tile(problem, fwd, tile, device)
+        ms_eff = eff_of[key]
         relay = (0.0 if problem.layout == "channels_last" else   # read as they are
                  relayout.relayout_bytes(fwd, weights=weights) / bw + (1 + weights) * LAUNCH_S)
         relaid = _gemm_tile_time(problem, fwd, ms_tile, tc_peak, ms_eff, device) + relay
@@ -325,6 +327,28 @@ def _split_time(problem, splits, device):
     y = math.prod(fwd.y_shape) * problem.groups
     traffic = problem.dtype.itemsize * (2 * math.prod(problem.y_shape) + (2 * splits + 1) * y)
     return traffic / device.bandwidth + 2 * problem.groups * LAUNCH_S
+
+
+def _relaid_from(tile):
+    """Whether ``tile`` has a channels-last counterpart the re-layout may pay for: a
+    variant-2 tensor-core tile (the multistage or wgmma tiles) or a float64 DMMA tile 6/7
+    (its twin 9/10, ``registry.channels_last_twin``)."""
+    return tile[3] == 2 or registry.channels_last_twin(tile) is not None
+
+
+def _channels_last_tile(problem, fwd, tile, device):
+    """``(tile, efficiency key)`` of what runs ``fwd`` on channels-last operands in place
+    of the launcher's ``tile`` (:func:`_relaid_from`): the float64 DMMA tile's twin
+    (``implicit_gemm_cl_float64``), else the multistage tile (``implicit_gemm_ms_<kind>``),
+    the wgmma tile on compute capability 9.0 (``implicit_gemm_wg_<kind>``)."""
+    twin = registry.channels_last_twin(tile)
+    if twin is not None:
+        return twin, "implicit_gemm_cl_float64"
+    tf32 = fwd.precision == "tf32"
+    wg = wgmma_launch.wgmma_tile(fwd, tf32, device.arch)
+    if wg is not None:          # compute capability 9.0: the wgmma tile, if it loads
+        return wg, "implicit_gemm_wg_" + tensor_kind(problem)
+    return launch.multistage_tile(fwd, tf32), "implicit_gemm_ms_" + tensor_kind(problem)
 
 
 def _ctas(fwd, tile):
@@ -397,9 +421,8 @@ def efficiency_key(problem, device, name):
     """The :data:`EFFICIENCY` entry that sets ``name``'s prediction for ``problem``."""
     if name == "implicit_gemm" and tensor_peak_flops(problem, device):
         fwd, tile = _implicit_forward(problem, device)
-        if tile[3] == 2 and relayout_pays(problem, device):
-            wg = wgmma_launch.wgmma_tile(fwd, fwd.precision == "tf32", device.arch)
-            return f"implicit_gemm_{'wg' if wg else 'ms'}_" + tensor_kind(problem)
+        if _relaid_from(tile) and relayout_pays(problem, device):
+            return _channels_last_tile(problem, fwd, tile, device)[1]
         return _tensor_tile_key(problem, tile) if registry.tensor_core_variant(tile[3]) else name
     if name == "gemm" and tensor_peak_flops(problem, device):
         return "gemm_tc_" + tensor_kind(problem)

@@ -1,10 +1,12 @@
 """Channel-contiguous operands for the multistage implicit GEMM (issue 26, item 1).
 
-The multistage tiles (``launch.multistage_tile``, tile variant 4) read x and w as
-channels-last memory: every K-tile row is 128 consecutive bytes of channels, one L2
-sector fetched per sector used.  Channels-first operands (x ``NCHW``, w ``KCRS``) would
-run the variant-2 tiles instead, whose weight reads fetch a 32-byte sector per element
-(8x over-fetch for TF32, 16x for float16).  :func:`relaid` re-lays such operands with
+The multistage tiles (``launch.multistage_tile``, tile variant 4) and the float64 DMMA
+tiles' channels-last twins (variants 9 and 10, ``registry.channels_last_twin``) read x and
+w as channels-last memory: every K-tile row is 128 consecutive bytes of channels, one L2
+sector fetched per sector used (the float64 tiles 6 and 7 on KCRS weights fetch 4).
+Channels-first operands (x ``NCHW``, w ``KCRS``) would run the variant-2 tiles instead,
+whose weight reads fetch a 32-byte sector per element (8x over-fetch for TF32, 16x for
+float16).  :func:`relaid` re-lays such operands with
 the re-layout kernel (``cuda_src/conv/relayout.cu``: one bandwidth pass per operand, a
 launch program of :mod:`cupyconv._kernels.relayout_launch`, so a compiled call replays
 it), handed on as the same logical ``(N, C, *S)`` / ``(K, C/G, *KS)`` views; y is written
@@ -34,7 +36,7 @@ import weakref
 
 import numpy as np
 
-from ..._kernels import launch, program, relayout_launch
+from ..._kernels import launch, program, registry, relayout_launch
 from ..._kernels.addressing import data_pointer
 from ..._kernels.grad_launch import fresh_like
 from ..._vocabulary import FORWARD
@@ -48,10 +50,16 @@ _FROZEN: "dict" = {}
 
 
 def multistage_applies(problem, *, mma: bool, tf32: bool) -> bool:
-    """Whether a multistage tile runs the forward ``problem`` once its operands are
-    channels-last (a device with the atoms, whole K-tiles per group, float32 under TF32)."""
-    return (mma and problem.op == FORWARD and problem.dtype.itemsize in (2, 4)
-            and launch.multistage_tile(problem, tf32) is not None)
+    """Whether a channels-last tile runs the forward ``problem`` once its operands are
+    channels-last (a device with the atoms): a multistage tile (whole K-tiles per group,
+    float32 under TF32), or for float64 the channels-last twin of the DMMA tile the
+    launcher chooses (``registry.channels_last_twin``: C/G a multiple of 16)."""
+    if not (mma and problem.op == FORWARD):
+        return False
+    if np.dtype(problem.dtype) == np.float64:
+        tile = launch.implicit_gemm_tile(problem, mma, tf32)
+        return registry.channels_last_twin(tile) is not None
+    return problem.dtype.itemsize in (2, 4) and launch.multistage_tile(problem, tf32) is not None
 
 
 def rounds_here(problem) -> bool:

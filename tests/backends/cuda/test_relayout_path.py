@@ -183,3 +183,35 @@ def test_grouped_and_channels_last_operands(dev, rng, monkeypatch, name, groups,
     assert families.count("relayout_channels_last") == (2 if memory == "NCHW" else 1)
     assert "implicit_gemm_multistage" in families
     np.testing.assert_array_equal(dev.to_host(y), _ref(x, w, padding=1, groups=groups))
+
+
+def test_float64_is_relaid_for_the_dmma_twin(dev, rng, monkeypatch):
+    """float64 on channels-first operands: where the DMMA tile 6 is the choice (forced:
+    these are too small for the chooser), both operands are re-laid (no rounding) and its
+    channels-last twin 9 runs; a frozen plan re-lays only x; exact on small integers
+    against the NumPy backend, also on the repeated (compiled) call."""
+    from cupyconv._kernels import launch
+    tile = (128, 64, 16, 6)
+    real = launch.implicit_gemm_tile
+    monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, mma=False, tf32=False:
+                        tile if problem.dtype == np.float64 else real(problem, mma, tf32))
+    x = _ints(rng, (1, 16, 6, 5)).astype(np.float64)
+    w = _ints(rng, (8, 16, 3, 3), 2).astype(np.float64)
+    ref = _ref(x, w, padding=1)
+    with dev.scope():
+        xd, wd = dev.to_dev(x), dev.to_dev(w)
+        taken = spy_kernels(monkeypatch)
+        y = cupyconv.conv(xd, wd, padding=1, method="implicit_gemm")
+        families = [f for f, _ in taken]
+        assert families.count("relayout_channels_last") == 2, taken
+        assert taken[-1] == ("implicit_gemm_fma_dmma", registry.channels_last_twin(tile))
+        np.testing.assert_array_equal(dev.to_host(y), ref)
+        plan = cupyconv.plan_conv(x.shape, w.shape, np.float64, padding=1,
+                                  method="implicit_gemm", weights=wd)
+        counts = []
+        for _ in range(2):
+            with program.accounting() as c:
+                y = plan(xd)
+            counts.append(c["launches"])
+            np.testing.assert_array_equal(dev.to_host(y), ref)
+        assert counts == [2, 2]                       # re-layout of x and the GEMM

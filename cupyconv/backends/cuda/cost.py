@@ -247,7 +247,8 @@ def predict_times(problem, device, candidates, efficiency=None):
 def _implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, splits=None):
     """``(best, tile time, multistage time + re-layout or None)`` of the implicit GEMM on
     ``problem``: the launcher's tile on the operands as they are, and, where a multistage
-    tile (the wgmma tile on compute capability 9.0) would run on channels-last operands,
+    tile (the wgmma tile on compute capability 9.0; for float64 the DMMA tile's
+    channels-last twin, :func:`_channels_last_tile`) would run on channels-last operands,
     that tile plus the re-layout of x and (unless
     ``weights`` is False: frozen weights) w (one pass each, ``backends.cuda.relayout``).
     The faster is what runs (:func:`relayout_pays`).  A weight gradient runs with

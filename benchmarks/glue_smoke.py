@@ -84,7 +84,8 @@ def _call(func, x, w, dy):
 
 def _tile_cases(family, dtype, rank, rng, module):
     """``(label, run(xp), ref)`` per compiled tile of a multistage family: one K-tile of
-    channels, the multistage tiles' operands channels-last (16-byte copies)."""
+    channels, the operands of the multistage tiles and of the float64 DMMA tiles' channels-last
+    twins (``registry.FMA_DMMA_CHANNELS_LAST``) channels-last (16-byte copies)."""
     from cupyconv._kernels import launch
     from cupyconv.core.problem import ConvProblem
     from cupyconv.dispatch import backend_for
@@ -94,7 +95,8 @@ def _tile_cases(family, dtype, rank, rng, module):
         xs, ws = (2, c) + (5,) * rank, (4, c) + (3,) * rank
         x, w = _data(rng, xs, dtype), _data(rng, ws, dtype)
         problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding=1, dtype=dtype)
-        last = family == "implicit_gemm_multistage"
+        last = (family == "implicit_gemm_multistage"          # channels-last tiles
+                or tile[3] in registry.FMA_DMMA_CHANNELS_LAST)
 
         def run(xp, x=x, w=w, tile=tile, problem=problem, last=last):
             xd, wd = (xp.asarray(np.ascontiguousarray(np.moveaxis(a, 1, -1)) if last else a)

@@ -339,7 +339,7 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
               and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
-              and t[3] not in (3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST)]
+              and t[3] not in _CHANNELS_LAST_VARIANTS]
     usable.sort(key=lambda t: not registry.tensor_core_variant(t[3]))   # tensor cores first (stable)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
@@ -425,11 +425,16 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
                                 tile, explicit, reason, index64, bool(tf32))
 
 
+#: The channels-last tensor-core variants (3, the multistage 4, the float64 DMMA twins 9
+#: and 10): the launcher takes them in place of a chosen tile, never chooses them itself.
+_CHANNELS_LAST_VARIANTS = frozenset({3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST})
 #: The tile variants whose launch asks :func:`channels_last_reason`: the tensor-core tiles
 #: with a channels-last twin (2: 3 and the multistage 4; the float64 DMMA 6, 7: 9, 10) and
 #: the channels-last variants themselves.
-_CHANNELS_LAST_ASKED = frozenset({2, 3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST,
-                                  *registry.FMA_DMMA_CHANNELS_LAST.values()})
+_CHANNELS_LAST_ASKED = frozenset({2, *registry.FMA_DMMA_CHANNELS_LAST.values(),
+                                  *_CHANNELS_LAST_VARIANTS})
+
+
 @memoized()
 def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                          tile, explicit, channels_last, index64, tf32):
@@ -438,15 +443,15 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
     twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
     if not explicit and tile[3] == 2 and twin in tiles and not channels_last:
         tile = multistage_tile(problem, tf32) or twin
-    if not explicit and registry.channels_last_twin(tile) and not channels_last:
-        tile = registry.channels_last_twin(tile)       # float64 DMMA: 16-byte channel copies
+    dmma_twin = registry.channels_last_twin(tile)   # float64 DMMA: 16-byte channel copies
+    if not explicit and dmma_twin and not channels_last:
+        tile = dmma_twin
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    channels_last_variants = (3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST)
-    if explicit and tile[3] in channels_last_variants and channels_last:
+    if explicit and tile[3] in _CHANNELS_LAST_VARIANTS and channels_last:
         raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {channels_last}")
     reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
     if reason:

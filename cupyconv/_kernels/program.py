@@ -253,9 +253,10 @@ def _check(step, xp, bound, counts, stub):
     buf = bound[step.buffer] = xp.zeros(step.words, np.uint64)
     launch = step.launch
     if not stub:
-        launch.function(launch.grid, launch.block, (launch.params, *[
-            bound[s] if type(s) is str else _slot(xp, bound, s) for s in launch.slots]),
-                        shared_mem=launch.shared_mem)
+        pick = launch.pick                  # as execute() hands a launch its slots
+        launch.function(launch.grid, launch.block, (launch.params, *(
+            pick(bound) if pick is not None else
+            [_slot(xp, bound, s) for s in launch.slots])), shared_mem=launch.shared_mem)
     return step.decide(buf.get() if hasattr(buf, "get") else buf)   # (NumPy: fresh, as is)
 
 

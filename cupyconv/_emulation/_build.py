@@ -268,6 +268,15 @@ def _flags(mode: str, stack_size: int | None) -> list[str]:
     return flags
 
 
+def _portable(text: str) -> str:
+    """``text`` with the checkout's folder replaced by a placeholder.
+
+    The cache key is then the same in every clone or worktree of one tree, so a
+    second checkout reuses the libraries the first one built.
+    """
+    return text.replace(str(cuda_src_dir().parent), "<checkout>")
+
+
 def _dependency_digest(source_file: Path | None) -> str:
     """Hash of every source that can be included: cuda_src and the kernel's folder."""
     h = hashlib.sha256()
@@ -280,7 +289,7 @@ def _dependency_digest(source_file: Path | None) -> str:
         for f in files:
             if f.suffix in _SOURCE_SUFFIXES and f.is_file() and f not in seen:
                 seen.add(f)
-                h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+                h.update(_portable(str(f)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -360,8 +369,9 @@ def build_library(wrapper_source: str, source_file: Path | None, options=(),
         includes.append(f"-I{source_file.parent}")
     flags = includes + _host_options(options) + _flags(flavour, stack_size)
     key = hashlib.sha256("\0".join(
-        [wrapper_source, _dependency_digest(source_file), _compiler_version(cxx), cxx,
-         flavour, f"format={FORMAT}"] + flags).encode()).hexdigest()[:32]
+        [_portable(wrapper_source), _dependency_digest(source_file), _compiler_version(cxx),
+         cxx, flavour, f"format={FORMAT}"] + [_portable(f) for f in flags]).encode()
+    ).hexdigest()[:32]
     stem = f"{key}-{flavour}"
     wrapper_source = entry_source(wrapper_source, stem)
     out_dir = cache_dir()

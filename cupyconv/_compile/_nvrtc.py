@@ -52,9 +52,20 @@ class NvrtcUnavailable(RuntimeError):
 
 
 def _candidates() -> List[str]:
+    """The NVRTC libraries to try, in order: ``$CUPYCONV_NVRTC`` alone when set, else every
+    one found, those of CuPy's CUDA major first."""
     chosen = os.environ.get("CUPYCONV_NVRTC")
     if chosen:
         return [chosen]
+    found = _found()
+    major = _cupy_cuda_major()
+    if major is not None:   # stable: CuPy's CUDA major first, the order found otherwise kept
+        found.sort(key=lambda f: _soname_major(f) != major)
+    return found
+
+
+def _found() -> List[str]:
+    """Every NVRTC library found: CuPy's loaded copy, the NVIDIA wheels, the system's."""
     found = []
     try:  # the copy CuPy uses, if CuPy is installed
         from cupy.cuda import nvrtc as _cupy_nvrtc  # noqa: F401
@@ -79,6 +90,28 @@ def _candidates() -> List[str]:
     if lib:
         found.append(lib)
     return list(dict.fromkeys(f for f in found if "builtins" not in f and ".alt." not in f))
+
+
+def _soname_major(path: str) -> Optional[int]:
+    """The CUDA major of ``libnvrtc.so.MAJOR[...]`` (``None`` for an unversioned name)."""
+    tail = os.path.basename(path).partition(".so.")[2]
+    head = tail.split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def _cupy_cuda_major() -> Optional[int]:
+    """The CUDA major version the installed CuPy wheel is built for (``cupy-cuda12x``: 12),
+    read from the package metadata (no GPU or CUDA library needed); ``None`` when unknown.
+
+    Another package may install a different ``nvidia-cuda-nvrtc`` beside CuPy's (PyTorch's
+    CUDA 13 wheels do); the NVRTC that matches CuPy's runtime is the one to compile with.
+    """
+    from importlib import metadata
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name.startswith("cupy-cuda") and name[9:11].isdigit():
+            return int(name[9:11])
+    return None
 
 
 @functools.lru_cache(maxsize=1)

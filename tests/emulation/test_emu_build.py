@@ -177,3 +177,20 @@ def test_stale_tmp_files_are_cleaned_on_a_miss(private_cache):
     os.utime(stale, (past, past))
     build_module(code=SCALE_SOURCE, options=("-DFACTOR=41",), name_expressions=["scale"])
     assert not stale.exists() and fresh.exists()
+
+
+def test_dependency_digest_is_the_same_in_every_checkout(monkeypatch, tmp_path):
+    """Two checkouts of one tree hash alike (their libraries are shared), and a changed
+    source changes the digest."""
+    digests = []
+    for name in ("one", "two"):
+        root = tmp_path / name / "cuda_src"
+        (root / "conv").mkdir(parents=True)
+        (root / "platform.cuh").write_text("// platform\n")
+        (root / "conv" / "k.cu").write_text('#include "platform.cuh"\n')
+        monkeypatch.setattr(_build, "cuda_src_dir", lambda root=root: root)
+        digests.append(_build._dependency_digest(root / "conv" / "k.cu"))
+        assert _build._portable(f"-I{root}") == "-I<checkout>/cuda_src"
+    assert digests[0] == digests[1]
+    (root / "conv" / "k.cu").write_text('#include "platform.cuh"\n// changed\n')
+    assert _build._dependency_digest(root / "conv" / "k.cu") != digests[0]

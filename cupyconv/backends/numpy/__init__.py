@@ -76,7 +76,8 @@ class NumpyBackend(Backend):
             return True, ""
         try:
             terms = separable.kernel_terms(problem, operands.filter,
-                                           separable.term_limit(problem, slack))
+                                           separable.term_limit(problem, slack),
+                                           exact_error=False)
         except separable.NotSeparable as exc:
             _kernel_guard(operands.filter)        # decided by the kernel's values alone
             return False, str(exc)

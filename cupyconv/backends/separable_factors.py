@@ -41,10 +41,11 @@ rank bound (:func:`_rank_exceeds`: the first unfolding times a few orthonormal c
 one small Gram matrix) rejects a kernel whose unfolding provably has too many singular
 values above the tolerance, which a kernel that is not a short sum of outer products
 (a random or learnt one) has.  The SVDs run with BLAS at one thread
-(:func:`~cupyconv.backends.numpy.threads.single_blas`).
+(:func:`~cupyconv.backends.numpy.threads.single_blas`, :func:`set_blas_guard`).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from fractions import Fraction
@@ -55,7 +56,7 @@ import numpy as np
 from .._lru import LRU
 from .arrays import all_finite, oriented_weights
 
-__all__ = ["applies", "factor", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
+__all__ = ["applies", "factor", "factor_error", "set_blas_guard", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
            "terms_take",
            "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
            "CANCELLATION_LIMIT",
@@ -157,10 +158,20 @@ def _float_factors(kernel, dtype, limit=None):
     return (factors if factors is None else _rescaled(factors, e)), err
 
 
+#: The context manager the SVDs run under (:func:`set_blas_guard`).
+_blas_guard = [contextlib.nullcontext]
+
+
+def set_blas_guard(guard):
+    """Run the factoring's SVDs under ``guard()``: the NumPy backend sets its pool's
+    one-thread BLAS guard (:func:`~cupyconv.backends.numpy.threads.single_blas`) when it
+    is imported, which every backend's host-side factoring then shares."""
+    _blas_guard[0] = guard
+
+
 def _single_blas():
-    """BLAS at one thread, the guard of the CPU paths' pool."""
-    from .numpy.threads import single_blas
-    return single_blas()
+    """BLAS at one thread (the guard :func:`set_blas_guard` installed)."""
+    return _blas_guard[0]()
 
 
 #: Seed of :func:`_rank_exceeds`' fixed random sketch (reproducible, like the cache).

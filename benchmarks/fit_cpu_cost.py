@@ -3,11 +3,16 @@
 ``python -m benchmarks.fit_cpu_cost [--rounds 5] [--small] [--cpu-time]``
 
 Times ``gemm`` (forward and both gradients) and the depthwise tap loop (``direct``, one
-filter per channel) on layers from 1-D to 4-D, float32 and float64, and fits
+filter per channel) on layers from 1-D to 4-D, float32 and float64, together with
+single-channel ``convolve`` and ``ndimage`` cases (:data:`SINGLE`: the tap loop, gemm
+and the FFT on each, so that a refit keeps their crossovers), and fits
 :data:`cupyconv.backends.numpy.cost.CPU`'s terms by non-negative least squares on the
 work each timing counts (the model of :func:`cupyconv.backends.numpy.cost.predict_times`:
-blocks, column elements, multiply-adds and the narrow-GEMM terms spread over
-``min(cores, blocks)``; tap-loop multiply-adds and chunk taps for the depthwise path).
+blocks, column elements, multiply-adds, the narrow-GEMM terms and the copy's contiguous
+runs spread over ``min(cores, blocks)``; tap-loop multiply-adds and chunk taps for the
+depthwise path).  The FFT is not fitted: its measured / predicted ratios are printed per
+path (SciPy's single-signal ``fftconvolve``, the batched transforms), from which
+``fft_scipy_axis`` and ``fft_batched`` were set.
 Prints the fitted values next to the ones in force, then each case's measured and
 predicted milliseconds with the constants in force.  The machine this runs on decides
 the numbers: a loaded machine fits slower constants (say so where they are committed).
@@ -46,7 +51,7 @@ CASES = [
 ]
 #: The gemm constants per unit of work, which the ratio fit scales (``block`` and the
 #: fixed costs are Python, not the machine's rate).
-GEMM_WORK = ("column", "block_mac", "narrow_mac", "narrow_cols")
+GEMM_WORK = ("column", "block_mac", "narrow_mac", "narrow_cols", "column_run")
 #: (name, x shape, kernel): depthwise layers for the tap loop
 DEPTHWISE = [
     ("depthwise 2-D 64ch 56^2 3x3", (8, 64, 56, 56), (3, 3)),
@@ -56,10 +61,29 @@ DEPTHWISE = [
 ]
 
 
-def _problem(xs, ws, groups, padding, stride, op, dtype):
+#: (name, x shape, kernel, padding mode): single channel, size-keeping padding;
+#: ``constant`` is ``convolve(mode="same")``, ``symmetric`` is ``ndimage.convolve``'s
+#: default boundary
+SINGLE = [
+    ("convolve 1-D 65536 k3", (1, 1, 65536), (3,), "constant"),
+    ("convolve 2-D 256^2 3x3", (1, 1, 256, 256), (3, 3), "constant"),
+    ("convolve 2-D 512^2 3x3", (1, 1, 512, 512), (3, 3), "constant"),
+    ("convolve 2-D 256^2 7x7", (1, 1, 256, 256), (7, 7), "constant"),
+    ("convolve 3-D 64^3 3^3", (1, 1, 64, 64, 64), (3, 3, 3), "constant"),
+    ("convolve 4-D 16^4 3^4", (1, 1, 16, 16, 16, 16), (3, 3, 3, 3), "constant"),
+    ("ndimage 2-D 512^2 5x5", (1, 1, 512, 512), (5, 5), "symmetric"),
+    ("ndimage 3-D 64^3 3^3", (1, 1, 64, 64, 64), (3, 3, 3), "symmetric"),
+]
+#: Channelled forward layers of :data:`CASES` whose FFT is timed too (the others' FFT
+#: takes seconds).
+FFT_LAYERS = ("2-D 16->16 32^2", "3-D 8->8 24^3", "2-D 3->32 64^2")
+
+
+def _problem(xs, ws, groups, padding, stride, op, dtype, padding_mode="constant"):
     from cupyconv.core import ConvProblem
     return ConvProblem.create(x_shape=xs, w_shape=ws, groups=groups, padding=padding,
-                              stride=stride, dtype=np.dtype(dtype), op=op)
+                              stride=stride, dtype=np.dtype(dtype), op=op,
+                              padding_mode=padding_mode)
 
 
 def _cpu_seconds(fn, rounds):
@@ -93,6 +117,7 @@ def _shrink(xs, small):
 
 def main(argv=None):
     from cupyconv.backends.numpy import cost
+    from cupyconv.backends.numpy.direct import single_signal
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--small", action="store_true", help="halve the spatial extents")
@@ -104,6 +129,9 @@ def main(argv=None):
         parser.error("--cpu-time measures one core: run it under taskset -c 0")
     rows, feats, times = [], [], []
     fixed = cost.CPU["call"] + cost.CPU["gemm_call"]
+    singles = [(name, _problem(_shrink(xs, opts.small), (1, 1) + ks, 1, [k // 2 for k in ks],
+                               1, "forward", dtype, mode))
+               for dtype in ("float32", "float64") for name, xs, ks, mode in SINGLE]
     for dtype in ("float32", "float64"):
         for name, xs, ws, g, pad, stride, op in CASES:
             p = _problem(_shrink(xs, opts.small), ws, g, pad, stride, op, dtype)
@@ -111,6 +139,16 @@ def main(argv=None):
             t = _time(p, "gemm", opts.rounds, opts.cpu_time)
             times.append(t - fixed - cost.gemm_serial(p))
             rows.append((f"{name} {dtype}", p, "gemm", t))
+            if name in FFT_LAYERS and op == "forward":
+                rows.append((f"{name} {dtype}", p, "fft",
+                             _time(p, "fft", opts.rounds, opts.cpu_time)))
+    for name, p in singles:
+        feats.append(cost.gemm_terms(p))
+        t = _time(p, "gemm", opts.rounds, opts.cpu_time)
+        times.append(t - fixed)
+        rows.append((f"{name} {p.dtype}", p, "gemm", t))
+        rows.append((f"{name} {p.dtype}", p, "fft", _time(p, "fft", opts.rounds,
+                                                          opts.cpu_time)))
     fitted = nnls(np.array(feats), np.array(times))[0]
     dfeats, dtimes = [], []
     for dtype in ("float32", "float64"):
@@ -122,9 +160,18 @@ def main(argv=None):
             t = _time(p, "direct", opts.rounds, opts.cpu_time)
             dtimes.append(t - cost.CPU["call"])
             rows.append((f"{name} {dtype}", p, "direct", t))
+    for name, p in singles:
+        if p.ndim == 1:              # NumPy's compiled convolve, not the tap loop
+            rows.append((f"{name} {p.dtype}", p, "direct",
+                         _time(p, "direct", opts.rounds, opts.cpu_time)))
+            continue
+        dfeats.append(cost.depthwise_terms(p))
+        t = _time(p, "direct", opts.rounds, opts.cpu_time)
+        dtimes.append(t - cost.CPU["call"])
+        rows.append((f"{name} {p.dtype}", p, "direct", t))
     dfit = nnls(np.array(dfeats), np.array(dtimes))[0]
     print("| constant | in force | fitted |\n|---|---:|---:|")
-    for key, value in zip(cost.GEMM_KEYS, fitted):
+    for key, value in zip(cost.GEMM_KEYS, fitted):         # column_run: whatever the dtype
         print(f"| {key} | {cost.CPU[key]:.3g} | {value:.3g} |")
     for key, value in zip(("depthwise_mac", "chunk_tap"), dfit):
         print(f"| {key} | {cost.CPU[key]:.3g} | {value:.3g} |")
@@ -139,10 +186,18 @@ def main(argv=None):
     # common factor keeps the constants' proportions, fitted before on more cases)
     for algo, keys in (("gemm", GEMM_WORK), ("direct", ("depthwise_mac",))):
         logs = [math.log(t / (cost.predict_times(p, [a])[a])) for _, p, a, t in rows
-                if a == algo and (algo != "gemm" or p.groups < p.in_channels)]
+                if a == algo and (algo != "gemm" or p.groups < p.in_channels)
+                and (algo != "direct" or p.ndim > 1 or p.in_channels > 1)]
         factor = math.exp(float(np.mean(logs)))
         print(f"\nratio fit, {algo}: measured / predicted {factor:.2f} (geometric mean of "
               f"{len(logs)}): " + ", ".join(f"{k} {cost.CPU[k] * factor:.3g}" for k in keys))
+    for path, pick in (("single signal (fft_scipy_axis)", True),
+                       ("batched (fft_batched)", False)):
+        logs = [math.log(t / cost.predict_times(p, ["fft"])["fft"]) for _, p, a, t in rows
+                if a == "fft" and single_signal(p) == pick]
+        if logs:
+            print(f"\nfft, {path}: measured / predicted {math.exp(float(np.mean(logs))):.2f} "
+                  f"(geometric mean of {len(logs)})")
     print(f"\ngeometric mean predicted / measured {math.exp(np.mean(np.log(ratios))):.2f}, "
           f"range {min(ratios):.2f}-{max(ratios):.2f}")
     return 0

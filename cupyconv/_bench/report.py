@@ -8,11 +8,28 @@ import os
 import numpy as np
 
 __all__ = ["write", "plots", "replot", "markdown", "summary", "ceilings_line",
-           "progress_line", "print_summary"]
+           "load_line", "progress_line", "print_summary"]
 
 
 def _ms(s):
     return "-" if s is None else (f"{s * 1e3:.3g}" if s * 1e3 < 100 else f"{s * 1e3:.0f}")
+
+
+def _auto_ms(row):
+    """``"1.23 [1.10, 1.50]"``: auto's median [least, largest] milliseconds."""
+    if row.get("auto_min_s") is None:
+        return _ms(row["auto_s"])
+    return f"{_ms(row['auto_s'])} [{_ms(row['auto_min_s'])}, {_ms(row['auto_max_s'])}]"
+
+
+def load_line(load, end=None):
+    """The machine's load average (1, 5, 15 min) at the start (and end) of a run."""
+    if load is None:
+        return "load average: not recorded (no os.getloadavg on this OS)"
+    text = "load average (1, 5, 15 min): " + ", ".join(f"{v:.2f}" for v in load)
+    if end is not None:
+        text += " at the start; " + ", ".join(f"{v:.2f}" for v in end) + " at the end"
+    return text + f" on {os.cpu_count()} logical cores"
 
 
 def _mib(b):
@@ -52,9 +69,11 @@ def _choice(row):
 
 
 def _roof(row):
-    """``"16% of the compute roof"``: the roofline fraction, labelled."""
+    """``"16%"``: the roofline fraction (``"16% (fft work)"`` where the FFT's own work
+    was counted)."""
     pct = 100 * row["fraction"]
-    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
+    text = f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%"
+    return text + (" (fft work)" if row.get("flops_counted_as") == "fft" else "")
 
 
 def _labelled_choice(row):
@@ -72,9 +91,10 @@ def progress_line(row):
     """One console line per finished case, every figure labelled."""
     if "skipped" in row:
         return f"  {row['name']:58s} skipped: {row['skipped']}"
-    return (f"  {row['name']:58s} auto {_ms(row['auto_s'])} ms; {_labelled_choice(row)}; "
-            f"roofline {_roof(row)} of {row['bound']} peak; speed-up vs peers: "
-            f"{_peer_cell(row['peers'])}")
+    note = f"; {row['spread_note']}" if row.get("spread_note") else ""
+    return (f"  {row['name']:58s} auto {_auto_ms(row)} ms (median [min, max]); "
+            f"{_labelled_choice(row)}; roofline {_roof(row)} of {row['bound']} peak; "
+            f"speed-up vs peers: {_peer_cell(row['peers'])}{note}")
 
 
 def _geomean(values):
@@ -97,18 +117,18 @@ def summary(rows):
 
 def _table(rows):
     lines = ["| case | cupyconv auto (ms) | auto chose / fastest | speed-up vs peers | "
-             "GFLOP/s | GB/s | roofline | peak MiB (workspace) | max rel. diff |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|"]
+             "GFLOP/s | GB/s | roofline | peak MiB (workspace) | max rel. diff | noise |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "skipped" in r:
-            lines.append(f"| {r['name']} | skipped: {r['skipped']} | | | | | | | |")
+            lines.append(f"| {r['name']} | skipped: {r['skipped']} | | | | | | | | |")
             continue
         ws = f" ({_mib(r['workspace_bytes'])})" if r.get("workspace_bytes") is not None else ""
         lines.append(
-            f"| {r['name']} | {_ms(r['auto_s'])} | {_choice(r)} | {_peer_cell(r['peers'])} | "
+            f"| {r['name']} | {_auto_ms(r)} | {_choice(r)} | {_peer_cell(r['peers'])} | "
             f"{r['flops_per_s'] / 1e9:.3g} | {r['bytes_per_s'] / 1e9:.3g} | "
             f"{_roof(r)} {r['bound']} | {_mib(r['peak_bytes'])}{ws} | "
-            f"{_max_diff(r['peers'])} |")
+            f"{_max_diff(r['peers'])} | {r.get('spread_note', '')} |")
     return lines
 
 
@@ -121,6 +141,7 @@ def markdown(meta, rows):
              f"- command: `{meta['command']}`",
              "- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
              "- " + ceilings_line(meta["ceilings"]),
+             "- " + load_line(meta.get("load_start"), meta.get("load_end")),
              "- peers: " + "; ".join(f"{k}: {v}" for k, v in meta["peers"].items())]
     lines += [f"- {n}" for n in meta["notes"]]
     suites = list(dict.fromkeys(r["suite"] for r in rows))
@@ -295,7 +316,7 @@ def print_summary(json_path, steps_path=None, micro_path=None):
         if "skipped" in r:
             print(f"| {r['name']} | skipped | | | |")
             continue
-        print(f"| {r['name']} | {_ms(r['auto_s'])} | {_labelled_choice(r)} | "
+        print(f"| {r['name']} | {_auto_ms(r)} | {_labelled_choice(r)} | "
               f"{_peer_cell(r['peers'])} | {_roof(r)} {r['bound']} |")
     speedups, hits, judged = summary(rows)
     print("geomean speed-up: " + ", ".join(f"{n} {g:.2f}x ({k})"

@@ -8,7 +8,11 @@ peak extra memory of one call, and turns the counted work of the case's
 roofline whose ceilings are measured at the start of the same run.
 
 Every figure is either a ratio against a peer measured in the same run or
-a roofline fraction from counted work.  Writes ``<out>/<stem>.json`` and
+a roofline fraction from counted work (the FFT's own work where ``auto`` ran the FFT:
+:mod:`cupyconv._bench.work`).  ``auto``'s time is reported as the median with the
+least and the largest of its runs; a row whose spread (largest / least) is wider than
+one of its ratios says so, and the run records the machine's load average at its
+start and end.  Writes ``<out>/<stem>.json`` and
 ``<out>/<stem>.md`` (after every case, so an interrupted run keeps what it
 measured) and, when matplotlib is importable, two plots.  ``<out>`` is
 ``cupyconv-bench/`` in the current directory unless ``--out`` names another;
@@ -38,6 +42,7 @@ import numpy as np
 from ..api.calls import logical_views
 from ..api.conv import prepare_conv
 from ..api.signal import signal_problem
+from ..core.args import array_module_of
 from ..core.problem import Operands
 from ..dispatch import backend_for, choose, run
 
@@ -45,6 +50,7 @@ from . import peers as peers_mod
 from . import report
 from .problems import cases, suite_names
 from .timing import measure_ceilings, peak_memory, roofline, time_cpu, timer_for
+from .work import counted_flops
 
 __all__ = ["main", "run_case", "Context"]
 
@@ -88,11 +94,11 @@ class Context:
         self.peers = [p for p, why in listed if why is None]
         self.peer_status = {p.name: why or "available" for p, why in listed}
 
-    def time(self, fn, stream_ordered=True, repeat=None):
+    def time(self, fn, stream_ordered=True, repeat=None, samples=None):
         """Median seconds of ``fn`` with this run's timer (wall clock when the
-        callable synchronises itself)."""
+        callable synchronises itself); ``samples`` receives every timed run."""
         timer = self.timer if stream_ordered else time_cpu
-        return timer(fn, repeat=repeat or self.repeat, budget=self.budget)
+        return timer(fn, repeat=repeat or self.repeat, budget=self.budget, samples=samples)
 
     def release(self):
         """Return cached device memory between cases."""
@@ -156,6 +162,12 @@ def _logical(case, arrays):
         call, xp, in1, in2 = signal_problem(arrays["in1"], arrays["in2"], case.mode, None,
                                             case.func == "correlate")
         return call.problem, call.operands(in1, in2, xp), xp
+    if case.kind in ("grad_input", "grad_weight"):
+        problem = case.problem().with_(op=case.kind)
+        xp = array_module_of(**arrays)
+        roles = (dict(output=arrays["dy"], filter=arrays["w"]) if case.kind == "grad_input"
+                 else dict(activation=arrays["x"], output=arrays["dy"]))
+        return problem, Operands(**logical_views(problem, xp, **roles)), xp
     problem, _, xp, x, w, _ = prepare_conv(
         arrays["x"], arrays["w"], None, groups=1, padding_mode="constant", cval=0,
         **case.geometry())
@@ -165,9 +177,8 @@ def _logical(case, arrays):
 
 def auto_choice(case, arrays):
     """``(algorithm, workspace_bytes)`` that ``auto`` uses, from the dispatcher's
-    ``stats`` (``None`` for the gradients, which do not report it)."""
-    if case.kind not in ("signal", "conv"):
-        return None, None
+    ``stats``, for every kind (the gradients' problems and roles as their functions
+    plan them)."""
     problem, operands, xp = _logical(case, arrays)
     stats = {}
     _, name = run(problem, operands, backend_for(xp), method="auto", stats=stats)
@@ -239,15 +250,17 @@ def run_case(case, ctx):
         return row
     arrays = operands(case, ctx.xp)
     call, takes_method = ours(case, arrays)
+    samples = []
     try:
         chosen, workspace = auto_choice(case, arrays)
         result, peak, source = peak_memory(call("auto"), ctx.gpu)
-        seconds = ctx.time(call("auto"))
+        seconds = ctx.time(call("auto"), samples=samples)
     except Exception as exc:
         row["skipped"] = "cupyconv failed: " + _error(exc)
         return row
-    row.update(auto_s=seconds, auto_choice=chosen, peak_bytes=peak, peak_source=source,
-               workspace_bytes=workspace)
+    row.update(auto_s=seconds, auto_min_s=min(samples), auto_max_s=max(samples),
+               auto_runs=len(samples), auto_choice=chosen, peak_bytes=peak,
+               peak_source=source, workspace_bytes=workspace)
     if takes_method:
         timed, skipped = _time_methods(case, ctx, call, chosen)
         row.update(method_s=timed, method_skipped=skipped)
@@ -256,14 +269,35 @@ def run_case(case, ctx):
             row.update(fastest=fastest, fastest_s=timed[fastest])
             if chosen in timed:
                 row["auto_vs_fastest"] = timed[chosen] / timed[fastest]
-    row.update(roofline(problem.flops, problem.bytes_moved, seconds, case.dtype,
-                        ctx.ceilings))
+    flops, counted = counted_flops(problem, chosen)
+    row.update(flops=int(flops), flops_counted_as=counted)
+    row.update(roofline(flops, problem.bytes_moved, seconds, case.dtype, ctx.ceilings))
     ours_cf = peers_mod.as_numpy(
         peers_mod.channels_first(result, case.layout if case.kind != "signal" else None))
     row["peers"] = {p.name: _run_peer(p, case, arrays, ours_cf, ctx, seconds)
                     for p in ctx.peers}
+    note = spread_note(row)
+    if note:
+        row["spread_note"] = note
     ctx.release()
     return row
+
+
+def spread_note(row):
+    """The row's ratios (``auto`` against the fastest method, speed-ups against the
+    peers) that its spread (``auto``'s largest run / its least) is wider than, said in
+    words; ``""`` when there is none (or one run)."""
+    spread = row["auto_max_s"] / row["auto_min_s"] if row.get("auto_min_s") else 1.0
+    ratios = []
+    if row.get("auto_vs_fastest") is not None:
+        ratios.append(("auto / fastest", row["auto_vs_fastest"]))
+    ratios += [(f"vs {name}", p["speedup"]) for name, p in row.get("peers", {}).items()
+               if p.get("status") == "ok"]
+    within = [f"{what} {r:.2f}x" for what, r in ratios if max(r, 1 / r) < spread]
+    if not within:
+        return ""
+    return (f"spread {spread:.2f}x (max/min of {row['auto_runs']} runs) is wider than the "
+            f"ratio: " + ", ".join(within) + "; the difference is within the noise")
 
 
 # ---------------------------------------------------------------------- meta
@@ -293,26 +327,38 @@ def _machine(ctx):
     return f"{d.name} (sm_{d.arch}, {d.sm_count} SMs); host {cpu}"
 
 
+def load_average():
+    """The 1, 5 and 15 minute load averages, or ``None`` where the OS has none."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def metadata(args, ctx, command):
-    """The run's description: machine, date, commit, command, ceilings, peers."""
+    """The run's description: machine, date, commit, command, ceilings, peers, load."""
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
     notes = [
         "Times are medians after one warm-up call; CUDA events on the GPU (peers that "
         "synchronise themselves, such as JAX, by wall clock), time.perf_counter on the CPU.",
+        "cupyconv auto (ms) is the median [least, largest] of its runs; a row whose spread "
+        "(largest / least) is wider than one of its ratios says so.",
+        "FLOP/s and the roofline count the work of the algorithm auto ran: the FFT's own "
+        "transforms and products for fft, the direct multiply-adds otherwise.",
         "speed-up = peer time / cupyconv auto time (above 1: cupyconv is faster).",
     ]
     if not ctx.gpu:
         notes.insert(0, "No usable GPU: this run benchmarks cupyconv's NumPy backend "
                         "against the CPU peers (SciPy).")
-        notes.append("Shared machine: other processes were running, so timings are "
-                     "noisy; only medians are reported.")
+        notes.append("Shared machine: other processes may be running (see the load "
+                     "average); the spread of each row says how noisy it is.")
     return dict(suite=args.suite, quick=args.quick, backend=ctx.backend,
                 machine=_machine(ctx), date=datetime.datetime.now(
                     datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 commit=commit + ("+dirty" if dirty else ""), command=command,
                 versions=_versions(), ceilings=ctx.ceilings, peers=ctx.peer_status,
-                repeat=ctx.repeat, notes=notes)
+                repeat=ctx.repeat, notes=notes, load_start=load_average(), load_end=None)
 
 
 def _resolve_backend(name):
@@ -407,6 +453,7 @@ def main(argv=None, prog="python -m cupyconv bench"):
     ctx = Context(backend, repeat=args.repeat, quick=args.quick,
                   peer_names=args.peers.split(",") if args.peers else None)
     print(report.ceilings_line(ctx.ceilings))
+    print(report.load_line(load_average()))
     for name, status in ctx.peer_status.items():
         print(f"  peer {name}: {status}")
     command = "python -m cupyconv bench --suite " + args.suite + (
@@ -420,6 +467,7 @@ def main(argv=None, prog="python -m cupyconv bench"):
         rows.append(row)
         print(report.progress_line(row), flush=True)
         meta["versions"] = _versions()
+        meta["load_end"] = load_average()
         paths = report.write(args.out, stem, meta, rows)
     if not args.no_plots:
         paths += report.plots(args.out, stem, meta, rows)

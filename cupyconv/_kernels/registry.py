@@ -24,11 +24,11 @@ import dataclasses
 import functools
 import re
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .._dtypes import BFLOAT16, HALF_FLOATS
+from .._dtypes import LazyTable, bfloat16, is_bfloat16, is_half_float
 from .._paths import cuda_src_dir
 from .._lru import memoized
 from .._vocabulary import MAX_RANK
@@ -130,17 +130,22 @@ class DtypeSpec:
     accum_itemsize: int
 
 
-DTYPES: Dict[str, DtypeSpec] = {
-    spec.dtype.name: spec for spec in (
+def _dtype_specs():
+    bf16 = bfloat16()
+    return {spec.dtype.name: spec for spec in (
         DtypeSpec(np.dtype(np.float32), "float", "float", 4),
         DtypeSpec(np.dtype(np.float64), "double", "double", 8),
         DtypeSpec(np.dtype(np.complex64), "cc::complex<float>", "cc::complex<float>", 8),
         DtypeSpec(np.dtype(np.complex128), "cc::complex<double>", "cc::complex<double>", 16),
         DtypeSpec(np.dtype(np.int64), "long long", "long long", 8),
         DtypeSpec(np.dtype(np.float16), "cc::half", "float", 4),
-        *([DtypeSpec(BFLOAT16, "cc::bfloat16", "float", 4)] if BFLOAT16 is not None else []),
-    )
-}
+        *([DtypeSpec(bf16, "cc::bfloat16", "float", 4)] if bf16 is not None else []),
+    )}
+
+
+#: dtype name -> :class:`DtypeSpec` (bfloat16 where ``ml_dtypes`` is installed; built on
+#: first use, which imports it).
+DTYPES: Mapping[str, DtypeSpec] = LazyTable(_dtype_specs)
 
 #: The families with bfloat16 instances: the direct kernel, the implicit GEMM (mma.sync,
 #: multistage and wgmma, with the re-layout kernel that lays their operands out) and
@@ -219,7 +224,9 @@ SPLITK_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 #: The dtypes of the re-layout kernel (``cuda_src/conv/relayout.cu``): those of the
 #: channels-last tiles it lays operands out for (the multistage TF32 float32, float16 and
 #: bfloat16 tiles; the float64 DMMA tiles 9 and 10, no rounding).
-RELAYOUT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64), *HALF_FLOATS})
+RELAYOUT_DTYPES = LazyTable(lambda: {d: d for d in (np.dtype(np.float32), np.dtype(np.float64),
+                                                    np.dtype(np.float16), bfloat16())
+                                      if d is not None})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +253,8 @@ class Instantiation:
 
 @memoized(64)
 def _dtype_spec(dtype) -> DtypeSpec:
+    if isinstance(dtype, str) and dtype in DTYPES:   # "bfloat16" before ml_dtypes is loaded
+        return DTYPES[dtype]
     dt = np.dtype(dtype)
     try:
         return DTYPES[dt.name]
@@ -298,7 +307,7 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     if np.dtype(dtype) == np.float64:
         return ((128, 64, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
                 (128, 64, 16, 7), (128, 64, 16, 9), (128, 64, 16, 10))
-    if np.dtype(dtype) in HALF_FLOATS:     # float16 and bfloat16: the m16n8k16 atoms
+    if is_half_float(dtype):     # float16 and bfloat16: the m16n8k16 atoms
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3), (128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
     return ((64, 64, 8, 0),)
@@ -406,7 +415,7 @@ def wgmma_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     128x64, BK 32 for float32 (TF32) and 64 for float16 and bfloat16 (a 128-byte K-tile
     row); ``()`` for the other dtypes."""
     dt = np.dtype(dtype)
-    if dt == np.float32 or dt in HALF_FLOATS:
+    if dt == np.float32 or is_half_float(dt):
         bk = 128 // dt.itemsize
         return ((128, 128, bk, WGMMA), (128, 64, bk, WGMMA))
     return ()
@@ -450,7 +459,7 @@ def winograd_tiles(dtype) -> Tuple[Tuple[int, ...], ...]:
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled, ``()``
     when the family has no instance for the dtype."""
-    if BFLOAT16 is not None and np.dtype(dtype) == BFLOAT16 and family not in BFLOAT16_FAMILIES:
+    if is_bfloat16(dtype) and family not in BFLOAT16_FAMILIES:
         return ()
     if family == "implicit_gemm_wgmma":
         return wgmma_tiles(dtype)

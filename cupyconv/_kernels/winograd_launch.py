@@ -26,7 +26,7 @@ import numpy as np
 from . import registry
 from .launch import (SHARED_MEMORY_LIMIT, check_addressable, check_dtype, choose_index64,
                      dtype_ok, grid_stride_blocks, kernel_for, operand_strides)
-from .._dtypes import HALF_FLOATS
+from .._dtypes import is_half_float
 from .._lru import memoized
 from .params import FAST_DIVMOD_DTYPE, fast_divmod_params, pack_conv_params
 from .program import Launch
@@ -91,7 +91,7 @@ def piece_dtype(rank: int) -> np.dtype:
 def compute_dtype(dtype) -> np.dtype:
     """The kernels' compute type ``W`` (the registry's accumulator: float32 for float16)."""
     spec = registry.dtype_spec(dtype)
-    return np.dtype(np.float32) if spec.dtype in HALF_FLOATS else spec.dtype
+    return np.dtype(np.float32) if is_half_float(spec.dtype) else spec.dtype
 
 
 @memoized()

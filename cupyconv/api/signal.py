@@ -204,8 +204,9 @@ def choose_algorithm(in1, in2, mode="full", measure=False, *, axes=None):
     Returns
     -------
     method : str
-        An engine algorithm (``direct``, ``implicit_gemm``, ``gemm``, ``fft``):
-        pass it as ``method=`` to run exactly it.
+        An engine algorithm (``direct``, ``implicit_gemm``, ``gemm``, ``fft``,
+        ``separable``, ``winograd``): the one ``auto`` runs on these operands (after
+        the data rules), to pass as ``method=`` to run exactly it.
     times : dict, optional
         ``{method: seconds}``, only when `measure` is True.
 
@@ -239,7 +240,9 @@ def choose_conv_method(in1, in2, mode="full", measure=False, *, axes=None):
     engine's cost model (or, with `measure`, the clock) puts the FFT first,
     else ``"direct"``; bool inputs and integer data whose result could exceed
     float64's exact range are always ``"direct"``, as in SciPy.
-    :func:`choose_algorithm` names the engine's own choice (``gemm``...).
+    It answers ``"direct"`` also where the engine runs ``gemm``, ``separable`` or
+    ``winograd``, which may be many times faster than ``method="direct"``:
+    :func:`choose_algorithm` names what actually runs.
 
     Parameters
     ----------

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from .._dtypes import HALF_FLOATS
+from .._dtypes import is_half_float
 from .._vocabulary import SIGNAL_BOUNDARIES, describe_choices
 from ..core import args
 from ..core.signal_map import check_mode
@@ -22,7 +22,7 @@ def _fft_dtype(dtype):
     dtype = np.dtype(dtype)
     if dtype.kind in "biu":
         return np.dtype(np.float64)
-    return np.dtype(np.float32) if dtype in HALF_FLOATS else dtype
+    return np.dtype(np.float32) if is_half_float(dtype) else dtype
 
 
 def _freq_conv(in1, in2, mode, axes):

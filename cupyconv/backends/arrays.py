@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dtypes import HALF_FLOATS, is_inexact
+from .._dtypes import is_half_float, is_inexact
 from .._kernels import program
 from .._kernels.scan_launch import ScanResult
 from ..core.args import array_module_of
@@ -148,7 +148,7 @@ def in_float32(problem, operands):
     algorithm that runs it computes in float32 (a tap sum adds exact 16-bit products).  The
     result is float32; the public function rounds it to the 16-bit type once.
     """
-    if problem.dtype not in HALF_FLOATS:
+    if not is_half_float(problem.dtype):
         return problem, operands
     arrays = {role: program.host_step("widen", _float32, operands.get(role))  # replayable
               for role in ("activation", "filter", "output") if operands.get(role) is not None}

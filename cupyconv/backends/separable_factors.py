@@ -35,10 +35,18 @@ passes still beats the next algorithm (the dispatcher's ``slack``).  Integer ker
 exact outer products or nothing (a sum of SVD terms would not be exact).
 
 The factorisation runs on the host: the weights are a small NumPy array (the CUDA path
-copies them from the device first).
+copies them from the device first).  Its cost per call is bounded: the decision and the
+factors are cached by a digest of the kernel's bytes (any size), and before any SVD a
+rank bound (:func:`_rank_exceeds`: the first unfolding times a few orthonormal columns,
+one small Gram matrix) rejects a kernel whose unfolding provably has too many singular
+values above the tolerance, which a kernel that is not a short sum of outer products
+(a random or learnt one) has.  The SVDs run with BLAS at one thread
+(:func:`~cupyconv.backends.numpy.threads.single_blas`, :func:`set_blas_guard`).
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
 from fractions import Fraction
 from functools import reduce
@@ -48,7 +56,7 @@ import numpy as np
 from .._lru import LRU
 from .arrays import all_finite, oriented_weights
 
-__all__ = ["applies", "factor", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
+__all__ = ["applies", "factor", "factor_error", "set_blas_guard", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
            "terms_take",
            "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
            "CANCELLATION_LIMIT",
@@ -67,9 +75,7 @@ TERM_MARGIN = 1.1
 #: Outer products that are not orthogonal may cancel: their norms may add up to at most
 #: this many times the kernel's (each term's passes round relative to its own size).
 CANCELLATION_LIMIT = 4.0
-#: Factorisations kept (keyed by the kernel's bytes); kernels above this many taps are
-#: factored on every call.
-_CACHE_TAPS = 1 << 16
+#: Factorisations kept, keyed by a digest of the kernel's bytes (:func:`_cached`).
 _cache = LRU(64)
 #: Why a problem is not one :func:`applies` accepts (``can_implement``'s reason).
 NOT_APPLICABLE = ("separable needs one filter per input channel (single channel "
@@ -143,21 +149,72 @@ def _rescaled(factors, e):
     return [_scaled(f, e // n + (i < e % n)) for i, f in enumerate(factors)]
 
 
-def _float_factors(kernel, dtype):
+def _float_factors(kernel, dtype, limit=None):
     """Rank-1 HOSVD factors and the relative reconstruction error (scale-free: of the
-    :func:`_normalised` kernel, the factors rescaled)."""
+    :func:`_normalised` kernel, the factors rescaled); ``(None, None)`` where a relative
+    error ``limit`` is given and :func:`_rank_exceeds` shows the error is above it."""
     k, e = _normalised(kernel, dtype)
-    factors, err = _unit_factors(k)
+    factors, err = _unit_factors(k, limit)
     return (factors if factors is None else _rescaled(factors, e)), err
 
 
-def _unit_factors(k):
+#: The context manager the SVDs run under (:func:`set_blas_guard`).
+_blas_guard = [contextlib.nullcontext]
+
+
+def set_blas_guard(guard):
+    """Run the factoring's SVDs under ``guard()``: the NumPy backend sets its pool's
+    one-thread BLAS guard (:func:`~cupyconv.backends.numpy.threads.single_blas`) when it
+    is imported, which every backend's host-side factoring then shares."""
+    _blas_guard[0] = guard
+
+
+def _single_blas():
+    """BLAS at one thread (the guard :func:`set_blas_guard` installed)."""
+    return _blas_guard[0]()
+
+
+#: Seed of :func:`_rank_exceeds`' fixed random sketch (reproducible, like the cache).
+_SKETCH_SEED = 0
+
+
+def _rank_exceeds(k, rank, tol):
+    """Whether the unfolding ``M`` of ``k`` along its first axis provably has more than
+    ``rank`` singular values above ``tol`` (no SVD; ``O(taps * rank)``).
+
+    ``Y = M @ Q`` with ``Q`` ``rank + 1`` orthonormal columns (a fixed random sketch)
+    has ``sigma_i(Y) <= sigma_i(M)``, so ``sigma_{rank+1}(M) >= sqrt(lambda_min(Y^H Y))``;
+    the eigenvalue is lowered by its rounding bound first.  A low-rank kernel passes (the
+    bound is only ever below the truth), a full-rank one (random, learnt) is refused."""
+    m = rank + 1
+    rows = k.shape[0]
+    unfolding = k.reshape(rows, -1)
+    if rows < m or unfolding.shape[1] < m:
+        return False
+    rng = np.random.default_rng(_SKETCH_SEED)
+    q = np.linalg.qr(rng.standard_normal((unfolding.shape[1], m)))[0]
+    y = unfolding @ q.astype(unfolding.dtype)
+    gram = y.conj().T @ y
+    lowest = float(np.linalg.eigvalsh(gram)[0])
+    rounding = 8 * m * float(np.finfo(np.float64).eps) * float(np.trace(gram).real)
+    return lowest - rounding > tol * tol
+
+
+def _unit_factors(k, limit=None):
     """:func:`_float_factors` of a float64 or complex128 kernel of moderate magnitude."""
     norm = float(np.linalg.norm(k))
     if norm == 0.0:
         return [np.zeros(n, dtype=k.dtype) for n in k.shape], 0.0
     if not np.isfinite(norm):
         return None, math.inf
+    if limit is not None and _rank_exceeds(k, 1, limit * norm):
+        return None, None
+    with _single_blas():
+        return _hosvd(k, norm)
+
+
+def _hosvd(k, norm):
+    """The rank-1 truncated HOSVD factors of ``k`` and the relative error."""
     vectors = []
     for axis in range(k.ndim):
         unfolding = np.moveaxis(k, axis, 0).reshape(k.shape[axis], -1)
@@ -174,21 +231,43 @@ def _unit_factors(k):
 def factor(kernel, dtype):
     """``(factors, relative error)`` of one kernel; ``factors`` is ``None`` when it is not
     an outer product (integer ``dtype``: exactly; float: within :data:`ROUNDOFF_UNITS`
-    units of roundoff of its norm).  The factors' outer product is the kernel.
+    units of roundoff of its norm).  The factors' outer product is the kernel.  The error
+    is ``None`` where the rank bound refused the kernel before measuring it
+    (:func:`factor_error` measures it).
 
     The returned arrays may be cached: treat them as read-only.
     """
     return _cached("factor", _factor, kernel, dtype)
 
 
+def factor_error(kernel, dtype):
+    """The relative error of the rank-1 HOSVD of a float or complex ``kernel``, the SVDs
+    run whatever the rank bound says (for messages; cached as :func:`factor` is)."""
+    return _cached("error", _factor_error, kernel, dtype)
+
+
+def _factor_error(kernel, dtype):
+    k = _normalised(kernel, dtype)[0]
+    norm = float(np.linalg.norm(k))
+    if norm == 0.0 or not np.isfinite(norm):
+        return 0.0 if norm == 0.0 else math.inf
+    with _single_blas():
+        return _hosvd(k, norm)[1]
+
+
+def _digest(kernel):
+    """A digest of the kernel's bytes, shape and dtype (one pass over its bytes)."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(np.ascontiguousarray(kernel).view(np.uint8).data)
+    return h.hexdigest(), kernel.shape, kernel.dtype.str
+
+
 def _cached(kind, compute, kernel, dtype):
-    """``compute(kernel, dtype)``, kept in the LRU (keyed by ``kind`` and the kernel's
-    bytes) for kernels of at most :data:`_CACHE_TAPS` taps."""
+    """``compute(kernel, dtype)``, kept in the LRU, keyed by ``kind``, ``dtype`` and
+    :func:`_digest` of the kernel (whatever its size: the key holds no copy of it)."""
     dtype = np.dtype(dtype)
     kernel = np.asarray(kernel)
-    if kernel.size > _CACHE_TAPS:
-        return compute(kernel, dtype)
-    key = (kind, kernel.tobytes(), kernel.shape, kernel.dtype.str, dtype.str)
+    key = (kind, dtype.str) + _digest(kernel)
     return _cache.get_or_compute(key, lambda: compute(kernel, dtype))
 
 
@@ -196,9 +275,9 @@ def _factor(kernel, dtype):
     if dtype.kind in "biu":
         found = _integer_factors(kernel)
         return found if found is not None else (None, math.nan)
-    factors, err = _float_factors(kernel, dtype)
-    eps = float(np.finfo(dtype).eps)
-    if factors is None or not err <= ROUNDOFF_UNITS * eps:
+    limit = ROUNDOFF_UNITS * float(np.finfo(dtype).eps)
+    factors, err = _float_factors(kernel, dtype, limit)
+    if factors is None or not err <= limit:
         return None, err
     return [f.astype(dtype) for f in factors], err
 
@@ -302,6 +381,14 @@ def _unit_terms(k, dtype):
         size = sum(float(np.linalg.norm(p)) for p in parts) / norm
         return (terms if err <= limit and size <= CANCELLATION_LIMIT else None), err
 
+    if _rank_exceeds(k, MAX_TERMS, limit * norm):      # more terms than any sum may have
+        return None, math.nan
+    with _single_blas():
+        return _svd_terms(k, norm, limit, checked)
+
+
+def _svd_terms(k, norm, limit, checked):
+    """:func:`_unit_terms`' search: Jennrich's terms, else sequential SVD."""
     err = math.nan
     if k.ndim >= 3:          # the fewest terms, where the first unfolding's rank is the sum's
         u, s, _ = np.linalg.svd(k.reshape(k.shape[0], -1), full_matrices=False)
@@ -355,7 +442,7 @@ def kernel_factors(problem, w):
     return kernel_terms(problem, w, 1)[0]
 
 
-def kernel_terms(problem, w, max_terms=1):
+def kernel_terms(problem, w, max_terms=1, exact_error=True):
     """The 1-D factors (one per spatial axis) of ``w`` ``(G, 1, *KS)``, as one or a few
     outer products whose sum is each group's kernel.
 
@@ -369,6 +456,10 @@ def kernel_terms(problem, w, max_terms=1):
     max_terms : int
         The most outer products per kernel (:func:`term_limit`); groups with fewer get
         zero terms.
+    exact_error : bool
+        Whether the :class:`NotSeparable` message of a kernel the rank bound refused
+        names its measured reconstruction error (three SVDs, cached) or only that it is
+        above the tolerance (``auto``'s data check, which runs no SVD on such a kernel).
 
     Returns
     -------
@@ -391,6 +482,8 @@ def kernel_terms(problem, w, max_terms=1):
             found = low_rank(oriented[g, 0], problem.dtype)[0]
             terms = found if found is not None and len(found) <= max_terms else None
         if terms is None:
+            if err is None and exact_error:
+                err = factor_error(oriented[g, 0], problem.dtype)
             raise NotSeparable(_not_separable(problem, g, err, max_terms))
         per_group.append(terms)
     count = max(len(t) for t in per_group)
@@ -410,10 +503,15 @@ def kernel_terms(problem, w, max_terms=1):
 
 def _not_separable(problem, g, err, max_terms):
     eps = float(np.finfo(problem.dtype).eps) if problem.dtype.kind in "fc" else 0.0
-    what = ("its integer taps are not an exact outer product" if math.isnan(err)
-            else f"the best outer product of 1-D factors reconstructs it with a "
-                 f"relative error of {err:.3g} (tolerance {ROUNDOFF_UNITS * eps:.3g}, "
-                 f"{ROUNDOFF_UNITS} units of roundoff of its norm)")
+    tolerance = f"{ROUNDOFF_UNITS * eps:.3g}, {ROUNDOFF_UNITS} units of roundoff of its norm"
+    if err is None:
+        what = (f"a rank bound shows that no outer product of 1-D factors reconstructs it "
+                f"within the tolerance ({tolerance})")
+    elif math.isnan(err):
+        what = "its integer taps are not an exact outer product"
+    else:
+        what = (f"the best outer product of 1-D factors reconstructs it with a "
+                f"relative error of {err:.3g} (tolerance {tolerance})")
     if max_terms > 1 and problem.dtype.kind in "fc":
         what += (f", and no sum of up to {max_terms} outer products is within a relative "
                  f"error of {term_tolerance(problem.kernel_shape, problem.dtype):.3g}")

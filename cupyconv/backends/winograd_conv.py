@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from .._dtypes import HALF_FLOATS
+from .._dtypes import is_half_float
 from .. import config
 from .._vocabulary import GRAD_INPUT
 from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile, error_growth,
@@ -133,7 +133,7 @@ def data_ok(operands, scan=None):
 
 def compute_dtype(dtype):
     """The dtype the transforms and the GEMM run in (float32 for float16)."""
-    return np.dtype(np.float32) if dtype in HALF_FLOATS else np.dtype(dtype)
+    return np.dtype(np.float32) if is_half_float(dtype) else np.dtype(dtype)
 
 
 def wide_real(dtype):

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from .. import config
-from .._dtypes import BFLOAT16, HALF_FLOATS
+from .._dtypes import bfloat16, is_bfloat16, is_half_float
 from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, PRECISIONS,
                           describe_choices,
                            methods_for)
@@ -27,7 +27,7 @@ __all__ = [
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
     np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64,
-    np.complex128, np.longdouble, np.clongdouble)) | HALF_FLOATS  # long double: the CPU only
+    np.complex128, np.longdouble, np.clongdouble))  # long double: the CPU only
 #: Long double dtypes (``float128`` on x86-64 Linux): NumPy computes them, no CUDA kernel does.
 LONG_DOUBLE = frozenset(np.dtype(t) for t in (np.longdouble, np.clongdouble)) - frozenset(
     np.dtype(t) for t in (np.float64, np.complex128))
@@ -304,14 +304,14 @@ def check_dtype(a, name):
     does); the CUDA path declines it with the reason (``Backend.can_implement``).
     """
     dt = a.dtype
-    if dt in _SUPPORTED_DTYPES:
+    if dt in _SUPPORTED_DTYPES or is_bfloat16(dt):
         return dt
     if dt.kind == "O" and a.ndim == 0:           # None, a dict, ...: not an array at all
         raise TypeError(f"{name} must be array-like (an array, a number or nested sequences "
                         f"of numbers); got {type(a.item()).__name__} {a.item()!r:.60}")
     raise TypeError(
         f"{name} has dtype {dt}, which is not supported; use bool, integer, "
-        "float16/32/64, " + ("bfloat16, " if BFLOAT16 is not None else "") +
+        "float16/32/64, " + ("bfloat16, " if bfloat16() is not None else "") +
         "complex64/128 or long double (object, string and datetime "
         "inputs are rejected rather than silently converted)")
 
@@ -368,7 +368,7 @@ def compute_dtype(dtype):
     two's-complement wraparound identical to scipy's once cast back).
     """
     dtype = np.dtype(dtype)
-    if dtype in HALF_FLOATS:
+    if is_half_float(dtype):
         return np.dtype(np.float32)
     return problem_dtype(dtype)
 

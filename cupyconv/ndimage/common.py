@@ -13,7 +13,7 @@ from scipy.ndimage import correlate1d as scipy_correlate1d
 from scipy.ndimage import uniform_filter1d as scipy_uniform_filter1d
 
 from .. import config
-from .._dtypes import HALF_FLOATS
+from .._dtypes import is_half_float
 from .._kernels import program
 from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
@@ -25,11 +25,19 @@ from ..dispatch.dispatcher import ranked_for_data
 __all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "store_output", "scipy_line_pass", "run_filter"]
 
 
-#: Input dtypes a filter computes (SciPy's, plus float16 and bfloat16, which run in float32).
+#: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32; bfloat16 too,
+#: :func:`_computes`).
 INPUT_KINDS = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-    np.uint64, np.float32, np.float64, np.complex64, np.complex128)) | HALF_FLOATS
-SINGLE = frozenset(np.dtype(t) for t in (np.float32, np.complex64)) | HALF_FLOATS
+    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128))
+SINGLE = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.complex64))
+
+
+def _computes(dtype):
+    """Whether a filter computes ``dtype`` (:data:`INPUT_KINDS` or bfloat16)."""
+    return dtype in INPUT_KINDS or is_half_float(dtype)
+
+
 #: Largest integer-valued weight computed exactly in int64.
 EXACT_WEIGHT = 2**31
 
@@ -47,7 +55,7 @@ def as_arrays(input, weights=_NO_WEIGHTS):
     """
     xp = args.array_module_of(input=input, weights=None if weights is _NO_WEIGHTS else weights)
     input = args.as_array(xp, input)
-    if input.dtype not in INPUT_KINDS:
+    if not _computes(input.dtype):
         raise RuntimeError(
             f"array type not supported: input has dtype {input.dtype}; use bool, integer, "
             "float16/32/64, bfloat16 or complex64/128")
@@ -57,7 +65,7 @@ def as_arrays(input, weights=_NO_WEIGHTS):
         weights = xp.full((), np.nan)
     else:
         weights = args.as_array(xp, weights)
-        if weights.dtype.kind not in "biufc" and weights.dtype not in HALF_FLOATS:
+        if weights.dtype.kind not in "biufc" and not is_half_float(weights.dtype):
             raise RuntimeError(f"array type not supported: weights have dtype {weights.dtype}")
     return xp, input, weights
 
@@ -211,7 +219,7 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
             return np.dtype(np.float32)
         if bound < 2**53 or config.ndimage_integers == "exact":
             return np.dtype(np.int64)
-    single = in_dtype in SINGLE and out_dtype in SINGLE
+    single = all(d in SINGLE or is_half_float(d) for d in (in_dtype, out_dtype))
     if cplx:
         return np.dtype(np.complex64 if single else np.complex128)
     return np.dtype(np.float32 if single else np.float64)
@@ -330,7 +338,7 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
-    if args.native_dtype(output.dtype) not in INPUT_KINDS:
+    if not _computes(args.native_dtype(output.dtype)):
         raise RuntimeError(f"array type not supported: output has dtype {output.dtype}")
     if input.size == 0:
         return empty_result(output, xp)

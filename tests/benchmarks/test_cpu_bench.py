@@ -34,8 +34,12 @@ def test_fit_terms_are_the_cost_model(case, dtype):
             + sum(n * cost.CPU[k] for n, k in zip(terms, cost.GEMM_KEYS)))
     assert cost.predict_times(p, ["gemm"])["gemm"] == pytest.approx(want, rel=1e-12)
     assert all(n > 0 for n in terms[:3]) and len(terms) == len(cost.GEMM_KEYS)
-    narrow = terms[3:] if gemm.positions_as_rows(p) else terms[:2:-1]    # (its, the other)
+    named = dict(zip(cost.GEMM_KEYS, terms))
+    narrow = (named["narrow_mac"], named["narrow_cols"])
+    if not gemm.positions_as_rows(p):
+        narrow = narrow[::-1]                        # (its, the other)
     assert narrow[0] > 0 and narrow[1] == 0          # one narrow constant per orientation
+    assert named["column_run"] > 0
 
 
 @pytest.mark.parametrize("case", fit_cpu_cost.DEPTHWISE, ids=[c[0] for c in fit_cpu_cost.DEPTHWISE])

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..._dtypes import BFLOAT16
+from ..._dtypes import is_bfloat16
 from ..._kernels import launch, program, scan_launch
 from ..._vocabulary import ALGORITHMS, FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from .. import fft_conv, winograd_conv
@@ -75,7 +75,7 @@ def _scannable(arrays):
 def _widened(problem, algorithm, operands):
     """``(problem, operands)`` as ``algorithm`` computes them (float16 in float32 unless
     :data:`NATIVE_HALF`, bfloat16 unless :data:`NATIVE_BFLOAT16`)."""
-    native = NATIVE_BFLOAT16 if problem.dtype == BFLOAT16 else NATIVE_HALF
+    native = NATIVE_BFLOAT16 if is_bfloat16(problem.dtype) else NATIVE_HALF
     if (problem.op, algorithm) in native and not _columns(problem, algorithm):
         return problem, operands
     return in_float32(problem, operands)     # (the column path's col2vol would round again)

@@ -22,18 +22,18 @@ import math
 
 import numpy as np
 
-from ..._dtypes import BFLOAT16
+from ..._dtypes import LazyTable, bfloat16
 
 __all__ = ["MatrixLayout", "matrix_layout", "gemm_arguments", "emulate_strided_batched",
            "batched_matmul", "SUPPORTED"]
 
 #: dtype -> (cuda data type name, compute type name, TF32 compute type name or None)
-SUPPORTED = {
+SUPPORTED = LazyTable(lambda: {
     np.dtype(np.float16): ("CUDA_R_16F", "CUBLAS_COMPUTE_32F", None),
     np.dtype(np.float32): ("CUDA_R_32F", "CUBLAS_COMPUTE_32F", "CUBLAS_COMPUTE_32F_FAST_TF32"),
     np.dtype(np.float64): ("CUDA_R_64F", "CUBLAS_COMPUTE_64F", None),
-    **({BFLOAT16: ("CUDA_R_16BF", "CUBLAS_COMPUTE_32F", None)} if BFLOAT16 is not None else {}),
-}
+    **({bfloat16(): ("CUDA_R_16BF", "CUBLAS_COMPUTE_32F", None)} if bfloat16() is not None else {}),
+})
 #: ``cudaDataType`` values CuPy's runtime module may not name (``library_types.h``).
 _DATA_TYPES = {"CUDA_R_16BF": 14}
 _INT32_MAX = 2**31 - 1

@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from ..._dtypes import HALF_FLOATS
+from ..._dtypes import is_half_float
 from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
 from ..._kernels import program, registry
@@ -353,7 +353,7 @@ class EmulatedRunner(_Constants, _HostCopies):
         (NumPy's own half matmul is not documented to accumulate in float)."""
         program.count("library")
         dtype = np.result_type(a, b)
-        if dtype not in HALF_FLOATS:
+        if not is_half_float(dtype):
             return np.matmul(a, b, out=out)
         with np.errstate(over="ignore"):         # beyond the type's range: inf, as on a GPU
             res = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ..._dtypes import HALF_FLOATS
+from ..._dtypes import is_half_float
 from ..._kernels import program, registry, winograd_launch as wl
 from ..._kernels.addressing import data_pointer
 from ..._kernels.launch import check_addressable, check_dtype, operand_strides
@@ -88,7 +88,7 @@ def can_implement(problem, device):
 def _sums_in_buffer(problem, plan):
     """float16 with stride phases that add: they add in a float32 buffer."""
     keys = [tuple(p.out_start for p in pieces) for pieces, _, _ in plan]
-    return problem.dtype in HALF_FLOATS and len(set(keys)) < len(keys)
+    return is_half_float(problem.dtype) and len(set(keys)) < len(keys)
 
 
 def _per_image(problem, plan):

@@ -19,8 +19,10 @@ from ...core.problem import Operands
 from .. import fft, fft_conv, winograd_conv
 from ..arrays import in_compute_dtype, in_float32
 from ..base import Backend, host_available_memory
-from ..separable_factors import terms_take
-from . import cost, direct, gemm, separable
+from ..separable_factors import set_blas_guard, terms_take
+from . import cost, direct, gemm, separable, threads
+
+set_blas_guard(threads.single_blas)      # the factoring's SVDs: BLAS at one thread
 
 __all__ = ["NumpyBackend", "HOST_MEMORY_FRACTION"]
 
@@ -76,7 +78,8 @@ class NumpyBackend(Backend):
             return True, ""
         try:
             terms = separable.kernel_terms(problem, operands.filter,
-                                           separable.term_limit(problem, slack))
+                                           separable.term_limit(problem, slack),
+                                           exact_error=False)
         except separable.NotSeparable as exc:
             _kernel_guard(operands.filter)        # decided by the kernel's values alone
             return False, str(exc)

@@ -18,11 +18,11 @@ from .. import fft, fft_conv, winograd_conv
 from ..grad_forward import grad_input_forward
 from . import blas, gemm, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
-                     scipy_line_applies, scipy_line_faster, scipy_nd_applies)
+                     scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
 from .threads import workers
 
 __all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms",
-           "GEMM_KEYS"]
+           "column_run", "GEMM_KEYS"]
 
 #: CPU constants (seconds).
 CPU = dict(
@@ -47,6 +47,12 @@ CPU = dict(
     # narrow_cols and depthwise_mac were scaled by those factors
     column=4.5e-10,         # one element of gemm's column block (float64; float32 half):
                             # the strided copy along output rows, backends/numpy/gemm.columns
+    column_run=6e-9,        # ... plus this per contiguous run of that copy (NumPy's inner
+                            # loop: a kernel row of C channels, or an output row; fitted
+                            # 2026-12-07 on single-channel convolve, runs of 3-31
+                            # elements: one core, process CPU time, load 6-7, 5-13 ns per
+                            # run beyond the element terms: `taskset -c 0 python -m
+                            # benchmarks.fit_cpu_cost --cpu-time`)
     block_mac=1.0 / 21e9,   # one multiply-add of a block's GEMM, BLAS on one core (float64;
                             # float32 half)
     narrow_mac=2.25e-10,    # ... plus this over K/G: BLAS on a GEMM a few output channels
@@ -65,16 +71,25 @@ CPU = dict(
                             # quartile of 18: 2-D 0.90x, 1-D 0.82-0.88x, 3-D 0.80x
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
-    depthwise_mac=4.2e-10,  # one tap of the depthwise tap loop per output (float32; float64
+    depthwise_mac=3.0e-10,  # one tap of the depthwise tap loop per output (float32; float64
                             # twice: the bytes), backends/numpy/direct.conv_depthwise (its
                             # stride-1 runs over flattened planes: 8 x 64 x 56^2 3x3 on one
-                            # core at load 8, 14 ms against fft's 42; scaled as above)
+                            # core at load 8, 14 ms against fft's 42; scaled as above).
+                            # Was 4.2e-10: 2026-12-07 the single-channel convolve and
+                            # ndimage cases it also runs (one filter per channel), 256^2 to
+                            # 64^3, and a 32-channel depthwise layer measured 0.55-0.91x
+                            # that, geometric mean 0.72 (one core, process CPU time, load
+                            # 6-7, `python -m benchmarks.fit_cpu_cost --cpu-time`)
     col2im=1.0e-9,          # one column element added back into the padded input (serial)
     nonblas=1.0e-9,         # one integer matmul multiply-add (no BLAS)
     fft=0.2e-9,             # per point * log2(line length) of one real FFT pass
     fft_line=14000,         # line length at which a pass costs twice per point
     fft_elem=1.0e-9,        # per point per array: products, padding, gathers
-    fft_einsum=4.0e-9,      # per complex multiply-add of the channel contraction
+    fft_einsum=2.0e-9,      # per complex multiply-add of the channel contraction (was 4e-9:
+                            # 2026-12-07, one core, process CPU time, load 6-7, fft on the
+                            # channelled layers of benchmarks/auto_vs_fastest.py ran 0.43-
+                            # 0.6x that prediction where the contraction dominates, 1.0x
+                            # where it does not)
     call=3e-6,              # fixed per-call overhead of the tap-loop/gemm/fft paths
     gemm_call=2.5e-5,       # extra fixed cost of gemm: buffer, transposes, matmul
     line_mac=0.3e-9,        # 1-D pass in NumPy (contiguous slabs, direct.line_chunks), float64
@@ -96,6 +111,15 @@ CPU = dict(
                             # (measured 82 vs 67 us for separable vs direct on 32^2 * 3^2)
     fft_call=5.5e-5,        # extra fixed cost of fft: three transforms, windowing (measured
                             # 55-60 us for 8-point to 8^2-point problems)
+    fft_batched=0.75,       # factor on the work of the batched transforms and contraction
+                            # (backends/fft_conv; channelled layers: one core, process CPU
+                            # time, load 7, 2026-12-07, 1-D to 4-D, 4 to 64 channels, both
+                            # precisions: measured 0.57-0.98x the prediction, geometric
+                            # mean 0.75)
+    fft_scipy_axis=0.3,     # a single signal's FFT (scipy.signal.fftconvolve,
+                            # direct.single_signal) costs this much more per axis past two
+                            # (the same runs: 2-D 0.96-1.17x the prediction, 3-D 0.66-0.79x,
+                            # 4-D 0.55-0.63x, both precisions)
     winograd_piece=6e-5,    # fixed cost of one Winograd piece: views, transposes, matmul
     winograd_elem=8e-9,     # per element per axis of a tile transform (tensordot + copy);
                             # set high on purpose: on this 2-core VM the NumPy transforms ran
@@ -157,14 +181,25 @@ def _blocks(problem):
     return max(1, -(-problem.column_bytes() // chunk))
 
 
+def column_run(problem):
+    """Elements per contiguous run of gemm's column copy (:func:`.gemm.columns`): where
+    :func:`.gemm.positions_as_rows`, a kernel row's taps times the channels (the
+    channels alone under a dilation), else an output row."""
+    if gemm.positions_as_rows(problem):
+        k, c = problem.kernel_shape[-1], problem.in_channels
+        return k * c if problem.dilation[-1] == 1 or c == 1 else c
+    return problem.out_shape[-1]
+
+
 def gemm_terms(problem):
     """gemm's parallel work per core, by constant: ``[block (per block, and per group
     on oneMKL), column, block_mac,
-    narrow_mac, narrow_cols]`` counts (column elements and multiply-adds in float64
+    narrow_mac, narrow_cols, column_run]`` counts (column elements and multiply-adds in float64
     units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
     (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
     each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
-    ``mkl_mac`` where the GEMMs run on oneMKL), over ``min(cores, blocks)``."""
+    ``mkl_mac`` where the GEMMs run on oneMKL; the copy's contiguous runs,
+    :func:`column_run`, whatever the dtype), over ``min(cores, blocks)``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
@@ -181,7 +216,8 @@ def gemm_terms(problem):
     # its work terms predict
     calls = nblocks * (problem.groups if on_mkl else 1)
     return [calls / cores, cplx * cols * scale * 2 / cores, macs / cores,
-            narrow if rows else 0.0, 0.0 if rows else narrow]
+            narrow if rows else 0.0, 0.0 if rows else narrow,
+            cols / max(1, column_run(problem)) / cores]
 
 
 def gemm_serial(problem):
@@ -197,7 +233,7 @@ def gemm_serial(problem):
 
 
 #: The constants of :func:`gemm_terms`' counts, in order.
-GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_cols")
+GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_cols", "column_run")
 
 
 def _gemm(problem, cplx):
@@ -252,6 +288,10 @@ def _fft(problem, cplx):
     single = problem.gemm_n == 1 and problem.in_channels == problem.groups
     product = c["fft_elem"] if single else c["fft_einsum"]
     precision = FFT_SINGLE if _real_bytes(problem) <= 4 else 1.0
+    if single_signal(problem):
+        precision *= 1 + c["fft_scipy_axis"] * max(0, problem.ndim - 2)
+    else:
+        precision *= c["fft_batched"]
     return extra + c["call"] + c["fft_call"] + cplx * precision * npts * (
         transforms * per_point * c["fft"] + transforms * c["fft_elem"] + products * product)
 

@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["workers", "parallel_map", "blas_controller", "Scratch"]
+__all__ = ["workers", "parallel_map", "blas_controller", "single_blas", "Scratch"]
 
 _POOL = None
 _LOCK = threading.Lock()
@@ -131,6 +131,19 @@ class Scratch(threading.local):
 
 
 _USERS = [0, None]      # callers inside parallel_map, and the BLAS limit they share
+
+
+@contextlib.contextmanager
+def single_blas():
+    """BLAS at one thread inside (the guard :func:`parallel_map` runs its lanes under;
+    a no-op without ``threadpoolctl``): host-side linear algebra on small matrices (the
+    separability check's SVDs) pays OpenBLAS's thread barriers on a loaded machine."""
+    controller = blas_controller()
+    if controller is None:
+        yield
+        return
+    with _single_blas(controller):
+        yield
 
 
 @contextlib.contextmanager

@@ -11,13 +11,12 @@ launch, never on the device (see cuda_src/common/fast_divmod.cuh).
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Sequence, Tuple
 
 import numpy as np
 
-from .._lru import memoized
+from .._lru import cached, memoized
 from .._vocabulary import PADDING_MODES
 
 __all__ = [
@@ -42,7 +41,7 @@ def conv_params_words(rank: int) -> int:
     return 6 + 6 * r + 3 * (2 + r) + 2 + 2 + 8 + 4 * (3 * r + 8) + 4 + 6
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def conv_params_dtype(rank: int) -> np.dtype:
     """Structured dtype with the exact field order of ``ConvParams<rank>``."""
     r = int(rank)

@@ -21,7 +21,6 @@ which is also the unit of the on-disk cubin cache.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -30,7 +29,7 @@ import numpy as np
 
 from .._dtypes import BFLOAT16, HALF_FLOATS
 from .._paths import cuda_src_dir
-from .._lru import memoized
+from .._lru import cached, memoized
 from .._vocabulary import MAX_RANK
 
 __all__ = [
@@ -482,7 +481,7 @@ def name_expression(family: str, dtype, rank: int, index64: bool,
                             tuple(int(v) for v in tile))
 
 
-@functools.lru_cache(maxsize=4096)
+@cached(maxsize=4096)
 def _name_expression(family, dtype, rank, index64, tile):
     fam = FAMILIES[family]
     spec = dtype_spec(dtype)
@@ -523,7 +522,7 @@ def instantiations(families: Optional[Iterable[str]] = None,
     return out
 
 
-@functools.lru_cache(maxsize=512)
+@cached(maxsize=512)
 def group_instantiations(source: str, dtype, rank: int) -> Tuple[Instantiation, ...]:
     """All instantiations of one compilation group (see :attr:`Instantiation.group`);
     memoised (the launchers resolve a group on every call)."""
@@ -531,7 +530,7 @@ def group_instantiations(source: str, dtype, rank: int) -> Tuple[Instantiation, 
     return tuple(instantiations(fams, ranks=(rank,), dtypes=(dtype,)))
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def _by_name() -> Dict[str, Instantiation]:
     return {inst.name: inst for inst in instantiations()}
 
@@ -541,7 +540,7 @@ def lookup(name: str) -> Optional[Instantiation]:
     return _by_name().get(name)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached(maxsize=4096)
 def group_members(name: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
     """``(source, sorted name expressions of its group)`` of a declared instantiation
     (what a loader compiles and caches together), or ``None`` for an undeclared name;

@@ -78,6 +78,22 @@ class ParamSpec:
         memoised, so a spec's dtype is one object per rank."""
         return _dtype(self, int(rank) if self.ranked else None)
 
+    def pack(self, rank: Optional[int] = None, **values) -> np.void:
+        """A scalar of :meth:`dtype` with the named fields set and the others zero.
+
+        Raises
+        ------
+        KeyError
+            Naming a field the struct does not have.
+        """
+        dt = self.dtype(rank)
+        p = np.zeros((), dt)
+        for name, value in values.items():
+            if name not in dt.fields:
+                raise KeyError(f"{self.c_name} has no field {name!r}; fields: {dt.names}")
+            p[name] = value
+        return p[()]
+
     def c_type(self, rank: Optional[int] = None) -> str:
         """The C++ type (``cc::ConvParams<3>``)."""
         return f"{self.c_name}<{int(rank)}>" if self.ranked else self.c_name

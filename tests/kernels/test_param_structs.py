@@ -134,3 +134,11 @@ def test_packed_conv_params_match_the_fields():
     dt = families.CONV_PARAMS.dtype(2)
     assert raw[dt.fields["stride"][1] // 8:][:2].tolist() == [2, 1]
     assert raw[dt.fields["div_taps"][1] // 8] == 6
+
+
+def test_pack_sets_the_named_fields_and_refuses_others():
+    p = families.SPLITK_REDUCE_PARAMS.pack(outer=3, parts=2, inner=5, total=15)
+    assert np.frombuffer(p.tobytes(), np.int64).tolist() == [3, 2, 5, 15]
+    assert splitk_launch.pack_reduce_params(3, 2, 5).tobytes() == p.tobytes()
+    with pytest.raises(KeyError, match="no field 'outerr'"):
+        families.SPLITK_REDUCE_PARAMS.pack(outerr=3)

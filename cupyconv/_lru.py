@@ -93,7 +93,8 @@ class LRU:
         self._bytes = 0
         #: ``(key, value)`` of the last hit of :meth:`get` (the most recent entry), or None
         self._last = None
-        _LRUS.add(self)
+        with _registry_lock:
+            _LRUS.add(self)
 
     @property
     def nbytes(self):

@@ -1,12 +1,71 @@
-"""One bounded, thread-safe LRU cache: the idiom of every in-process cache whose
-key is not a plain function call (``functools.lru_cache`` serves the others)."""
+"""The in-process caches and their registry.
+
+:class:`LRU` is one bounded, thread-safe LRU cache: the idiom of every in-process cache
+whose key is not a plain function call; :func:`cached` (``functools.lru_cache``) and
+:func:`memoized` serve the others.  Each registers itself as it is created, and so does
+a cache's own clearing function (:func:`clears`): :func:`clear_registered` (what
+``cupyconv.clear_caches`` runs) is a loop over them.  A cache of a fact of the process
+(a compiler probe, a loaded library) is registered with ``keep=True`` and stays.
+"""
 from __future__ import annotations
 
 import collections
 import functools
 import threading
+import weakref
 
-__all__ = ["LRU", "memoized"]
+__all__ = ["LRU", "memoized", "cached", "clears", "clear_registered", "registered"]
+
+#: ``(clear function, keep)`` of every registered cache and clearing function, in
+#: registration (import) order; ``keep``: left alone by :func:`clear_registered`.
+_REGISTRY = []
+#: The live :class:`LRU` objects (a runner's holds its device constants).
+_LRUS = weakref.WeakSet()
+_registry_lock = threading.Lock()
+
+
+def _register(clear, keep=False):
+    with _registry_lock:
+        _REGISTRY.append((clear, bool(keep)))
+
+
+def clears(fn=None, *, keep=False):
+    """Register ``fn`` (a function of no argument that drops a cache of its module) with
+    :func:`clear_registered`; usable as a decorator.  Returns ``fn``."""
+    def wrap(f):
+        _register(f, keep)
+        return f
+    return wrap if fn is None else wrap(fn)
+
+
+def cached(maxsize=128, typed=False, *, keep=False):
+    """``functools.lru_cache(maxsize, typed)``, registered with :func:`clear_registered`
+    (``keep=True``: a fact of the process, which ``clear_caches`` leaves)."""
+    def wrap(fn):
+        wrapper = functools.lru_cache(maxsize=maxsize, typed=typed)(fn)
+        _register(wrapper.cache_clear, keep)
+        return wrapper
+    return wrap
+
+
+def registered():
+    """``(clearers, lrus)``: the registered ``(clear function, keep)`` pairs (a cache's
+    ``cache_clear`` for :func:`cached` and :func:`memoized`) and the live :class:`LRU`
+    objects."""
+    with _registry_lock:
+        return list(_REGISTRY), list(_LRUS)
+
+
+def clear_registered():
+    """Run every registered clearing function and empty every live :class:`LRU`, in
+    registration order; the ``keep=True`` ones stay."""
+    with _registry_lock:
+        clearers = [clear for clear, keep in _REGISTRY if not keep]
+        lrus = list(_LRUS)
+    for clear in clearers:
+        clear()
+    for lru in lrus:
+        lru.clear()
 
 
 class LRU:
@@ -34,6 +93,8 @@ class LRU:
         self._bytes = 0
         #: ``(key, value)`` of the last hit of :meth:`get` (the most recent entry), or None
         self._last = None
+        with _registry_lock:
+            _LRUS.add(self)
 
     @property
     def nbytes(self):
@@ -114,21 +175,24 @@ class LRU:
         return len(self._data)
 
 
-def memoized(maxsize=1024):
+def memoized(maxsize=1024, *, keep=False):
     """``functools.lru_cache(maxsize, typed=True)`` that computes without caching when an
     argument is unhashable (geometry given as lists, say).  Typed: ``2.0`` must not hit
-    the entry of ``2`` and skip the validation that rejects it."""
+    the entry of ``2`` and skip the validation that rejects it.  Registered with
+    :func:`clear_registered` as :func:`cached` is."""
     def wrap(fn):
-        cached = functools.lru_cache(maxsize=maxsize, typed=True)(fn)
+        inner = functools.lru_cache(maxsize=maxsize, typed=True)(fn)
 
         @functools.wraps(fn)
         def wrapper(*a, **kw):
             try:
-                return cached(*a, **kw)
+                return inner(*a, **kw)
             except TypeError as exc:
                 if "unhashable" not in str(exc):
                     raise
                 return fn(*a, **kw)
-        wrapper.cache_clear = cached.cache_clear
+        wrapper.cache_clear = inner.cache_clear
+        wrapper.cache_info = inner.cache_info
+        _register(wrapper.cache_clear, keep)
         return wrapper
     return wrap

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import glob
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
+from .._lru import cached
 
 __all__ = ["KernelCompileError", "NvrtcUnavailable", "nvrtc_version", "supported_archs",
            "compile_program", "library_path"]
@@ -114,7 +114,7 @@ def _cupy_cuda_major() -> Optional[int]:
     return None
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1, keep=True)
 def _lib() -> ctypes.CDLL:
     errors = []
     for cand in _candidates():
@@ -142,7 +142,7 @@ def _check(status: int, what: str) -> None:
         raise RuntimeError(f"{what} failed: {lib.nvrtcGetErrorString(status).decode()} ({status})")
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1, keep=True)
 def nvrtc_version() -> Tuple[int, int]:
     """``(major, minor)`` of the loaded NVRTC."""
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -150,7 +150,7 @@ def nvrtc_version() -> Tuple[int, int]:
     return major.value, minor.value
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1, keep=True)
 def supported_archs() -> Optional[Tuple[int, ...]]:
     """The ``XY`` of every ``sm_XY`` the loaded NVRTC compiles for, ascending.
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import threading
 import warnings
 from pathlib import Path
@@ -49,6 +48,7 @@ from .._kernels import registry
 from . import compat, prebuilt
 from .build import compile_group
 from ._nvrtc import KernelCompileError, NvrtcUnavailable, nvrtc_version, supported_archs
+from .._lru import cached, clears
 
 __all__ = ["CubinModule", "Resolved", "load_module", "clear_module_cache", "device_arch",
            "device_target", "nvrtc_target", "device_properties", "resolve_group",
@@ -142,7 +142,7 @@ def _query(device_id: int) -> Tuple[int, Tuple[int, int]]:
     return cc, compat.split_driver_version(cupy.cuda.runtime.driverGetVersion())
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def _properties(device_id: int) -> Tuple[int, Tuple[int, int]]:
     return _query(device_id)
 
@@ -165,7 +165,7 @@ def _select(device_cc: int, driver: Tuple[int, int]) -> compat.Target:
     return target
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def nvrtc_target(device_cc: int, driver: Tuple[int, int]) -> compat.Target:
     """What NVRTC compiles for a device (cubin or PTX), decided once per (arch, driver).
 
@@ -179,7 +179,7 @@ def nvrtc_target(device_cc: int, driver: Tuple[int, int]) -> compat.Target:
     return _select(device_cc, tuple(driver))
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def device_target(device_id: int) -> compat.Target:
     """:func:`nvrtc_target` of a CuPy device, decided once per device."""
     return _select(*_query(int(device_id)))
@@ -389,6 +389,7 @@ def loaded_origins() -> Dict[str, int]:
     return {o: counts.get(o, 0) for o in ORIGINS}
 
 
+@clears
 def clear_module_cache() -> None:
     """Drop every loaded module (files on disk, the cache and the packaged kernels, are kept)."""
     with _lock:

@@ -29,7 +29,6 @@ deletes them; :func:`cupyconv.clear_caches` leaves them alone.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import re
@@ -42,6 +41,7 @@ from .._fsutil import sha256_bytes
 from .._paths import cuda_src_dir, prebuilt_dir
 from . import cache, compat
 from .build import compile_options
+from .._lru import cached
 
 __all__ = ["INDEX_NAME", "FORMAT", "PackagedKernelWarning", "Hit", "read_index", "find", "summary",
            "packaged_archs"]
@@ -67,7 +67,7 @@ class _Index:
     error: str = ""
 
 
-@functools.lru_cache(maxsize=8)
+@cached(maxsize=8, keep=True)
 def _load(directory: str, stamp: Tuple[int, int]) -> _Index:
     path = Path(directory) / INDEX_NAME
     try:

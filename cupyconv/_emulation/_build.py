@@ -26,7 +26,6 @@ remembered on disk, keyed by the compiler, the probe source and its flags.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
@@ -42,6 +41,7 @@ from .._fsutil import (InsecureCacheError, atomic_write, check_private, clean_st
 from .._paths import cache_root, cuda_src_dir  # noqa: F401 (re-exported)
 from ._entry import (ENTRY_KEY_SYMBOL, FORMAT, entry_digest, entry_mark,  # noqa: F401
                      entry_source, evict, library_verified)
+from .._lru import cached
 
 __all__ = [
     "EmulationCompileError", "cuda_src_dir", "cache_dir", "find_compiler",
@@ -125,7 +125,7 @@ def _run(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, check=False)
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None, keep=True)
 def _compiler_version(cxx: str) -> str:
     return _run([cxx, "--version"]).stdout.strip()
 
@@ -163,7 +163,7 @@ def _probe_build(name: str, cxx: str, source: str, extra: list[str]) -> tuple[bo
     return proc.returncode == 0, proc.stdout
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None, keep=True)
 def _probe() -> str | None:
     """None if a C++17 compiler can build shared libraries, else the reason."""
     if not sys.platform.startswith("linux"):
@@ -188,7 +188,7 @@ def emulation_unavailable_reason() -> str | None:
     return _probe()
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None, keep=True)
 def boost_context_available() -> bool:
     """Whether boost.context fibers compile and link (else ucontext is used)."""
     cxx = find_compiler()
@@ -201,7 +201,7 @@ def boost_context_available() -> bool:
     return _probe_build("boost", cxx, source, ["-lboost_context"])[0]
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None, keep=True)
 def asan_runtime_path() -> str | None:
     """Path of the compiler's shared AddressSanitizer runtime, or None."""
     cxx = find_compiler()

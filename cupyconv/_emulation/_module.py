@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import os
 import threading
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _build
+from .._lru import cached
 
 __all__ = ["EmulatedModule", "EmulatedFunction", "EmulationError", "build_module"]
 
@@ -47,7 +47,7 @@ def _wrapper_source(body: str, name_expressions) -> str:
     return "\n".join(lines) + "\n"
 
 
-@functools.lru_cache(maxsize=64)
+@cached(maxsize=64, keep=True)
 def _load(path: str) -> ctypes.CDLL:
     """dlopen a built library once per process."""
     lib = ctypes.CDLL(path)

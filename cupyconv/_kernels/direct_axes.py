@@ -25,8 +25,8 @@ not asked for before).
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple, Tuple
+from .._lru import cached
 
 __all__ = ["reduced"]
 
@@ -61,7 +61,7 @@ def _merge(axes):
     return out
 
 
-@functools.lru_cache(maxsize=1024)
+@cached(maxsize=1024)
 def reduced(problem, xs, ws, ys, max_rank):
     """``(problem, xs, ws, ys)`` re-viewed for the direct kernel (module docstring), or
     ``None`` when that gains nothing: a forward, channels-first problem (the batch joins

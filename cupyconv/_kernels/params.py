@@ -1,24 +1,24 @@
-"""Host mirror of ``cc::ConvParams<R>`` (cuda_src/common/conv_params.cuh).
+"""Packing of ``cc::ConvParams<R>`` (cuda_src/common/conv_params.cuh).
 
-:func:`pack_conv_params` turns a :class:`~cupyconv._problem.ConvProblem`, the
-actual element strides of the arrays, an epilogue and a batch chunk into a
-numpy structured scalar whose bytes equal the C++ struct; CuPy's RawKernel
-(and the emulator) pass it by value.  Every field is 8 bytes wide, so
-``align=True`` reproduces the device layout without padding.
+The struct's layout is declared once, :data:`~.families.CONV_PARAMS`, which generates
+the dtype (:func:`conv_params_dtype`).  :func:`pack_conv_params` turns a
+:class:`~cupyconv._problem.ConvProblem`, the actual element strides of the arrays, an
+epilogue and a batch chunk into a numpy structured scalar whose bytes equal the C++
+struct; CuPy's RawKernel (and the emulator) pass it by value.
 
 The fast-divmod multipliers for every divisor are computed here, once per
 launch, never on the device (see cuda_src/common/fast_divmod.cuh).
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Sequence, Tuple
 
 import numpy as np
 
-from .._lru import memoized
+from .._lru import cached, memoized
 from .._vocabulary import PADDING_MODES
+from .families import CONV_PARAMS, FAST_DIVMOD_PARAMS
 
 __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
@@ -28,12 +28,8 @@ __all__ = [
 #: padding mode -> cc::PadMode value.
 PAD_MODES = {mode: i for i, mode in enumerate(PADDING_MODES)}
 
-_I8 = np.dtype(np.int64)
-_F8 = np.dtype(np.float64)
-
-#: Layout of ``cc::FastDivmodParams``.
-FAST_DIVMOD_DTYPE = np.dtype(
-    [("divisor", _I8), ("mul32", _I8), ("mul64", _I8), ("shift", _I8)], align=True)
+#: Layout of ``cc::FastDivmodParams`` (:data:`~.families.FAST_DIVMOD_PARAMS`).
+FAST_DIVMOD_DTYPE = FAST_DIVMOD_PARAMS.dtype()
 
 
 def conv_params_words(rank: int) -> int:
@@ -42,31 +38,14 @@ def conv_params_words(rank: int) -> int:
     return 6 + 6 * r + 3 * (2 + r) + 2 + 2 + 8 + 4 * (3 * r + 8) + 4 + 6
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def conv_params_dtype(rank: int) -> np.dtype:
-    """Structured dtype with the exact field order of ``ConvParams<rank>``."""
+    """Structured dtype of ``ConvParams<rank>``, generated from
+    :data:`~.families.CONV_PARAMS` (field order, shapes and types of the C struct)."""
     r = int(rank)
-    fd = FAST_DIVMOD_DTYPE
-    fields = [
-        ("N", _I8), ("C", _I8), ("K", _I8), ("G", _I8), ("cpg", _I8), ("kpg", _I8),
-        ("in_ext", _I8, (r,)), ("k_ext", _I8, (r,)), ("out_ext", _I8, (r,)),
-        ("stride", _I8, (r,)), ("dilation", _I8, (r,)), ("pad_before", _I8, (r,)),
-        ("x_stride_n", _I8), ("x_stride_c", _I8), ("x_stride", _I8, (r,)),
-        ("w_stride_k", _I8), ("w_stride_c", _I8), ("w_stride", _I8, (r,)),
-        ("y_stride_n", _I8), ("y_stride_k", _I8), ("y_stride", _I8, (r,)),
-        ("bias_stride", _I8), ("has_bias", _I8),
-        ("pad_mode", _I8), ("flip", _I8),
-        ("n0", _I8), ("n_count", _I8), ("g0", _I8),
-        ("in_size", _I8), ("taps", _I8), ("out_size", _I8), ("gemm_k", _I8), ("gemm_m", _I8),
-        ("div_in", fd, (r,)), ("div_k", fd, (r,)), ("div_out", fd, (r,)),
-        ("div_in_size", fd), ("div_taps", fd), ("div_out_size", fd), ("div_C", fd),
-        ("div_kpg", fd), ("div_grid", fd, (3,)), ("aux", _I8, (4,)),
-        ("cval_re", _F8), ("cval_im", _F8), ("alpha_re", _F8), ("alpha_im", _F8),
-        ("beta_re", _F8), ("beta_im", _F8),
-    ]
-    dt = np.dtype(fields, align=True)
+    dt = CONV_PARAMS.dtype(r)
     if dt.itemsize != 8 * conv_params_words(r):
-        raise RuntimeError(  # a programming error in this file, not user input
+        raise RuntimeError(  # a programming error in the spec, not user input
             f"ConvParams<{r}> host layout has {dt.itemsize} bytes, expected {8 * conv_params_words(r)}")
     return dt
 

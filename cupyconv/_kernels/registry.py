@@ -21,7 +21,6 @@ which is also the unit of the on-disk cubin cache.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
@@ -30,8 +29,10 @@ import numpy as np
 
 from .._dtypes import LazyTable, bfloat16, is_bfloat16, is_half_float
 from .._paths import cuda_src_dir
-from .._lru import memoized
+from .._lru import cached, memoized
 from .._vocabulary import MAX_RANK
+from .families import (CONV_PARAMS, RELAYOUT_PARAMS, SCAN_PARAMS, SPLITK_REDUCE_PARAMS,
+                       WINOGRAD_PIECE, WINOGRAD_WEIGHTS, KernelFamily)
 
 __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
@@ -147,73 +148,8 @@ def _dtype_specs():
 #: first use, which imports it).
 DTYPES: Mapping[str, DtypeSpec] = LazyTable(_dtype_specs)
 
-#: The families with bfloat16 instances: the direct kernel, the implicit GEMM (mma.sync,
-#: multistage and wgmma, with the re-layout kernel that lays their operands out) and
-#: vol2col (the algorithms that compute bfloat16 natively: ``gemm``'s columns are a copy,
-#: its cuBLAS GEMM sums in float32) and the data scan (it reads the operands as they
-#: come); the others run a bfloat16 problem in float32.
-BFLOAT16_FAMILIES = frozenset({"direct_conv", "implicit_gemm_fprop", "implicit_gemm_multistage",
-                               "implicit_gemm_wgmma", "relayout_channels_last", "vol2col",
-                               "data_scan"})
-
 _INDEX_CPP = {False: "int", True: "long long"}
 
-
-@dataclasses.dataclass(frozen=True)
-class KernelFamily:
-    """One templated ``__global__`` function and how to spell its instances."""
-
-    #: family name (also the C++ function name).
-    name: str
-    #: source file relative to ``cuda_src/``.
-    source: str
-    #: ``str.format`` pattern over T, Acc, R, I and the tile entries.
-    template: str
-    #: hot kernels must compile without register spills.
-    hot: bool
-    #: True when the family takes a tile (see :func:`tiles_for`).
-    tiled: bool
-    #: Arch-specific targets (``("sm_90a",)``) the family is built for, and only those:
-    #: its kernels use instructions the portable archs lack (Hopper's warpgroup MMA), run
-    #: only on the matching compute capability, and a launcher falls back to a portable
-    #: family elsewhere.  Empty: a portable family (every ``sm_XY`` and ``compute_XY``).
-    arch_specific: Tuple[str, ...] = ()
-
-    def builds_for(self, arch: str) -> bool:
-        """Whether this family is compiled for ``arch`` (``sm_80``, ``sm_90a``, ``compute_90``)."""
-        return arch in self.arch_specific if self.arch_specific else not arch.endswith("a")
-
-
-FAMILIES: Dict[str, KernelFamily] = {
-    fam.name: fam for fam in (
-        KernelFamily("vol2col", "conv/vol2col.cu", "vol2col<{T}, {R}, {I}>", False, False),
-        KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False),
-        KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
-                     "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True),
-        KernelFamily("implicit_gemm_fma_dmma", "conv/implicit_gemm_fma_dmma.cu",
-                     "implicit_gemm_fma_dmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
-                     "{tile_m}, {tile_n}, {math}, {cl}>", True, True),
-        KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
-                     "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
-                     True, True),
-        KernelFamily("implicit_gemm_wgmma", "conv/implicit_gemm_wgmma.cu",
-                     "implicit_gemm_wgmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
-                     True, True, arch_specific=("sm_90a",)),
-        KernelFamily("direct_conv", "conv/direct_conv.cu",
-                     "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True),
-        KernelFamily("winograd_input", "conv/winograd_transform.cu",
-                     "winograd_input<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
-        KernelFamily("winograd_output", "conv/winograd_transform.cu",
-                     "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True),
-        KernelFamily("data_scan", "conv/data_scan.cu", "data_scan<{T}, {R}, {I}>", False, False),
-        KernelFamily("relayout_channels_last", "conv/relayout.cu",
-                     "relayout_channels_last<{T}, {T}, {R}, {I}>", False, False),
-        KernelFamily("winograd_weights", "conv/winograd_weights.cu",
-                     "winograd_weights<{T}, {Acc}, {R}, {I}>", False, False),
-        KernelFamily("splitk_reduce", "conv/splitk_reduce.cu",
-                     "splitk_reduce<{T}, {Acc}, {R}, {I}>", False, False),
-    )
-}
 
 #: The dtypes of the split-K reduction (``cuda_src/conv/splitk_reduce.cu``): those whose
 #: implicit-GEMM tiles write their partial sums in the accumulation type (float32, TF32
@@ -456,26 +392,106 @@ def winograd_tiles(dtype) -> Tuple[Tuple[int, ...], ...]:
     return () if dtype_spec(dtype).dtype.kind in "iu" else ((WINOGRAD_MAX_ALPHA,),)
 
 
+def _gemm_tiles_of(family: str):
+    def tiles(dtype, rank):
+        return tuple(t for t in gemm_tiles(dtype) if gemm_family(t) == family)
+    return tiles
+
+
+def _direct_tiles(dtype, rank):
+    return direct_tiles(rank)
+
+
+def _winograd_tiles(dtype, rank):
+    return winograd_tiles(dtype)
+
+
+def _untiled_as_winograd(dtype, rank):
+    """One instance for the dtypes of the Winograd transforms (the float and complex ones)."""
+    return ((),) if winograd_tiles(dtype) else ()
+
+
+def _fma_dmma_fields(tile):
+    fields = dict(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
+    fields["cl"] = "true" if tile[3] in FMA_DMMA_CHANNELS_LAST else "false"
+    return fields
+
+
+def _multistage_fields(tile):
+    return {"stages": multistage_stages(tile)}
+
+
+def _wgmma_fields(tile):
+    return {"stages": WGMMA_STAGES}
+
+
+_CONV = (CONV_PARAMS,)
+
+#: The kernel families, one record each (:class:`~.families.KernelFamily`).
+FAMILIES: Dict[str, KernelFamily] = {
+    fam.name: fam for fam in (
+        KernelFamily("vol2col", "conv/vol2col.cu", "vol2col<{T}, {R}, {I}>", False, False,
+                     bfloat16=True, params=_CONV),
+        KernelFamily("col2vol", "conv/col2vol.cu", "col2vol<{T}, {R}, {I}>", False, False,
+                     params=_CONV),
+        KernelFamily("implicit_gemm_fprop", "conv/implicit_gemm_fprop.cu",
+                     "implicit_gemm_fprop<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {t3}>", True, True,
+                     bfloat16=True, tiles=_gemm_tiles_of("implicit_gemm_fprop"), params=_CONV),
+        KernelFamily("implicit_gemm_fma_dmma", "conv/implicit_gemm_fma_dmma.cu",
+                     "implicit_gemm_fma_dmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}, "
+                     "{tile_m}, {tile_n}, {math}, {cl}>", True, True,
+                     tiles=_gemm_tiles_of("implicit_gemm_fma_dmma"),
+                     template_fields=_fma_dmma_fields, index64=tile_index64, params=_CONV),
+        KernelFamily("implicit_gemm_multistage", "conv/implicit_gemm_multistage.cu",
+                     "implicit_gemm_multistage<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
+                     True, True, bfloat16=True, tiles=_gemm_tiles_of("implicit_gemm_multistage"),
+                     template_fields=_multistage_fields, params=_CONV),
+        KernelFamily("implicit_gemm_wgmma", "conv/implicit_gemm_wgmma.cu",
+                     "implicit_gemm_wgmma<{T}, {Acc}, {R}, {I}, {t0}, {t1}, {t2}, {stages}>",
+                     True, True, arch_specific=("sm_90a",), bfloat16=True,
+                     tiles=lambda dtype, rank: wgmma_tiles(dtype),
+                     template_fields=_wgmma_fields, params=_CONV),
+        KernelFamily("direct_conv", "conv/direct_conv.cu",
+                     "direct_conv<{T}, {Acc}, {R}, {I}, {t0}, {t1}>", True, True,
+                     bfloat16=True, tiles=_direct_tiles, params=_CONV),
+        KernelFamily("winograd_input", "conv/winograd_transform.cu",
+                     "winograd_input<{T}, {Acc}, {R}, {I}, {t0}>", False, True,
+                     tiles=_winograd_tiles, params=(CONV_PARAMS, WINOGRAD_PIECE)),
+        KernelFamily("winograd_output", "conv/winograd_transform.cu",
+                     "winograd_output<{T}, {Acc}, {R}, {I}, {t0}>", False, True,
+                     tiles=_winograd_tiles, params=(CONV_PARAMS, WINOGRAD_PIECE)),
+        KernelFamily("data_scan", "conv/data_scan.cu", "data_scan<{T}, {R}, {I}>", False, False,
+                     bfloat16=True, params=(SCAN_PARAMS,)),
+        KernelFamily("relayout_channels_last", "conv/relayout.cu",
+                     "relayout_channels_last<{T}, {T}, {R}, {I}>", False, False,
+                     dtypes=RELAYOUT_DTYPES, bfloat16=True, params=(RELAYOUT_PARAMS,)),
+        KernelFamily("winograd_weights", "conv/winograd_weights.cu",
+                     "winograd_weights<{T}, {Acc}, {R}, {I}>", False, False,
+                     tiles=_untiled_as_winograd, params=(WINOGRAD_WEIGHTS,)),
+        KernelFamily("splitk_reduce", "conv/splitk_reduce.cu",
+                     "splitk_reduce<{T}, {Acc}, {R}, {I}>", False, False,
+                     dtypes=SPLITK_DTYPES, params=(SPLITK_REDUCE_PARAMS,)),
+    )
+}
+
+#: The families with bfloat16 instances: the direct kernel, the implicit GEMM (mma.sync,
+#: multistage and wgmma, with the re-layout kernel that lays their operands out) and
+#: vol2col (the algorithms that compute bfloat16 natively: ``gemm``'s columns are a copy,
+#: its cuBLAS GEMM sums in float32) and the data scan (it reads the operands as they
+#: come); the others run a bfloat16 problem in float32.
+BFLOAT16_FAMILIES = frozenset(f for f, fam in FAMILIES.items() if fam.bfloat16)
+
+
 def tiles_for(family: str, dtype, rank: int) -> Tuple[Tuple[int, ...], ...]:
     """Every tile compiled for one (family, dtype, rank); ``((),)`` if untiled, ``()``
     when the family has no instance for the dtype."""
-    if is_bfloat16(dtype) and family not in BFLOAT16_FAMILIES:
+    fam = FAMILIES[family]
+    dt = np.dtype(dtype)
+    if is_bfloat16(dt) and not fam.bfloat16:
         return ()
-    if family == "implicit_gemm_wgmma":
-        return wgmma_tiles(dtype)
-    if family in ("implicit_gemm_fprop", "implicit_gemm_multistage", "implicit_gemm_fma_dmma"):
-        return tuple(t for t in gemm_tiles(dtype) if gemm_family(t) == family)
-    if family == "direct_conv":
-        return direct_tiles(rank)
-    if family in ("winograd_input", "winograd_output"):
-        return winograd_tiles(dtype)
-    if family == "relayout_channels_last" and np.dtype(dtype) not in RELAYOUT_DTYPES:
+    if fam.dtypes is not None and dt not in fam.dtypes:
         return ()
-    if family == "splitk_reduce" and np.dtype(dtype) not in SPLITK_DTYPES:
-        return ()
-    if family == "winograd_weights":        # the float and complex dtypes, as the transforms
-        return ((),) if winograd_tiles(dtype) else ()
-    return ((),)
+    return fam.tiles(dt, int(rank)) if fam.tiles is not None else ((),)
 
 
 def name_expression(family: str, dtype, rank: int, index64: bool,
@@ -491,7 +507,7 @@ def name_expression(family: str, dtype, rank: int, index64: bool,
                             tuple(int(v) for v in tile))
 
 
-@functools.lru_cache(maxsize=4096)
+@cached(maxsize=4096)
 def _name_expression(family, dtype, rank, index64, tile):
     fam = FAMILIES[family]
     spec = dtype_spec(dtype)
@@ -499,13 +515,8 @@ def _name_expression(family, dtype, rank, index64, tile):
         raise ValueError(f"rank must be in [1, {MAX_RANK}]; got {rank}")
     fields = {"T": spec.cpp, "Acc": spec.accum, "R": int(rank), "I": _INDEX_CPP[bool(index64)]}
     fields.update({f"t{i}": int(v) for i, v in enumerate(tile)})
-    if family == "implicit_gemm_fma_dmma":
-        fields.update(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
-        fields["cl"] = "true" if tile[3] in FMA_DMMA_CHANNELS_LAST else "false"
-    if family == "implicit_gemm_multistage":
-        fields["stages"] = multistage_stages(tile)
-    if family == "implicit_gemm_wgmma":
-        fields["stages"] = WGMMA_STAGES
+    if fam.template_fields is not None:
+        fields.update(fam.template_fields(tile))
     return fam.template.format(**fields)
 
 
@@ -521,18 +532,21 @@ def instantiations(families: Optional[Iterable[str]] = None,
     dts = [dtype_spec(d).dtype for d in (DTYPES if dtypes is None else dtypes)]
     out = []
     for f in fams:
+        fam = FAMILIES[f]
         for dt in dts:
             for r in ranks:
+                if int(r) not in fam.ranks:
+                    continue
                 for wide in index64:
                     for tile in tiles_for(f, dt, r):
-                        if wide and f == "implicit_gemm_fma_dmma" and not tile_index64(tile):
+                        if wide and not fam.index64(tile):
                             continue
                         out.append(Instantiation(f, dt, int(r), bool(wide), tuple(tile),
                                                  name_expression(f, dt, r, wide, tile)))
     return out
 
 
-@functools.lru_cache(maxsize=512)
+@cached(maxsize=512)
 def group_instantiations(source: str, dtype, rank: int) -> Tuple[Instantiation, ...]:
     """All instantiations of one compilation group (see :attr:`Instantiation.group`);
     memoised (the launchers resolve a group on every call)."""
@@ -540,7 +554,7 @@ def group_instantiations(source: str, dtype, rank: int) -> Tuple[Instantiation, 
     return tuple(instantiations(fams, ranks=(rank,), dtypes=(dtype,)))
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def _by_name() -> Dict[str, Instantiation]:
     return {inst.name: inst for inst in instantiations()}
 
@@ -550,7 +564,7 @@ def lookup(name: str) -> Optional[Instantiation]:
     return _by_name().get(name)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached(maxsize=4096)
 def group_members(name: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
     """``(source, sorted name expressions of its group)`` of a declared instantiation
     (what a loader compiles and caches together), or ``None`` for an undeclared name;

@@ -10,13 +10,12 @@ algorithm and a compiled call replays it.  :func:`relayout_params_dtype` mirrors
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Optional, Tuple
 
 import numpy as np
 
-from .._lru import memoized
+from .._lru import cached, memoized
 from . import registry
 from . import launch
 from .params import FAST_DIVMOD_DTYPE, fast_divmod_params
@@ -34,7 +33,7 @@ MAX_BLOCKS = 65535 * 16
 _I8 = np.dtype(np.int64)
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def relayout_params_dtype(rank: int) -> np.dtype:
     """Structured dtype with the field order of ``cc::RelayoutParams<rank>``."""
     r = int(rank)

@@ -35,6 +35,7 @@ import numpy as np
 from . import registry
 from .launch import grid_stride_blocks, kernel_for
 from .program import Check, Launch, Program
+from .._lru import cached
 
 __all__ = ["ScanResult", "WORDS", "MAX_OPERANDS", "scan_params_dtype", "scan_check",
            "scan_program", "run_scan", "decode", "scans"]
@@ -60,7 +61,7 @@ class ScanResult(NamedTuple):
         return all(self.finite)
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def scan_params_dtype(rank: int) -> np.dtype:
     """Structured dtype with the field order of ``cc::ScanParams<rank>``."""
     axes = int(rank) + 2
@@ -121,7 +122,7 @@ def scan_check(loader, arrays, decide, output="scan", warns=False):
     return _check(loader, dtype, layouts, decide, output, warns)
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def _check(loader, dtype, layouts, decide, output, warns=False):
     axes = max(len(lay[1]) for lay in layouts if lay is not None)
     rank = min(max(axes - 2, 1), registry.MAX_RANK)
@@ -181,7 +182,7 @@ def scan_program(loader, arrays, decide=None, warns=False):
                     bool(warns))
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def _program(loader, dtype, layouts, decide, warns):
     return Program("data_scan", tuple(f"a{i}" for i in range(MAX_OPERANDS)), (),
                    (_check(loader, dtype, layouts, decide, "scan", warns),), "scan")

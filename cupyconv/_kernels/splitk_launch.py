@@ -5,8 +5,10 @@
 first, in the accumulation type, rounding once.  The split-K weight gradient
 (``backends/cuda/implicit_grads``) uses it as a step of its launch program.  The kernel's
 code is rank-independent; its instance is taken from the problem's rank group (where
-the tiles whose partials it sums are).  :data:`reduce_params_dtype` mirrors
-``cc::SplitkReduceParams``.
+the tiles whose partials it sums are).  Its record (:data:`registry.FAMILIES`
+``["splitk_reduce"]``) gives its dtypes and its parameter struct
+(:data:`~.families.SPLITK_REDUCE_PARAMS`, ``cc::SplitkReduceParams``), whose dtype
+:data:`reduce_params_dtype` is.
 """
 from __future__ import annotations
 
@@ -21,18 +23,16 @@ __all__ = ["FAMILY", "reduce_params_dtype", "pack_reduce_params", "reduce_step",
 
 #: The kernel family (``registry.FAMILIES``).
 FAMILY = "splitk_reduce"
-_I8 = np.dtype(np.int64)
+_RECORD = registry.FAMILIES[FAMILY]
+_PARAMS = _RECORD.params[0]
 #: ``cc::SplitkReduceParams``: 4 eight-byte fields.
-reduce_params_dtype = np.dtype([("outer", _I8), ("parts", _I8), ("inner", _I8),
-                                ("total", _I8)], align=True)
+reduce_params_dtype = _PARAMS.dtype()
 
 
 @memoized()
 def pack_reduce_params(outer: int, parts: int, inner: int) -> np.void:
     """The parameter struct of one launch (memoised: never modify the scalar)."""
-    p = np.zeros((), dtype=reduce_params_dtype)
-    p["outer"], p["parts"], p["inner"], p["total"] = outer, parts, inner, outer * inner
-    return p[()]
+    return _PARAMS.pack(outer=outer, parts=parts, inner=inner, total=outer * inner)
 
 
 def reduce_step(module, dtype, outer: int, parts: int, inner: int, slots, rank: int = 1):
@@ -43,13 +43,13 @@ def reduce_step(module, dtype, outer: int, parts: int, inner: int, slots, rank: 
     Raises
     ------
     ValueError
-        If the kernel has no instance for ``dtype`` (:data:`registry.SPLITK_DTYPES`) or
-        ``parts`` is below 1.
+        If the kernel has no instance for ``dtype`` (its record's dtypes,
+        :data:`registry.SPLITK_DTYPES`) or ``parts`` is below 1.
     """
     dt = np.dtype(dtype)
-    if dt not in registry.SPLITK_DTYPES:
+    if not registry.tiles_for(FAMILY, dt, rank):
         raise ValueError(f"the split-K reduction takes "
-                         f"{sorted(d.name for d in registry.SPLITK_DTYPES)}; got {dt.name}")
+                         f"{sorted(d.name for d in _RECORD.dtypes)}; got {dt.name}")
     if int(parts) < 1:
         raise ValueError(f"parts must be at least 1; got {parts}")
     return _step(module, dt, int(outer), int(parts), int(inner), tuple(slots), int(rank))
@@ -62,7 +62,7 @@ def _step(module, dtype, outer, parts, inner, slots, rank):
         return None
     wide = outer * parts * inner >= 2**31 - 1
     kern = launch.kernel_for(module, FAMILY, dtype, rank, wide, ())
-    return Launch(kern, (launch.grid_stride_blocks(total),), (registry.THREADS,), 0,
+    return Launch(kern, (launch.grid_stride_blocks(total),), (registry.block_threads(FAMILY),), 0,
                   pack_reduce_params(outer, parts, inner), slots)
 
 

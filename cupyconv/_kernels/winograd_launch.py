@@ -17,7 +17,6 @@ zero-filled past ``alpha`` / ``m``): :func:`matrix_stack`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Sequence, Tuple
 
@@ -27,7 +26,7 @@ from . import registry
 from .launch import (SHARED_MEMORY_LIMIT, check_addressable, check_dtype, choose_index64,
                      dtype_ok, grid_stride_blocks, kernel_for, operand_strides)
 from .._dtypes import is_half_float
-from .._lru import memoized
+from .._lru import cached, memoized
 from .params import FAST_DIVMOD_DTYPE, fast_divmod_params, pack_conv_params
 from .program import Launch
 
@@ -69,7 +68,7 @@ def piece_words(rank: int) -> int:
     return 9 * rank + 9 + 4 * (3 * rank + 5)
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def piece_dtype(rank: int) -> np.dtype:
     """Structured dtype with the field order of ``cc::WinogradPiece<rank>``."""
     r, fd = int(rank), FAST_DIVMOD_DTYPE
@@ -275,7 +274,7 @@ def run_winograd_output(module, problem, axes: Sequence[PieceAxis], prod, mats, 
             index64, smem_limit, need)
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def weights_params_dtype(rank: int) -> np.dtype:
     """Structured dtype with the field order of ``cc::WinogradWeights<rank>``."""
     r = int(rank)

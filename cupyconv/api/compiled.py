@@ -47,7 +47,7 @@ import numpy as np
 from .. import config
 from .._kernels import program
 from .._kernels.addressing import data_pointer
-from .._lru import LRU
+from .._lru import LRU, clears
 from ..backends.cuda import graphs
 from ..backends.cuda.prebuilt_launch import prebuilt_program
 from ..dispatch.backends import FORCED
@@ -564,6 +564,7 @@ def compiled_method(fn):
 _owners = weakref.WeakSet()
 
 
+@clears
 def clear_cache():
     """Forget every compiled call, the plans' own included (``cupyconv.clear_caches``)."""
     _cache.clear()

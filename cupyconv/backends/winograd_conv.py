@@ -23,7 +23,6 @@ GEMM), which runs the same way.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
@@ -36,6 +35,7 @@ from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile,
                              transforms)
 from .arrays import host_scan, oriented_weights, pad_input
 from .grad_forward import grad_input_forward, grad_input_operands
+from .._lru import cached
 
 __all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
            "grad_input_applies", "transform_weights", "kron_applies", "weight_transform",
@@ -63,7 +63,7 @@ def plan_tiles(problem, max_alpha=None):
     return _plan_tiles(problem, max_alpha, growth_limit(problem.dtype))
 
 
-@functools.lru_cache(maxsize=1024)
+@cached(maxsize=1024)
 def _plan_tiles(problem, max_alpha, limit):
     plan = []
     for pieces in _pieces(problem):
@@ -170,7 +170,7 @@ def _along(a, mat, axis, xp):
     return xp.moveaxis(xp.tensordot(a, mat, axes=([axis], [1])), -1, axis)
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def weight_transform(tile, taps, real=np.dtype(np.float64)):
     """The N-D ``G``: the Kronecker product of the axes' ``G`` (``real``, by default
     float64; read-only), ``(prod alpha, prod r)``.  Row-major over the axes on both sides,

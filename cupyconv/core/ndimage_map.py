@@ -19,7 +19,6 @@ mode only and is memoised per signature (:func:`filter_call`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Tuple
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from .._vocabulary import MAX_RANK, NDIMAGE_MODES, describe_choices
 from .problem import ConvProblem, Operands
+from .._lru import cached
 
 __all__ = ["FilterCall", "filter_call", "engine_mode", "invalid_origin"]
 
@@ -81,7 +81,7 @@ class FilterCall:
         return res if self._identity else xp.transpose(res, tuple(np.argsort(self.order)))
 
 
-@functools.lru_cache(maxsize=512)
+@cached(maxsize=512)
 def filter_call(shape, kernel_shape, origins, mode, cval, dtype) -> FilterCall:
     """The :class:`FilterCall` of one pass (memoised).
 

@@ -15,7 +15,6 @@ the arrays of each call (:meth:`SignalCall.operands`, :meth:`SignalCall.finish`)
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Optional, Tuple
 
@@ -24,6 +23,7 @@ import numpy as np
 from .._vocabulary import SIGNAL_MODES, describe_choices
 from . import args
 from .problem import ConvProblem, Operands
+from .._lru import cached
 
 __all__ = ["SignalCall", "signal_call", "check_mode"]
 
@@ -105,7 +105,7 @@ def _activation(x, dtype):
     return x.astype(dtype, copy=False)
 
 
-@functools.lru_cache(maxsize=512)
+@cached(maxsize=512)
 def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
                 padding_mode="constant", cval=0, same_after=False) -> SignalCall:
     """The :class:`SignalCall` of one signature (validates; memoised).

@@ -36,13 +36,13 @@ tile only while its N-D growth stays within :data:`MAX_ERROR_GROWTH` for the dty
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 from fractions import Fraction
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
+from .._lru import cached
 
 __all__ = ["Transforms", "transforms", "verify", "default_points", "error_growth",
            "polyphase", "verify_polyphase", "MAX_ERROR_GROWTH", "TILE_OUTPUTS", "MAX_TAPS",
@@ -78,7 +78,7 @@ def default_points(count: int) -> Tuple[Fraction, ...]:
     return _POINTS[:count]
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def _rounded(v, dtype):
     """The fraction ``v`` rounded once to ``dtype``: ``float(v)`` for float64 and narrower,
     a quotient of exact integers for wider (long double) types."""
@@ -143,7 +143,7 @@ class Transforms:
         return _arrays(self, np.dtype(dtype))
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def transforms(m: int, r: int, points: Optional[Tuple[Fraction, ...]] = None) -> Transforms:
     """Build F(m, r) exactly (see the module docstring).
 
@@ -204,7 +204,7 @@ def verify(t: Transforms) -> bool:
 _MODEL_MARGIN = 1.15
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def error_growth(t: Transforms) -> float:
     """1-D error growth of F(m, r) relative to direct summation, from an RMS model.
 
@@ -269,7 +269,7 @@ def best_tile(r: Sequence[int], itemsize: int, limit: Optional[float] = None,
                       None if max_alpha is None else int(max_alpha))
 
 
-@functools.lru_cache(maxsize=1024)
+@cached(maxsize=1024)
 def _best_tile(r: Tuple[int, ...], itemsize: int, limit: Optional[float] = None,
                max_alpha: Optional[int] = None) -> Optional[Tuple[int, ...]]:
     """Per axis the output tile ``m`` with the fewest multiplications per output whose

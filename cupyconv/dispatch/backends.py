@@ -9,7 +9,6 @@ CPU emulation layer.  :func:`backend_for` returns the memoised
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 
 import numpy as np
@@ -20,6 +19,7 @@ from .._kernels import program
 from .._vocabulary import BACKENDS, describe_choices
 from ..backends.cuda import CudaBackend, runner_for
 from ..backends.numpy import NumpyBackend
+from .._lru import cached
 
 __all__ = ["use_backend", "get_backend", "available_backends", "backend_for",
            "backend_reasons", "reset", "device_constant", "BACKENDS", "FORCED"]
@@ -77,7 +77,7 @@ def available_backends():
     return [name for name, why in backend_reasons().items() if why is None]
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1)
 def backend_reasons():
     """``{name: None if usable else reason}`` (probed once per process)."""
     return {"numpy": None, "cuda": _cuda_reason(), "emulated": emulation_unavailable_reason()}
@@ -101,12 +101,12 @@ def _cuda_reason():
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@cached(maxsize=None)
 def _cuda_backend(device_id):
     return CudaBackend(runner_for("cuda"))
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1)
 def _emulated_backend():
     return CudaBackend(runner_for("emulated"))
 

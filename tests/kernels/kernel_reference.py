@@ -227,6 +227,11 @@ def inputs(problem, rng, x_view="contig", w_view="contig"):
     return x_log, w_log, x, w
 
 
+#: The launcher of each forward kernel family (keyed as ``registry.FAMILIES``).
+FORWARD_LAUNCHERS = {"implicit_gemm_fprop": launch.run_implicit_gemm_fprop,
+                     "direct_conv": launch.run_direct}
+
+
 def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="contig", bias=False,
                   alpha=1, beta=0, y_layout_view="contig", run=None, **kwargs):
     """Runs a forward kernel family on small integers (``run``: the launcher, default the
@@ -235,8 +240,7 @@ def check_forward(family, problem, loader, rng, *, x_view="contig", w_view="cont
     b = small_ints(rng, (problem.out_channels,), problem.dtype) if bias else None
     y0_log = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, problem.dtype)
     y = make_view(to_physical(y0_log, problem.layout), y_layout_view)
-    if run is None:
-        run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run = FORWARD_LAUNCHERS[family] if run is None else run
     run(loader, problem, x, w, y, bias=b, alpha=alpha, beta=beta, **kwargs)
     ref = ref_conv(problem, x_log, w_log, b, alpha, beta, y0_log)
     np.testing.assert_array_equal(to_logical(y, problem.layout), ref)

@@ -13,7 +13,7 @@ import pytest
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import launch
 
-from kernel_reference import emu_loader, make_problem, small_ints
+from kernel_reference import FORWARD_LAUNCHERS, emu_loader, make_problem, small_ints
 
 needs_emulation = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
@@ -120,12 +120,9 @@ def _launch(family, loader, problem, ops, bias=True):
         launch.run_vol2col(loader, problem, ops["x"], ops["col"])
     elif family == "col2vol":
         launch.run_col2vol(loader, problem, ops["col"], ops["dx"])
-    elif family == "implicit_gemm_fprop":
-        launch.run_implicit_gemm_fprop(loader, problem, ops["x"], ops["w"], ops["y"],
-                                       bias=ops["bias"] if bias else None)
     else:
-        launch.run_direct(loader, problem, ops["x"], ops["w"], ops["y"],
-                          bias=ops["bias"] if bias else None)
+        FORWARD_LAUNCHERS[family](loader, problem, ops["x"], ops["w"], ops["y"],
+                                  bias=ops["bias"] if bias else None)
 
 
 _OPERANDS = {"vol2col": ("x", "col"), "col2vol": ("col", "dx"),

@@ -19,9 +19,9 @@ from cupyconv._emulation import emulation_available  # noqa: E402
 from cupyconv._kernels import launch, registry  # noqa: E402
 
 from problem_lists import spatial_geometry  # noqa: E402
-from kernel_reference import (MODES, check_forward, emu_loader, hypothesis_settings,  # noqa: E402
-                              inputs as _inputs, make_problem, make_view, ref_col2vol, ref_vol2col,
-                              small_ints, to_logical, to_physical)
+from kernel_reference import (FORWARD_LAUNCHERS, MODES, check_forward, emu_loader,  # noqa: E402
+                              hypothesis_settings, inputs as _inputs, make_problem, make_view,
+                              ref_col2vol, ref_vol2col, small_ints, to_logical, to_physical)
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
@@ -358,7 +358,7 @@ def test_half_accumulates_in_float(family):
     x = np.ones((1, c, taps), F16)
     w = np.stack([np.ones((c, taps), F16), np.full((c, taps), 16, F16)])   # sums 4096, 65536
     y = np.zeros((1, 2, 1), F16)
-    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run = FORWARD_LAUNCHERS[family]
     run(emu_loader(), problem, x, w, y)
     assert y[0, 0, 0] == 4096
     assert np.isposinf(y[0, 1, 0])

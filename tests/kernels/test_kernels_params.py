@@ -98,3 +98,12 @@ def test_choose_index64_threshold():
     huge = ((2**31, 1, (1,)), (2, 1, (8,)))
     assert launch.choose_index64(prob, huge)
     assert launch.choose_index64(prob, small, extra=2**31)
+
+
+def test_forward_launchers_of_the_tests_are_conv_families():
+    """The tests' table of forward launchers names families of the registry that take
+    ``ConvParams`` first."""
+    from cupyconv._kernels import families
+    from kernel_reference import FORWARD_LAUNCHERS
+    for family in FORWARD_LAUNCHERS:
+        assert registry.FAMILIES[family].params[0] is families.CONV_PARAMS

@@ -22,11 +22,18 @@ from cupyconv._kernels import launch, registry
 from cupyconv._kernels.params import logical_strides, pack_conv_params
 from cupyconv._paths import cuda_src_dir
 
-from kernel_reference import emu_loader, make_problem, small_ints, to_logical, to_physical
+from kernel_reference import (FORWARD_LAUNCHERS, emu_loader, make_problem, small_ints, to_logical,
+                              to_physical)
 
 needs_emulation = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
 
 FAMILIES = ("vol2col", "col2vol", "implicit_gemm_fprop", "direct_conv")
+#: The family records whose every tile runs blocks of ``CUPYCONV_BLOCK_THREADS`` (the
+#: multistage, FMA/DMMA and wgmma implicit GEMMs size their blocks per tile).
+COMMON_BLOCK_FAMILIES = sorted(
+    f for f in registry.FAMILIES
+    if all(registry.block_threads(f, t) == registry.THREADS
+           for dt in registry.DTYPES for t in registry.tiles_for(f, dt, 2)))
 
 
 # ---------------------------------------------------------------------------
@@ -44,7 +51,7 @@ def test_block_threads_come_from_the_launch_config_header():
     assert "constexpr int kBlockThreads = CUPYCONV_BLOCK_THREADS;" in text
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", COMMON_BLOCK_FAMILIES)
 def test_every_kernel_declares_launch_bounds_and_checks_its_block(family):
     src = (cuda_src_dir() / registry.FAMILIES[family].source).read_text()
     code = "\n".join(ln.split("//")[0] for ln in src.splitlines())  # comments dropped
@@ -114,7 +121,7 @@ def _run_family(family, loader, problem, rng):
         launch.run_col2vol(loader, problem, col, dx)
         return dx
     y = np.zeros(problem.y_shape, problem.dtype)
-    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run = FORWARD_LAUNCHERS[family]
     run(loader, problem, x, w, y)
     return y
 
@@ -207,7 +214,7 @@ def test_forward_on_empty_axis_reads_cval(case, family, dtype):
     x, w = to_physical(x_log, problem.layout), np.array(to_physical(w_log, problem.layout))
     y = np.array(to_physical(np.full((problem.batch, problem.out_channels) + problem.out_shape,
                                      99, dtype), problem.layout))
-    run = launch.run_implicit_gemm_fprop if family == "implicit_gemm_fprop" else launch.run_direct
+    run = FORWARD_LAUNCHERS[family]
     run(emu_loader(), problem, x, w, y, bias=bias)
     ref, _ = _np_pad_conv(problem, x_log, w_log, bias)
     # every tap reads the padding: y[n, k] = cval * sum(w[k]) + bias[k]

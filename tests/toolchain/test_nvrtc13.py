@@ -73,7 +73,7 @@ _K16_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_issue26_atoms_compile_with_nvrtc13():
+def test_mma_atoms_and_swizzle_compile_with_nvrtc13():
     """The bf16 / f64 m16n8k16 atoms, the swizzle and the swizzled pipeline
     (tests/emulation/kernels/mma_k16.cu) build under NVRTC 13 for sm_80 and sm_90, no spills."""
     lib = _nvrtc13()

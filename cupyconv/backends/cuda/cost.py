@@ -22,7 +22,6 @@ exists: ``benchmarks/reference_cases.py`` and ``benchmarks/tensor_cores.py`` (ru
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -34,6 +33,7 @@ from ..._paths import cache_root
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
 from .. import fft_conv
 from . import algorithms, implicit_grads, relayout, separable, winograd
+from ..._lru import cached
 
 __all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate",
@@ -120,7 +120,7 @@ def efficiency_path(device_name):
     return str(cache_root() / "efficiency" / f"{slug}.json")
 
 
-@functools.lru_cache(maxsize=16)
+@cached(maxsize=16)
 def efficiencies(device_name):
     """The defaults, overridden by the measured fractions in (0, 1] of the device's file.
 
@@ -300,7 +300,7 @@ def weight_gradient_splits(problem, device, efficiency=None):
     return _splits(problem, device, tuple(sorted(eff_of.items())))
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def _splits(problem, device, efficiency):
     """:func:`weight_gradient_splits` (memoised: 0.3 ms of model per evaluation, asked on
     every normal-path call and prediction)."""

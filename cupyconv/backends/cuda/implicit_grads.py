@@ -76,6 +76,7 @@ from ...core.problem import ConvProblem
 from ..arrays import to_tf32
 from ..grad_forward import grad_input_forward, transposed_weights_into
 from . import relayout
+from ..._lru import cached
 
 __all__ = ["can_implement", "checked_splits", "column_program", "column_problem",
            "forward_problem", "split_forward", "split_workspace_bytes", "is_convolution",
@@ -140,12 +141,12 @@ def column_program(problem, count, runner, flags):
 FORWARD_PROBLEMS = 256
 
 
-@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
+@cached(maxsize=FORWARD_PROBLEMS)
 def _input_forward(problem):
     return grad_input_forward(problem)
 
 
-@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
+@cached(maxsize=FORWARD_PROBLEMS)
 def forward_problem(problem):
     """The forward problem the implicit GEMM runs for the gradient ``problem`` (per group
     for the weight gradient, whose ``groups`` is 1; the input gradient's is
@@ -284,7 +285,7 @@ def checked_splits(problem, splits):
     return splits
 
 
-@functools.lru_cache(maxsize=FORWARD_PROBLEMS)
+@cached(maxsize=FORWARD_PROBLEMS)
 def split_forward(problem, splits):
     """The forward problem of the weight gradient ``problem`` (per group) with its images
     split into ``splits`` equal parts: :func:`forward_problem` whose input channels (the

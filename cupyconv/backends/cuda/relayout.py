@@ -30,7 +30,6 @@ program, into its workspaces; the operands they do not re-lay are rounded first.
 """
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 
@@ -41,6 +40,7 @@ from ..._kernels.addressing import data_pointer
 from ..._kernels.grad_launch import fresh_like
 from ..._vocabulary import FORWARD
 from ..arrays import to_tf32
+from ..._lru import cached
 
 __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
            "relayout_bytes", "relay", "freeze_filter", "is_frozen"]
@@ -119,7 +119,7 @@ def relaid_standin(a):
     return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), np.dtype(a.dtype))
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def _standin(shape, dtype):
     return relayout_launch.relaid_view(np, fresh_like(shape, dtype))
 

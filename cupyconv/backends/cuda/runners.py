@@ -19,7 +19,6 @@ without the query: what launches read).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import threading
 
@@ -29,7 +28,7 @@ from ..._dtypes import is_half_float
 from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
 from ..._kernels import program, registry
-from ..._lru import LRU
+from ..._lru import LRU, cached
 from ..base import OutOfMemoryError
 from .cublas_gemm import batched_matmul
 
@@ -290,12 +289,12 @@ def device_static_info(device_id, attribute, props):
                 smem_per_block=props["sharedMemPerBlock"])
 
 
-@functools.lru_cache(maxsize=16)
+@cached(maxsize=16)
 def _cupy_static_device(device_id):
     return DeviceInfo(free_memory=0, **_cupy_static_info(device_id))
 
 
-@functools.lru_cache(maxsize=16)
+@cached(maxsize=16)
 def _cupy_static_info(device_id):
     import cupy  # optional dependency: only reached by a CupyRunner
     runtime = cupy.cuda.runtime
@@ -388,7 +387,7 @@ def _group_names(source, names):
     return out
 
 
-@functools.lru_cache(maxsize=64)
+@cached(maxsize=64)
 def _emulated_group(source, names):
     if source in registry.FAMILIES:
         source = registry.FAMILIES[source].source

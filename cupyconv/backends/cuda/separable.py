@@ -28,14 +28,13 @@ rank.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
 
 from ..._kernels import launch
 from ..._kernels.program import Program, View, execute
-from ..._lru import memoized
+from ..._lru import cached, memoized
 from ...core.problem import ConvProblem
 from ..arrays import zeros_result
 from ..base import OutOfMemoryError
@@ -51,7 +50,7 @@ def _trivial(problem, axis):
             and problem.padding[axis] == (0, 0))
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def pass_problems(problem):
     """``((axis, pass problem), ...)``: the depthwise 1-D problems the passes launch.
 

@@ -34,7 +34,7 @@ from ..._kernels import program, registry, winograd_launch as wl
 from ..._kernels.addressing import data_pointer
 from ..._kernels.launch import check_addressable, check_dtype, operand_strides
 from ..._kernels.program import Call, Program, View
-from ..._lru import memoized
+from ..._lru import cached, memoized
 from ..._vocabulary import GRAD_INPUT
 from ...core.winograd import transforms
 from .. import winograd_conv
@@ -60,7 +60,7 @@ def _plan(problem):
     return _axes_plan(problem, winograd_conv.growth_limit(problem.dtype))
 
 
-@functools.lru_cache(maxsize=1024)
+@cached(maxsize=1024)
 def _axes_plan(problem, limit):
     plan = winograd_conv.plan_tiles(problem, MAX_ALPHA)
     if isinstance(plan, str):
@@ -166,7 +166,7 @@ def _matrices(pieces, tile, dtype, which, runner):
                                           np.dtype(dtype), which))
 
 
-@functools.lru_cache(maxsize=256)
+@cached(maxsize=256)
 def _host_matrices(tiles, dtype, which):
     """The host stack of :func:`_matrices` for ``((m, r), ...)`` per axis (read-only)."""
     host = wl.matrix_stack([transforms(m, r).arrays(np.float64)[which] for m, r in tiles],

@@ -15,12 +15,12 @@ the library is absent, runs ``numpy.matmul``.
 from __future__ import annotations
 
 import ctypes
-import functools
 import importlib.metadata
 import os
 import pathlib
 
 import numpy as np
+from ..._lru import cached
 
 __all__ = ["matmul", "matmul_into", "mkl", "MKL_DTYPES"]
 
@@ -40,7 +40,7 @@ def _library_paths():
     return [pathlib.Path(f.locate()) for f in files if f.name.startswith("libmkl_rt.so")]
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1, keep=True)
 def mkl():
     """``{dtype: cblas gemm}`` of oneMKL, loaded once with its sequential threading
     layer, or ``None`` (not installed, unloadable, or ``CUPYCONV_MKL=0``)."""

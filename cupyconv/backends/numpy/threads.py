@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
 import os
 import threading
 
 import numpy as np
+from ..._lru import cached
 
 __all__ = ["workers", "parallel_map", "blas_controller", "single_blas", "Scratch"]
 
@@ -36,7 +36,7 @@ def workers():
         return max(1, os.cpu_count() or 1)
 
 
-@functools.lru_cache(maxsize=1)
+@cached(maxsize=1, keep=True)
 def blas_controller():
     """The ``threadpoolctl`` controller of the loaded BLAS, or ``None`` without it."""
     try:

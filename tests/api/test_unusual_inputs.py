@@ -1,7 +1,7 @@
-"""Regression tests of issue 25 (reliability round 3), items 4-7: each case failed
-before its fix (a silent float64 Winograd on long double, no warning for non-finite
-Winograd data, non-native byte order refused, errors raised late or not at all,
-SciPy parity of ``cupyconv.ndimage`` on degenerate input)."""
+"""Unusual inputs and settings: settings and operators refused when they are given
+(not at the first call), non-native byte order computed as native, Winograd on long
+double computed in long double, and a warning for non-finite data under the spreading
+methods."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +12,7 @@ import cupyconv
 F32 = np.float32
 
 
-# ------------------------------------------------ item 6: errors at the right time
+# ------------------------------------------------ errors at the right time
 #: Settings and values that must be refused on assignment, with the words the
 #: message must contain (the setting and its allowed values).
 BAD_SETTINGS = [
@@ -37,7 +37,7 @@ BAD_SETTINGS = [
 
 
 @pytest.mark.parametrize("name, value, error, words", BAD_SETTINGS)
-def test_gh25_config_is_validated_on_assignment(restore_config, name, value, error, words):
+def test_config_is_validated_on_assignment(restore_config, name, value, error, words):
     before = getattr(cupyconv.config, name)
     with pytest.raises(error, match=f"cupyconv.config.{name}") as info:
         setattr(cupyconv.config, name, value)
@@ -45,7 +45,7 @@ def test_gh25_config_is_validated_on_assignment(restore_config, name, value, err
     assert getattr(cupyconv.config, name) == before            # nothing was stored
 
 
-def test_gh25_config_accepts_its_values_and_rejects_unknown_names(restore_config):
+def test_config_accepts_its_values_and_rejects_unknown_names(restore_config):
     config = cupyconv.config
     config.autotune = np.bool_(True)
     config.workspace_limit = np.int64(1 << 20)
@@ -67,7 +67,7 @@ def _layer(dtype):
     return np.ones((1, 1, 6, 6), dtype), np.ones((1, 1, 3, 3), dtype)
 
 
-def test_gh25_operator_fails_at_construction():
+def test_operator_fails_at_construction():
     with pytest.raises(ValueError, match="precision='tf32'.*the data is float64"):
         cupyconv.ConvOperator(np.ones((3, 3)), (8, 8), precision="tf32")
     with pytest.raises(ValueError, match="precision must be one of"):
@@ -91,14 +91,14 @@ INT_TF32_CALLS = {
 
 
 @pytest.mark.parametrize("name", sorted(INT_TF32_CALLS))
-def test_gh25_tf32_error_names_the_data_dtype(name):
+def test_tf32_error_names_the_data_dtype(name):
     x, w = _layer(np.int32)
     with pytest.raises(ValueError, match="precision='tf32'") as info:
         INT_TF32_CALLS[name](x, w)
     assert "the data is int32" in str(info.value)
 
 
-# ------------------------------------------------ item 5: non-native byte order
+# ------------------------------------------------ non-native byte order
 #: Big-endian dtypes (non-native on every machine the suite runs on, checked by _big).
 BIG_ENDIAN = (">f8", ">f4", ">c16", ">i4")
 #: Relative tolerance of a SciPy comparison, by result dtype, with its reason.
@@ -138,7 +138,7 @@ SIGNAL_BODIES = {
 
 @pytest.mark.parametrize("dtype", BIG_ENDIAN)
 @pytest.mark.parametrize("name", sorted(SIGNAL_BODIES))
-def test_gh25_big_endian_signal_functions_match_scipy(name, dtype, rng):
+def test_big_endian_signal_functions_match_scipy(name, dtype, rng):
     import scipy.signal
 
     a, b = _big(rng, (6, 7), dtype), _big(rng, (3, 2), dtype)
@@ -174,7 +174,7 @@ def _conv_calls(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [">f8", ">i4"])
-def test_gh25_big_endian_conv_and_gradients_equal_native(dtype, rng):
+def test_big_endian_conv_and_gradients_equal_native(dtype, rng):
     """The byte-swapped copy holds the same numbers: results are bitwise the native ones."""
     for name, (call, operands) in _conv_calls(rng, dtype).items():
         got = call(*operands)
@@ -185,7 +185,7 @@ def test_gh25_big_endian_conv_and_gradients_equal_native(dtype, rng):
             np.testing.assert_array_equal(g, r, err_msg=name)
 
 
-def test_gh25_big_endian_out_arrays(rng):
+def test_big_endian_out_arrays(rng):
     import scipy.signal
 
     a, b = _big(rng, (6, 7), ">f8"), _big(rng, (3, 2), ">f8")
@@ -213,7 +213,7 @@ NDIMAGE_BODIES = {
 
 @pytest.mark.parametrize("dtype", [">f8", ">i4"])
 @pytest.mark.parametrize("name", sorted(NDIMAGE_BODIES))
-def test_gh25_big_endian_ndimage_matches_scipy(name, dtype, rng):
+def test_big_endian_ndimage_matches_scipy(name, dtype, rng):
     import scipy.ndimage
 
     from cupyconv import ndimage
@@ -225,7 +225,7 @@ def test_gh25_big_endian_ndimage_matches_scipy(name, dtype, rng):
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6 * float(np.abs(ref).max()))
 
 
-def test_gh25_big_endian_dask(rng):
+def test_big_endian_dask(rng):
     da = pytest.importorskip("dask.array")
     import scipy.signal
 
@@ -242,7 +242,7 @@ def test_gh25_big_endian_dask(rng):
                                                   padding=1), rtol=1e-6, atol=1e-5)
 
 
-# ------------------------------------------------ item 4: winograd on long double, non-finite
+# ------------------------------------------------ winograd on long double, non-finite
 LONG_DOUBLE_IS_WIDER = np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
 
 #: Winograd calls on long double data, each with its long double ``direct``/``gemm`` reference.
@@ -259,7 +259,7 @@ WINOGRAD_CALLS = {
 @pytest.mark.skipif(not LONG_DOUBLE_IS_WIDER, reason="long double is float64 here")
 @pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
 @pytest.mark.parametrize("name", sorted(WINOGRAD_CALLS))
-def test_gh25_winograd_computes_long_double(name, dtype, rng):
+def test_winograd_computes_long_double(name, dtype, rng):
     x = rng.standard_normal((1, 2, 10, 10)).astype(dtype)
     w = rng.standard_normal((3, 2, 3, 3)).astype(dtype)
     if np.dtype(dtype).kind == "c":
@@ -276,7 +276,7 @@ def test_gh25_winograd_computes_long_double(name, dtype, rng):
 
 @pytest.mark.parametrize("method", ["winograd", "fft"])
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # NumPy's own
-def test_gh25_explicit_spreading_methods_warn_on_non_finite_data(method):
+def test_explicit_spreading_methods_warn_on_non_finite_data(method):
     x = np.ones((1, 1, 12, 12))
     x[0, 0, 3, 3] = np.inf
     w = np.ones((1, 1, 3, 3))

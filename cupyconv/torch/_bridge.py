@@ -53,7 +53,7 @@ def check_tensors(**tensors):
         raise TypeError(f"all tensors must have the same dtype (as in torch's conv3d): "
                         f"{desc}")
     device = next(iter(devices.values()))
-    if device.type not in ("cpu", "cuda"):
+    if device.type not in ("cpu", "cuda", "meta"):      # meta: shapes only (the fake)
         raise RuntimeError(f"cupyconv.torch runs CPU and CUDA tensors; got a tensor on "
                            f"{device}")
     return device

@@ -230,6 +230,11 @@ def transpose_shape(x_shape, w_shape, stride, padding, output_padding, dilation,
 @conv_transpose.register_fake
 def _(x, w, bias, stride, padding, output_padding, dilation, groups, channels_last):
     _bridge.check_tensors(x=x, w=w, bias=bias)
+    c_in = x.shape[-1 if channels_last else 1]
+    if w.shape[0] != c_in or c_in % groups:     # cupyconv.conv_transpose's messages
+        raise ValueError(f"w has {w.shape[0]} input channels (axis 0) but x has "
+                         f"C_in={c_in}" if w.shape[0] != c_in else
+                         f"x has C_in={c_in} channels, not divisible by groups={groups}")
     return x.new_empty(transpose_shape(x.shape, w.shape, stride, padding, output_padding,
                                        dilation, groups, channels_last))
 

@@ -19,7 +19,8 @@ def _autocast(x, w, bias):
     cast to its dtype (float64 stays, as autocast leaves double precision alone).
     """
     device = getattr(x, "device", None)
-    if device is None or not torch.is_autocast_enabled(device.type):
+    if device is None or device.type not in ("cpu", "cuda") or not \
+            torch.is_autocast_enabled(device.type):
         return x, w, bias
     dtype = torch.get_autocast_dtype(device.type)
 

@@ -67,25 +67,24 @@ def train(steps=30, size=6, batch=2, seed=0, lr=2e-2, device="cpu", compile=Fals
 def main(argv=None):
     """Command-line entry point; returns 0 when the loss fell."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    defaults = dict(steps=30, size=6, batch=2, lr=2e-2, seed=0)
+    for name, value in defaults.items():
+        parser.add_argument(f"--{name}", type=type(value), default=value)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--steps", type=int, default=30, help="Adam steps")
-    parser.add_argument("--size", type=int, default=6, help="edge of the 4-D grid")
-    parser.add_argument("--batch", type=int, default=2, help="samples in the batch")
-    parser.add_argument("--lr", type=float, default=2e-2, help="Adam learning rate")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true",
                         help="torch.compile(fullgraph=True, backend='aot_eager')")
     args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
-    print(f"{args.device}: x {(args.batch, 1) + (args.size,) * NDIM}, float64")
+    if args.steps < 1 or args.size < 3:
+        parser.error("--steps must be >= 1 and --size >= 3")
+    shape = (args.batch, 1) + (args.size,) * NDIM
+    print(f"{args.device}: x {shape}, float64, {'compiled' if args.compile else 'eager'}")
     print(f"{'step':>5}  {'loss':>10}")
-    losses = train(args.steps, args.size, args.batch, args.seed, args.lr, args.device,
-                   args.compile,
+    settings = {k: getattr(args, k) for k in (*defaults, "device", "compile")}
+    losses = train(**settings,
                    log=lambda step, loss: print(f"{step:5d}  {loss:10.6f}", flush=True))
-    print(f"loss {losses[0]:.6f} -> {losses[-1]:.6f} "
-          f"({losses[0] / losses[-1]:.1f}x lower) in {len(losses)} steps")
-    return 0 if losses[-1] < losses[0] else 1
+    first, last = losses[0], losses[-1]
+    print(f"loss {first:.6f} -> {last:.6f} ({first / last:.1f}x lower) in {args.steps} steps")
+    return int(not last < first)
 
 
 if __name__ == "__main__":

@@ -80,25 +80,36 @@ def _(x, w, bias, stride, padding, dilation, groups, padding_mode, cval, channel
     return x.new_empty(_with_channels(x.shape[0], out, w.shape[0], channels_last))
 
 
-def _conv_setup(ctx, inputs, output):
-    x, w, bias, *geo = inputs
-    ctx.save_for_backward(x, w)
-    ctx.geo = geo
+def _setup(ctx, inputs, output):
+    """Saves the two tensor operands and the geometry (the arguments after the third)."""
+    ctx.save_for_backward(inputs[0], inputs[1])
+    geo = list(inputs[3:])
+    ctx.cval = geo.pop(5) if len(geo) == 7 else 0.0       # the ops that take a cval
+    ctx.geo = tuple(geo)          # (stride, padding, dilation, groups, padding_mode, cl)
+
+
+def _conv(x, w, geo, cval=0.0):
+    return conv(x, w, None, *geo[:5], cval, geo[5])
+
+
+def _grad_input(dy, w, shape, geo):
+    return grad_input(dy, w, list(shape), *geo)
+
+
+def _grad_weight(x, dy, shape, geo, cval=0.0):
+    return grad_weight(x, dy, list(shape), *geo[:5], cval, geo[5])
 
 
 def _conv_backward(ctx, dy):
     x, w = ctx.saved_tensors
-    stride, padding, dilation, groups, mode, cval, cl = ctx.geo
     need = ctx.needs_input_grad
-    dx = grad_input(dy, w, list(x.shape), stride, padding, dilation, groups, mode,
-                    cl) if need[0] else None
-    dw = grad_weight(x, dy, list(w.shape), stride, padding, dilation, groups, mode, cval,
-                     cl) if need[1] else None
-    db = grad_bias(dy, cl) if need[2] else None
+    dx = _grad_input(dy, w, x.shape, ctx.geo) if need[0] else None
+    dw = _grad_weight(x, dy, w.shape, ctx.geo, ctx.cval) if need[1] else None
+    db = grad_bias(dy, ctx.geo[5]) if need[2] else None
     return (dx, dw, db) + (None,) * 7
 
 
-conv.register_autograd(_conv_backward, setup_context=_conv_setup)
+conv.register_autograd(_conv_backward, setup_context=_setup)
 
 
 # --- grad_input -----------------------------------------------------------------------
@@ -118,24 +129,15 @@ def _(dy, w, input_shape, stride, padding, dilation, groups, padding_mode, chann
     return dy.new_empty(input_shape)
 
 
-def _grad_input_setup(ctx, inputs, output):
-    dy, w, _, *geo = inputs
-    ctx.save_for_backward(dy, w)
-    ctx.geo = geo
-
-
 def _grad_input_backward(ctx, g):
     dy, w = ctx.saved_tensors
-    stride, padding, dilation, groups, mode, cl = ctx.geo
     need = ctx.needs_input_grad
-    ddy = conv(g, w, None, stride, padding, dilation, groups, mode, 0.0,
-               cl) if need[0] else None
-    dw = grad_weight(g, dy, list(w.shape), stride, padding, dilation, groups, mode, 0.0,
-                     cl) if need[1] else None
+    ddy = _conv(g, w, ctx.geo) if need[0] else None
+    dw = _grad_weight(g, dy, w.shape, ctx.geo) if need[1] else None
     return (ddy, dw) + (None,) * 7
 
 
-grad_input.register_autograd(_grad_input_backward, setup_context=_grad_input_setup)
+grad_input.register_autograd(_grad_input_backward, setup_context=_setup)
 
 
 # --- grad_weight ----------------------------------------------------------------------
@@ -156,24 +158,15 @@ def _(x, dy, weight_shape, stride, padding, dilation, groups, padding_mode, cval
     return x.new_empty(weight_shape)
 
 
-def _grad_weight_setup(ctx, inputs, output):
-    x, dy, _, *geo = inputs
-    ctx.save_for_backward(x, dy)
-    ctx.geo = geo
-
-
 def _grad_weight_backward(ctx, g):
     x, dy = ctx.saved_tensors
-    stride, padding, dilation, groups, mode, cval, cl = ctx.geo
     need = ctx.needs_input_grad
-    dx = grad_input(dy, g, list(x.shape), stride, padding, dilation, groups, mode,
-                    cl) if need[0] else None
-    ddy = conv(x, g, None, stride, padding, dilation, groups, mode, cval,
-               cl) if need[1] else None
+    dx = _grad_input(dy, g, x.shape, ctx.geo) if need[0] else None
+    ddy = _conv(x, g, ctx.geo, ctx.cval) if need[1] else None
     return (dx, ddy) + (None,) * 8
 
 
-grad_weight.register_autograd(_grad_weight_backward, setup_context=_grad_weight_setup)
+grad_weight.register_autograd(_grad_weight_backward, setup_context=_setup)
 
 
 # --- grad_bias ------------------------------------------------------------------------
@@ -262,19 +255,17 @@ def _edges(x, sizes, cl):
 
 def _transpose_backward(ctx, dy):
     x, w = ctx.saved_tensors
-    stride, padding, dilation, groups, mode, cl = ctx.geo
+    stride, padding, dilation, _, _, cl = ctx.geo
     need = ctx.needs_input_grad
     dx = dw = db = None
     if need[0]:
-        dx = conv(dy, w, None, stride, padding, dilation, groups, mode, 0.0, cl)
-        dx = _edges(dx, _spatial(x.shape, cl), cl)
+        dx = _edges(_conv(dy, w, ctx.geo), _spatial(x.shape, cl), cl)
     if need[1]:
         # dy has room for the forward conv's outputs past x's end (output_padding >= stride)
         n_out = [(n + padding[2 * i] + padding[2 * i + 1] - dilation[i]
                   * (_spatial(w.shape, cl)[i] - 1) - 1) // stride[i] + 1
                  for i, n in enumerate(_spatial(dy.shape, cl))]
-        dw = grad_weight(dy, _edges(x, n_out, cl), list(w.shape), stride, padding, dilation,
-                         groups, mode, 0.0, cl)
+        dw = _grad_weight(dy, _edges(x, n_out, cl), w.shape, ctx.geo)
     if need[2]:
         db = grad_bias(dy, cl)
     return (dx, dw, db) + (None,) * 6

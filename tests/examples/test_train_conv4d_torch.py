@@ -2,9 +2,10 @@
 under torch.compile, and the command line prints a falling loss."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
+import runpy
+import types
 
 import pytest
 
@@ -16,10 +17,8 @@ EXAMPLE = (pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def ex():
-    spec = importlib.util.spec_from_file_location("train_conv4d_torch", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The example's functions (run as a module, not as ``__main__``)."""
+    return types.SimpleNamespace(**runpy.run_path(str(EXAMPLE), run_name="example"))
 
 
 def test_training_loss_falls(ex):

@@ -37,23 +37,29 @@ def _outputs_and_grads(module, x, dy):
     return y, x.grad, {n: p.grad for n, p in module.named_parameters()}
 
 
-@pytest.mark.parametrize("kw", CONV3D, ids=str)
-def test_seeded_swap_of_conv3d_gives_the_same_layer(kw):
-    ref, ours = _pair(kw, 7, "Conv3d")
+def _assert_same_layer(ours, ref, x_shape):
+    """Same ``extra_repr``, ``state_dict`` keys, parameters, outputs and gradients."""
     assert ours.extra_repr() == ref.extra_repr()
     assert list(ours.state_dict()) == list(ref.state_dict())
     for (n, p), (m, q) in zip(ours.named_parameters(), ref.named_parameters()):
         assert n == m and p.shape == q.shape and torch.equal(p, q), n
-    x = torch.randn(2, 4, 7, 6, 5, dtype=torch.float64)
-    y_ref = ref(x)
-    dy = torch.randn(y_ref.shape, dtype=torch.float64)
+    x = torch.randn(x_shape, dtype=torch.float64)
+    dy = torch.randn(ref(x).shape, dtype=torch.float64)
     got, want = _outputs_and_grads(ours, x, dy), _outputs_and_grads(ref, x, dy)
-    # float64 sums of <= 2*3*27*(7*6*5) products: 1e-10 relative is far above the
-    # rounding (~1e-13) and far below any wrong element.
-    torch.testing.assert_close(got[0], want[0], rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(got[1], want[1], rtol=1e-10, atol=1e-10)
+    # float64 sums of at most a few thousand products: 1e-10 relative is far above
+    # the rounding (~1e-13) and far below any wrong element.
+    close = dict(rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(got[0], want[0], **close)
+    torch.testing.assert_close(got[1], want[1], **close)
+    assert list(got[2]) == list(want[2])
     for n in want[2]:
-        torch.testing.assert_close(got[2][n], want[2][n], rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(got[2][n], want[2][n], **close)
+
+
+@pytest.mark.parametrize("kw", CONV3D, ids=str)
+def test_seeded_swap_of_conv3d_gives_the_same_layer(kw):
+    ref, ours = _pair(kw, 7, "Conv3d")
+    _assert_same_layer(ours, ref, (2, 4, 7, 6, 5))
 
 
 def test_state_dict_round_trips_with_conv3d():
@@ -71,18 +77,7 @@ def test_state_dict_round_trips_with_conv3d():
                                 dict(dilation=(2, 1, 1), bias=False)], ids=str)
 def test_conv_transpose_nd_matches_conv_transpose3d(kw):
     ref, ours = _pair(kw, 3, "ConvTranspose3d")
-    assert ours.extra_repr() == ref.extra_repr()
-    assert list(ours.state_dict()) == list(ref.state_dict())
-    for p, q in zip(ours.parameters(), ref.parameters()):
-        assert torch.equal(p, q)
-    x = torch.randn(2, 4, 3, 4, 3, dtype=torch.float64)
-    y_ref = ref(x)
-    dy = torch.randn(y_ref.shape, dtype=torch.float64)
-    got, want = _outputs_and_grads(ours, x, dy), _outputs_and_grads(ref, x, dy)
-    torch.testing.assert_close(got[0], want[0], rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(got[1], want[1], rtol=1e-10, atol=1e-10)
-    for n in want[2]:
-        torch.testing.assert_close(got[2][n], want[2][n], rtol=1e-10, atol=1e-10)
+    _assert_same_layer(ours, ref, (2, 4, 3, 4, 3))
 
 
 def test_conv_transpose_output_size_as_torch():

@@ -28,7 +28,7 @@ from the medians and from the fastest rounds (the least disturbed by other load)
 Usage::
 
     python benchmarks/torch_layers.py [--device cpu|cuda] [--rounds 5] [--threads 1]
-        [--dtype float32 float64] [--quick]
+        [--dtype float32 float64] [--clock wall|cpu] [--quick]
 
 Prints a Markdown table; nothing is written to disk.
 """
@@ -129,7 +129,7 @@ def implementations(r, stride, padding, groups=1):
     return impls
 
 
-def measure(case, device, rounds, backward, dtype=torch.float32):
+def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter):
     name, n, cin, cout, spatial, k, stride, padding = case
     gen = torch.Generator().manual_seed(0)
     r = len(spatial)
@@ -146,10 +146,10 @@ def measure(case, device, rounds, backward, dtype=torch.float32):
         for key, fn in impls.items():
             x.grad = w.grad = b.grad = None
             _sync(device)
-            t0 = time.perf_counter()
+            t0 = clock()
             fn(x, w, b, backward)
             _sync(device)
-            samples[key].append(time.perf_counter() - t0)
+            samples[key].append(clock() - t0)
     return ({key: statistics.median(v) for key, v in samples.items()},
             min(samples["cupyconv.torch"]) / min(samples["cupyconv direct"]))
 
@@ -161,14 +161,20 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1,
                         help="torch's and the BLAS's threads (CPU)")
     parser.add_argument("--quick", action="store_true", help="two cases only")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the process's CPU time (time.process_time), for a "
+                             "machine shared with other work (CPU runs only)")
     parser.add_argument("--dtype", choices=("float32", "float64"), nargs="+",
                         default=["float32", "float64"])
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
     torch.set_num_threads(args.threads)
     peers = [p for p in ("torchnd", "unfoldNd") if _optional(p) is not None]
+    if args.clock == "cpu" and args.device == "cuda":
+        parser.error("--clock cpu times CPU runs only")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), "
-          f"{args.rounds} rounds; peers present: {', '.join(peers) or 'none'}\n")
+          f"{args.rounds} rounds, {args.clock} clock; peers present: {', '.join(peers) or 'none'}\n")
     head = ("| case | dtype | pass | cupyconv.torch ms | direct ms | adapter cost (median / "
             "fastest) | peer ms "
             "(peer / cupyconv.torch) |")
@@ -178,7 +184,7 @@ def main(argv=None):
         for case, dtype, backward in itertools.product(
                 QUICK if args.quick else CASES, args.dtype, (False, True)):
             t, best = measure(case, args.device, args.rounds, backward,
-                              getattr(torch, dtype))
+                              getattr(torch, dtype), clock)
             ours = t.pop("cupyconv.torch")
             direct = t.pop("cupyconv direct")
             peers = ", ".join(f"{k} {v * 1e3:.1f} ({v / ours:.2f}x)"

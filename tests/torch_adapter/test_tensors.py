@@ -20,15 +20,31 @@ from torch_oracle import assert_close  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_import_cupyconv_does_not_import_torch():
-    code = ("import sys, cupyconv\n"
-            "assert 'torch' not in sys.modules, 'torch imported'\n"
-            "import cupyconv.torch\n"
-            "assert 'torch' in sys.modules\n")
+def _python(code):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=child_limit())
+
+
+def test_import_cupyconv_does_not_import_torch():
+    proc = _python("import sys, cupyconv\n"
+                   "assert 'torch' not in sys.modules, 'torch imported'\n"
+                   "import cupyconv.torch\n"
+                   "assert 'torch' in sys.modules\n")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_missing_torch_names_the_extra():
+    proc = _python("import sys\n"
+                   "class NoTorch:                  # as if torch were not installed\n"
+                   "    def find_spec(self, name, path=None, target=None):\n"
+                   "        if name == 'torch' or name.startswith('torch.'):\n"
+                   "            raise ModuleNotFoundError(\"No module named 'torch'\")\n"
+                   "sys.meta_path.insert(0, NoTorch())\n"
+                   "import cupyconv\n"
+                   "import cupyconv.torch\n")
+    assert proc.returncode != 0
+    assert "cupyconv.torch needs PyTorch" in proc.stderr and "[torch]" in proc.stderr
 
 
 @pytest.fixture

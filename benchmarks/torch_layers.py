@@ -1,0 +1,200 @@
+"""N-D convolution layers in PyTorch: ``cupyconv.torch`` against its peers.
+
+Times one layer's forward pass and forward + backward (gradients of the input, the
+weights and the bias) for 4-D and 5-D layers (and a 3-D one, against ``nn.Conv3d``):
+
+``cupyconv.torch``
+    :func:`cupyconv.torch.conv` on tensors (the custom operator and autograd).
+``cupyconv direct``
+    :func:`cupyconv.conv`, ``conv_grad_input``, ``conv_grad_weight`` and
+    ``conv_grad_bias`` called on the tensors' memory (NumPy views / CuPy arrays) by
+    hand: the adapter's own cost is the first row over this one.
+``torchnd``
+    ``torchnd.conv_nd`` (recursive sums of ``conv3d``), when installed.
+``unfoldNd``
+    ``unfoldNd.unfoldNd`` (im2col) and one matmul, when installed; unfoldNd 0.2.3
+    builds its unfold from torch's ``conv1d``-``conv3d`` and raises above three
+    spatial axes, so it has a row on the 3-D case only.
+``nn.Conv3d``
+    ``torch.nn.functional.conv3d`` on the 3-D case.
+
+torchnd (GPL) and unfoldNd are optional peers, imported if present and never
+dependencies: ``pip install --target DIR torchnd unfoldnd einops`` and put ``DIR`` on
+``PYTHONPATH`` for the run.  Each round times every implementation once, in turn
+(alternating, so load drifts hit all alike); the table has the medians over the rounds
+and the ratios of the peers' times to ``cupyconv.torch``'s; the adapter's cost is given
+from the medians and from the fastest rounds (the least disturbed by other load).
+
+Usage::
+
+    python benchmarks/torch_layers.py [--device cpu|cuda] [--rounds 5] [--threads 1]
+        [--dtype float32 float64] [--clock wall|cpu] [--quick]
+
+Prints a Markdown table; nothing is written to disk.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import os
+import statistics
+import sys
+import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+import cupyconv  # noqa: E402
+import cupyconv.torch as ct  # noqa: E402
+
+#: (name, N, C_in, C_out, spatial, kernel, stride, padding)
+CASES = [
+    ("3-D 16^3, 8->8, k3", 2, 8, 8, (16,) * 3, 3, 1, 1),
+    ("4-D 10^4, 4->8, k3", 2, 4, 8, (10,) * 4, 3, 1, 1),
+    ("4-D 12^4, 8->8, k3", 1, 8, 8, (12,) * 4, 3, 1, 1),
+    ("4-D 14^4, 4->4, k3 s2", 2, 4, 4, (14,) * 4, 3, 2, 1),
+    ("5-D 7^5, 4->4, k3", 1, 4, 4, (7,) * 5, 3, 1, 1),
+]
+QUICK = [CASES[1], CASES[4]]
+
+
+def _optional(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _arrays(*tensors):
+    """The tensors' memory as NumPy or CuPy arrays (no copies), for the direct calls."""
+    if tensors[0].is_cuda:
+        import cupy
+        return cupy, [cupy.from_dlpack(t.detach()) for t in tensors]
+    import numpy
+    return numpy, [t.detach().numpy() for t in tensors]
+
+
+def implementations(r, stride, padding, groups=1):
+    """``{name: fn(x, w, b, backward)}`` of every implementation available."""
+    geo = dict(stride=stride, padding=padding)
+
+    def ours(x, w, b, backward):
+        y = ct.conv(x, w, b, **geo)
+        if backward:
+            y.backward(torch.ones_like(y))
+
+    def direct(x, w, b, backward):
+        xp, (xa, wa, ba) = _arrays(x, w, b)
+        y = cupyconv.conv(xa, wa, ba, **geo)
+        if backward:
+            dy = xp.ones_like(y)
+            cupyconv.conv_grad_input(dy, wa, xa.shape, **geo)
+            cupyconv.conv_grad_weight(xa, dy, wa.shape, **geo)
+            cupyconv.conv_grad_bias(dy)
+
+    def torch_call(fn):
+        def run(x, w, b, backward):
+            y = fn(x, w, b)
+            if backward:
+                y.backward(torch.ones_like(y))
+        return run
+
+    impls = {"cupyconv.torch": ours, "cupyconv direct": direct}
+    if r == 3:
+        impls["nn.Conv3d"] = torch_call(
+            lambda x, w, b: torch.nn.functional.conv3d(x, w, b, **geo))
+    torchnd = _optional("torchnd")
+    if torchnd is not None:
+        spatial = tuple(range(2, 2 + r))
+        impls["torchnd"] = torch_call(lambda x, w, b: torchnd.conv_nd(
+            x, w, dim=spatial, stride=stride, padding=padding, groups=groups)
+            + b.reshape((1, -1) + (1,) * r))
+    unfold = _optional("unfoldNd")
+    if unfold is not None and groups == 1 and r <= 3:     # unfoldNd stops at 3-D
+        def im2col(x, w, b):
+            cols = unfold.unfoldNd(x, w.shape[2:], padding=padding, stride=stride)
+            y = w.reshape(w.shape[0], -1) @ cols + b[:, None]
+            out = [(s + 2 * padding - k) // stride + 1
+                   for s, k in zip(x.shape[2:], w.shape[2:])]
+            return y.reshape(x.shape[0], w.shape[0], *out)
+        impls["unfoldNd"] = torch_call(im2col)
+    return impls
+
+
+def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter):
+    name, n, cin, cout, spatial, k, stride, padding = case
+    gen = torch.Generator().manual_seed(0)
+    r = len(spatial)
+
+    def make(shape):
+        return torch.randn(shape, generator=gen, dtype=dtype).to(device).requires_grad_()
+    x, w, b = make((n, cin) + spatial), make((cout, cin) + (k,) * r), make((cout,))
+    impls = implementations(r, stride, padding)
+    samples = {key: [] for key in impls}
+    for fn in impls.values():              # warm-up: compiled calls, caches, threads
+        fn(x, w, b, backward)
+    _sync(device)
+    for _ in range(rounds):
+        for key, fn in impls.items():
+            x.grad = w.grad = b.grad = None
+            _sync(device)
+            t0 = clock()
+            fn(x, w, b, backward)
+            _sync(device)
+            samples[key].append(clock() - t0)
+    return ({key: statistics.median(v) for key, v in samples.items()},
+            min(samples["cupyconv.torch"]) / min(samples["cupyconv direct"]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's and the BLAS's threads (CPU)")
+    parser.add_argument("--quick", action="store_true", help="two cases only")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: the process's CPU time (time.process_time), for a "
+                             "machine shared with other work (CPU runs only)")
+    parser.add_argument("--dtype", choices=("float32", "float64"), nargs="+",
+                        default=["float32", "float64"])
+    args = parser.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+    torch.set_num_threads(args.threads)
+    peers = [p for p in ("torchnd", "unfoldNd") if _optional(p) is not None]
+    if args.clock == "cpu" and args.device == "cuda":
+        parser.error("--clock cpu times CPU runs only")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), "
+          f"{args.rounds} rounds, {args.clock} clock; peers present: {', '.join(peers) or 'none'}\n")
+    head = ("| case | dtype | pass | cupyconv.torch ms | direct ms | adapter cost (median / "
+            "fastest) | peer ms "
+            "(peer / cupyconv.torch) |")
+    print(head)
+    print("|" + "---|" * 7)
+    with threadpool_limits(args.threads):
+        for case, dtype, backward in itertools.product(
+                QUICK if args.quick else CASES, args.dtype, (False, True)):
+            t, best = measure(case, args.device, args.rounds, backward,
+                              getattr(torch, dtype), clock)
+            ours = t.pop("cupyconv.torch")
+            direct = t.pop("cupyconv direct")
+            peers = ", ".join(f"{k} {v * 1e3:.1f} ({v / ours:.2f}x)"
+                              for k, v in t.items()) or "-"
+            print(f"| {case[0]} | {dtype} | {'fwd+bwd' if backward else 'fwd'} | "
+                  f"{ours * 1e3:.1f} | {direct * 1e3:.1f} | "
+                  f"{(ours / direct - 1) * 100:+.1f}% / {(best - 1) * 100:+.1f}% | {peers} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Torch tensors as NumPy or CuPy arrays and back, without copying.
+
+CPU tensors become NumPy views (``Tensor.numpy()``; bfloat16 through ``ml_dtypes``),
+CUDA tensors CuPy arrays by DLPack while torch's current stream is CuPy's current
+stream, so the kernels queue behind the work that produced the inputs and nothing
+synchronises the device.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+__all__ = ["SUPPORTED", "check_tensors", "call"]
+
+#: The dtypes the adapter accepts (those of ``torch.nn.functional.conv3d``'s real path).
+SUPPORTED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _describe(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def check_tensors(**tensors):
+    """Raise a clear error for what the adapter does not take; returns the device.
+
+    Every operand must be a tensor of one supported floating dtype, all of the same
+    dtype, on one CPU or CUDA device.
+    """
+    given = {k: t for k, t in tensors.items() if t is not None}
+    for name, t in given.items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__} "
+                            "(cupyconv.conv takes NumPy and CuPy arrays)")
+    devices = {name: t.device for name, t in given.items()}
+    if len(set(devices.values())) > 1:
+        desc = ", ".join(f"{n} is on {d}" for n, d in devices.items())
+        raise RuntimeError(f"all tensors must be on the same device: {desc}; move them "
+                           "with .to(device) first")
+    for name, t in given.items():
+        if t.dtype not in SUPPORTED:
+            hint = ""
+            if not (t.dtype.is_floating_point or t.dtype.is_complex):
+                hint = (" (torch gives integer tensors no gradients, so a layer cannot "
+                        "train on them: cast with .float())")
+            raise TypeError(
+                f"{name} has dtype {_describe(t.dtype)}, which cupyconv.torch does not "
+                f"support; use one of {', '.join(map(_describe, SUPPORTED))}{hint}")
+    dtypes = {name: t.dtype for name, t in given.items()}
+    if len(set(dtypes.values())) > 1:
+        desc = ", ".join(f"{n} is {_describe(d)}" for n, d in dtypes.items())
+        raise TypeError(f"all tensors must have the same dtype (as in torch's conv3d): "
+                        f"{desc}")
+    device = next(iter(devices.values()))
+    if device.type not in ("cpu", "cuda", "meta"):      # meta: shapes only (the fake)
+        raise RuntimeError(f"cupyconv.torch runs CPU and CUDA tensors; got a tensor on "
+                           f"{device}")
+    return device
+
+
+def _bfloat16():
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("bfloat16 tensors on the CPU need ml_dtypes (pip install "
+                        "ml_dtypes, or cupyconv[bf16])") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _numpy_view(t):
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(_bfloat16())
+    return t.numpy()
+
+
+def _from_numpy(a):
+    if not a.flags.writeable or any(s < 0 for s in a.strides):
+        a = a.copy()               # torch.from_numpy takes writable, positive strides
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+@contextlib.contextmanager
+def _cuda_stream(device):
+    """CuPy's current device and stream set to torch's for the block."""
+    import cupy  # only reached with CUDA tensors in hand
+    stream = torch.cuda.current_stream(device)
+    with cupy.cuda.Device(device.index), cupy.cuda.ExternalStream(
+            stream.cuda_stream, device.index):
+        yield cupy
+
+
+def call(fn, *tensors):
+    """``fn(*arrays)`` on the tensors' memory; its array result as a tensor (no copies).
+
+    ``None`` passes through.  The result is contiguous (the operators promise torch
+    contiguous outputs); a non-contiguous result is copied once.
+    """
+    device = check_tensors(**{f"operand {i}": t for i, t in enumerate(tensors)})
+    if device.type == "cpu":
+        out = _from_numpy(fn(*[None if t is None else _numpy_view(t) for t in tensors]))
+    else:
+        with _cuda_stream(device) as cupy:
+            out = torch.from_dlpack(fn(*[None if t is None else cupy.from_dlpack(t.detach())
+                                         for t in tensors]))
+    return out if out.is_contiguous() else out.contiguous()

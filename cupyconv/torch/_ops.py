@@ -1,0 +1,274 @@
+"""The custom operators ``torch.ops.cupyconv.*``: real, fake and autograd implementations.
+
+Every operator takes its geometry fully normalised (one int per spatial axis, padding as
+``[before_0, after_0, before_1, ...]``, the engine's ``padding_mode`` name, a
+``channels_last`` flag), so its schema is plain and ``torch.compile`` sees constants.
+:mod:`cupyconv.torch.functional` normalises the user's arguments.
+
+The backward of each operator is written with these operators, so it is itself
+differentiable (double backward): with ``A_w x = conv(x, w)`` (the padding operator
+included, ``cval`` excluded: the constant border does not depend on ``x``),
+
+- ``conv``: ``dx = grad_input(dy, w) = A_w^T dy``, ``dw = grad_weight(x, dy)``, ``db =
+  grad_bias(dy)``;
+- ``grad_input(dy, w)`` is linear in ``dy`` and in ``w``: its vector-Jacobian products
+  for a cotangent ``g`` are ``conv(g, w)`` (``cval`` 0) and ``grad_weight(g, dy)``;
+- ``grad_weight(x, dy)`` (``cval`` multiplies the border): ``grad_input(dy, G)`` and
+  ``conv(x, G)`` with the forward's ``cval``;
+- ``grad_bias(dy)``: ``g`` broadcast back over ``dy``;
+- ``conv_transpose(x, w) = A_w^T x``: ``dx = conv(dy, w)`` and ``dw = grad_weight(dy, x)``.
+
+Only the gradients ``ctx.needs_input_grad`` asks for are computed.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+import cupyconv
+from cupyconv.api.conv import conv_problem
+
+from . import _bridge
+
+__all__ = ["conv", "conv_transpose", "grad_input", "grad_weight", "grad_bias"]
+
+
+def _pairs(padding):
+    return tuple((padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2))
+
+
+def _spatial(shape, channels_last):
+    return tuple(shape[1:-1]) if channels_last else tuple(shape[2:])
+
+
+def _with_channels(n, spatial, c, channels_last):
+    return [n, *spatial, c] if channels_last else [n, c, *spatial]
+
+
+def _geometry(stride, padding, dilation, groups, padding_mode, channels_last):
+    return dict(stride=tuple(stride), padding=_pairs(padding), dilation=tuple(dilation),
+                groups=groups, padding_mode=padding_mode,
+                layout="channels_last" if channels_last else "channels_first")
+
+
+# --- conv -----------------------------------------------------------------------------
+
+@torch.library.custom_op("cupyconv::conv", mutates_args=())
+def conv(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[int],
+         padding: list[int], dilation: list[int], groups: int, padding_mode: str,
+         cval: float, channels_last: bool) -> Tensor:
+    """``cupyconv.conv`` on tensors (normalised geometry; see the module docstring)."""
+    geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
+    return _bridge.call(lambda a, b, c: cupyconv.conv(a, b, c, cval=cval, **geo), x, w, bias)
+
+
+@conv.register_fake
+def _(x, w, bias, stride, padding, dilation, groups, padding_mode, cval, channels_last):
+    _bridge.check_tensors(x=x, w=w, bias=bias)
+    shapes = (tuple(x.shape), tuple(w.shape))
+    if all(isinstance(d, int) for s in shapes for d in s):   # same errors as a real run
+        dtype = np.float64 if x.dtype == torch.float64 else np.float32
+        conv_problem(*shapes[:1], dtype, shapes[1], dtype, None, tuple(stride),
+                     _pairs(padding), tuple(dilation), groups, padding_mode, cval,
+                     "channels_last" if channels_last else "channels_first")
+    ks, s = _spatial(w.shape, channels_last), _spatial(x.shape, channels_last)
+    out = [(s[i] + padding[2 * i] + padding[2 * i + 1] - dilation[i] * (ks[i] - 1) - 1)
+           // stride[i] + 1 for i in range(len(s))]
+    return x.new_empty(_with_channels(x.shape[0], out, w.shape[0], channels_last))
+
+
+def _setup(ctx, inputs, output):
+    """Saves the two tensor operands and the geometry (the arguments after the third)."""
+    ctx.save_for_backward(inputs[0], inputs[1])
+    geo = list(inputs[3:])
+    ctx.cval = geo.pop(5) if len(geo) == 7 else 0.0       # the ops that take a cval
+    ctx.geo = tuple(geo)          # (stride, padding, dilation, groups, padding_mode, cl)
+
+
+def _conv(x, w, geo, cval=0.0):
+    return conv(x, w, None, *geo[:5], cval, geo[5])
+
+
+def _grad_input(dy, w, shape, geo):
+    return grad_input(dy, w, list(shape), *geo)
+
+
+def _grad_weight(x, dy, shape, geo, cval=0.0):
+    return grad_weight(x, dy, list(shape), *geo[:5], cval, geo[5])
+
+
+def _conv_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dx = _grad_input(dy, w, x.shape, ctx.geo) if need[0] else None
+    dw = _grad_weight(x, dy, w.shape, ctx.geo, ctx.cval) if need[1] else None
+    db = grad_bias(dy, ctx.geo[5]) if need[2] else None
+    return (dx, dw, db) + (None,) * 7
+
+
+conv.register_autograd(_conv_backward, setup_context=_setup)
+
+
+# --- grad_input -----------------------------------------------------------------------
+
+@torch.library.custom_op("cupyconv::conv_grad_input", mutates_args=())
+def grad_input(dy: Tensor, w: Tensor, input_shape: list[int], stride: list[int],
+               padding: list[int], dilation: list[int], groups: int, padding_mode: str,
+               channels_last: bool) -> Tensor:
+    """``cupyconv.conv_grad_input`` on tensors."""
+    geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
+    return _bridge.call(
+        lambda a, b: cupyconv.conv_grad_input(a, b, tuple(input_shape), **geo), dy, w)
+
+
+@grad_input.register_fake
+def _(dy, w, input_shape, stride, padding, dilation, groups, padding_mode, channels_last):
+    return dy.new_empty(input_shape)
+
+
+def _grad_input_backward(ctx, g):
+    dy, w = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    ddy = _conv(g, w, ctx.geo) if need[0] else None
+    dw = _grad_weight(g, dy, w.shape, ctx.geo) if need[1] else None
+    return (ddy, dw) + (None,) * 7
+
+
+grad_input.register_autograd(_grad_input_backward, setup_context=_setup)
+
+
+# --- grad_weight ----------------------------------------------------------------------
+
+@torch.library.custom_op("cupyconv::conv_grad_weight", mutates_args=())
+def grad_weight(x: Tensor, dy: Tensor, weight_shape: list[int], stride: list[int],
+                padding: list[int], dilation: list[int], groups: int, padding_mode: str,
+                cval: float, channels_last: bool) -> Tensor:
+    """``cupyconv.conv_grad_weight`` on tensors."""
+    geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
+    return _bridge.call(lambda a, b: cupyconv.conv_grad_weight(
+        a, b, tuple(weight_shape), cval=cval, **geo), x, dy)
+
+
+@grad_weight.register_fake
+def _(x, dy, weight_shape, stride, padding, dilation, groups, padding_mode, cval,
+      channels_last):
+    return x.new_empty(weight_shape)
+
+
+def _grad_weight_backward(ctx, g):
+    x, dy = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dx = _grad_input(dy, g, x.shape, ctx.geo) if need[0] else None
+    ddy = _conv(x, g, ctx.geo, ctx.cval) if need[1] else None
+    return (dx, ddy) + (None,) * 8
+
+
+grad_weight.register_autograd(_grad_weight_backward, setup_context=_setup)
+
+
+# --- grad_bias ------------------------------------------------------------------------
+
+@torch.library.custom_op("cupyconv::conv_grad_bias", mutates_args=())
+def grad_bias(dy: Tensor, channels_last: bool) -> Tensor:
+    """``cupyconv.conv_grad_bias`` on tensors."""
+    layout = "channels_last" if channels_last else "channels_first"
+    return _bridge.call(lambda a: cupyconv.conv_grad_bias(a, layout=layout), dy)
+
+
+@grad_bias.register_fake
+def _(dy, channels_last):
+    return dy.new_empty(dy.shape[-1 if channels_last else 1])
+
+
+def _grad_bias_setup(ctx, inputs, output):
+    ctx.shape, ctx.cl = inputs[0].shape, inputs[1]
+
+
+def _grad_bias_backward(ctx, g):
+    n = len(ctx.shape)
+    view = [1] * n
+    view[n - 1 if ctx.cl else 1] = g.shape[0]
+    return g.reshape(view).expand(ctx.shape), None
+
+
+grad_bias.register_autograd(_grad_bias_backward, setup_context=_grad_bias_setup)
+
+
+# --- conv_transpose -------------------------------------------------------------------
+
+@torch.library.custom_op("cupyconv::conv_transpose", mutates_args=())
+def conv_transpose(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[int],
+                   padding: list[int], output_padding: list[int], dilation: list[int],
+                   groups: int, channels_last: bool) -> Tensor:
+    """``cupyconv.conv_transpose`` on tensors."""
+    geo = _geometry(stride, padding, dilation, groups, "constant", channels_last)
+    del geo["padding_mode"]
+    return _bridge.call(lambda a, b, c: cupyconv.conv_transpose(
+        a, b, c, output_padding=tuple(output_padding), **geo), x, w, bias)
+
+
+def transpose_shape(x_shape, w_shape, stride, padding, output_padding, dilation, groups,
+                    channels_last):
+    """The output shape of ``conv_transpose`` (PyTorch's formula)."""
+    ks, s = _spatial(w_shape, channels_last), _spatial(x_shape, channels_last)
+    out = [(s[i] - 1) * stride[i] - padding[2 * i] - padding[2 * i + 1]
+           + dilation[i] * (ks[i] - 1) + output_padding[i] + 1 for i in range(len(s))]
+    c_out = w_shape[-1 if channels_last else 1] * groups
+    return _with_channels(x_shape[0], out, c_out, channels_last)
+
+
+@conv_transpose.register_fake
+def _(x, w, bias, stride, padding, output_padding, dilation, groups, channels_last):
+    _bridge.check_tensors(x=x, w=w, bias=bias)
+    c_in = x.shape[-1 if channels_last else 1]
+    if w.shape[0] != c_in or c_in % groups:     # cupyconv.conv_transpose's messages
+        raise ValueError(f"w has {w.shape[0]} input channels (axis 0) but x has "
+                         f"C_in={c_in}" if w.shape[0] != c_in else
+                         f"x has C_in={c_in} channels, not divisible by groups={groups}")
+    return x.new_empty(transpose_shape(x.shape, w.shape, stride, padding, output_padding,
+                                       dilation, groups, channels_last))
+
+
+def _transpose_setup(ctx, inputs, output):
+    x, w, bias, stride, padding, output_padding, dilation, groups, cl = inputs
+    ctx.save_for_backward(x, w)
+    ctx.geo = (stride, padding, dilation, groups, "constant", cl)
+
+
+def _edges(x, sizes, cl):
+    """``x`` cut (``sizes`` smaller) or zero-padded (larger) at the end of each spatial axis."""
+    first = 1 if cl else 2
+    for i, n in enumerate(sizes):
+        if x.shape[first + i] > n:
+            x = x.narrow(first + i, 0, n)
+    extra = [n - x.shape[first + i] for i, n in enumerate(sizes)]
+    if any(extra):
+        widths = [0, 0] if cl else []
+        for e in reversed(extra):
+            widths += [0, e]
+        x = torch.nn.functional.pad(x, widths)
+    return x
+
+
+def _transpose_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    stride, padding, dilation, _, _, cl = ctx.geo
+    need = ctx.needs_input_grad
+    dx = dw = db = None
+    if need[0]:
+        dx = _edges(_conv(dy, w, ctx.geo), _spatial(x.shape, cl), cl)
+    if need[1]:
+        # dy has room for the forward conv's outputs past x's end (output_padding >= stride)
+        n_out = [(n + padding[2 * i] + padding[2 * i + 1] - dilation[i]
+                  * (_spatial(w.shape, cl)[i] - 1) - 1) // stride[i] + 1
+                 for i, n in enumerate(_spatial(dy.shape, cl))]
+        dw = _grad_weight(dy, _edges(x, n_out, cl), w.shape, ctx.geo)
+    if need[2]:
+        db = grad_bias(dy, cl)
+    return (dx, dw, db) + (None,) * 6
+
+
+conv_transpose.register_autograd(_transpose_backward, setup_context=_transpose_setup)

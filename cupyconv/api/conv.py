@@ -14,11 +14,12 @@ __all__ = ["conv", "prepare_conv", "conv_problem"]
 
 
 @memoized()
-def conv_problem(x_shape, x_dtype, w_shape, w_dtype, bias_dtype, stride, padding, dilation,
+def conv_problem(x_shape, x_dtype, w_shape, w_dtype, stride, padding, dilation,
                  groups, padding_mode, cval, layout, out_dtype=None):
-    """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised)."""
-    dtypes = [x_dtype, w_dtype] + ([bias_dtype] if bias_dtype is not None else [])
-    result = np.dtype(out_dtype) if out_dtype is not None else args.result_dtype(*dtypes)
+    """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised); the
+    result dtype is that of x and w (a bias is cast to it)."""
+    result = (np.dtype(out_dtype) if out_dtype is not None
+              else args.result_dtype(x_dtype, w_dtype))
     if len(x_shape) != len(w_shape):
         raise ValueError(
             f"x and w must have the same number of dimensions; got x.ndim={len(x_shape)} "
@@ -42,9 +43,9 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
     if bias is not None:
         args.check_dtype(bias, "bias")
     problem, result = conv_problem(
-        x.shape, x.dtype, w.shape, w.dtype, None if bias is None else bias.dtype, stride,
-        padding, dilation, groups, padding_mode, cval, layout, out_dtype)
-    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp)
+        x.shape, x.dtype, w.shape, w.dtype, stride, padding, dilation, groups, padding_mode,
+        cval, layout, out_dtype)
+    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp, result)
 
 
 @compiled
@@ -64,7 +65,10 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     w : ndarray
         Weights, ``(C_out, C_in/groups, *K)`` or ``(C_out, *K, C_in/groups)``.
     bias : ndarray, optional
-        ``(C_out,)``, added to every output position.
+        ``(C_out,)``, added to every output position.  The result dtype is that of
+        `x` and `w`; the bias is cast to it within its kind (a float64 bias on float32
+        data is added in float32, as PyTorch and Flax layers do); a bias of another kind
+        (float on integers, complex on real data) is a ``TypeError``.
     stride, dilation : int or sequence of int, optional
         Per spatial axis, >= 1.
     padding : int, sequence, sequence of (before, after), 'valid' or 'same', optional

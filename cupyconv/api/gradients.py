@@ -250,7 +250,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         ``(C_in, C_out/groups, *K)`` as in PyTorch (channels_last:
         ``(C_in, *K, C_out/groups)``).
     bias : ndarray, optional
-        ``(C_out,)``.
+        ``(C_out,)``, cast to the result dtype of `x` and `w` as in :func:`cupyconv.conv`.
     stride, dilation : int or sequence of int, optional
     padding : int, sequence of int, sequence of (before, after), 'valid' or 'same', optional
         Removed from the output borders.  ``'valid'`` removes nothing;
@@ -303,11 +303,11 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         raise ValueError(f"x has C_in={c_in} channels, not divisible by groups={groups}")
     c_out = cog * groups
     input_shape = ((n,) + tuple(out) + (c_out,)) if cl else ((n, c_out) + tuple(out))
-    result = args.gradient_dtype(x.dtype, w.dtype, *([] if bias is None else [args.as_array(xp, bias).dtype]))
+    result = args.gradient_dtype(x.dtype, w.dtype)      # a bias is cast to it
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
                        dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
                        **_geometry(stride, pads, dilation, groups, "constant", layout))
-    bias = check_bias(bias, c_out, xp)
+    bias = check_bias(bias, c_out, xp, result)
     views = logical_views(problem, xp, output=x, filter=w)
     # output_padding >= stride (allowed below dilation) gives the forward conv more
     # outputs than x has positions: those receive no input (zero gradient).

@@ -102,7 +102,7 @@ class ConvPlan:
             if tuple(a.shape) != tuple(shape):
                 raise ValueError(f"{name} has shape {tuple(a.shape)}; the plan was made "
                                  f"for {tuple(shape)}")
-            if not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
+            if name != "bias" and not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
                 raise TypeError(f"{name} has dtype {a.dtype}, which a plan for "
                                 f"{self.result_dtype} cannot hold exactly; make a plan for "
                                 f"{np.result_type(a.dtype, self.result_dtype)}")
@@ -196,7 +196,7 @@ class ConvPlan:
                    workspace_limit=self.workspace_limit,
                    choice=self.choice if backend is self._backend else None)
         return finish(y, p, xp, self.result_dtype, out,
-                      check_bias(arrays.get("bias"), p.out_channels, xp))
+                      check_bias(arrays.get("bias"), p.out_channels, xp, self.result_dtype))
 
 
 def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, groups=1,
@@ -209,8 +209,9 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     x_shape, w_shape : tuple of int
         Shapes as :func:`cupyconv.conv` takes them (in `layout` order).
     dtype : dtype
-        Result dtype (``result_type`` of x, w and bias); inputs of other
-        dtypes must cast to it safely.
+        Result dtype (``result_type`` of x and w); x and w of other dtypes must
+        cast to it safely; a bias is cast to it within its kind, as in
+        :func:`cupyconv.conv`.
     stride, padding, dilation, groups, padding_mode, cval, layout
         Geometry, as :func:`cupyconv.conv`.
     method : str, optional

@@ -88,7 +88,7 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     operands = {"x": x, "w": w} if bias is None else {"x": x, "w": w, "bias": bias}
     for name, a in operands.items():
         arguments.check_dtype(a, name)
-    result = arguments.result_dtype(*(a.dtype for a in operands.values()))
+    result = arguments.result_dtype(x.dtype, w.dtype)   # a bias is cast to it
     storage = arguments.problem_dtype(result)   # float16 blocks stay float16
     # The in-memory code validates the geometry on zero-stride stand-ins.
     stand = {name: _blocks.stand_in(a.shape, storage) for name, a in operands.items()}

@@ -22,8 +22,9 @@ def conv_problem(x_shape, x_dtype, w_shape, w_dtype, stride, padding, dilation,
               else args.result_dtype(x_dtype, w_dtype))
     if len(x_shape) != len(w_shape):
         raise ValueError(
-            f"x and w must have the same number of dimensions; got x.ndim={len(x_shape)} "
-            f"and w.ndim={len(w_shape)} (x is (N, C_in, *spatial), w is "
+            f"x and w must have the same number of dimensions; got x.shape={tuple(x_shape)} "
+            f"(ndim {len(x_shape)}) and w.shape={tuple(w_shape)} (ndim {len(w_shape)}) (x is "
+            "(N, C_in, *spatial) or unbatched (C_in, *spatial), w is "
             "(C_out, C_in/groups, *kernel))")
     problem = ConvProblem.create(
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,

@@ -31,7 +31,8 @@ def _freq_conv(in1, in2, mode, axes):
     if in1.ndim == in2.ndim == 0:
         return in1 * in2
     if in1.ndim != in2.ndim:
-        raise ValueError("in1 and in2 should have the same dimensionality")
+        raise ValueError(f"in1 and in2 should have the same dimensionality; got in1.shape="
+                         f"{in1.shape} and in2.shape={in2.shape}")
     if in1.size == 0 or in2.size == 0:
         return xp.asarray([])
     check_mode(mode)

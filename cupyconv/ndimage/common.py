@@ -113,12 +113,14 @@ def copy_input(input, output, xp):
     return output
 
 
-def normalize_sequence(value, rank):
-    """One entry per axis (SciPy's ``normalize_sequence``)."""
+def normalize_sequence(value, rank, name="sequence argument"):
+    """One entry per axis (SciPy's ``normalize_sequence``; its ``RuntimeError`` names
+    the argument, ``name``, and both lengths)."""
     if not isinstance(value, str) and np.iterable(value):
         values = list(value)
         if len(values) != rank:
-            raise RuntimeError("sequence argument must have length equal to input rank")
+            raise RuntimeError(f"{name} must have length equal to input rank ({rank} axes "
+                               f"filtered); got {len(values)} values")
         return values
     return [value] * rank
 

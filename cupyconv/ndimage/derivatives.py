@@ -297,7 +297,7 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
     """
     xp, input = _input(input)
     axes = check_axes(axes, input.ndim)
-    sigmas = normalize_sequence(sigma, len(axes))
+    sigmas = normalize_sequence(sigma, len(axes), "sigma")
     if len(axes) < input.ndim:                  # sigma 0 on the axes not filtered
         full = [0] * input.ndim
         for s, ax in zip(sigmas, axes):

@@ -260,7 +260,7 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     axes = check_axes(axes, input.ndim)
     n = len(axes)
     orders = normalize_sequence(order, n)
-    sigmas = normalize_sequence(sigma, n)
+    sigmas = normalize_sequence(sigma, n, "sigma")
     modes = normalize_sequence(mode, n)
     radiuses = normalize_sequence(radius, n)
     passes = [(axes[i], sigmas[i], orders[i], modes[i], radiuses[i])

@@ -29,6 +29,10 @@ from .calls import check_bias, check_out, finish, logical_views, with_precision
 
 __all__ = ["plan_conv", "ConvPlan"]
 
+#: Where each backend runs, in :meth:`ConvPlan.explain`'s words.
+_WHERE = {"numpy": "the CPU (NumPy)", "cuda": "the GPU (CuPy)",
+          "emulated": "the CPU emulator of the CUDA kernels"}
+
 
 def _fmt_bytes(n):
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -146,18 +150,36 @@ class ConvPlan:
         programs replayed from the second call with the same arrays' key) or the normal
         path (the dispatcher every call), with the reason."""
         if not config.compiled_calls:
-            return "normal path: cupyconv.config.compiled_calls is off"
+            return (f"{self._runs()}; every call is checked and dispatched again "
+                    "(cupyconv.config.compiled_calls is off)")
         entries = self.__dict__.get("_compiled")
         last = entries.values()[-1] if entries is not None and len(entries) else None
         if isinstance(last, CompiledCall):
-            return f"compiled: a repeated call replays {last!r}{self._unscanned()}"
+            return f"{self._runs()}; repeated calls replay ({last!r}){self._unscanned()}"
         if isinstance(last, NotCompiled):
-            return f"normal path: {last.reason}"
+            return f"{self._runs()}; every call is checked and dispatched again: {last.reason}"
         why = self._backend.compile_refusal(self.problem, self.algorithm)
         if why:
-            return f"normal path: {why}"
-        return ("compiled from the second call with the same key (arrays' shapes, strides, "
-                "dtypes, alignment; bias; out; config)" + self._unscanned())
+            return f"{self._runs()}; every call is checked and dispatched again: {why}"
+        return (f"{self._runs()}; repeated calls replay, from the second call with the same "
+                "arrays (shapes, strides, dtypes, alignment), bias, out and settings"
+                + self._unscanned())
+
+    def _runs(self):
+        """``runs <algorithm> on <where>``: the first words of :meth:`explain`."""
+        return f"runs {self.algorithm} on {_WHERE.get(self.backend, self.backend)}"
+
+    def __str__(self):
+        """What ``print(plan)`` shows: the problem, what runs where, and its cost."""
+        p = self.problem
+        lines = [f"ConvPlan: {p.ndim}-D conv, x{p.x_shape} * w{p.w_shape} -> y{p.y_shape}, "
+                 f"{self.result_dtype}"]
+        lines += [f"  {line}" for line in self.explain().splitlines()]
+        if self.method == "auto" and ALGORITHMS[self.algorithm].needs:
+            lines.append(f"  {self.algorithm} {_fallbacks(self.choice.ranked)}")
+        lines.append(f"  extra memory {_fmt_bytes(self.workspace_bytes)}; "
+                     f"{self.flops:.3g} FLOPs; {_fmt_bytes(self.bytes_moved)} moved")
+        return "\n".join(lines)
 
     def _unscanned(self):
         if self.method not in NON_FINITE_SPREAD:

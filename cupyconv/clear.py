@@ -24,7 +24,7 @@ from .dispatch import backends, dispatcher
 __all__ = ["clear_caches"]
 
 
-def clear_caches():
+def clear_caches() -> None:
     """Drop every cached choice, call signature, loaded kernel module and backend."""
     dispatcher.clear_cache()
     compiled.clear_cache()

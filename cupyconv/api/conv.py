@@ -1,6 +1,8 @@
 """``conv``: batched multi-channel N-D convolution, deep-learning style (no flip)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from .._lru import memoized
@@ -9,6 +11,7 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
 from .compiled import compiled
 from .calls import check_bias, check_out, finish, logical_views, with_precision
+from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar
 
 __all__ = ["conv", "prepare_conv", "conv_problem"]
 
@@ -50,9 +53,11 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
 
 
 @compiled
-def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
-         padding_mode="constant", cval=0, layout="channels_first", method="auto",
-         out=None, workspace_limit=None, precision=None):
+def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride: IntOrSeq = 1,
+         padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+         padding_mode: str = "constant", cval: Scalar = 0, layout: str = "channels_first",
+         method: str = "auto", out: Optional[Array] = None,
+         workspace_limit: Optional[int] = None, precision: Optional[str] = None) -> Array:
     """Batched multi-channel N-D convolution (cross-correlation, no flip).
 
     Parameters
@@ -98,6 +103,12 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     workspace_limit : int, optional
         Bytes the algorithm may allocate beyond x, w and y (``gemm`` chunks
         its column buffer to fit; ``auto`` honours it).
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
+        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
+        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
+        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
+        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
 
     Returns
     -------

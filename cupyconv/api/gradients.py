@@ -9,6 +9,7 @@ without conjugation.
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 from .._kernels import program
 from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
@@ -17,6 +18,7 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
 from .compiled import compiled
 from .calls import check_bias, finish, logical_views, with_precision
+from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose"]
 
@@ -58,9 +60,12 @@ def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None
 
 
 @compiled
-def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                    padding_mode="constant", cval=0, layout="channels_first",
-                    method="auto", workspace_limit=None, precision=None):
+def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: IntOrSeq = 1,
+                    padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+                    padding_mode: str = "constant", cval: Scalar = 0,
+                    layout: str = "channels_first", method: str = "auto",
+                    workspace_limit: Optional[int] = None,
+                    precision: Optional[str] = None) -> Array:
     """Gradient of :func:`cupyconv.conv` with respect to its input ``x``.
 
     Parameters
@@ -82,6 +87,12 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
         padding, else the column buffer with the kernel as its GEMM.
     workspace_limit : int, optional
         Bytes the column buffer may use (chunked over images, at least one).
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
+        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
+        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
+        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
+        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
 
     Returns
     -------
@@ -118,9 +129,12 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
 
 
 @compiled
-def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                     padding_mode="constant", cval=0, layout="channels_first",
-                     method="auto", workspace_limit=None, precision=None):
+def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride: IntOrSeq = 1,
+                     padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+                     padding_mode: str = "constant", cval: Scalar = 0,
+                     layout: str = "channels_first", method: str = "auto",
+                     workspace_limit: Optional[int] = None,
+                     precision: Optional[str] = None) -> Array:
     """Gradient of :func:`cupyconv.conv` with respect to its weights ``w``.
 
     Parameters
@@ -138,6 +152,12 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
         ``implicit_gemm`` (CUDA path: the forward kernel, tensor-core tiles included,
         with the images as the reduction; any stride, dilation and padding mode).
     workspace_limit : int, optional
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
+        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
+        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
+        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
+        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
 
     Returns
     -------
@@ -169,7 +189,7 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
 
 
 @compiled
-def conv_grad_bias(dy, *, layout="channels_first"):
+def conv_grad_bias(dy: ArrayLike, *, layout: str = "channels_first") -> Array:
     """Gradient of :func:`cupyconv.conv` with respect to ``bias``.
 
     Parameters
@@ -232,9 +252,11 @@ def _transpose_padding(padding, output_padding, s, ks, stride, dilation):
 
 
 @compiled
-def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, dilation=1,
-                   groups=1, layout="channels_first", method="auto", workspace_limit=None,
-                   precision=None):
+def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *,
+                   stride: IntOrSeq = 1, padding: Padding = 0, output_padding: IntOrSeq = 0,
+                   dilation: IntOrSeq = 1, groups: int = 1, layout: str = "channels_first",
+                   method: str = "auto", workspace_limit: Optional[int] = None,
+                   precision: Optional[str] = None) -> Array:
     """Transposed convolution (PyTorch ``ConvTransposeNd`` semantics), any rank.
 
     Every input element scatters ``x[n, i, s] * w[i, o, t]`` onto output
@@ -261,6 +283,12 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         ``max(stride, dilation)`` on that axis.
     groups, layout, method, workspace_limit
         As in :func:`conv_grad_input`.
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
+        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
+        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
+        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
+        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
 
     Returns
     -------

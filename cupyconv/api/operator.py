@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Optional
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from .compiled import compiled_method
 from .gradients import conv_grad_input
 from .conv import conv
 from .signal import convolve, correlate
+from .._typing import Array, ArrayLike, Axes, DTypeLike, IntOrSeq, Padding, Shape
 
 __all__ = ["ConvOperator", "convolution_adjoint"]
 
@@ -142,8 +144,9 @@ class ConvOperator:
     __array_ufunc__ = None
     ndim = 2
 
-    def __init__(self, kernel, input_shape, mode="same", *, axes=None, method="auto",
-                 dtype=None, precision=None):
+    def __init__(self, kernel: ArrayLike, input_shape: Shape, mode: str = "same", *,
+                 axes: Optional[Axes] = None, method: str = "auto",
+                 dtype: Optional[DTypeLike] = None, precision: Optional[str] = None) -> None:
         xp = args.array_module_of(kernel=kernel)
         kernel = args.as_array(xp, kernel)
         args.check_dtype(kernel, "kernel")
@@ -170,9 +173,11 @@ class ConvOperator:
         self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
 
     @classmethod
-    def from_conv(cls, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                  padding_mode="constant", layout="channels_first", method="auto",
-                  dtype=None, precision=None):
+    def from_conv(cls, w: ArrayLike, input_shape: Shape, *, stride: IntOrSeq = 1,
+                  padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+                  padding_mode: str = "constant", layout: str = "channels_first",
+                  method: str = "auto", dtype: Optional[DTypeLike] = None,
+                  precision: Optional[str] = None) -> "ConvOperator":
         """``x -> conv(x, w, ...)`` (deep-learning geometry) with the adjoint
         :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
         here (a nonzero fill would make the map affine).
@@ -229,20 +234,20 @@ class ConvOperator:
         return v.reshape(shape)
 
     @compiled_method
-    def matvec(self, v):
+    def matvec(self, v: ArrayLike) -> Array:
         """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
         v = args.as_array(self.xp, v)
         return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
                                             "matvec")).ravel()
 
     @compiled_method
-    def rmatvec(self, u):
+    def rmatvec(self, u: ArrayLike) -> Array:
         """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
         u = args.as_array(self.xp, u)
         return self._adjoint(self._reshaped(u, self.output_shape, self.shape[0],
                                             "rmatvec")).ravel()
 
-    def aslinearoperator(self):
+    def aslinearoperator(self) -> Any:
         """A ``scipy.sparse.linalg.LinearOperator`` (NumPy) or
         ``cupyx.scipy.sparse.linalg.LinearOperator`` (CuPy)."""
         if self.xp is np:
@@ -258,27 +263,27 @@ class ConvOperator:
             linop = self._linop = self.aslinearoperator()
         return linop
 
-    def dot(self, x):
+    def dot(self, x: ArrayLike) -> Any:
         """``A x`` for a vector (``(n,)`` or ``(n, 1)``) or a matrix of ``n`` rows (one
         ``matvec`` per column), as ``LinearOperator.dot``."""
         return self._linear_operator().dot(x)
 
-    def matmat(self, X):
+    def matmat(self, X: ArrayLike) -> Any:
         """``A X`` for a matrix ``X`` of ``shape[1]`` rows, one ``matvec`` per column."""
         return self._linear_operator().matmat(X)
 
-    def rmatmat(self, X):
+    def rmatmat(self, X: ArrayLike) -> Any:
         """``A^H X`` for a matrix ``X`` of ``shape[0]`` rows, one ``rmatvec`` per column."""
         return self._linear_operator().rmatmat(X)
 
-    def __matmul__(self, x):
+    def __matmul__(self, x: ArrayLike) -> Any:
         """``A @ x``: as a ``LinearOperator``'s (vector, column or matrix; a scalar is a
         ``ValueError``; another operator gives their product operator)."""
         if isinstance(x, ConvOperator):
             x = x._linear_operator()
         return self._linear_operator() @ x
 
-    def __rmatmul__(self, x):
+    def __rmatmul__(self, x: ArrayLike) -> Any:
         """``x @ A``, as a ``LinearOperator``'s."""
         return x @ self._linear_operator()
 

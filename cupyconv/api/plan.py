@@ -15,6 +15,8 @@ call.
 """
 from __future__ import annotations
 
+from typing import Any, Optional
+
 import numpy as np
 
 from .._vocabulary import ALGORITHMS, BACKENDS, describe_choices
@@ -26,6 +28,7 @@ from .. import config
 from .._kernels import program
 from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
+from .._typing import Array, ArrayLike, DTypeLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["plan_conv", "ConvPlan"]
 
@@ -80,8 +83,9 @@ class ConvPlan:
         uses them, prepared once (see :meth:`__call__`).
     """
 
-    def __init__(self, problem, backend, choice, method, result_dtype, workspace_limit,
-                 weights=None):
+    def __init__(self, problem: ConvProblem, backend: Any, choice: Any, method: str,
+                 result_dtype: DTypeLike, workspace_limit: Optional[int],
+                 weights: Optional[ArrayLike] = None) -> None:
         self.problem = problem
         self.backend = backend.name
         self._backend = backend
@@ -96,7 +100,7 @@ class ConvPlan:
         self._weights = None if weights is None else self._freeze(weights)
 
     @property
-    def frozen(self):
+    def frozen(self) -> bool:
         return self._weights is not None
 
     def _checked(self, xp, arrays):
@@ -126,11 +130,11 @@ class ConvPlan:
         return prepared if prepared is not ops.filter else ops.filter.copy()
 
     @property
-    def flops(self):
+    def flops(self) -> int:
         return self.problem.flops
 
     @property
-    def bytes_moved(self):
+    def bytes_moved(self) -> int:
         return self.problem.bytes_moved
 
     def __repr__(self):
@@ -145,7 +149,7 @@ class ConvPlan:
                 f"flops={self.flops:.3g}, bytes={_fmt_bytes(self.bytes_moved)}; "
                 f"{self.explain()})")
 
-    def explain(self):
+    def explain(self) -> str:
         """Which path a call of this plan takes and why: a compiled call (its launch
         programs replayed from the second call with the same arrays' key) or the normal
         path (the dispatcher every call), with the reason."""
@@ -188,7 +192,8 @@ class ConvPlan:
                 "for NaN/Inf (the first call of each key scans and warns)")
 
     @compiled_method
-    def __call__(self, x, w=None, bias=None, out=None):
+    def __call__(self, x: ArrayLike, w: Optional[ArrayLike] = None,
+                 bias: Optional[ArrayLike] = None, out: Optional[Array] = None) -> Array:
         """Run the planned convolution on arrays of the planned shapes and dtypes.
 
         ``w=None``: the weights the plan holds (``plan_conv(..., weights=w)``), as they
@@ -221,9 +226,12 @@ class ConvPlan:
                       check_bias(arrays.get("bias"), p.out_channels, xp, self.result_dtype))
 
 
-def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, groups=1,
-              padding_mode="constant", cval=0, layout="channels_first", method="auto",
-              workspace_limit=None, backend=None, precision=None, weights=None):
+def plan_conv(x_shape: Shape, w_shape: Shape, dtype: DTypeLike, *, stride: IntOrSeq = 1,
+              padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+              padding_mode: str = "constant", cval: Scalar = 0, layout: str = "channels_first",
+              method: str = "auto", workspace_limit: Optional[int] = None,
+              backend: Optional[str] = None, precision: Optional[str] = None,
+              weights: Optional[ArrayLike] = None) -> "ConvPlan":
     """Plan a :func:`cupyconv.conv` once; call the plan on arrays many times.
 
     Parameters
@@ -249,6 +257,12 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
         Frozen weights (shape `w_shape`, on the backend's array module): the plan keeps
         its own copy, prepared once for the chosen algorithm, and ``plan(x)`` uses it;
         later writes to ``weights`` are not seen (docs/semantics.md, "Frozen weights").
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
+        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
+        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
+        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
+        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
 
     Returns
     -------

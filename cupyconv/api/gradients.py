@@ -88,11 +88,8 @@ def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: 
     workspace_limit : int, optional
         Bytes the column buffer may use (chunked over images, at least one).
     precision : {'highest', 'tf32'}, optional
-        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
-        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
-        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
-        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
-        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------
@@ -153,11 +150,8 @@ def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride
         with the images as the reduction; any stride, dilation and padding mode).
     workspace_limit : int, optional
     precision : {'highest', 'tf32'}, optional
-        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
-        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
-        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
-        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
-        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------
@@ -284,11 +278,8 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
     groups, layout, method, workspace_limit
         As in :func:`conv_grad_input`.
     precision : {'highest', 'tf32'}, optional
-        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
-        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
-        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
-        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
-        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------

@@ -258,11 +258,8 @@ def plan_conv(x_shape: Shape, w_shape: Shape, dtype: DTypeLike, *, stride: IntOr
         its own copy, prepared once for the chosen algorithm, and ``plan(x)`` uses it;
         later writes to ``weights`` are not seen (docs/semantics.md, "Frozen weights").
     precision : {'highest', 'tf32'}, optional
-        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
-        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
-        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
-        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
-        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------

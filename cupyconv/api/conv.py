@@ -78,6 +78,7 @@ def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride
     stride, dilation : int or sequence of int, optional
         Per spatial axis, >= 1.
     padding : int, sequence, sequence of (before, after), 'valid' or 'same', optional
+        The two names in any case (TensorFlow's ``'SAME'``, ``'VALID'``).
         ``'same'`` is JAX's and TensorFlow's ``SAME`` for any stride (PyTorch refuses
         it with a stride > 1): ``ceil(S / stride)`` outputs from a total padding of
         ``max((ceil(S / stride) - 1) * stride + dilation * (K - 1) + 1 - S, 0)``,

@@ -368,10 +368,11 @@ def test_padding_names_in_any_case_are_tensorflows(name):
 
 @pytest.mark.parametrize("call", ["gaussian_filter", "gaussian_laplace"])
 def test_a_sigma_of_the_wrong_length_is_named(call):
-    """SciPy's ``RuntimeError``, naming ``sigma`` and both lengths."""
+    """SciPy's ``RuntimeError`` and words, naming ``sigma`` and both lengths."""
     import scipy.ndimage
     with pytest.raises(RuntimeError, match="must have length equal to input rank"):
         getattr(scipy.ndimage, call)(np.ones((5, 5)), [1, 2, 3])
-    with pytest.raises(RuntimeError, match=r"^sigma must have length equal to input rank "
-                                           r"\(2 axes filtered\); got 3 values"):
+    with pytest.raises(RuntimeError, match=r"^sequence argument must have length equal to "
+                                           r"input rank \(sigma has 3 values for 2 axes "
+                                           r"filtered\)$"):
         getattr(cupyconv.ndimage, call)(np.ones((5, 5)), [1, 2, 3])

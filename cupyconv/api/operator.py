@@ -115,7 +115,7 @@ class ConvOperator:
         Operator dtype; default the kernel's (float64 for integer kernels).
     precision : {'highest', 'tf32'}, optional
         Arithmetic of the convolutions, as in :func:`cupyconv.conv` (``None``:
-        ``cupyconv.config.precision``; ``'tf32'`` is for float32 data on the GPU).
+        ``cupyconv.config.precision``; ``'tf32'`` is for float32 data).
 
     Attributes
     ----------
@@ -189,7 +189,7 @@ class ConvOperator:
 
         The operator references ``w`` live, as the constructor does its kernel: every
         ``matvec`` and ``rmatvec`` reads ``w`` as it is then (docs/semantics.md,
-        "ConvOperator").  For weights prepared once, use
+        "Kernels referenced live").  For weights prepared once, use
         ``cupyconv.plan_conv(..., weights=w)``."""
         xp = args.array_module_of(w=w)
         w = args.as_array(xp, w)

@@ -1,4 +1,4 @@
-"""Command line: ``python -m cupyconv {info,demo,build,sass,bench}``."""
+"""Command line: ``python -m cupyconv {info,demo,build,sass,bench}`` and ``--version``."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import sys
 from ._cli import demo, info
 from ._compile import main as build_main
 from ._compile.sass_report import main as sass_main
+from ._version import __version__
 
 __all__ = ["main"]
 
@@ -44,6 +45,7 @@ def main(argv=None):
         prog=_prog(),
         description="The cupyconv command line. Run cupyconv COMMAND --help for the "
                     "flags of one command.")
+    parser.add_argument("--version", action="version", version=f"cupyconv {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="backends, CuPy, CUDA driver, devices, NVRTC, where the "
                                     "kernels come from, and what to install when one is missing")

@@ -14,6 +14,6 @@ from ._lru import clear_registered
 __all__ = ["clear_caches"]
 
 
-def clear_caches():
+def clear_caches() -> None:
     """Drop every cached choice, call signature, loaded kernel module and backend."""
     clear_registered()

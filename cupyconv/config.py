@@ -59,7 +59,19 @@ cuda_graphs : bool
     Winograd's transforms and GEMM, gemm's vol2col and GEMM) replays as one CUDA graph,
     captured on its second call over buffers it owns, the call's pointers set per call
     (``cupyconv.backends.cuda.graphs``).  Default False until a device check shows it pays.
+cpu_threads : int or None
+    The most threads cupyconv's own CPU work runs on at once (the NumPy backend's block
+    pool: gemm's column blocks, the depthwise tap loop; BLAS runs one thread per block
+    there).  ``None`` (default): one per core this process may use.  ``1``: every block
+    on the calling thread.  BLAS calls outside the pool keep BLAS's own thread count
+    (``threadpoolctl.threadpool_limits`` sets that).  For a block of code,
+    :func:`cpu_threads_limit` sets it and restores it, as ``threadpool_limits`` does.
+progress : bool
+    When True (default), a CPU call the cost model predicts will take longer than about
+    2 seconds shows a ``tqdm`` progress bar on stderr (when ``tqdm`` is installed: the
+    ``progress`` extra; without it, no bar).  False silences it.
 """
+import contextlib as _contextlib
 import numbers as _numbers
 import sys as _sys
 import types as _types
@@ -79,6 +91,8 @@ compiled_calls = True
 prebuilt_launches = False
 compiled_call_bytes = 256 * 2**20
 cuda_graphs = False
+cpu_threads = None
+progress = True
 
 
 def _is_bool(value):
@@ -134,6 +148,9 @@ _CHECKS = {
         "compiled_call_bytes", "None or an int number of bytes >= 0", _numbers.Integral,
         lambda v: v >= 0, int),
     "cuda_graphs": _boolean("cuda_graphs"),
+    "cpu_threads": _optional_number(
+        "cpu_threads", "None or an int >= 1", _numbers.Integral, lambda v: v >= 1, int),
+    "progress": _boolean("progress"),
 }
 
 
@@ -152,6 +169,18 @@ class _Config(_types.ModuleType):
         settings = tuple(getattr(self, n) for n in _CHECKS)
         super().__setattr__("_in_force", settings)
         super().__setattr__("_in_force_id", _settings_id(settings))
+
+    @_contextlib.contextmanager
+    def cpu_threads_limit(self, limit):
+        """``with cupyconv.config.cpu_threads_limit(2): ...``: :data:`cpu_threads` set to
+        ``limit`` (``None``: one per core) inside the block and restored after it, as
+        ``threadpoolctl.threadpool_limits`` does for BLAS.  The setting is process-wide."""
+        before = self.cpu_threads
+        self.cpu_threads = limit
+        try:
+            yield
+        finally:
+            self.cpu_threads = before
 
     @property
     def in_force(self):

@@ -23,6 +23,7 @@ size 1 where an input had size 1.
 from __future__ import annotations
 
 import functools
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from .api.gradients import conv_grad_bias, conv_grad_input, conv_grad_weight, co
 from .api.operator import ConvOperator, convolution_adjoint
 from .api.signal import signal_problem
 from .core import args
+from ._typing import Array, ArrayLike, Axes
 
 __all__ = ["convolve_vjp", "correlate_vjp", "conv_grad_input", "conv_grad_weight",
            "conv_grad_bias", "conv_transpose", "ConvOperator"]
@@ -96,7 +98,8 @@ def _vjp_part(in1, in2, g, mode, axes, correlate_, method, second):
     return _as_gradient(gb, in2)
 
 
-def convolve_vjp(in1, in2, g, mode="full", axes=None, *, method="auto"):
+def convolve_vjp(in1: ArrayLike, in2: ArrayLike, g: ArrayLike, mode: str = "full",
+                 axes: Optional[Axes] = None, *, method: str = "auto") -> Tuple[Array, Array]:
     """Vector-Jacobian product of :func:`cupyconv.convolve`.
 
     Parameters
@@ -127,7 +130,8 @@ def convolve_vjp(in1, in2, g, mode="full", axes=None, *, method="auto"):
     return _vjp(in1, in2, g, mode, axes, False, method)
 
 
-def correlate_vjp(in1, in2, g, mode="full", axes=None, *, method="auto"):
+def correlate_vjp(in1: ArrayLike, in2: ArrayLike, g: ArrayLike, mode: str = "full",
+                  axes: Optional[Axes] = None, *, method: str = "auto") -> Tuple[Array, Array]:
     """Vector-Jacobian product of :func:`cupyconv.correlate`; see :func:`convolve_vjp`.
 
     ``correlate`` conjugates ``in2``, so its gradient is anti-linear there:

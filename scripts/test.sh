@@ -7,7 +7,7 @@
 #   apt when this runs as root on Debian/Ubuntu; without them the emulated
 #   kernel tests fall back to glibc ucontext (slower) or are skipped.
 # - The Python side is `pip install -e ".[test]"` (NumPy, SciPy, pytest,
-#   hypothesis, CuPy + NVRTC for the ahead-of-time kernel compile tests;
+#   hypothesis, mypy, CuPy + NVRTC for the ahead-of-time kernel compile tests;
 #   no GPU is needed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +35,9 @@ fi
 
 echo "== import layers (import-linter contracts in pyproject.toml)"
 lint-imports
+
+echo "== types of the public API (mypy; [tool.mypy] in pyproject.toml)"
+"$PY" -m mypy
 
 echo "== pytest"
 export CUPYCONV_HYPOTHESIS_PROFILE=${CUPYCONV_HYPOTHESIS_PROFILE:-ci}

@@ -374,23 +374,37 @@ def _positive_int(text: str) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m cupyconv build [--arch sm_80,sm_90] [--ranks 1-8] [--families ...]``."""
+    work = group_work(DEFAULT_ARCHS, range(1, registry.MAX_RANK + 1))
     ap = argparse.ArgumentParser(
         prog="python -m cupyconv build",
         description="Ahead-of-time compile the CUDA kernels with NVRTC into the user cache "
                     "(no GPU needed). A progress bar shows kernels done / total and the time "
-                    "left (drawn by tqdm when it is installed).")
-    ap.add_argument("--arch", type=parse_archs, default=list(DEFAULT_ARCHS),
+                    "left (drawn by tqdm when it is installed).",
+        epilog=f"With the defaults: {sum(len(m) for _, _, m in work):,} kernels in "
+               f"{len(work)} NVRTC programs ({', '.join(DEFAULT_ARCHS)}; ranks "
+               f"1-{registry.MAX_RANK}; every family and dtype).")
+    ap.add_argument("--arch", type=parse_archs, default=",".join(DEFAULT_ARCHS),
                     help="comma-separated sm_NN, e.g. sm_80,sm_90; sm_90a builds the "
-                         "arch-specific (warpgroup MMA) families")
-    ap.add_argument("--ranks", type=parse_ranks, default=list(range(1, registry.MAX_RANK + 1)),
-                    help=f"1..{registry.MAX_RANK}, e.g. 1-8 or 1,2,3")
-    ap.add_argument("--families", default=None, help=f"comma-separated subset of {sorted(registry.FAMILIES)}")
-    ap.add_argument("--dtypes", default=None, help=f"comma-separated subset of {sorted(registry.DTYPES)}")
+                         f"arch-specific (warpgroup MMA) families (default: "
+                         f"{','.join(DEFAULT_ARCHS)})")
+    ap.add_argument("--ranks", type=parse_ranks, default=f"1-{registry.MAX_RANK}",
+                    help=f"1..{registry.MAX_RANK}, e.g. 1-8 or 1,2,3 (default: "
+                         f"1-{registry.MAX_RANK})")
+    ap.add_argument("--families", default=None,
+                    help=f"comma-separated subset of {sorted(registry.FAMILIES)} (default: all)")
+    ap.add_argument("--dtypes", default=None,
+                    help=f"comma-separated subset of {sorted(registry.DTYPES)} (default: all)")
     ap.add_argument("--jobs", type=_positive_int, default=None,
                     help="NVRTC programs compiled in parallel (default: the CPU count)")
-    ap.add_argument("--force", action="store_true", help="recompile cached kernels")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    ap.add_argument("--force", action="store_true", help="recompile cached kernels (default: reuse them)")
+    ap.add_argument("--quiet", action="store_true",
+                    help="no progress bar, no table (default: both)")
     args = ap.parse_args(argv)
+    try:
+        nvrtc_version()             # before any progress bar: nothing can compile without it
+    except NvrtcUnavailable as exc:
+        print(f"cannot build: NVRTC not found ({exc})", file=sys.stderr)
+        return 1
     try:
         reports = build(archs=args.arch, ranks=args.ranks,
                         families=args.families.split(",") if args.families else None,

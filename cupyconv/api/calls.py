@@ -60,14 +60,23 @@ def logical_views(problem, xp, **arrays):
         problem.dtype, copy=False) for role, a in arrays.items()}
 
 
-def check_bias(bias, channels, xp):
-    """``bias`` as an array of shape ``(channels,)`` (or ``None``)."""
+def check_bias(bias, channels, xp, result_dtype):
+    """``bias`` as an array of shape ``(channels,)`` (or ``None``), checked to cast to
+    ``result_dtype``: the result dtype comes from x and w alone, and the bias is cast to
+    it within its kind (a float64 bias on a float32 layer is added in float32); a bias of
+    another kind (float on an integer result, complex on a real one) is refused."""
     if bias is None:
         return None
     bias = args.as_array(xp, bias)
     args.check_dtype(bias, "bias")
     if tuple(bias.shape) != (channels,):
         raise ValueError(f"bias must have shape (C_out,) = ({channels},); got {tuple(bias.shape)}")
+    result_dtype = np.dtype(result_dtype)
+    if not np.can_cast(bias.dtype, result_dtype, casting="same_kind"):
+        raise TypeError(f"bias has dtype {bias.dtype}, which does not cast to the result dtype "
+                        f"{result_dtype} of x and w (a bias is cast to the result dtype "
+                        f"within its kind); pass bias.astype({result_dtype.name!r}) or x and "
+                        f"w of a dtype that holds it")
     return bias
 
 

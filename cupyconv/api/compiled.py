@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -51,6 +52,10 @@ from .._lru import LRU, clears
 from ..backends.cuda import graphs
 from ..backends.cuda.prebuilt_launch import prebuilt_program
 from ..dispatch.backends import FORCED
+
+#: A decorated function's type, kept by the decorators (their wrappers take the same
+#: arguments).
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
            "clear_cache", "lookup", "call_key"]
@@ -534,7 +539,7 @@ def _store(cache, key, entry):
     cache.put(key, _too_large(entry))
 
 
-def compiled(fn):
+def compiled(fn: _F) -> _F:
     """Decorate a public function with the process-wide compiled-call cache."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -543,7 +548,7 @@ def compiled(fn):
     return wrapper
 
 
-def compiled_method(fn):
+def compiled_method(fn: _F) -> _F:
     """Decorate a method with a compiled-call cache of its own instance (``_compiled``),
     so a key never outlives the object it belongs to (a plan's weights, its choice).
     The object promised its problem: a replay leaves out the checks that only warn

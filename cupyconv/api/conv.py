@@ -1,6 +1,8 @@
 """``conv``: batched multi-channel N-D convolution, deep-learning style (no flip)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from .._lru import memoized
@@ -9,20 +11,23 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
 from .compiled import compiled
 from .calls import check_bias, check_out, finish, logical_views, with_precision
+from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar
 
 __all__ = ["conv", "prepare_conv", "conv_problem"]
 
 
 @memoized()
-def conv_problem(x_shape, x_dtype, w_shape, w_dtype, bias_dtype, stride, padding, dilation,
+def conv_problem(x_shape, x_dtype, w_shape, w_dtype, stride, padding, dilation,
                  groups, padding_mode, cval, layout, out_dtype=None):
-    """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised)."""
-    dtypes = [x_dtype, w_dtype] + ([bias_dtype] if bias_dtype is not None else [])
-    result = np.dtype(out_dtype) if out_dtype is not None else args.result_dtype(*dtypes)
+    """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised); the
+    result dtype is that of x and w (a bias is cast to it)."""
+    result = (np.dtype(out_dtype) if out_dtype is not None
+              else args.result_dtype(x_dtype, w_dtype))
     if len(x_shape) != len(w_shape):
         raise ValueError(
-            f"x and w must have the same number of dimensions; got x.ndim={len(x_shape)} "
-            f"and w.ndim={len(w_shape)} (x is (N, C_in, *spatial), w is "
+            f"x and w must have the same number of dimensions; got x.shape={tuple(x_shape)} "
+            f"(ndim {len(x_shape)}) and w.shape={tuple(w_shape)} (ndim {len(w_shape)}) (x is "
+            "(N, C_in, *spatial) or unbatched (C_in, *spatial), w is "
             "(C_out, C_in/groups, *kernel))")
     problem = ConvProblem.create(
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
@@ -42,15 +47,17 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
     if bias is not None:
         args.check_dtype(bias, "bias")
     problem, result = conv_problem(
-        x.shape, x.dtype, w.shape, w.dtype, None if bias is None else bias.dtype, stride,
-        padding, dilation, groups, padding_mode, cval, layout, out_dtype)
-    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp)
+        x.shape, x.dtype, w.shape, w.dtype, stride, padding, dilation, groups, padding_mode,
+        cval, layout, out_dtype)
+    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp, result)
 
 
 @compiled
-def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
-         padding_mode="constant", cval=0, layout="channels_first", method="auto",
-         out=None, workspace_limit=None, precision=None):
+def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride: IntOrSeq = 1,
+         padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+         padding_mode: str = "constant", cval: Scalar = 0, layout: str = "channels_first",
+         method: str = "auto", out: Optional[Array] = None,
+         workspace_limit: Optional[int] = None, precision: Optional[str] = None) -> Array:
     """Batched multi-channel N-D convolution (cross-correlation, no flip).
 
     Parameters
@@ -64,10 +71,14 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     w : ndarray
         Weights, ``(C_out, C_in/groups, *K)`` or ``(C_out, *K, C_in/groups)``.
     bias : ndarray, optional
-        ``(C_out,)``, added to every output position.
+        ``(C_out,)``, added to every output position.  The result dtype is that of
+        `x` and `w`; the bias is cast to it within its kind (a float64 bias on float32
+        data is added in float32, as PyTorch and Flax layers do); a bias of another kind
+        (float on integers, complex on real data) is a ``TypeError``.
     stride, dilation : int or sequence of int, optional
         Per spatial axis, >= 1.
     padding : int, sequence, sequence of (before, after), 'valid' or 'same', optional
+        The two names in any case (TensorFlow's ``'SAME'``, ``'VALID'``).
         ``'same'`` is JAX's and TensorFlow's ``SAME`` for any stride (PyTorch refuses
         it with a stride > 1): ``ceil(S / stride)`` outputs from a total padding of
         ``max((ceil(S / stride) - 1) * stride + dilation * (K - 1) + 1 - S, 0)``,
@@ -93,6 +104,12 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     workspace_limit : int, optional
         Bytes the algorithm may allocate beyond x, w and y (``gemm`` chunks
         its column buffer to fit; ``auto`` honours it).
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data: ``'highest'`` (float32 products and sums) or ``'tf32'``
+        (both operands rounded to TF32, 10 mantissa bits, then float32 products and sums:
+        the numerics of TF32 tensor cores, as PyTorch's ``allow_tf32``).  Other dtypes take
+        ``'highest'`` only.  ``None``: ``cupyconv.config.precision`` for float32 data, else
+        ``'highest'`` (docs/semantics.md, "Numerics", has the error bounds).
 
     Returns
     -------

@@ -9,6 +9,7 @@ without conjugation.
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 from .._kernels import program
 from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
@@ -17,6 +18,7 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, run
 from .compiled import compiled
 from .calls import check_bias, finish, logical_views, with_precision
+from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose"]
 
@@ -58,9 +60,12 @@ def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None
 
 
 @compiled
-def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                    padding_mode="constant", cval=0, layout="channels_first",
-                    method="auto", workspace_limit=None, precision=None):
+def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: IntOrSeq = 1,
+                    padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+                    padding_mode: str = "constant", cval: Scalar = 0,
+                    layout: str = "channels_first", method: str = "auto",
+                    workspace_limit: Optional[int] = None,
+                    precision: Optional[str] = None) -> Array:
     """Gradient of :func:`cupyconv.conv` with respect to its input ``x``.
 
     Parameters
@@ -82,6 +87,9 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
         padding, else the column buffer with the kernel as its GEMM.
     workspace_limit : int, optional
         Bytes the column buffer may use (chunked over images, at least one).
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------
@@ -118,9 +126,12 @@ def conv_grad_input(dy, w, input_shape, *, stride=1, padding=0, dilation=1, grou
 
 
 @compiled
-def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                     padding_mode="constant", cval=0, layout="channels_first",
-                     method="auto", workspace_limit=None, precision=None):
+def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride: IntOrSeq = 1,
+                     padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+                     padding_mode: str = "constant", cval: Scalar = 0,
+                     layout: str = "channels_first", method: str = "auto",
+                     workspace_limit: Optional[int] = None,
+                     precision: Optional[str] = None) -> Array:
     """Gradient of :func:`cupyconv.conv` with respect to its weights ``w``.
 
     Parameters
@@ -138,6 +149,9 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
         ``implicit_gemm`` (CUDA path: the forward kernel, tensor-core tiles included,
         with the images as the reduction; any stride, dilation and padding mode).
     workspace_limit : int, optional
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------
@@ -169,7 +183,7 @@ def conv_grad_weight(x, dy, weight_shape, *, stride=1, padding=0, dilation=1, gr
 
 
 @compiled
-def conv_grad_bias(dy, *, layout="channels_first"):
+def conv_grad_bias(dy: ArrayLike, *, layout: str = "channels_first") -> Array:
     """Gradient of :func:`cupyconv.conv` with respect to ``bias``.
 
     Parameters
@@ -232,9 +246,11 @@ def _transpose_padding(padding, output_padding, s, ks, stride, dilation):
 
 
 @compiled
-def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, dilation=1,
-                   groups=1, layout="channels_first", method="auto", workspace_limit=None,
-                   precision=None):
+def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *,
+                   stride: IntOrSeq = 1, padding: Padding = 0, output_padding: IntOrSeq = 0,
+                   dilation: IntOrSeq = 1, groups: int = 1, layout: str = "channels_first",
+                   method: str = "auto", workspace_limit: Optional[int] = None,
+                   precision: Optional[str] = None) -> Array:
     """Transposed convolution (PyTorch ``ConvTransposeNd`` semantics), any rank.
 
     Every input element scatters ``x[n, i, s] * w[i, o, t]`` onto output
@@ -250,7 +266,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         ``(C_in, C_out/groups, *K)`` as in PyTorch (channels_last:
         ``(C_in, *K, C_out/groups)``).
     bias : ndarray, optional
-        ``(C_out,)``.
+        ``(C_out,)``, cast to the result dtype of `x` and `w` as in :func:`cupyconv.conv`.
     stride, dilation : int or sequence of int, optional
     padding : int, sequence of int, sequence of (before, after), 'valid' or 'same', optional
         Removed from the output borders.  ``'valid'`` removes nothing;
@@ -261,6 +277,9 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         ``max(stride, dilation)`` on that axis.
     groups, layout, method, workspace_limit
         As in :func:`conv_grad_input`.
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------
@@ -303,11 +322,11 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         raise ValueError(f"x has C_in={c_in} channels, not divisible by groups={groups}")
     c_out = cog * groups
     input_shape = ((n,) + tuple(out) + (c_out,)) if cl else ((n, c_out) + tuple(out))
-    result = args.gradient_dtype(x.dtype, w.dtype, *([] if bias is None else [args.as_array(xp, bias).dtype]))
+    result = args.gradient_dtype(x.dtype, w.dtype)      # a bias is cast to it
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
                        dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
                        **_geometry(stride, pads, dilation, groups, "constant", layout))
-    bias = check_bias(bias, c_out, xp)
+    bias = check_bias(bias, c_out, xp, result)
     views = logical_views(problem, xp, output=x, filter=w)
     # output_padding >= stride (allowed below dilation) gives the forward conv more
     # outputs than x has positions: those receive no input (zero gradient).

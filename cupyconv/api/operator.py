@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Optional
 
 import numpy as np
 
@@ -22,8 +23,9 @@ from ..core.signal_map import check_mode, signal_call
 from ..dispatch import backend_for
 from .compiled import compiled_method
 from .gradients import conv_grad_input
-from .plan import plan_conv
+from .conv import conv
 from .signal import convolve, correlate
+from .._typing import Array, ArrayLike, Axes, DTypeLike, IntOrSeq, Padding, Shape
 
 __all__ = ["ConvOperator", "convolution_adjoint"]
 
@@ -111,6 +113,9 @@ class ConvOperator:
         Algorithm of the forward and adjoint convolutions.
     dtype : dtype, optional
         Operator dtype; default the kernel's (float64 for integer kernels).
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of the convolutions, as in :func:`cupyconv.conv` (``None``:
+        ``cupyconv.config.precision``; ``'tf32'`` is for float32 data).
 
     Attributes
     ----------
@@ -121,17 +126,27 @@ class ConvOperator:
 
     Notes
     -----
-    ``matvec`` and ``rmatvec`` are compiled calls with a cache of the operator's own
-    (:func:`~cupyconv.api.compiled.compiled_method`): the operator holds its kernel, so
-    their programs keep it as a constant (it is read by pointer on every call, so values
-    written into it later are read too); a repeated call replays the programs.
+    ``A @ x``, ``A.dot(x)``, ``A.matmat(X)`` and ``A.rmatmat(X)`` behave as a
+    ``scipy.sparse.linalg.LinearOperator``'s (``cupyx``'s for CuPy operators).
+
+    The operator references its kernel live (the constructor's `kernel`, and
+    :meth:`from_conv`'s ``w``; neither is copied): every ``matvec`` and ``rmatvec``
+    reads it as it is then, so values written into it later are used.  ``matvec`` and
+    ``rmatvec`` are compiled calls with a cache of the operator's own
+    (:func:`~cupyconv.api.compiled.compiled_method`): their programs keep the kernel as
+    a constant read by pointer, and a repeated call replays the programs.
 
     ``rmatvec`` is the exact adjoint: ``vdot(A x, y) == vdot(x, A^H y)`` to
     rounding, for every mode and complex kernels (``A^H`` conjugates).
     """
 
-    def __init__(self, kernel, input_shape, mode="same", *, axes=None, method="auto",
-                 dtype=None, precision=None):
+    #: As ``LinearOperator``: ``x @ A`` with a NumPy ``x`` reaches :meth:`__rmatmul__`.
+    __array_ufunc__ = None
+    ndim = 2
+
+    def __init__(self, kernel: ArrayLike, input_shape: Shape, mode: str = "same", *,
+                 axes: Optional[Axes] = None, method: str = "auto",
+                 dtype: Optional[DTypeLike] = None, precision: Optional[str] = None) -> None:
         xp = args.array_module_of(kernel=kernel)
         kernel = args.as_array(xp, kernel)
         args.check_dtype(kernel, "kernel")
@@ -158,48 +173,51 @@ class ConvOperator:
         self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
 
     @classmethod
-    def from_conv(cls, w, input_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                  padding_mode="constant", layout="channels_first", method="auto",
-                  dtype=None, precision=None):
+    def from_conv(cls, w: ArrayLike, input_shape: Shape, *, stride: IntOrSeq = 1,
+                  padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+                  padding_mode: str = "constant", layout: str = "channels_first",
+                  method: str = "auto", dtype: Optional[DTypeLike] = None,
+                  precision: Optional[str] = None) -> "ConvOperator":
         """``x -> conv(x, w, ...)`` (deep-learning geometry) with the adjoint
         :func:`cupyconv.conv_grad_input`.  Constant padding is zero padding
         here (a nonzero fill would make the map affine).
 
-        The operator holds frozen weights: its own copy of ``w``, taken here (later
-        writes to ``w`` are not seen), and the forward map runs a plan per backend and
-        input dtype that prepared them once (:func:`cupyconv.plan_conv` ``weights=``: on
-        the CUDA path's implicit GEMM re-laid channels-last and rounded to TF32 once, so
-        a ``matvec`` re-lays only its ``x``)."""
+        `input_shape` is batched, ``(N, C_in, *S)``, or unbatched, ``(C_in, *S)``
+        (``len(input_shape) == w.ndim - 1``, as :func:`cupyconv.conv` reads it); the
+        output shape follows.  `precision` is as in :func:`cupyconv.conv` (``None``:
+        ``cupyconv.config.precision``).
+
+        The operator references ``w`` live, as the constructor does its kernel: every
+        ``matvec`` and ``rmatvec`` reads ``w`` as it is then (docs/semantics.md,
+        "Kernels referenced live").  For weights prepared once, use
+        ``cupyconv.plan_conv(..., weights=w)``."""
         xp = args.array_module_of(w=w)
         w = args.as_array(xp, w)
         args.check_dtype(w, "w")
-        w = w.copy()                                  # frozen: the operator's own weights
         geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                         padding_mode=padding_mode, layout=layout, method=method,
                         precision=precision)
         input_shape = args.normalize_shape(input_shape, "input_shape")
+        unbatched = len(input_shape) == w.ndim - 1 >= 1
+        batched_shape = (1,) + input_shape if unbatched else input_shape
         problem = ConvProblem.create(
-            x_shape=input_shape, w_shape=w.shape,
+            x_shape=batched_shape, w_shape=w.shape,
             **{k: v for k, v in geometry.items() if k not in ("method", "precision")})
         self = cls.__new__(cls)
-        plans = {}
 
         def forward(x):
-            xp_x = args.array_module_of(x=x)
-            key = (backend_for(xp_x).name, np.dtype(x.dtype))
-            plan = plans.get(key)
-            if plan is None:
-                plan = plans[key] = plan_conv(
-                    input_shape, w.shape, np.result_type(x.dtype, w.dtype), backend=key[0],
-                    weights=w, **geometry)
-            return plan(x)
+            return conv(x, program.constant(w), **geometry)
 
         def adjoint(y):
-            return conv_grad_input(y, program.constant(w), input_shape, **geometry)
+            dx = conv_grad_input(y[None] if unbatched else y, program.constant(w),
+                                 batched_shape, **geometry)
+            return dx[0] if unbatched else dx
 
         dtype = args.gradient_dtype(w.dtype) if dtype is None else np.dtype(dtype)
         args.normalize_precision(precision, np.result_type(dtype, w.dtype), (dtype, w.dtype))
-        self._setup(xp, input_shape, tuple(problem.y_shape), dtype, forward, adjoint)
+        output_shape = tuple(problem.y_shape)
+        self._setup(xp, input_shape, output_shape[1:] if unbatched else output_shape, dtype,
+                    forward, adjoint)
         return self
 
     def _setup(self, xp, input_shape, output_shape, dtype, forward, adjoint):
@@ -216,20 +234,20 @@ class ConvOperator:
         return v.reshape(shape)
 
     @compiled_method
-    def matvec(self, v):
+    def matvec(self, v: ArrayLike) -> Array:
         """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
         v = args.as_array(self.xp, v)
         return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
                                             "matvec")).ravel()
 
     @compiled_method
-    def rmatvec(self, u):
+    def rmatvec(self, u: ArrayLike) -> Array:
         """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
         u = args.as_array(self.xp, u)
         return self._adjoint(self._reshaped(u, self.output_shape, self.shape[0],
                                             "rmatvec")).ravel()
 
-    def aslinearoperator(self):
+    def aslinearoperator(self) -> Any:
         """A ``scipy.sparse.linalg.LinearOperator`` (NumPy) or
         ``cupyx.scipy.sparse.linalg.LinearOperator`` (CuPy)."""
         if self.xp is np:
@@ -238,6 +256,36 @@ class ConvOperator:
             from cupyx.scipy.sparse.linalg import LinearOperator
         return LinearOperator(self.shape, matvec=self.matvec, rmatvec=self.rmatvec,
                               dtype=self.dtype)
+
+    def _linear_operator(self):
+        linop = self.__dict__.get("_linop")
+        if linop is None:
+            linop = self._linop = self.aslinearoperator()
+        return linop
+
+    def dot(self, x: ArrayLike) -> Any:
+        """``A x`` for a vector (``(n,)`` or ``(n, 1)``) or a matrix of ``n`` rows (one
+        ``matvec`` per column), as ``LinearOperator.dot``."""
+        return self._linear_operator().dot(x)
+
+    def matmat(self, X: ArrayLike) -> Any:
+        """``A X`` for a matrix ``X`` of ``shape[1]`` rows, one ``matvec`` per column."""
+        return self._linear_operator().matmat(X)
+
+    def rmatmat(self, X: ArrayLike) -> Any:
+        """``A^H X`` for a matrix ``X`` of ``shape[0]`` rows, one ``rmatvec`` per column."""
+        return self._linear_operator().rmatmat(X)
+
+    def __matmul__(self, x: ArrayLike) -> Any:
+        """``A @ x``: as a ``LinearOperator``'s (vector, column or matrix; a scalar is a
+        ``ValueError``; another operator gives their product operator)."""
+        if isinstance(x, ConvOperator):
+            x = x._linear_operator()
+        return self._linear_operator() @ x
+
+    def __rmatmul__(self, x: ArrayLike) -> Any:
+        """``x @ A``, as a ``LinearOperator``'s."""
+        return x @ self._linear_operator()
 
     def __repr__(self):
         return (f"ConvOperator(input_shape={self.input_shape}, "

@@ -15,6 +15,8 @@ call.
 """
 from __future__ import annotations
 
+from typing import Any, Optional
+
 import numpy as np
 
 from .._vocabulary import ALGORITHMS, BACKENDS, describe_choices
@@ -26,8 +28,13 @@ from .. import config
 from .._kernels import program
 from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
+from .._typing import Array, ArrayLike, DTypeLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["plan_conv", "ConvPlan"]
+
+#: Where each backend runs, in :meth:`ConvPlan.explain`'s words.
+_WHERE = {"numpy": "the CPU (NumPy)", "cuda": "the GPU (CuPy)",
+          "emulated": "the CPU emulator of the CUDA kernels"}
 
 
 def _fmt_bytes(n):
@@ -76,8 +83,9 @@ class ConvPlan:
         uses them, prepared once (see :meth:`__call__`).
     """
 
-    def __init__(self, problem, backend, choice, method, result_dtype, workspace_limit,
-                 weights=None):
+    def __init__(self, problem: ConvProblem, backend: Any, choice: Any, method: str,
+                 result_dtype: DTypeLike, workspace_limit: Optional[int],
+                 weights: Optional[ArrayLike] = None) -> None:
         self.problem = problem
         self.backend = backend.name
         self._backend = backend
@@ -92,7 +100,7 @@ class ConvPlan:
         self._weights = None if weights is None else self._freeze(weights)
 
     @property
-    def frozen(self):
+    def frozen(self) -> bool:
         return self._weights is not None
 
     def _checked(self, xp, arrays):
@@ -102,7 +110,7 @@ class ConvPlan:
             if tuple(a.shape) != tuple(shape):
                 raise ValueError(f"{name} has shape {tuple(a.shape)}; the plan was made "
                                  f"for {tuple(shape)}")
-            if not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
+            if name != "bias" and not np.can_cast(a.dtype, self.result_dtype, casting="safe"):
                 raise TypeError(f"{name} has dtype {a.dtype}, which a plan for "
                                 f"{self.result_dtype} cannot hold exactly; make a plan for "
                                 f"{np.result_type(a.dtype, self.result_dtype)}")
@@ -122,11 +130,11 @@ class ConvPlan:
         return prepared if prepared is not ops.filter else ops.filter.copy()
 
     @property
-    def flops(self):
+    def flops(self) -> int:
         return self.problem.flops
 
     @property
-    def bytes_moved(self):
+    def bytes_moved(self) -> int:
         return self.problem.bytes_moved
 
     def __repr__(self):
@@ -141,23 +149,41 @@ class ConvPlan:
                 f"flops={self.flops:.3g}, bytes={_fmt_bytes(self.bytes_moved)}; "
                 f"{self.explain()})")
 
-    def explain(self):
+    def explain(self) -> str:
         """Which path a call of this plan takes and why: a compiled call (its launch
         programs replayed from the second call with the same arrays' key) or the normal
         path (the dispatcher every call), with the reason."""
         if not config.compiled_calls:
-            return "normal path: cupyconv.config.compiled_calls is off"
+            return (f"{self._runs()}; every call is checked and dispatched again "
+                    "(cupyconv.config.compiled_calls is off)")
         entries = self.__dict__.get("_compiled")
         last = entries.values()[-1] if entries is not None and len(entries) else None
         if isinstance(last, CompiledCall):
-            return f"compiled: a repeated call replays {last!r}{self._unscanned()}"
+            return f"{self._runs()}; repeated calls replay ({last!r}){self._unscanned()}"
         if isinstance(last, NotCompiled):
-            return f"normal path: {last.reason}"
+            return f"{self._runs()}; every call is checked and dispatched again: {last.reason}"
         why = self._backend.compile_refusal(self.problem, self.algorithm)
         if why:
-            return f"normal path: {why}"
-        return ("compiled from the second call with the same key (arrays' shapes, strides, "
-                "dtypes, alignment; bias; out; config)" + self._unscanned())
+            return f"{self._runs()}; every call is checked and dispatched again: {why}"
+        return (f"{self._runs()}; repeated calls replay, from the second call with the same "
+                "arrays (shapes, strides, dtypes, alignment), bias, out and settings"
+                + self._unscanned())
+
+    def _runs(self):
+        """``runs <algorithm> on <where>``: the first words of :meth:`explain`."""
+        return f"runs {self.algorithm} on {_WHERE.get(self.backend, self.backend)}"
+
+    def __str__(self):
+        """What ``print(plan)`` shows: the problem, what runs where, and its cost."""
+        p = self.problem
+        lines = [f"ConvPlan: {p.ndim}-D conv, x{p.x_shape} * w{p.w_shape} -> y{p.y_shape}, "
+                 f"{self.result_dtype}"]
+        lines += [f"  {line}" for line in self.explain().splitlines()]
+        if self.method == "auto" and ALGORITHMS[self.algorithm].needs:
+            lines.append(f"  {self.algorithm} {_fallbacks(self.choice.ranked)}")
+        lines.append(f"  extra memory {_fmt_bytes(self.workspace_bytes)}; "
+                     f"{self.flops:.3g} FLOPs; {_fmt_bytes(self.bytes_moved)} moved")
+        return "\n".join(lines)
 
     def _unscanned(self):
         if self.method not in NON_FINITE_SPREAD:
@@ -166,7 +192,8 @@ class ConvPlan:
                 "for NaN/Inf (the first call of each key scans and warns)")
 
     @compiled_method
-    def __call__(self, x, w=None, bias=None, out=None):
+    def __call__(self, x: ArrayLike, w: Optional[ArrayLike] = None,
+                 bias: Optional[ArrayLike] = None, out: Optional[Array] = None) -> Array:
         """Run the planned convolution on arrays of the planned shapes and dtypes.
 
         ``w=None``: the weights the plan holds (``plan_conv(..., weights=w)``), as they
@@ -196,12 +223,15 @@ class ConvPlan:
                    workspace_limit=self.workspace_limit,
                    choice=self.choice if backend is self._backend else None)
         return finish(y, p, xp, self.result_dtype, out,
-                      check_bias(arrays.get("bias"), p.out_channels, xp))
+                      check_bias(arrays.get("bias"), p.out_channels, xp, self.result_dtype))
 
 
-def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, groups=1,
-              padding_mode="constant", cval=0, layout="channels_first", method="auto",
-              workspace_limit=None, backend=None, precision=None, weights=None):
+def plan_conv(x_shape: Shape, w_shape: Shape, dtype: DTypeLike, *, stride: IntOrSeq = 1,
+              padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+              padding_mode: str = "constant", cval: Scalar = 0, layout: str = "channels_first",
+              method: str = "auto", workspace_limit: Optional[int] = None,
+              backend: Optional[str] = None, precision: Optional[str] = None,
+              weights: Optional[ArrayLike] = None) -> "ConvPlan":
     """Plan a :func:`cupyconv.conv` once; call the plan on arrays many times.
 
     Parameters
@@ -209,8 +239,9 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
     x_shape, w_shape : tuple of int
         Shapes as :func:`cupyconv.conv` takes them (in `layout` order).
     dtype : dtype
-        Result dtype (``result_type`` of x, w and bias); inputs of other
-        dtypes must cast to it safely.
+        Result dtype (``result_type`` of x and w); x and w of other dtypes must
+        cast to it safely; a bias is cast to it within its kind, as in
+        :func:`cupyconv.conv`.
     stride, padding, dilation, groups, padding_mode, cval, layout
         Geometry, as :func:`cupyconv.conv`.
     method : str, optional
@@ -226,6 +257,9 @@ def plan_conv(x_shape, w_shape, dtype, *, stride=1, padding=0, dilation=1, group
         Frozen weights (shape `w_shape`, on the backend's array module): the plan keeps
         its own copy, prepared once for the chosen algorithm, and ``plan(x)`` uses it;
         later writes to ``weights`` are not seen (docs/semantics.md, "Frozen weights").
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------

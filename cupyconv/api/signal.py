@@ -9,6 +9,7 @@ run by the dispatcher.  ``choose_conv_method`` answers in SciPy's vocabulary
 from __future__ import annotations
 
 import math
+from typing import Any, Optional
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from ..dispatch.dispatcher import ranked_for_data
 from ..dispatch.autotune import measure as measure_fn
 from .compiled import compiled
 from .calls import check_out, with_precision, write_out
+from .._typing import Array, ArrayLike, Axes
 
 __all__ = ["convolve", "correlate", "choose_conv_method", "choose_algorithm", "signal_problem",
            "compute", "centered"]
@@ -70,7 +72,9 @@ def _broadcast_product(call, xp, in1, in2):
 
 
 @compiled
-def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, precision=None):
+def convolve(in1: ArrayLike, in2: ArrayLike, mode: str = "full", method: str = "auto", *,
+             axes: Optional[Axes] = None, out: Optional[Array] = None,
+             precision: Optional[str] = None) -> Array:
     """Convolve two N-dimensional arrays.
 
     Drop-in for :func:`scipy.signal.convolve` (and
@@ -101,6 +105,9 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, preci
         Default: all axes.
     out : ndarray, optional
         Array of the result's shape to write into.
+    precision : {'highest', 'tf32'}, optional
+        Arithmetic of float32 data, as in :func:`cupyconv.conv` (``'tf32'``: operands
+        rounded to TF32; ``None``: ``cupyconv.config.precision``).
 
     Returns
     -------
@@ -143,11 +150,13 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None, out=None, preci
 
 
 @compiled
-def correlate(in1, in2, mode="full", method="auto", *, axes=None, out=None, precision=None):
+def correlate(in1: ArrayLike, in2: ArrayLike, mode: str = "full", method: str = "auto", *,
+              axes: Optional[Axes] = None, out: Optional[Array] = None,
+              precision: Optional[str] = None) -> Array:
     """Cross-correlate two N-dimensional arrays.
 
     Drop-in for :func:`scipy.signal.correlate`; parameters as in
-    :func:`convolve`.
+    :func:`convolve` (`precision` included).
 
     Returns
     -------
@@ -187,7 +196,8 @@ def _timer(call, xp, in1, in2, backend):
     return run_once
 
 
-def choose_algorithm(in1, in2, mode="full", measure=False, *, axes=None):
+def choose_algorithm(in1: ArrayLike, in2: ArrayLike, mode: str = "full", measure: bool = False,
+                     *, axes: Optional[Axes] = None) -> Any:
     """The engine's algorithm for ``convolve``/``correlate``: what ``auto`` runs.
 
     Parameters
@@ -232,7 +242,8 @@ def choose_algorithm(in1, in2, mode="full", measure=False, *, axes=None):
     return measure_fn(_timer(call, xp, in1, in2, backend), ranked)
 
 
-def choose_conv_method(in1, in2, mode="full", measure=False, *, axes=None):
+def choose_conv_method(in1: ArrayLike, in2: ArrayLike, mode: str = "full",
+                       measure: bool = False, *, axes: Optional[Axes] = None) -> Any:
     """``"direct"`` or ``"fft"``, whichever is faster (:func:`scipy.signal.choose_conv_method`).
 
     SciPy's contract: the answer is ``"fft"`` or ``"direct"`` (a sum of

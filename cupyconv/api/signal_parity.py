@@ -4,6 +4,7 @@ same problem mapping and dispatcher as :func:`cupyconv.convolve`."""
 from __future__ import annotations
 
 import warnings
+from typing import Optional
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from ..core import args
 from ..core.signal_map import check_mode
 from .compiled import compiled
 from .signal import centered, compute, signal_problem
+from .._typing import Array, ArrayLike, Axes, Scalar
 
 __all__ = ["fftconvolve", "oaconvolve", "convolve2d", "correlate2d"]
 
@@ -31,7 +33,8 @@ def _freq_conv(in1, in2, mode, axes):
     if in1.ndim == in2.ndim == 0:
         return in1 * in2
     if in1.ndim != in2.ndim:
-        raise ValueError("in1 and in2 should have the same dimensionality")
+        raise ValueError(f"in1 and in2 should have the same dimensionality; got in1.shape="
+                         f"{in1.shape} and in2.shape={in2.shape}")
     if in1.size == 0 or in2.size == 0:
         return xp.asarray([])
     check_mode(mode)
@@ -54,7 +57,8 @@ def _freq_conv(in1, in2, mode, axes):
 
 
 @compiled
-def fftconvolve(in1, in2, mode="full", axes=None):
+def fftconvolve(in1: ArrayLike, in2: ArrayLike, mode: str = "full",
+                axes: Optional[Axes] = None) -> Array:
     """Convolve two N-dimensional arrays using FFT (:func:`scipy.signal.fftconvolve`).
 
     Parameters
@@ -90,7 +94,8 @@ def fftconvolve(in1, in2, mode="full", axes=None):
 
 
 @compiled
-def oaconvolve(in1, in2, mode="full", axes=None):
+def oaconvolve(in1: ArrayLike, in2: ArrayLike, mode: str = "full",
+               axes: Optional[Axes] = None) -> Array:
     """Convolve two N-dimensional arrays using overlap-add (:func:`scipy.signal.oaconvolve`).
 
     The same result as :func:`fftconvolve` (parameters, dtypes and edge
@@ -167,7 +172,8 @@ def _conv2d(in1, in2, mode, boundary, fillvalue, correlate, name):
 
 
 @compiled
-def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+def convolve2d(in1: ArrayLike, in2: ArrayLike, mode: str = "full", boundary: str = "fill",
+               fillvalue: Scalar = 0) -> Array:
     """Convolve two 2-D arrays with a boundary (:func:`scipy.signal.convolve2d`).
 
     Parameters
@@ -205,7 +211,8 @@ def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
 
 
 @compiled
-def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+def correlate2d(in1: ArrayLike, in2: ArrayLike, mode: str = "full", boundary: str = "fill",
+                fillvalue: Scalar = 0) -> Array:
     """Cross-correlate two 2-D arrays with a boundary (:func:`scipy.signal.correlate2d`).
 
     Parameters and dtypes as in :func:`convolve2d`; `in2` is conjugated and

@@ -13,8 +13,8 @@ import numpy as np
 
 from .. import config
 from .._dtypes import bfloat16, is_bfloat16, is_half_float
-from .._vocabulary import (LAYOUTS, PADDING_MODE_ALIASES, PADDING_MODES, PRECISIONS,
-                          describe_choices,
+from .._vocabulary import (LAYOUTS, NDIMAGE_MODES, PADDING_MODE_ALIASES, PADDING_MODES,
+                           PRECISIONS, describe_choices,
                            methods_for)
 
 __all__ = [
@@ -195,15 +195,18 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
 
     Accepts an int, one int per axis, NumPy ``pad_width`` style pairs,
     ``"valid"`` (no padding) or ``"same"`` (output size ``ceil(S/stride)`` for any
-    stride, the extra padding after: JAX's and TensorFlow's SAME, :func:`same_padding`).
+    stride, the extra padding after: JAX's and TensorFlow's SAME, :func:`same_padding`);
+    the two names in any case (TensorFlow's ``"SAME"``, ``"VALID"``).
     """
     if isinstance(padding, str):
+        padding = padding.lower()
         if padding == "valid":
             return ((0, 0),) * ndim
         if padding == "same":
             return same_padding(in_shape, kernel_shape, stride, dilation)
         raise ValueError(
-            f"padding must be an int, a sequence, 'valid' or 'same'; got {padding!r}")
+            f"padding must be an int, a sequence, 'valid' or 'same' (any case); got "
+            f"{padding!r}")
     if isinstance(padding, numbers.Integral) and not isinstance(padding, (bool, np.bool_)):
         v = as_int(padding, "padding")
         pads = ((v, v),) * ndim
@@ -238,9 +241,17 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
 
 
 def normalize_padding_mode(mode):
-    """The engine's name of a ``padding_mode``: ``numpy.pad``'s, or PyTorch's alias."""
+    """The engine's name of a ``padding_mode``: ``numpy.pad``'s, or PyTorch's alias; a
+    ``scipy.ndimage`` name that is neither (``'mirror'``, ``'nearest'``, ``'grid-*'``) is
+    answered with the name that means the same here (ndimage's ``'reflect'`` is NumPy's
+    ``'symmetric'``, so ndimage names are not accepted as they are)."""
     if isinstance(mode, str) and mode in PADDING_MODE_ALIASES:
         return PADDING_MODE_ALIASES[mode]
+    if isinstance(mode, str) and mode not in PADDING_MODES and mode in NDIMAGE_MODES:
+        raise ValueError(
+            f"padding_mode={mode!r} is scipy.ndimage's name; padding_mode takes NumPy's "
+            f"names: use {NDIMAGE_MODES[mode]!r} (ndimage's 'reflect' is NumPy's "
+            "'symmetric'; docs/semantics.md, 'Boundary modes')")
     if not isinstance(mode, str) or mode not in PADDING_MODES:
         raise ValueError(
             f"padding_mode must be {describe_choices(PADDING_MODES)} (or PyTorch's "
@@ -309,8 +320,9 @@ def check_dtype(a, name):
     if dt.kind == "O" and a.ndim == 0:           # None, a dict, ...: not an array at all
         raise TypeError(f"{name} must be array-like (an array, a number or nested sequences "
                         f"of numbers); got {type(a.item()).__name__} {a.item()!r:.60}")
+    what = f"dtype {dt} is" if name == "dtype" else f"{name} has dtype {dt}, which is"
     raise TypeError(
-        f"{name} has dtype {dt}, which is not supported; use bool, integer, "
+        f"{what} not supported; use bool, integer, "
         "float16/32/64, " + ("bfloat16, " if bfloat16() is not None else "") +
         "complex64/128 or long double (object, string and datetime "
         "inputs are rejected rather than silently converted)")

@@ -122,7 +122,8 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
     if len(shape1) == len(shape2) == 0:
         return SignalCall(result, (), (), correlate, False, (), (), False, None)
     if len(shape1) != len(shape2):
-        raise ValueError("in1 and in2 should have the same dimensionality")
+        raise ValueError(f"in1 and in2 should have the same dimensionality; got in1.shape="
+                         f"{tuple(shape1)} and in2.shape={tuple(shape2)}")
     nd = len(shape1)
     for a in axes:
         if shape1[a] == 0 or shape2[a] == 0:

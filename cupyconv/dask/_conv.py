@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any, Optional
 
 from ..core import args as arguments
 from ..api.conv import conv as conv_in_memory, prepare_conv
 from . import _blocks
+from .._typing import ArrayLike, IntOrSeq, Padding, Scalar
 
 __all__ = ["conv"]
 
@@ -18,9 +20,10 @@ def _conv_block(block, *, w, bias, stride, dilation, groups, layout, method,
     return arguments.cast_result(y, result)
 
 
-def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
-         padding_mode="constant", cval=0, layout="channels_first", method="auto",
-         workspace_limit=None):
+def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride: IntOrSeq = 1,
+         padding: Padding = 0, dilation: IntOrSeq = 1, groups: int = 1,
+         padding_mode: str = "constant", cval: Scalar = 0, layout: str = "channels_first",
+         method: str = "auto", workspace_limit: Optional[int] = None) -> Any:
     """Batched multi-channel N-D convolution of a Dask array (no flip).
 
     Lazy counterpart of :func:`cupyconv.conv`: the values, dtype and errors
@@ -88,7 +91,7 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     operands = {"x": x, "w": w} if bias is None else {"x": x, "w": w, "bias": bias}
     for name, a in operands.items():
         arguments.check_dtype(a, name)
-    result = arguments.result_dtype(*(a.dtype for a in operands.values()))
+    result = arguments.result_dtype(x.dtype, w.dtype)   # a bias is cast to it
     storage = arguments.problem_dtype(result)   # float16 blocks stay float16
     # The in-memory code validates the geometry on zero-stride stand-ins.
     stand = {name: _blocks.stand_in(a.shape, storage) for name, a in operands.items()}

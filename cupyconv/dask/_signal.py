@@ -1,6 +1,8 @@
 """``convolve``/``correlate`` on Dask arrays (scipy semantics, ``axes``)."""
 from __future__ import annotations
 
+from typing import Any, Optional
+
 import dask.array as da
 import numpy as np
 
@@ -8,6 +10,7 @@ from ..core import args as arguments
 from ..api.signal import convolve as convolve_in_memory, correlate as correlate_in_memory
 from ..core.signal_map import check_mode, signal_call
 from . import _blocks
+from .._typing import ArrayLike, Axes
 
 __all__ = ["convolve", "correlate"]
 
@@ -81,7 +84,8 @@ def _dask_signal(in1, in2, mode, method, axes, correlate):
         mode="valid", method=method, axes=conv_axes, kernel_bounds=kernel_bounds or None)
 
 
-def convolve(in1, in2, mode="full", method="auto", *, axes=None):
+def convolve(in1: ArrayLike, in2: ArrayLike, mode: str = "full", method: str = "auto", *,
+             axes: Optional[Axes] = None) -> Any:
     """Convolve a Dask array with an in-memory kernel.
 
     Lazy counterpart of :func:`cupyconv.convolve` (and so of
@@ -144,7 +148,8 @@ def convolve(in1, in2, mode="full", method="auto", *, axes=None):
     return _dask_signal(in1, in2, mode, method, axes, correlate=False)
 
 
-def correlate(in1, in2, mode="full", method="auto", *, axes=None):
+def correlate(in1: ArrayLike, in2: ArrayLike, mode: str = "full", method: str = "auto", *,
+              axes: Optional[Axes] = None) -> Any:
     """Cross-correlate a Dask array with an in-memory kernel.
 
     Lazy counterpart of :func:`cupyconv.correlate`; parameters, result and

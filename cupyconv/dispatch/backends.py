@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Any, Iterator, List
 
 import numpy as np
 
@@ -36,7 +37,7 @@ FORCED = _ForcedBackend()
 
 
 @contextlib.contextmanager
-def use_backend(name):
+def use_backend(name: str) -> Iterator[str]:
     """Force a backend inside a ``with`` block (per thread).
 
     Parameters
@@ -62,7 +63,7 @@ def use_backend(name):
         FORCED.forced = previous
 
 
-def get_backend(xp=None):
+def get_backend(xp: Any = None) -> str:
     """Name of the backend in force (for arrays of module ``xp``, if given)."""
     forced = FORCED.forced
     if forced is not None:
@@ -72,7 +73,7 @@ def get_backend(xp=None):
     return "numpy"
 
 
-def available_backends():
+def available_backends() -> List[str]:
     """Backends that work on this machine, in :data:`BACKENDS` order."""
     return [name for name, why in backend_reasons().items() if why is None]
 

@@ -25,6 +25,7 @@ so both take the same path and obey the same rules:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
@@ -40,7 +41,9 @@ from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
 from ..backends.arrays import host_scan, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
+from ..backends.numpy.progress import cpu_progress
 from ..core.args import normalize_workspace_limit
+from ..core.problem import Operands
 from . import autotune
 
 __all__ = ["Choice", "choose", "run", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
@@ -374,8 +377,19 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     normalize_workspace_limit(workspace_limit)          # checked even when nothing runs
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
-    with backend.call_scope():      # a small device array read on the host: one copy
+    with backend.call_scope(), _progress(problem, backend, method, workspace_limit, choice):
         return _run(problem, operands, backend, method, workspace_limit, stats, choice, warn)
+
+
+def _progress(problem, backend, method, workspace_limit, choice):
+    """A progress bar while a NumPy-backend call predicted to take long runs
+    (``config.progress``; ``backends/numpy/progress.py``)."""
+    if not config.progress or backend.name != "numpy":
+        return contextlib.nullcontext()
+    if choice is None:
+        choice = choose(backend.prepare(problem, Operands())[0], backend, workspace_limit)
+    algorithm = choice.algorithm if method == "auto" else method
+    return cpu_progress(choice.times.get(algorithm), f"{problem.op} by {algorithm}")
 
 
 def _run(problem, operands, backend, method, workspace_limit, stats, choice, warn):

@@ -121,12 +121,16 @@ def copy_input(input, output, xp):
     return output
 
 
-def normalize_sequence(value, rank):
-    """One entry per axis (SciPy's ``normalize_sequence``)."""
+def normalize_sequence(value, rank, name=None):
+    """One entry per axis (SciPy's ``normalize_sequence``; its ``RuntimeError`` keeps
+    SciPy's words and names the argument, ``name``, and both lengths)."""
     if not isinstance(value, str) and np.iterable(value):
         values = list(value)
         if len(values) != rank:
-            raise RuntimeError("sequence argument must have length equal to input rank")
+            where = "" if name is None else (
+                f" ({name} has {len(values)} values for {rank} axes filtered)")
+            raise RuntimeError("sequence argument must have length equal to input rank"
+                               + where)
         return values
     return [value] * rank
 

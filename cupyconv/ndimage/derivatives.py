@@ -15,6 +15,7 @@ and one term per further axis of a Laplace or gradient-magnitude sum.
 from __future__ import annotations
 
 import functools
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ..dispatch import device_constant
 from .common import (Fresh, check_axes, copy_input, get_output, normalize_axis,
                      normalize_sequence)
 from .filters import correlate1d, gaussian_filter
+from .._typing import Array, ArrayLike, Axes, Extra, FloatOrSeq, Modes, Scalar
 
 __all__ = ["sobel", "prewitt", "laplace", "generic_laplace", "gaussian_laplace",
            "generic_gradient_magnitude", "gaussian_gradient_magnitude"]
@@ -70,7 +72,8 @@ def _difference_then_smooth(input, axis, output, mode, cval, smooth):
 
 
 @compiled
-def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
+def sobel(input: ArrayLike, axis: int = -1, output: Any = None, mode: Modes = "reflect",
+          cval: Scalar = 0.0) -> Array:
     """Sobel filter along one axis (:func:`scipy.ndimage.sobel`).
 
     Parameters
@@ -107,7 +110,8 @@ def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
 
 
 @compiled
-def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0):
+def prewitt(input: ArrayLike, axis: int = -1, output: Any = None, mode: Modes = "reflect",
+            cval: Scalar = 0.0) -> Array:
     """Prewitt filter along one axis (:func:`scipy.ndimage.prewitt`).
 
     As :func:`sobel`, with the smoothing taps ``[1, 1, 1]``: on an integer input, here
@@ -178,8 +182,11 @@ def _sqrt(xp, a):
 
 
 @compiled
-def generic_laplace(input, derivative2, output=None, mode="reflect", cval=0.0,
-                    extra_arguments=(), extra_keywords=None, *, axes=None):
+def generic_laplace(input: ArrayLike, derivative2: Callable[..., Any], output: Any = None,
+                    mode: Modes = "reflect", cval: Scalar = 0.0,
+                    extra_arguments: Sequence[Any] = (),
+                    extra_keywords: Optional[Extra] = None, *,
+                    axes: Optional[Axes] = None) -> Array:
     """N-D Laplace filter from a given second derivative (:func:`scipy.ndimage.generic_laplace`).
 
     Parameters
@@ -230,7 +237,8 @@ def _second_difference(input, axis, output, mode, cval):
 
 
 @compiled
-def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
+def laplace(input: ArrayLike, output: Any = None, mode: Modes = "reflect", cval: Scalar = 0.0,
+            *, axes: Optional[Axes] = None) -> Array:
     """N-D Laplace filter from second differences (:func:`scipy.ndimage.laplace`).
 
     The sum over `axes` of ``correlate1d(input, [1, -2, 1], axis)``.  Parameters as in
@@ -261,8 +269,9 @@ def _gaussian_derivative(order):
 
 
 @compiled
-def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
-                     **kwargs):
+def gaussian_laplace(input: ArrayLike, sigma: FloatOrSeq, output: Any = None,
+                     mode: Modes = "reflect", cval: Scalar = 0.0, *,
+                     axes: Optional[Axes] = None, **kwargs: Any) -> Array:
     """Laplace filter with Gaussian second derivatives (:func:`scipy.ndimage.gaussian_laplace`).
 
     Parameters
@@ -297,7 +306,7 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
     """
     xp, input = _input(input)
     axes = check_axes(axes, input.ndim)
-    sigmas = normalize_sequence(sigma, len(axes))
+    sigmas = normalize_sequence(sigma, len(axes), "sigma")
     if len(axes) < input.ndim:                  # sigma 0 on the axes not filtered
         full = [0] * input.ndim
         for s, ax in zip(sigmas, axes):
@@ -308,8 +317,11 @@ def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axe
 
 
 @compiled
-def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", cval=0.0,
-                               extra_arguments=(), extra_keywords=None, *, axes=None):
+def generic_gradient_magnitude(input: ArrayLike, derivative: Callable[..., Any],
+                               output: Any = None, mode: Modes = "reflect", cval: Scalar = 0.0,
+                               extra_arguments: Sequence[Any] = (),
+                               extra_keywords: Optional[Extra] = None, *,
+                               axes: Optional[Axes] = None) -> Array:
     """Gradient magnitude from a given first derivative
     (:func:`scipy.ndimage.generic_gradient_magnitude`).
 
@@ -332,8 +344,9 @@ def generic_gradient_magnitude(input, derivative, output=None, mode="reflect", c
 
 
 @compiled
-def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *,
-                                axes=None, **kwargs):
+def gaussian_gradient_magnitude(input: ArrayLike, sigma: FloatOrSeq, output: Any = None,
+                                mode: Modes = "reflect", cval: Scalar = 0.0, *,
+                                axes: Optional[Axes] = None, **kwargs: Any) -> Array:
     """Gradient magnitude with Gaussian derivatives
     (:func:`scipy.ndimage.gaussian_gradient_magnitude`).
 

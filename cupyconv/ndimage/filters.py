@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+from typing import Any, Optional
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ..dispatch import device_constant
 from .common import (Fresh, as_arrays, check_axes, check_complex_cval, check_cval, check_origin,
                      compute_dtype, copy_input, empty_result, get_output, normalize_axis,
                      normalize_origin, normalize_sequence, run_filter)
+from .._typing import Array, ArrayLike, Axes, FloatOrSeq, IntOrSeq, Modes, Scalar
 
 __all__ = ["correlate", "convolve", "correlate1d", "convolve1d", "gaussian_filter",
            "gaussian_filter1d", "uniform_filter", "uniform_filter1d", "compute_dtype",
@@ -66,7 +68,9 @@ def _correlate_or_convolve(input, weights, output, mode, cval, origin, convoluti
 
 
 @compiled
-def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
+def correlate(input: ArrayLike, weights: ArrayLike, output: Any = None,
+              mode: Modes = "reflect", cval: Scalar = 0.0, origin: IntOrSeq = 0, *,
+              axes: Optional[Axes] = None) -> Array:
     """Multidimensional correlation (:func:`scipy.ndimage.correlate`).
 
     Parameters
@@ -113,7 +117,9 @@ def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *
 
 
 @compiled
-def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
+def convolve(input: ArrayLike, weights: ArrayLike, output: Any = None, mode: Modes = "reflect",
+             cval: Scalar = 0.0, origin: IntOrSeq = 0, *,
+             axes: Optional[Axes] = None) -> Array:
     """Multidimensional convolution (:func:`scipy.ndimage.convolve`).
 
     The correlation of `input` with the flipped `weights`; for an even kernel extent
@@ -132,7 +138,8 @@ def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *,
 
 # ------------------------------------------------------------- 1-D correlation
 @compiled
-def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+def correlate1d(input: ArrayLike, weights: ArrayLike, axis: int = -1, output: Any = None,
+                mode: Modes = "reflect", cval: Scalar = 0.0, origin: IntOrSeq = 0) -> Array:
     """1-D correlation along one axis (:func:`scipy.ndimage.correlate1d`).
 
     Parameters as in :func:`correlate`, with 1-D `weights` and one `axis`.
@@ -166,7 +173,8 @@ def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, 
 
 
 @compiled
-def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+def convolve1d(input: ArrayLike, weights: ArrayLike, axis: int = -1, output: Any = None,
+               mode: Modes = "reflect", cval: Scalar = 0.0, origin: IntOrSeq = 0) -> Array:
     """1-D convolution along one axis (:func:`scipy.ndimage.convolve1d`).
 
     Examples
@@ -210,8 +218,9 @@ def gaussian_kernel1d(sigma, order, radius):
 
 
 @compiled
-def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
-                      truncate=4.0, *, radius=None):
+def gaussian_filter1d(input: ArrayLike, sigma: FloatOrSeq, axis: int = -1, order: IntOrSeq = 0,
+                      output: Any = None, mode: Modes = "reflect", cval: Scalar = 0.0,
+                      truncate: float = 4.0, *, radius: Optional[IntOrSeq] = None) -> Array:
     """1-D Gaussian filter (:func:`scipy.ndimage.gaussian_filter1d`).
 
     The kernel has ``2 * radius + 1`` taps, ``radius = int(truncate * sigma + 0.5)``
@@ -236,8 +245,10 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
 
 
 @compiled
-def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
-                    *, radius=None, axes=None):
+def gaussian_filter(input: ArrayLike, sigma: FloatOrSeq, order: IntOrSeq = 0,
+                    output: Any = None, mode: Modes = "reflect", cval: Scalar = 0.0,
+                    truncate: float = 4.0, *, radius: Optional[IntOrSeq] = None,
+                    axes: Optional[Axes] = None) -> Array:
     """Multidimensional Gaussian filter (:func:`scipy.ndimage.gaussian_filter`).
 
     One :func:`gaussian_filter1d` pass per axis (in the order of `axes`), each
@@ -260,7 +271,7 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     axes = check_axes(axes, input.ndim)
     n = len(axes)
     orders = normalize_sequence(order, n)
-    sigmas = normalize_sequence(sigma, n)
+    sigmas = normalize_sequence(sigma, n, "sigma")
     modes = normalize_sequence(mode, n)
     radiuses = normalize_sequence(radius, n)
     passes = [(axes[i], sigmas[i], orders[i], modes[i], radiuses[i])
@@ -277,7 +288,9 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
 
 # --------------------------------------------------------------------- uniform
 @compiled
-def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+def uniform_filter1d(input: ArrayLike, size: IntOrSeq, axis: int = -1, output: Any = None,
+                     mode: Modes = "reflect", cval: Scalar = 0.0,
+                     origin: IntOrSeq = 0) -> Array:
     """1-D moving average (:func:`scipy.ndimage.uniform_filter1d`).
 
     The window sum is computed as a correlation with ones (exact for integer
@@ -310,8 +323,9 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
 
 
 @compiled
-def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *,
-                   axes=None):
+def uniform_filter(input: ArrayLike, size: IntOrSeq = 3, output: Any = None,
+                   mode: Modes = "reflect", cval: Scalar = 0.0, origin: IntOrSeq = 0, *,
+                   axes: Optional[Axes] = None) -> Array:
     """Multidimensional moving average (:func:`scipy.ndimage.uniform_filter`).
 
     One :func:`uniform_filter1d` pass per axis whose size is above 1, stored

@@ -28,7 +28,8 @@ conv, convolve, correlate = cupyconv.conv, cupyconv.convolve, cupyconv.correlate
 #: (id, thunk, exception type, message regex)
 SIGNAL_ERRORS = [
     ("rank-mismatch", lambda: convolve(V1, np.ones((2, 2))), ValueError,
-     r"in1 and in2 should have the same dimensionality"),
+     r"in1 and in2 should have the same dimensionality; got in1.shape=\(5,\) and "
+     r"in2.shape=\(2, 2\)"),
     ("rank-mismatch-0d", lambda: correlate(np.ones(1), np.array(2.0)), ValueError,
      r"same dimensionality"),
     ("unknown-mode", lambda: convolve(V1, V1, mode="circular"), ValueError,
@@ -89,14 +90,15 @@ SIGNAL_ERRORS = [
 
 CONV_ERRORS = [
     ("rank-mismatch", lambda: conv(X, W[0]), ValueError,
-     r"x and w must have the same number of dimensions; got x.ndim=4 and w.ndim=3"),
+     r"x and w must have the same number of dimensions; got x.shape=\(2, 4, 6, 6\) "
+     r"\(ndim 4\) and w.shape=\(2, 3, 3\) \(ndim 3\)"),
     ("no-spatial-axis", lambda: conv(np.ones((2, 3)), np.ones((4, 3))), ValueError,
      r"at least one spatial axis; got x.ndim=2"),
     ("rank-9-beyond-max", lambda: conv(np.ones((1, 1) + (1,) * 9), np.ones((1, 1) + (1,) * 9)),
      ValueError, r"spatial rank 9 is not supported; the maximum is 8"),
-    ("unknown-padding-mode", lambda: conv(X, W, groups=2, padding_mode="mirror"), ValueError,
+    ("unknown-padding-mode", lambda: conv(X, W, groups=2, padding_mode="mirrored"), ValueError,
      r"padding_mode must be 'constant', 'reflect', 'symmetric', 'wrap' or 'edge' \(or "
-     r"PyTorch's 'zeros', 'replicate' or 'circular'\); got 'mirror'"),
+     r"PyTorch's 'zeros', 'replicate' or 'circular'\); got 'mirrored'"),
     ("unknown-layout", lambda: conv(X, W, groups=2, layout="NHWC"), ValueError,
      r"layout must be 'channels_first' or 'channels_last'; got 'NHWC'"),
     ("unknown-method", lambda: conv(X, W, groups=2, method="hartley"), ValueError,
@@ -118,7 +120,7 @@ CONV_ERRORS = [
     ("padding-negative-after", lambda: conv(X, W, groups=2, padding=((0, 0), (1, -1))),
      ValueError, r"negative padding is not supported; got padding\[1\]=\(1, -1\)"),
     ("padding-bad-string", lambda: conv(X, W, groups=2, padding="full"), ValueError,
-     r"padding must be an int, a sequence, 'valid' or 'same'; got 'full'"),
+     r"padding must be an int, a sequence, 'valid' or 'same' \(any case\); got 'full'"),
     ("padding-wrong-length", lambda: conv(X, W, groups=2, padding=(1, 1, 1)), ValueError,
      r"padding must have one entry per spatial axis \(2\), got 3"),
     ("padding-triple", lambda: conv(X, W, groups=2, padding=((1, 1, 1), (0, 0))), ValueError,
@@ -186,6 +188,11 @@ CONV_ERRORS = [
      r"x is a NumPy \(CPU\) array, w is a CuPy \(GPU\) array; move them with cupy.asarray"),
     ("cupy-bias", lambda: conv(X, W, FakeCupyArray((6,)), groups=2), TypeError,
      r"bias is a CuPy \(GPU\) array"),
+    ("ndimage-mode-name", lambda: conv(X, W, groups=2, padding=1, padding_mode="mirror"),
+     ValueError, r"padding_mode='mirror' is scipy.ndimage's name; padding_mode takes NumPy's "
+     r"names: use 'reflect' \(ndimage's 'reflect' is NumPy's 'symmetric'"),
+    ("ndimage-nearest-name", lambda: conv(X, W, groups=2, padding=1, padding_mode="nearest"),
+     ValueError, r"use 'edge'"),
 ]
 
 
@@ -240,6 +247,8 @@ GRAD_ERRORS = [
     ("plan-wrong-shape",
      lambda: cupyconv.plan_conv(X.shape, W.shape, np.float64, groups=2)(X[:1], W), ValueError,
      r"x has shape \(1, 4, 6, 6\); the plan was made for \(2, 4, 6, 6\)"),
+    ("plan-object-dtype", lambda: cupyconv.plan_conv(X.shape, W.shape, object), TypeError,
+     r"^dtype object is not supported; use bool"),
 ]
 
 
@@ -348,3 +357,22 @@ def test_cuda_backend_without_cupy_gives_the_install_hint_of_info(monkeypatch):
         backend_reasons.cache_clear()
     assert GPU_INSTALL in str(info.value)
     assert _cli._cupy_status()[1] == [f"CuPy: not installed. For the GPU: {GPU_INSTALL}"]
+
+
+@pytest.mark.parametrize("name", ["same", "SAME", "Same", "valid", "VALID"])
+def test_padding_names_in_any_case_are_tensorflows(name):
+    """TensorFlow's ``"SAME"``/``"VALID"`` give the lower-case names' result."""
+    y = conv(X, W, groups=2, stride=2, padding=name)
+    np.testing.assert_array_equal(y, conv(X, W, groups=2, stride=2, padding=name.lower()))
+
+
+@pytest.mark.parametrize("call", ["gaussian_filter", "gaussian_laplace"])
+def test_a_sigma_of_the_wrong_length_is_named(call):
+    """SciPy's ``RuntimeError`` and words, naming ``sigma`` and both lengths."""
+    import scipy.ndimage
+    with pytest.raises(RuntimeError, match="must have length equal to input rank"):
+        getattr(scipy.ndimage, call)(np.ones((5, 5)), [1, 2, 3])
+    with pytest.raises(RuntimeError, match=r"^sequence argument must have length equal to "
+                                           r"input rank \(sigma has 3 values for 2 axes "
+                                           r"filtered\)$"):
+        getattr(cupyconv.ndimage, call)(np.ones((5, 5)), [1, 2, 3])

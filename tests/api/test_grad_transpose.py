@@ -123,7 +123,7 @@ def test_output_padding_must_be_below_stride_or_dilation():
     with pytest.raises(ValueError, match=r"output_padding must be 0 with padding='same'"):
         cupyconv.conv_transpose(x, w, stride=2, padding="same", output_padding=1)
     with pytest.raises(ValueError, match=r"padding must be an int, a sequence, 'valid' or "
-                                         r"'same'; got 'full'"):
+                                         r"'same' \(any case\); got 'full'"):
         cupyconv.conv_transpose(x, w, padding="full")
     with pytest.raises(ValueError, match="C_in"):
         cupyconv.conv_transpose(np.ones((1, 2, 4)), w)

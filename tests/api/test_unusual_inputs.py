@@ -33,6 +33,9 @@ BAD_SETTINGS = [
     ("compiled_call_bytes", 2.0, TypeError, "int number of bytes >= 0"),
     ("compiled_call_bytes", True, TypeError, "int number of bytes >= 0"),
     ("cuda_graphs", 1, TypeError, "True or False"),
+    ("cpu_threads", 0, ValueError, "None or an int >= 1"),
+    ("cpu_threads", True, TypeError, "None or an int >= 1"),
+    ("progress", "off", TypeError, "True or False"),
 ]
 
 
@@ -60,7 +63,7 @@ def test_config_accepts_its_values_and_rejects_unknown_names(restore_config):
     settings = {k for k in vars(config) if not k.startswith("_")}
     assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
                         "ndimage_integers", "compiled_calls", "prebuilt_launches",
-                        "compiled_call_bytes", "cuda_graphs"}
+                        "compiled_call_bytes", "cuda_graphs", "cpu_threads", "progress"}
 
 
 def _layer(dtype):

@@ -1,6 +1,7 @@
 """``python -m cupyconv`` subcommands, run as a user would."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -96,3 +97,44 @@ def test_build_api_rejects_empty_work():
     for kwargs in (dict(archs=()), dict(archs=("sm_9",)), dict(ranks=())):
         with pytest.raises(ValueError):
             build(progress=False, **kwargs)
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    import cupyconv
+    from cupyconv.__main__ import main
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"cupyconv {cupyconv.__version__}"
+    res = _run("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"cupyconv {cupyconv.__version__}"
+
+
+def test_build_without_nvrtc_says_so_before_any_progress(monkeypatch, capsys):
+    """No NVRTC: one line naming it, exit 1, and no compile started (no bar drawn)."""
+    build_module = importlib.import_module("cupyconv._compile.build")
+
+    def missing():
+        raise build_module.NvrtcUnavailable("NVRTC library not found (pip install ...)")
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("the build started without NVRTC")
+    monkeypatch.setattr(build_module, "nvrtc_version", missing)
+    monkeypatch.setattr(build_module, "compile_groups", no_compile)
+    assert build_module.main(["--arch", "sm_90", "--ranks", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cannot build: NVRTC not found (") and "\r" not in err
+
+
+def test_build_help_gives_the_defaults_and_the_kernel_count(capsys):
+    build_module = importlib.import_module("cupyconv._compile.build")
+    from cupyconv._kernels import registry
+    with pytest.raises(SystemExit):
+        build_module.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    work = build_module.group_work(build_module.DEFAULT_ARCHS, range(1, registry.MAX_RANK + 1))
+    count = sum(len(members) for _, _, members in work)
+    assert f"With the defaults: {count:,} kernels in {len(work)} NVRTC programs" in out
+    assert f"(default: {','.join(build_module.DEFAULT_ARCHS)})" in out
+    assert f"(default: 1-{registry.MAX_RANK})" in out
+    assert "(default: the CPU count)" in out

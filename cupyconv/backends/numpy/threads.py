@@ -10,7 +10,7 @@ shared 2-core VM, load 4-6).  Each block writes its own part of the result, and 
 sums are added in block order by the caller: results do not depend on the threads.
 
 Without ``threadpoolctl`` the blocks run one after another on the calling thread (BLAS
-keeps its own threads).
+keeps its own threads).  ``cupyconv.config.cpu_threads`` caps the lanes (:func:`workers`).
 """
 from __future__ import annotations
 
@@ -22,18 +22,27 @@ import threading
 import numpy as np
 from ..._lru import cached
 
+from ... import config
+
 __all__ = ["workers", "parallel_map", "blas_controller", "single_blas", "Scratch"]
 
 _POOL = None
 _LOCK = threading.Lock()
 
 
-def workers():
+def _cores():
     """Cores this process may run on (its affinity mask where the OS has one)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:                       # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def workers():
+    """Threads the CPU work may use at once: the cores this process may run on, at most
+    ``cupyconv.config.cpu_threads`` (``None``: no cap)."""
+    cores, limit = _cores(), config.cpu_threads
+    return cores if limit is None else min(cores, limit)
 
 
 @cached(maxsize=1, keep=True)
@@ -51,7 +60,7 @@ def _pool():
     with _LOCK:
         if _POOL is None:
             _POOL = concurrent.futures.ThreadPoolExecutor(
-                max_workers=workers(), thread_name_prefix="cupyconv-cpu")
+                max_workers=_cores(), thread_name_prefix="cupyconv-cpu")
         return _POOL
 
 

@@ -196,16 +196,17 @@ def test_the_plan_says_which_path_it_takes(dev, rng):
     x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
     direct = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="direct",
                                 backend=dev.name)
-    assert "compiled from the second call" in direct.explain()
+    assert "repeated calls replay, from the second call" in direct.explain()
     direct(x, w)
-    assert direct.explain().startswith("compiled: a repeated call replays")
-    assert "compiled:" in repr(direct)
+    assert direct.explain().startswith("runs direct on the ")
+    assert "; repeated calls replay (CompiledCall(direct" in direct.explain()
+    assert "repeated calls replay (CompiledCall(" in repr(direct)
     cupyconv.clear_caches()                                  # the plans' caches too
-    assert "compiled from the second call" in direct.explain()
+    assert "repeated calls replay, from the second call" in direct.explain()
     fft = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="fft",
                              backend=dev.name)
     fft(x, w)             # float data: the first call scans to warn, a replay does not
-    assert fft.explain().startswith("compiled: a repeated call replays CompiledCall(fft:")
+    assert "; repeated calls replay (CompiledCall(fft:" in fft.explain()
     assert "does not scan for NaN/Inf" in fft.explain()
 
 

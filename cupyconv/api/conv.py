@@ -6,7 +6,7 @@ import numpy as np
 from .._lru import memoized
 from ..core import args
 from ..core.problem import ConvProblem, Operands
-from ..dispatch import backend_for, run
+from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 
@@ -129,6 +129,7 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         padding_mode=padding_mode, cval=cval, layout=layout)
     problem = with_precision(problem, precision, result)
     check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
+    precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, activation=x, filter=w)
     y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
                workspace_limit=workspace_limit)

@@ -14,7 +14,7 @@ from .._kernels import program
 from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..core import args
 from ..core.problem import ConvProblem, Operands
-from ..dispatch import backend_for, run
+from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
 from .calls import check_bias, finish, logical_views, with_precision
 
@@ -51,6 +51,7 @@ def _geometry(stride, padding, dilation, groups, padding_mode, layout):
 
 def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None, **arrays):
     problem = with_precision(problem, precision, result, *arrays.values())
+    precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, **arrays)
     out, _ = run(problem, Operands(**views), backend_for(xp), method=method,
                  workspace_limit=workspace_limit)
@@ -308,6 +309,7 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
                        dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
                        **_geometry(stride, pads, dilation, groups, "constant", layout))
     bias = check_bias(bias, c_out, xp)
+    precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, output=x, filter=w)
     # output_padding >= stride (allowed below dilation) gives the forward conv more
     # outputs than x has positions: those receive no input (zero gradient).

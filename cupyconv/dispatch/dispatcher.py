@@ -44,7 +44,7 @@ from ..core.args import normalize_workspace_limit
 from ..core.problem import Operands
 from . import autotune
 
-__all__ = ["Choice", "choose", "run", "check_memory", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
+__all__ = ["Choice", "choose", "run", "check_memory", "precheck", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
            "resolve_limit", "CHOICE_CACHE_SIZE", "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
 
 #: Data-free choices kept (problem, backend, workspace limit).
@@ -402,6 +402,22 @@ def _explicit(problem, backend, method, limit):
         return False
     check_memory(problem, backend, method, limit)
     return True
+
+
+def precheck(problem, backend, method="auto", workspace_limit=None):
+    """Raise what :func:`run` would raise for ``problem`` alone, before a caller casts,
+    copies or scans any operand: ``auto``'s refusal (a result or every candidate beyond
+    memory), an explicit ``method`` that cannot run the problem or whose result and
+    workspace cannot fit.  No data is read."""
+    if problem.is_empty:
+        return
+    prepared = backend.prepare(problem, Operands())[0]
+    if method == "auto":
+        refusal = choose(prepared, backend, workspace_limit).refusal
+        if refusal is not None:
+            raise type(refusal)(*refusal.args)
+    else:
+        _explicit(prepared, backend, method, resolve_limit(workspace_limit, backend))
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,

@@ -148,7 +148,8 @@ def _choose(problem, backend, limit):
     if result > available:          # no algorithm can run: ask none of them
         return Choice(None, (), {}, {}, limit, _result_refusal(problem, result, available))
     rejected, fitting, unfit = {}, [], {}
-    for name, spec in ALGORITHMS.items():
+    for name in backend.algorithm_names():
+        spec = ALGORITHMS[name]
         if not spec.serves(problem.op, backend.name):
             rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
             continue
@@ -156,8 +157,8 @@ def _choose(problem, backend, limit):
         if not ok:
             rejected[name] = why
             continue
-        if name == "fft" and not np.isfinite(complex(problem.cval)):
-            rejected[name] = "a non-finite cval would spread to every output through the FFT"
+        if spec.cval_refusal and not np.isfinite(complex(problem.cval)):
+            rejected[name] = spec.cval_refusal
             continue
         least = backend.min_workspace_bytes(problem, name)
         need = result + backend.workspace_bytes(problem, name, limit)
@@ -299,7 +300,7 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     predicted time ``name`` may take on these values (``data_ok``).
     """
     operands = getattr(operands, "for_algorithm", lambda _: operands)(name)
-    if name == "fft":
+    if ALGORITHMS[name].scans_exactness:
         ok, why = fft_safe(problem, operands, backend)
         if not ok:
             return ok, why
@@ -328,7 +329,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 
     def verdict(i):
         name, slack = ranked[i], _slack(choice, ranked, i, every)
-        key = (name, slack if name != "fft" else None)
+        key = (name, None if ALGORITHMS[name].scans_exactness else slack)
         if key not in verdicts:
             verdicts[key] = data_rule(problem, name, operands, backend, slack)
         if not verdicts[key][0]:
@@ -353,7 +354,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 # ------------------------------------------------------------------------- run
 #: Where an explicitly chosen algorithm spreads a NaN or Inf of the data (SciPy's warning
 #: for ``method="fft"``, worded as SciPy's; ``auto`` never runs these on such data).
-NON_FINITE_SPREAD = {"fft": "output", "winograd": "output over whole Winograd tiles"}
+NON_FINITE_SPREAD = {name: a.spreads for name, a in ALGORITHMS.items() if a.spreads}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -129,10 +129,10 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         padding_mode=padding_mode, cval=cval, layout=layout)
     problem = with_precision(problem, precision, result)
     check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
-    precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
+    choice = precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, activation=x, filter=w)
     y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
-               workspace_limit=workspace_limit)
+               workspace_limit=workspace_limit, choice=choice)
     if not unbatched:
         return finish(y, problem, xp, result, out, bias)
     res = finish(y, problem, xp, result, None if out is None else out[None], bias)

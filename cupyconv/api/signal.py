@@ -51,9 +51,9 @@ def compute(call, xp, in1, in2, method, out=None, precision=None, warn=True):
                                                            call.problem.kernel_shape)):
         res = _broadcast_product(call, xp, in1, in2)
     else:
-        precheck(problem, backend_for(xp), method)    # before the operands are cast
+        choice = precheck(problem, backend_for(xp), method)    # before the operands are cast
         y, _ = run(problem, call.operands(in1, in2, xp), backend_for(xp), method=method,
-                   warn=warn)
+                   warn=warn, choice=choice)
         res = call.finish(y, xp)
     return write_out(args.cast_result(res, call.result_dtype), out, xp)
 

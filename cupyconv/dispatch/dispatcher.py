@@ -147,7 +147,7 @@ def _choose(problem, backend, limit):
     result = _result_bytes(problem)
     if result > available:          # no algorithm can run: ask none of them
         return Choice(None, (), {}, {}, limit, _result_refusal(problem, result, available))
-    rejected, fitting, unfit = {}, [], {}
+    rejected, fitting, unfit, workspace = {}, [], {}, {}
     for name in backend.algorithm_names():
         spec = ALGORITHMS[name]
         if not spec.serves(problem.op, backend.name):
@@ -161,7 +161,8 @@ def _choose(problem, backend, limit):
             rejected[name] = spec.cval_refusal
             continue
         least = backend.min_workspace_bytes(problem, name)
-        need = result + backend.workspace_bytes(problem, name, limit)
+        workspace[name] = backend.workspace_bytes(problem, name, limit)
+        need = result + workspace[name]
         if least > limit:
             rejected[name] = unfit[name] = _over_limit(least, limit)
         elif need > available:
@@ -184,7 +185,7 @@ def _choose(problem, backend, limit):
     elif not ranked:
         refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "
                              + "; ".join(f"{k}: {v}" for k, v in rejected.items()))
-    by_workspace = tuple(sorted(ranked, key=lambda n: -backend.workspace_bytes(problem, n, limit)))
+    by_workspace = tuple(sorted(ranked, key=lambda n: -workspace[n]))
     return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit, refusal,
                   by_workspace)
 
@@ -414,11 +415,12 @@ def precheck(problem, backend, method="auto", workspace_limit=None):
         return
     prepared = backend.prepare(problem, Operands())[0]
     if method == "auto":
-        refusal = choose(prepared, backend, workspace_limit).refusal
-        if refusal is not None:
-            raise type(refusal)(*refusal.args)
-    else:
-        _explicit(prepared, backend, method, resolve_limit(workspace_limit, backend))
+        choice = choose(prepared, backend, workspace_limit)
+        if choice.refusal is not None:
+            raise type(choice.refusal)(*choice.refusal.args)
+        return choice
+    _explicit(prepared, backend, method, resolve_limit(workspace_limit, backend))
+    return None
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
@@ -457,15 +459,17 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
 
 
 def _run(problem, operands, backend, method, workspace_limit, stats, choice, warn):
-    prepared = backend.prepare(problem, Operands())[0]      # the problem alone: no data
     tried = []
     if method == "auto":
-        choice = choose(prepared, backend, workspace_limit) if choice is None else choice
+        if choice is None:
+            prepared = backend.prepare(problem, Operands())[0]      # the problem alone
+            choice = choose(prepared, backend, workspace_limit)
         if choice.refusal is not None:      # before the operands are prepared or scanned
             raise type(choice.refusal)(*choice.refusal.args)
         limit = choice.limit
     else:
         limit = choice.limit if choice is not None else resolve_limit(workspace_limit, backend)
+        prepared = backend.prepare(problem, Operands())[0]          # the problem alone
         if not _explicit(prepared, backend, method, limit):
             least = backend.min_workspace_bytes(prepared, method)
             tried.append(f"{method}: {_over_limit(least, limit)}")

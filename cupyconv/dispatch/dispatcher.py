@@ -4,17 +4,19 @@ Every public function builds one :class:`~cupyconv.core.ConvProblem` and
 calls :func:`run`; plans call :func:`choose` once and :func:`run` per call,
 so both take the same path and obey the same rules:
 
-- **Candidates** are the vocabulary's algorithms for the problem's op that
-  the backend can implement (``can_implement`` gives the reason when not).
+- **Candidates** are the algorithms of the backend's table for the problem's op
+  that can implement it (``can_implement`` gives the reason when not); an explicit
+  ``method=`` asks only that algorithm (the others only after an out-of-memory).
 - **Safety rules** (all here): ``fft`` is never chosen by ``auto`` for
   integer data whose result could round (the bound comes from the operands'
   min/max, never ``abs``, which wraps at the most negative integer), for
   non-finite data (FFT spreads one NaN to every output) or a non-finite
   ``cval``; the data scan runs only when it can change the choice (``auto``
   ranked ``fft`` first) and allocates no temporary.
-- **Memory**: an algorithm is considered only when its least workspace fits
-  the workspace limit and its peak (result + workspace) fits the memory the
-  backend has; when the fastest algorithm does not fit and the best that
+- **Memory**, checked before any work on every path (:func:`precheck`): a result
+  beyond the memory the backend has is refused at once; an algorithm is considered
+  only when its least workspace fits the workspace limit and its peak (result +
+  workspace) fits that memory; when the fastest algorithm does not fit and the best that
   fits would take far longer, ``auto`` raises :class:`MemoryError` naming
   the shapes, the bytes and what to do instead of running for hours.
 - **Choice**: cheapest predicted time (the backend's cost model) among the

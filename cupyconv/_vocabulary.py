@@ -84,6 +84,14 @@ class Algorithm:
     #: What ``auto`` needs of the operands' values to run it (its data rule, checked per
     #: call by the dispatcher), as a clause; "" when any values do.
     needs: str = ""
+    #: Whether ``auto``'s data rule scans the operands for exactness first (finite data,
+    #: integer results exact in float64: the FFT's rule, ``dispatcher.fft_safe``).
+    scans_exactness: bool = False
+    #: Why a non-finite ``cval`` rules it out ("" when it does not).
+    cval_refusal: str = ""
+    #: Where an explicit run spreads one NaN or Inf of the data (SciPy's warning then
+    #: says so); "" when it does not.
+    spreads: str = ""
 
     def serves(self, op: str, backend: str = None) -> bool:
         """Whether the algorithm computes ``op`` (on ``backend``, if given)."""
@@ -114,7 +122,9 @@ ALGORITHMS = {a.name: a for a in (
               "vol2col column buffer + BLAS/cuBLAS GEMM, chunked to the workspace limit"),
     Algorithm("fft", _ALL, frozenset(OPS),
               "convolution theorem (pocketfft / cuFFT), zero constant padding on the GPU",
-              needs="the data are finite and integer results exact in float64"),
+              needs="the data are finite and integer results exact in float64",
+              scans_exactness=True, spreads="output",
+              cval_refusal="a non-finite cval would spread to every output through the FFT"),
     Algorithm("separable", _ALL, frozenset((FORWARD,)),
               "one 1-D pass per axis for a kernel that is an outer product of 1-D factors "
               "(single channel or depthwise; NumPy passes / the direct kernel per axis)",
@@ -123,7 +133,7 @@ ALGORITHMS = {a.name: a for a in (
               "Winograd minimal filtering F(m, r) per axis (exact Toom-Cook transforms, "
               "polyphase for stride/dilation), tiles within an error gate; input gradient "
               "of stride-1, constant-padded problems; NumPy or transform kernels + cuBLAS",
-              needs="the data are finite"),
+              needs="the data are finite", spreads="output over whole Winograd tiles"),
 )}
 
 #: ``precision=`` values: ``highest`` (float32 in float32 FMA, float64 in float64, the

@@ -8,7 +8,7 @@ import numpy as np
 from .._lru import memoized
 from ..core import args
 from ..core.problem import ConvProblem, Operands
-from ..dispatch import backend_for, run
+from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar
@@ -146,9 +146,10 @@ def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride
         padding_mode=padding_mode, cval=cval, layout=layout)
     problem = with_precision(problem, precision, result)
     check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
+    choice = precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, activation=x, filter=w)
     y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
-               workspace_limit=workspace_limit)
+               workspace_limit=workspace_limit, choice=choice)
     if not unbatched:
         return finish(y, problem, xp, result, out, bias)
     res = finish(y, problem, xp, result, None if out is None else out[None], bias)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core import args
 from ..core.signal_map import check_mode, signal_call
-from ..dispatch import backend_for, choose, run
+from ..dispatch import backend_for, choose, precheck, run
 from ..dispatch.dispatcher import ranked_for_data
 from ..dispatch.autotune import measure as measure_fn
 from .compiled import compiled
@@ -53,8 +53,9 @@ def compute(call, xp, in1, in2, method, out=None, precision=None, warn=True):
                                                            call.problem.kernel_shape)):
         res = _broadcast_product(call, xp, in1, in2)
     else:
+        choice = precheck(problem, backend_for(xp), method)    # before the operands are cast
         y, _ = run(problem, call.operands(in1, in2, xp), backend_for(xp), method=method,
-                   warn=warn)
+                   warn=warn, choice=choice)
         res = call.finish(y, xp)
     return write_out(args.cast_result(res, call.result_dtype), out, xp)
 

@@ -11,7 +11,8 @@ import numpy as np
 from .._dtypes import is_half_float
 from .._vocabulary import SIGNAL_BOUNDARIES, describe_choices
 from ..core import args
-from ..core.signal_map import check_mode
+from ..core.signal_map import check_mode, signal_call
+from ..dispatch import backend_for, precheck
 from .compiled import compiled
 from .signal import centered, compute, signal_problem
 from .._typing import Array, ArrayLike, Axes, Scalar
@@ -49,6 +50,9 @@ def _freq_conv(in1, in2, mode, axes):
         ret = in1 * in2                        # the exact product, in its own dtype
         return (centered(ret, s1) if mode == "same" else ret).copy()
     dtype = np.result_type(_fft_dtype(in1.dtype), _fft_dtype(in2.dtype))
+    problem = signal_call(s1, dtype, s2, dtype, mode, fft_axes, False).problem
+    if problem is not None:                     # before the operands are cast
+        precheck(problem, backend_for(xp), "fft")
     in1, in2 = in1.astype(dtype, copy=False), in2.astype(dtype, copy=False)
     # SciPy's fftconvolve spreads NaN without a word: no warning, so no data scan
     res = compute(*signal_problem(in1, in2, mode, fft_axes, False), "fft", warn=False)

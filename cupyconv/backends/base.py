@@ -1,9 +1,12 @@
-"""The interface every backend implements, and the error of running out of memory.
+"""The interface every backend implements, its algorithms' interface, and the error of
+running out of memory.
 
-A backend is one object (:class:`Backend`) that says what it can run for a
-problem and why not (``can_implement``), how much workspace an algorithm
-needs, how long it predicts it to take, and runs it.  The dispatcher
-(:mod:`cupyconv.dispatch`) is the only caller; it owns the choice.
+A backend is one object (:class:`Backend`) with a table of algorithm classes
+(:attr:`Backend.ALGORITHM_TABLE`, one :class:`Algorithm` subclass per ``method=`` name it
+runs).  Each algorithm says whether it can run a problem and why not
+(``can_implement``), how much workspace it needs, how long it predicts it to take, and
+runs it; the backend's methods of the same names hand each question to the algorithm
+named.  The dispatcher (:mod:`cupyconv.dispatch`) is the only caller; it owns the choice.
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ from typing import Dict, Iterable, Tuple
 
 import numpy as np
 
-__all__ = ["Backend", "OutOfMemoryError", "host_available_memory"]
+from .._vocabulary import ALGORITHMS
+
+__all__ = ["Algorithm", "Backend", "OutOfMemoryError", "host_available_memory"]
 
 
 class OutOfMemoryError(MemoryError):
@@ -38,6 +43,67 @@ def host_available_memory() -> int:
         return 2**63 - 1
 
 
+class Algorithm:
+    """One algorithm of one backend: an entry of the backend's table, made once per
+    backend object (``self.backend``).  Subclasses set :attr:`name` and override what
+    differs; the defaults are an algorithm without workspace, replayable conditions or
+    data rules."""
+
+    #: ``method=`` name (a key of ``_vocabulary.ALGORITHMS``).
+    name = ""
+
+    def __init__(self, backend, name=None):
+        self.backend = backend
+        self.name = name or self.name
+        self.spec = ALGORITHMS[self.name]
+
+    def can_implement(self, problem) -> Tuple[bool, str]:
+        """``(True, "")`` or ``(False, reason)``: the vocabulary's ops and backends, then
+        :meth:`applies`.  O(rank): no loop over sizes."""
+        why = self.spec.refusal(problem.op, self.backend.name)
+        return (False, why) if why else self.applies(problem)
+
+    def applies(self, problem) -> Tuple[bool, str]:
+        """The algorithm's own checks of a problem it serves."""
+        return True, ""
+
+    def workspace(self, problem, workspace_limit=None) -> int:
+        """Bytes it allocates besides the result under ``workspace_limit``."""
+        return 0
+
+    def min_workspace(self, problem) -> int:
+        """The least workspace it can run in (chunking as far as it can)."""
+        return self.workspace(problem)
+
+    def predict(self, problem) -> float:
+        """Predicted seconds (the backend's cost model)."""
+        raise NotImplementedError
+
+    def run(self, problem, operands, workspace_limit, stats=None):
+        """The result array (logical channels-first)."""
+        raise NotImplementedError
+
+    def host_program(self, problem, workspace_limit):
+        """See :meth:`Backend.host_program`."""
+        return None
+
+    def compile_refusal(self, problem) -> str:
+        """See :meth:`Backend.compile_refusal`."""
+        return f"the {self.backend.name} backend runs no launch programs"
+
+    def data_ok(self, problem, operands, slack=math.inf) -> Tuple[bool, str]:
+        """See :meth:`Backend.data_ok`."""
+        return True, ""
+
+    def rounds_tf32(self, problem) -> bool:
+        """See :meth:`Backend.rounds_tf32`."""
+        return False
+
+    def prepare_filter(self, problem, w):
+        """See :meth:`Backend.prepare_filter`."""
+        return w
+
+
 class Backend(abc.ABC):
     """What the dispatcher needs from a backend.
 
@@ -47,26 +113,46 @@ class Backend(abc.ABC):
         ``"numpy"``, ``"cuda"`` or ``"emulated"``.
     xp : module
         Array module of its arrays (NumPy or CuPy).
+    ALGORITHM_TABLE : tuple of Algorithm subclasses
+        The algorithms it runs, in the vocabulary's order; the per-algorithm methods
+        below hand the question to the instance in :attr:`algorithms`.
     """
 
     name: str
     xp: object
+    ALGORITHM_TABLE: Tuple[type, ...] = ()
 
-    @abc.abstractmethod
+    @functools.cached_property
+    def algorithms(self) -> Dict[str, Algorithm]:
+        """``name -> Algorithm`` of this backend object."""
+        return {cls.name: cls(self) for cls in self.ALGORITHM_TABLE}
+
+    def algorithm(self, name) -> Algorithm:
+        """The table's entry for ``name`` (the defaults of :class:`Algorithm` for a name
+        outside the table)."""
+        entry = self.algorithms.get(name)
+        return Algorithm(self, name) if entry is None else entry
+
+    def algorithm_names(self) -> Tuple[str, ...]:
+        """The names the chooser asks, in the vocabulary's order (those outside the table
+        are declined with the vocabulary's reason)."""
+        return tuple(ALGORITHMS)
+
     def can_implement(self, problem, algorithm) -> Tuple[bool, str]:
         """``(True, "")`` or ``(False, reason)`` for one problem (any op)."""
+        return self.algorithm(algorithm).can_implement(problem)
 
-    @abc.abstractmethod
     def workspace_bytes(self, problem, algorithm, workspace_limit=None) -> int:
         """Extra memory ``algorithm`` allocates for ``problem`` under the limit."""
+        return self.algorithm(algorithm).workspace(problem, workspace_limit)
 
-    @abc.abstractmethod
     def min_workspace_bytes(self, problem, algorithm) -> int:
         """The least workspace ``algorithm`` can run in (chunking as far as it can)."""
+        return self.algorithm(algorithm).min_workspace(problem)
 
-    @abc.abstractmethod
     def predict_times(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Predicted seconds per algorithm (the cost model)."""
+        return {name: self.algorithm(name).predict(problem) for name in names}
 
     @abc.abstractmethod
     def default_workspace_limit(self) -> int:
@@ -76,19 +162,19 @@ class Backend(abc.ABC):
     def available_memory(self) -> int:
         """Bytes the backend can still allocate (host or device)."""
 
-    @abc.abstractmethod
     def run(self, problem, algorithm, operands, workspace_limit, stats=None):
         """Compute ``problem``'s result array (logical channels-first)."""
+        return self.algorithm(algorithm).run(problem, operands, workspace_limit, stats)
 
     def host_program(self, problem, algorithm, workspace_limit):
         """The :class:`~cupyconv._kernels.program.Program` that computes ``algorithm`` on
         the host (operands ``activation``, ``filter``), or ``None`` when ``run`` does."""
-        return None
+        return self.algorithm(algorithm).host_program(problem, workspace_limit)
 
     def compile_refusal(self, problem, algorithm) -> str:
         """Why a call running ``algorithm`` on ``problem`` cannot be a compiled call
         (``""`` when it can): the algorithm does work outside a launch program."""
-        return f"the {self.name} backend runs no launch programs"
+        return self.algorithm(algorithm).compile_refusal(problem)
 
     def scan(self, arrays):
         """The data rules' one read of ``arrays`` (a call's operands, at most three, one
@@ -117,14 +203,14 @@ class Backend(abc.ABC):
         """Whether ``algorithm`` rounds its operands to TF32 itself under
         ``precision="tf32"`` (the dispatcher then hands it the unrounded ones); default
         False: the dispatcher rounds them."""
-        return False
+        return self.algorithm(algorithm).rounds_tf32(problem)
 
     def prepare_filter(self, problem, algorithm, w):
         """``w`` (the channels-first logical view :meth:`prepare` made) prepared once for
         repeated forward calls of ``problem`` on ``algorithm`` (frozen weights of a plan or
         ``ConvOperator``): a device copy in the layout and rounding the backend's kernels
         read, which later calls take as it is; default ``w``."""
-        return w
+        return self.algorithm(algorithm).prepare_filter(problem, w)
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf) -> Tuple[bool, str]:
         """``(True, "")`` when ``algorithm`` can run on these operands' values (an
@@ -134,7 +220,7 @@ class Backend(abc.ABC):
         ``slack``: how many times its data-free predicted time ``algorithm`` may take on
         these values and still be the best candidate (``separable`` runs a kernel that
         is a sum of ``r`` outer products ``r`` times; infinite when nothing competes)."""
-        return True, ""
+        return self.algorithm(algorithm).data_ok(problem, operands, slack)
 
     def call_scope(self):
         """A context around one dispatched call (its data checks and its run): the CUDA

@@ -31,8 +31,8 @@ import numpy as np
 from .._dtypes import is_half_float
 from .. import config
 from .._vocabulary import GRAD_INPUT
-from ..core.winograd import (MAX_ERROR_GROWTH, MAX_TAPS, axis_pieces, best_tile, error_growth,
-                             transforms)
+from ..core.winograd import (MAX_ERROR_GROWTH, MAX_PIECES, MAX_TAPS, axis_pieces, best_tile,
+                             error_growth, piece_count, transforms)
 from .arrays import host_scan, oriented_weights, pad_input
 from .grad_forward import grad_input_forward, grad_input_operands
 from .._lru import cached
@@ -65,13 +65,15 @@ def plan_tiles(problem, max_alpha=None):
 
 @cached(maxsize=1024)
 def _plan_tiles(problem, max_alpha, limit):
-    plan = []
+    plan, tiles = [], {}
     for pieces in _pieces(problem):
         rs = tuple(p.r for p in pieces)
         if all(r == 1 for r in rs):
             plan.append((pieces, (1,) * len(rs)))
             continue
-        tile = best_tile(rs, np.dtype(problem.dtype).itemsize, limit, max_alpha)
+        if rs not in tiles:
+            tiles[rs] = best_tile(rs, np.dtype(problem.dtype).itemsize, limit, max_alpha)
+        tile = tiles[rs]
         if tile is None and max(rs) > MAX_TAPS:
             return f"winograd tiles are built for kernels of at most {MAX_TAPS} taps per axis"
         if tile is None:
@@ -114,6 +116,12 @@ def can_implement(problem, max_alpha=None):
         return False, "a 1-tap kernel saves no multiplications"
     if max(problem.kernel_shape) > MAX_TAPS:
         return False, f"winograd tiles are built for kernels of at most {MAX_TAPS} taps per axis"
+    pieces = math.prod(piece_count(problem.kernel_shape[a], problem.stride[a],
+                                   problem.dilation[a], problem.out_shape[a])
+                       for a in range(problem.ndim))
+    if pieces > MAX_PIECES:
+        return False, (f"the stride {problem.stride} and dilation {problem.dilation} split "
+                       f"the problem into {pieces} Winograd pieces (at most {MAX_PIECES})")
     plan = plan_tiles(problem, max_alpha)
     if isinstance(plan, str):
         return False, plan

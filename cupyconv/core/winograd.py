@@ -46,7 +46,7 @@ from .._lru import cached
 
 __all__ = ["Transforms", "transforms", "verify", "default_points", "error_growth",
            "polyphase", "verify_polyphase", "MAX_ERROR_GROWTH", "TILE_OUTPUTS", "MAX_TAPS",
-           "best_tile", "axis_pieces"]
+           "best_tile", "axis_pieces", "piece_count", "MAX_PIECES"]
 
 Matrix = Tuple[Tuple[Fraction, ...], ...]
 
@@ -57,6 +57,10 @@ MAX_ERROR_GROWTH = {2: 2.0, 4: 10.0, 8: 10.0, 16: 10.0}
 TILE_OUTPUTS = (2, 4, 6)
 #: Most kernel taps per axis a tile is built for (F(2, 7) already grows the error 5.7x).
 MAX_TAPS = 7
+#: Most dense stride-1 pieces (:func:`axis_pieces`, multiplied over the axes) a problem
+#: may split into: each piece is one Winograd convolution with its own transforms and
+#: launches, so a stride or dilation that leaves a piece a few outputs saves nothing.
+MAX_PIECES = 4096
 
 #: Finite interpolation points in order of preference (small magnitudes and their
 #: reciprocals keep the transforms well conditioned; Barabasz et al. 2020).
@@ -310,6 +314,13 @@ class Piece:
     count: int
 
 
+def piece_count(r: int, stride: int, dilation: int, out_len: int) -> int:
+    """``len(axis_pieces(r, stride, dilation, out_len))`` in constant time: the dilation's
+    residues that have an output times the stride's phases that have a tap."""
+    g = math.gcd(stride, dilation)
+    return min(dilation // g, max(out_len, 0)) * min(stride // g, r)
+
+
 def axis_pieces(r: int, stride: int, dilation: int, out_len: int) -> Tuple[Piece, ...]:
     """Stride and dilation of one axis as dense stride-1 correlations.
 
@@ -323,7 +334,7 @@ def axis_pieces(r: int, stride: int, dilation: int, out_len: int) -> Tuple[Piece
     g = math.gcd(stride, dilation)
     p, e = stride // g, dilation // g
     out = []
-    for rho in range(e):
+    for rho in range(min(e, max(out_len, 0))):        # the residues that have an output
         count = len(range(rho, out_len, e))
         if count == 0:
             continue

@@ -4,17 +4,19 @@ Every public function builds one :class:`~cupyconv.core.ConvProblem` and
 calls :func:`run`; plans call :func:`choose` once and :func:`run` per call,
 so both take the same path and obey the same rules:
 
-- **Candidates** are the vocabulary's algorithms for the problem's op that
-  the backend can implement (``can_implement`` gives the reason when not).
+- **Candidates** are the algorithms of the backend's table for the problem's op
+  that can implement it (``can_implement`` gives the reason when not); an explicit
+  ``method=`` asks only that algorithm (the others only after an out-of-memory).
 - **Safety rules** (all here): ``fft`` is never chosen by ``auto`` for
   integer data whose result could round (the bound comes from the operands'
   min/max, never ``abs``, which wraps at the most negative integer), for
   non-finite data (FFT spreads one NaN to every output) or a non-finite
   ``cval``; the data scan runs only when it can change the choice (``auto``
   ranked ``fft`` first) and allocates no temporary.
-- **Memory**: an algorithm is considered only when its least workspace fits
-  the workspace limit and its peak (result + workspace) fits the memory the
-  backend has; when the fastest algorithm does not fit and the best that
+- **Memory**, checked before any work on every path (:func:`precheck`): a result
+  beyond the memory the backend has is refused at once; an algorithm is considered
+  only when its least workspace fits the workspace limit and its peak (result +
+  workspace) fits that memory; when the fastest algorithm does not fit and the best that
   fits would take far longer, ``auto`` raises :class:`MemoryError` naming
   the shapes, the bytes and what to do instead of running for hours.
 - **Choice**: cheapest predicted time (the backend's cost model) among the
@@ -46,7 +48,7 @@ from ..core.args import normalize_workspace_limit
 from ..core.problem import Operands
 from . import autotune
 
-__all__ = ["Choice", "choose", "run", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
+__all__ = ["Choice", "choose", "run", "check_memory", "precheck", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
            "resolve_limit", "CHOICE_CACHE_SIZE", "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
 
 #: Data-free choices kept (problem, backend, workspace limit).
@@ -97,18 +99,61 @@ def _describe(problem):
             f"({problem.dtype})")
 
 
-def _refusal(problem, best, why, fallback, seconds):
+def _refusal(problem, best, why, fallback, seconds, over_limit):
     hint = (f"method={fallback!r} fits but is predicted to take {seconds:.3g} s; pass it "
             "explicitly to run it anyway, " if fallback else "")
     return (f"{_describe(problem)}: the fastest algorithm {best!r} {why}; {hint}"
-            "process the data in pieces with cupyconv.dask, or raise workspace_limit")
+            "process the data in pieces with cupyconv.dask"
+            + (", or raise workspace_limit" if over_limit else ""))
+
+
+def _result_refusal(problem, result, available):
+    """Why a result of ``result`` bytes cannot be computed in ``available`` bytes (no
+    workspace limit helps: the result itself does not fit)."""
+    return MemoryError(
+        f"{_describe(problem)}: the result alone needs {result} bytes "
+        f"({result / 2**30:.3g} GiB) but {available} bytes are available; process the data "
+        "in pieces with cupyconv.dask (for example over the batch or an output axis)")
+
+
+def _check_result(problem, backend):
+    """``(available, result bytes)``; raises when the result alone cannot fit."""
+    available = backend.available_memory()
+    result = _result_bytes(problem)
+    if result > available:
+        raise _result_refusal(problem, result, available)
+    return available, result
+
+
+def check_memory(problem, backend, method, limit=None):
+    """Raise :class:`MemoryError` with advice, before any work, when ``method``'s result
+    plus its workspace under ``limit`` (default: the limit in force) cannot fit the memory
+    ``backend`` has (every explicit ``method=``; ``fftconvolve``/``oaconvolve`` before
+    they cast their operands).  ``problem`` as the backend computes it
+    (``backend.prepare``).  O(rank): no data is read."""
+    limit = resolve_limit(None, backend) if limit is None else limit
+    available, result = _check_result(problem, backend)
+    workspace = backend.workspace_bytes(problem, method, limit)
+    if result + workspace > available:
+        raise _memory_refusal(problem, method, result, workspace, available)
+
+
+def _memory_refusal(problem, method, result, workspace, available):
+    return MemoryError(
+        f"{_describe(problem)}: method={method!r} needs {result + workspace} bytes "
+        f"(result {result} + workspace {workspace}) but {available} bytes are "
+        "available; choose a method with less workspace (method='direct' needs none), "
+        "or process the data in pieces with cupyconv.dask")
 
 
 def _choose(problem, backend, limit):
     available = backend.available_memory()
     result = _result_bytes(problem)
-    rejected, fitting, unfit = {}, [], {}
-    for name, spec in ALGORITHMS.items():
+    if result > available:          # no algorithm can run: ask none of them
+        return Choice(None, (), {}, {}, limit, _result_refusal(problem, result, available))
+    rejected, fitting, unfit, workspace = {}, [], {}, {}
+    for name in backend.algorithm_names():
+        spec = ALGORITHMS[name]
         if not spec.serves(problem.op, backend.name):
             rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
             continue
@@ -116,14 +161,14 @@ def _choose(problem, backend, limit):
         if not ok:
             rejected[name] = why
             continue
-        if name == "fft" and not np.isfinite(complex(problem.cval)):
-            rejected[name] = "a non-finite cval would spread to every output through the FFT"
+        if spec.cval_refusal and not np.isfinite(complex(problem.cval)):
+            rejected[name] = spec.cval_refusal
             continue
         least = backend.min_workspace_bytes(problem, name)
-        need = result + backend.workspace_bytes(problem, name, limit)
+        workspace[name] = backend.workspace_bytes(problem, name, limit)
+        need = result + workspace[name]
         if least > limit:
-            rejected[name] = unfit[name] = (f"needs at least {least} bytes of workspace but "
-                                            f"the workspace limit is {limit} bytes")
+            rejected[name] = unfit[name] = _over_limit(least, limit)
         elif need > available:
             rejected[name] = unfit[name] = (f"needs {need} bytes (result + workspace) but "
                                             f"{available} bytes are available")
@@ -137,13 +182,21 @@ def _choose(problem, backend, limit):
         slow = times[ranked[0]] if ranked else math.inf
         if not ranked or (slow > SLOW_SECONDS and slow > SLOWDOWN_LIMIT * times[best]):
             refusal = MemoryError(_refusal(problem, best, unfit[best],
-                                           ranked[0] if ranked else None, slow))
+                                           ranked[0] if ranked else None, slow,
+                                           unfit[best] == _over_limit(
+                                               backend.min_workspace_bytes(problem, best),
+                                               limit)))
     elif not ranked:
         refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "
                              + "; ".join(f"{k}: {v}" for k, v in rejected.items()))
-    by_workspace = tuple(sorted(ranked, key=lambda n: -backend.workspace_bytes(problem, n, limit)))
+    by_workspace = tuple(sorted(ranked, key=lambda n: -workspace[n]))
     return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit, refusal,
                   by_workspace)
+
+
+def _over_limit(least, limit):
+    return (f"needs at least {least} bytes of workspace but the workspace limit is "
+            f"{limit} bytes")
 
 
 def choose(problem, backend, workspace_limit=None) -> Choice:
@@ -252,7 +305,7 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     predicted time ``name`` may take on these values (``data_ok``).
     """
     operands = getattr(operands, "for_algorithm", lambda _: operands)(name)
-    if name == "fft":
+    if ALGORITHMS[name].scans_exactness:
         ok, why = fft_safe(problem, operands, backend)
         if not ok:
             return ok, why
@@ -281,7 +334,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 
     def verdict(i):
         name, slack = ranked[i], _slack(choice, ranked, i, every)
-        key = (name, slack if name != "fft" else None)
+        key = (name, None if ALGORITHMS[name].scans_exactness else slack)
         if key not in verdicts:
             verdicts[key] = data_rule(problem, name, operands, backend, slack)
         if not verdicts[key][0]:
@@ -306,7 +359,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 # ------------------------------------------------------------------------- run
 #: Where an explicitly chosen algorithm spreads a NaN or Inf of the data (SciPy's warning
 #: for ``method="fft"``, worded as SciPy's; ``auto`` never runs these on such data).
-NON_FINITE_SPREAD = {"fft": "output", "winograd": "output over whole Winograd tiles"}
+NON_FINITE_SPREAD = {name: a.spreads for name, a in ALGORITHMS.items() if a.spreads}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,6 +389,9 @@ def _caller_level():
 
 
 def _explicit(problem, backend, method, limit):
+    """Ask only ``method`` (its ``can_implement``, then its memory) before any work:
+    ``True`` when it may run, ``False`` when its least workspace passes ``limit`` (the
+    call then takes the fallbacks, as after an out-of-memory)."""
     spec = ALGORITHMS.get(method)
     if spec is None or not spec.serves(problem.op, backend.name):
         valid = [n for n, a in ALGORITHMS.items() if a.serves(problem.op, backend.name)]
@@ -344,6 +400,31 @@ def _explicit(problem, backend, method, limit):
     ok, why = backend.can_implement(problem, method)
     if not ok:
         raise ValueError(f"method={method!r} cannot run this problem: {why}")
+    available, result = _check_result(problem, backend)
+    least = backend.min_workspace_bytes(problem, method)
+    if result + least > available:
+        raise _memory_refusal(problem, method, result, least, available)
+    if least > limit:
+        return False
+    check_memory(problem, backend, method, limit)
+    return True
+
+
+def precheck(problem, backend, method="auto", workspace_limit=None):
+    """Raise what :func:`run` would raise for ``problem`` alone, before a caller casts,
+    copies or scans any operand: ``auto``'s refusal (a result or every candidate beyond
+    memory), an explicit ``method`` that cannot run the problem or whose result and
+    workspace cannot fit.  No data is read."""
+    if problem.is_empty:
+        return
+    prepared = backend.prepare(problem, Operands())[0]
+    if method == "auto":
+        choice = choose(prepared, backend, workspace_limit)
+        if choice.refusal is not None:
+            raise type(choice.refusal)(*choice.refusal.args)
+        return choice
+    _explicit(prepared, backend, method, resolve_limit(workspace_limit, backend))
+    return None
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
@@ -386,36 +467,63 @@ def _progress(problem, backend, method, workspace_limit, choice):
     (``config.progress``; ``backends/numpy/progress.py``)."""
     if not config.progress or backend.name != "numpy":
         return contextlib.nullcontext()
-    if choice is None:
+    if choice is not None:
+        algorithm = choice.algorithm if method == "auto" else method
+        seconds = choice.times.get(algorithm)
+    elif method == "auto":
         choice = choose(backend.prepare(problem, Operands())[0], backend, workspace_limit)
-    algorithm = choice.algorithm if method == "auto" else method
-    return cpu_progress(choice.times.get(algorithm), f"{problem.op} by {algorithm}")
+        algorithm, seconds = choice.algorithm, choice.times.get(choice.algorithm)
+    else:                                   # an explicit method prices itself alone
+        algorithm = method
+        seconds = backend.predict_times(backend.prepare(problem, Operands())[0],
+                                        (method,)).get(method)
+    return cpu_progress(seconds, f"{problem.op} by {algorithm}")
 
 
 def _run(problem, operands, backend, method, workspace_limit, stats, choice, warn):
+    tried = []
+    if method == "auto":
+        if choice is None:
+            prepared = backend.prepare(problem, Operands())[0]      # the problem alone
+            choice = choose(prepared, backend, workspace_limit)
+        if choice.refusal is not None:      # before the operands are prepared or scanned
+            raise type(choice.refusal)(*choice.refusal.args)
+        limit = choice.limit
+    else:
+        limit = choice.limit if choice is not None else resolve_limit(workspace_limit, backend)
+        prepared = backend.prepare(problem, Operands())[0]          # the problem alone
+        if not _explicit(prepared, backend, method, limit):
+            least = backend.min_workspace_bytes(prepared, method)
+            tried.append(f"{method}: {_over_limit(least, limit)}")
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = _Tf32Operands(problem, operands, backend)   # (some round them themselves)
     operands_for = getattr(operands, "for_algorithm", lambda name: operands)
-    choice = choose(problem, backend, workspace_limit) if choice is None else choice
-    limit = choice.limit
+    ranked = None
     if method == "auto":
         ranked = ranked_for_data(choice, problem, operands, every=config.autotune,
                                  backend=backend)
-        first = ranked[0]
+        names = [ranked[0]]
         if config.autotune and len(ranked) > 1:
             program.not_compiled("autotune measured the candidates", transient=True)
-            first = autotune.winner((problem, backend.name, limit), ranked, lambda name: (
-                backend.run(problem, name, operands_for(name), limit), backend.synchronize()))
+            names = [autotune.winner((problem, backend.name, limit), ranked, lambda name: (
+                backend.run(problem, name, operands_for(name), limit), backend.synchronize()))]
+    elif tried:
+        names = []
     else:
-        _explicit(problem, backend, method, limit)
         if warn and method in NON_FINITE_SPREAD and is_inexact(problem.dtype):
             backend.check(_scanned(operands_for(method)), NonFiniteWarning(method), warns=True)
-        first, ranked = method, list(choice.ranked)
-    tried = []
-    # first, then the others by decreasing workspace, zero-workspace last; a fallback
-    # obeys the data rules too (scanned only if an out-of-memory reaches fft)
-    for name in [first] + [n for n in choice.by_workspace if n != first and n in ranked]:
+        names = [method]
+    # first, then the others by decreasing workspace, zero-workspace last (asked only
+    # after an out-of-memory); a fallback obeys the data rules too (scanned only if an
+    # out-of-memory reaches fft)
+    i, first, extended = 0, names[0] if names else method, False
+    while i < len(names) or (tried and not extended):
+        if i == len(names):
+            names += _fallbacks(problem, backend, workspace_limit, choice, ranked, first)
+            extended = True
+            continue
+        name, i = names[i], i + 1
         if name != first:
             ok, why = data_rule(problem, name, operands, backend)
             if not ok:
@@ -438,3 +546,12 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
         return result, name
     raise OutOfMemoryError(f"{_describe(problem)}: every algorithm ran out of memory: "
                            + "; ".join(tried))
+
+
+def _fallbacks(problem, backend, workspace_limit, choice, ranked, first):
+    """The algorithms to try after ``first`` ran out of memory (or its least workspace
+    passed the limit): the choice's candidates by decreasing workspace (the choice is
+    made here, on the first out-of-memory, for an explicit method)."""
+    choice = choose(problem, backend, workspace_limit) if choice is None else choice
+    ranked = choice.ranked if ranked is None else ranked
+    return [n for n in choice.by_workspace if n != first and n in ranked]

@@ -19,7 +19,7 @@ from .._vocabulary import NDIMAGE_NAMES
 from ..backends.numpy.direct import SCIPY_STRIDE_BYTES
 from ..core import args
 from ..core.ndimage_map import filter_call, invalid_origin
-from ..dispatch import backend_for, choose, run
+from ..dispatch import backend_for, choose, precheck, run
 from ..dispatch.dispatcher import ranked_for_data
 
 __all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "store_output", "scipy_line_pass", "run_filter"]
@@ -352,6 +352,7 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
+    precheck(call.problem, backend)        # before the input is cast to the compute dtype
     operands = call.operands(input, weights, xp)
     if program.is_constant(weights):        # taps from the key (sigma): cast once, kept
         program.constant(operands.filter)

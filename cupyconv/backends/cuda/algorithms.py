@@ -24,10 +24,13 @@ from ..base import OutOfMemoryError
 from . import implicit_grads, relayout, separable, winograd
 
 __all__ = ["can_implement", "gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
-           "tensor_core_flags", "wgmma_program"]
+           "tensor_core_flags", "wgmma_program", "direct", "implicit_gemm", "gemm",
+           "direct_applies", "implicit_gemm_applies", "gemm_applies", "fft_applies",
+           "separable_applies"]
 
 
-def _fft_ok(problem):
+def fft_applies(problem, device=None):
+    """``(ok, reason)``: the CUDA path's FFT pads with zeros only."""
     grad_input = problem.op == "grad_input"
     if problem.padding_mode != "constant" or (problem.cval != 0 and not grad_input):
         return False, ("the FFT path supports zero constant padding only (other "
@@ -35,23 +38,38 @@ def _fft_ok(problem):
     return True, ""
 
 
+def direct_applies(problem, device):
+    """``(ok, reason)`` of the direct kernel (its shared-memory tile on ``device``)."""
+    return launch.can_implement_direct(problem, device.smem_per_block)
+
+
+def implicit_gemm_applies(problem, device=None):
+    """``(ok, reason)`` of the implicit GEMM: the forward kernel, or the gradient as its
+    forward problem (:mod:`.implicit_grads`)."""
+    if problem.op != FORWARD:
+        return implicit_grads.can_implement(problem)
+    return launch.can_implement_implicit_gemm(problem)
+
+
+def gemm_applies(problem, device=None):
+    """``(ok, reason)`` of the vol2col column buffer."""
+    return launch.can_implement_vol2col(problem)
+
+
+def separable_applies(problem, device):
+    return separable.can_implement(problem, device.smem_per_block)
+
+
+_CHECKS = {"direct": direct_applies, "implicit_gemm": implicit_gemm_applies,
+           "gemm": gemm_applies, "fft": fft_applies, "separable": separable_applies,
+           "winograd": winograd.can_implement}
+
+
 def can_implement(problem, algorithm, device):
     """``(ok, reason)`` for ``algorithm`` on ``problem`` (any op) on ``device``."""
-    if algorithm == "direct":
-        return launch.can_implement_direct(problem, device.smem_per_block)
-    if algorithm == "implicit_gemm":
-        if problem.op != FORWARD:
-            return implicit_grads.can_implement(problem)
-        return launch.can_implement_implicit_gemm(problem)
-    if algorithm == "gemm":
-        return launch.can_implement_vol2col(problem)
-    if algorithm == "fft":
-        return _fft_ok(problem)
-    if algorithm == "separable":
-        return separable.can_implement(problem, device.smem_per_block)
-    if algorithm == "winograd":
-        return winograd.can_implement(problem, device)
-    raise ValueError(f"unknown algorithm {algorithm!r}")
+    if algorithm not in _CHECKS:
+        raise ValueError(f"unknown algorithm {algorithm!r}")
+    return _CHECKS[algorithm](problem, device)
 
 
 def gemm_batch_chunk(problem, workspace_limit):
@@ -70,7 +88,8 @@ def _execute(prog, x, w, runner):
     return program.execute(prog, runner.xp, dict(x=x, w=w, bias=None))[prog.result]
 
 
-def _direct(problem, x, w, runner, workspace_limit):
+def direct(problem, x, w, runner, workspace_limit):
+    """The direct kernel's program, built and executed."""
     prog = launch.direct_program(runner.loader, problem, x, w,
                                  smem_limit=runner.static.smem_per_block)
     return _execute(prog, x, w, runner)
@@ -82,7 +101,9 @@ def tensor_core_flags(problem, device):
     return dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
 
 
-def _implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays=None):
+def implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays=None):
+    """The implicit GEMM (re-laid operands where ``relay_pays``; the wgmma tile where it
+    runs, else the portable tiles), built and executed."""
     flags = tensor_core_flags(problem, runner.static)
     x, w = relayout.relaid(problem, x, w, runner, **flags,     # channels-last for variant 4
                            round_tf32=relayout.rounds_here(problem), pays=relay_pays)
@@ -107,7 +128,7 @@ def wgmma_program(problem, x, w, runner, tf32):
         return None
 
 
-def _gemm(problem, x, w, runner, workspace_limit):
+def gemm(problem, x, w, runner, workspace_limit):
     """vol2col kernel into a column buffer, then ``runner.matmul`` (cuBLAS) per group:
     builds (memoised) and executes the :func:`gemm_program`."""
     prog = gemm_program(problem, x, runner, workspace_limit)
@@ -165,7 +186,7 @@ def _chunk_product(matmul, precision, n0, count, gkk, positions, wmat, col, y):
     y.reshape(y.shape[0], g, kg, positions)[n0:n0 + count] = res.transpose(2, 0, 1, 3)
 
 
-_IMPLS = {"direct": _direct, "implicit_gemm": _implicit_gemm, "gemm": _gemm,
+_IMPLS = {"direct": direct, "implicit_gemm": implicit_gemm, "gemm": gemm,
           "separable": separable.run, "winograd": winograd.run}
 
 
@@ -173,6 +194,7 @@ def run(problem, x, w, algorithm, runner, workspace_limit=None, relay_pays=None)
     """Run one forward algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`.
     ``relay_pays(weights)``: whether the implicit GEMM's re-layout pays (the cost model's
     ``relayout_pays``; default always)."""
-    if algorithm == "implicit_gemm":
-        return _implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays)
-    return _IMPLS[algorithm](problem, x, w, runner, workspace_limit)
+    impl = _IMPLS[algorithm]
+    if impl is implicit_gemm:
+        return impl(problem, x, w, runner, workspace_limit, relay_pays)
+    return impl(problem, x, w, runner, workspace_limit)

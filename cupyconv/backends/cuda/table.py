@@ -1,0 +1,322 @@
+"""The CUDA path's algorithm table: one class per ``method=`` name, the same on CuPy and
+on the emulator (the backend's runner differs).
+
+Each class states the operations it computes natively in float16/bfloat16
+(:attr:`CudaAlgorithm.native_ops`; the others compute a 16-bit problem in float32, its
+operands cast once) and those it runs as one launch program that a compiled call replays
+(:attr:`CudaAlgorithm.compiled_ops`), and answers for itself: whether it applies, its
+workspace, its predicted time (``cost.py``), how it runs.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..._kernels import program
+from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
+from ...core.args import LONG_DOUBLE
+from ...core.problem import Operands
+from .. import fft_conv, winograd_conv
+from ..arrays import in_float32
+from ..base import Algorithm, OutOfMemoryError
+from ..separable_factors import NotSeparable, term_limit, terms_take
+from . import algorithms, cost, gradients, implicit_grads, relayout, separable, winograd
+
+__all__ = ["TABLE", "LONG_DOUBLE_WHY", "COMPILED", "NATIVE_HALF", "NATIVE_BFLOAT16"]
+
+LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the CPU "
+                   "(NumPy arrays on the 'numpy' backend) or cast to float64/complex128")
+
+_ALL_OPS = frozenset((FORWARD, GRAD_INPUT, GRAD_WEIGHT))
+_FORWARD = frozenset((FORWARD,))
+
+
+class CudaAlgorithm(Algorithm):
+    """An algorithm of the CUDA path (``self.backend``: a ``CudaBackend``)."""
+
+    #: Ops computed natively in float16 and bfloat16: half storage, float32 accumulation,
+    #: one rounding in the kernel's epilogue.  Every other op computes a 16-bit problem in
+    #: float32 (operands cast once, the result rounded once by the public function): FFT
+    #: spectra, separable passes' partial results, Winograd transforms, ``col2vol``'s sums
+    #: of overlapping columns and the weight gradient's sums of batch chunks would each
+    #: round again in half.
+    native_ops = frozenset()
+    #: Ops run as one launch program (``_kernels.program``), which a compiled call can
+    #: replay; the others do device work between launches in Python.
+    compiled_ops = _FORWARD
+
+    def columns(self, problem):
+        """Whether it runs ``problem`` through the column buffer (besides ``gemm``)."""
+        return False
+
+    def widened(self, problem, operands):
+        """``(problem, operands)`` as it computes them (a 16-bit problem in float32 unless
+        native; the column path's col2vol would round again)."""
+        if problem.op in self.native_ops and not self.columns(problem):
+            return problem, operands
+        return in_float32(problem, operands)
+
+    def computed(self, problem):
+        """``(the problem it computes, bytes of its float32 copies of x, w and y)``: what
+        the checks and the workspace judge, so a float16 problem is ranked as it runs."""
+        wide, _ = self.widened(problem, Operands())
+        return wide, (wide.bytes_moved if wide is not problem else 0)
+
+    def applies(self, problem):
+        if problem.dtype in LONG_DOUBLE:
+            return False, LONG_DOUBLE_WHY.format(dtype=problem.dtype)
+        wide, _ = self.computed(problem)
+        return self.kernel_applies(self.backend.kernel_problem(wide), self.backend.device)
+
+    def kernel_applies(self, problem, device):
+        """``(ok, reason)`` of its kernels on ``device``."""
+        return True, ""
+
+    def workspace(self, problem, workspace_limit=None):
+        wide, copies = self.computed(problem)
+        if copies:
+            return copies + self.workspace(wide, workspace_limit)
+        return self.own_workspace(problem, workspace_limit)
+
+    def own_workspace(self, problem, workspace_limit):
+        """Workspace of the problem it computes (no widened copies)."""
+        return 0
+
+    def min_workspace(self, problem):
+        wide, copies = self.computed(problem)
+        if copies:
+            return copies + self.min_workspace(wide)
+        return self.least_workspace(problem)
+
+    def least_workspace(self, problem):
+        """Least workspace of the problem it computes (no widened copies)."""
+        return self.own_workspace(problem, None)
+
+    def predict(self, problem):
+        return cost.predict_times(self.computed(problem)[0], self.backend.device,
+                                  [self.name])[self.name]
+
+    def compile_refusal(self, problem):
+        if problem.op in self.compiled_ops:
+            return ""
+        return f"{self.name} ({problem.op}) is not a launch program yet"
+
+    def run(self, problem, operands, workspace_limit, stats=None):
+        runner = self.backend.runner
+        why = self.compile_refusal(problem)
+        if why:
+            program.not_compiled(why)
+        problem, operands = self.widened(problem, operands)
+        runner.peak_workspace = 0
+        y = self.compute(problem, operands, workspace_limit)
+        if stats is not None:
+            stats["peak_workspace"] = max(stats.get("peak_workspace", 0), runner.peak_workspace)
+        return y
+
+    def compute(self, problem, operands, workspace_limit):
+        """The result of the (widened) problem: forward by default (:meth:`forward`),
+        the gradients through the column buffer and cuBLAS (:mod:`.gradients`)."""
+        runner = self.backend.runner
+        if problem.op == FORWARD:
+            return self.forward(problem, operands.activation, operands.filter, workspace_limit)
+        if problem.op == GRAD_INPUT:
+            return gradients.grad_input(problem, operands.output, operands.filter, runner,
+                                        workspace_limit)
+        return gradients.grad_weight(problem, operands.activation, operands.output, runner,
+                                     workspace_limit)
+
+    def forward(self, problem, x, w, workspace_limit):
+        raise NotImplementedError
+
+
+class Direct(CudaAlgorithm):
+    name = "direct"
+    native_ops = _FORWARD
+
+    def kernel_applies(self, problem, device):
+        return algorithms.direct_applies(problem, device)
+
+    def forward(self, problem, x, w, workspace_limit):
+        return algorithms.direct(problem, x, w, self.backend.runner, workspace_limit)
+
+
+class ImplicitGemm(CudaAlgorithm):
+    """The implicit GEMM; its gradients as forward problems (:mod:`.implicit_grads`), the
+    input gradients that are not convolutions of ``dy`` through the column buffer."""
+
+    name = "implicit_gemm"
+    native_ops = _ALL_OPS
+    compiled_ops = _ALL_OPS
+
+    def columns(self, problem):
+        return implicit_grads.needs_columns(problem)
+
+    def kernel_applies(self, problem, device):
+        return algorithms.implicit_gemm_applies(problem, device)
+
+    def own_workspace(self, problem, workspace_limit):
+        if not self.columns(problem):
+            return 0
+        return problem.column_bytes(max(algorithms.gemm_batch_chunk(problem, workspace_limit), 1))
+
+    def least_workspace(self, problem):
+        return problem.column_bytes(1) if self.columns(problem) else 0
+
+    def rounds_tf32(self, problem):
+        """It rounds its float32 operands itself, fused into the re-layout (``.relayout``),
+        the forward pass and the gradients that run as forward problems; not the input
+        gradients through the column buffer, whose operands the dispatcher rounds."""
+        return problem.dtype == np.float32 and not self.columns(problem)
+
+    def prepare_filter(self, problem, w):
+        """Frozen weights of the forward pass: re-laid and rounded once
+        (``relayout.freeze_filter``)."""
+        if problem.op != FORWARD or w.dtype != problem.dtype:
+            return w
+        device = self.backend.device
+        return relayout.freeze_filter(problem, w, self.backend.runner,
+                                      **algorithms.tensor_core_flags(problem, device),
+                                      round_tf32=relayout.rounds_here(problem),
+                                      pays=functools.partial(cost.relayout_pays, problem,
+                                                             device))
+
+    def compute(self, problem, operands, workspace_limit):
+        runner = self.backend.runner
+        flags = algorithms.tensor_core_flags(problem, runner.static)
+        pays = functools.partial(cost.relayout_pays, problem, self.backend.device)
+        if problem.op == FORWARD:
+            return algorithms.implicit_gemm(problem, operands.activation, operands.filter,
+                                            runner, workspace_limit, relay_pays=pays)
+        if self.columns(problem):
+            return gradients.grad_input(problem, operands.output, operands.filter, runner,
+                                        workspace_limit, flags)
+        return implicit_grads.run(problem, operands, runner, flags, relay_pays=pays,
+                                  tile=algorithms.wgmma_program,
+                                  splits=self._splits(problem, workspace_limit))
+
+    def _splits(self, problem, workspace_limit):
+        """The weight gradient's split-K (``cost.weight_gradient_splits``; 1 where its
+        workspaces, the copy of ``dy`` and the partials, would pass ``workspace_limit``)."""
+        splits = cost.weight_gradient_splits(problem, self.backend.device)
+        if splits > 1 and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit:
+            return 1
+        return splits
+
+
+class Gemm(CudaAlgorithm):
+    """vol2col and cuBLAS, chunked to the workspace limit; the forward half columns are a
+    copy (exact) and the GEMM sums in float32 (native float16 and bfloat16)."""
+
+    name = "gemm"
+    native_ops = _FORWARD
+    compiled_ops = _ALL_OPS
+
+    def kernel_applies(self, problem, device):
+        return algorithms.gemm_applies(problem, device)
+
+    def own_workspace(self, problem, workspace_limit):
+        return problem.column_bytes(max(algorithms.gemm_batch_chunk(problem, workspace_limit), 1))
+
+    def least_workspace(self, problem):
+        return problem.column_bytes(1)
+
+    def forward(self, problem, x, w, workspace_limit):
+        return algorithms.gemm(problem, x, w, self.backend.runner, workspace_limit)
+
+
+class Fft(CudaAlgorithm):
+    """cuFFT through ``cupyx.scipy.fft`` (:mod:`cupyconv.backends.fft_conv`)."""
+
+    name = "fft"
+
+    def kernel_applies(self, problem, device):
+        return algorithms.fft_applies(problem, device)
+
+    def own_workspace(self, problem, workspace_limit):
+        return fft_conv.workspace_bytes(problem)
+
+    def run(self, problem, operands, workspace_limit, stats=None):
+        runner, backend = self.backend.runner, self.backend
+        why = self.compile_refusal(problem)
+        if why:
+            program.not_compiled(why)
+        problem, operands = self.widened(problem, operands)
+        need = fft_conv.workspace_bytes(problem)
+        if need > min(workspace_limit, backend.available_memory()):
+            raise OutOfMemoryError(
+                f"fft needs about {need} bytes of spectra; workspace_limit is "
+                f"{workspace_limit}, the device has {backend.available_memory()} bytes free")
+        try:
+            return fft_conv.run(problem, operands, runner.constant)
+        except runner.out_of_memory as exc:      # cuFFT plans and spectra from the pool
+            raise OutOfMemoryError(f"fft: {exc}") from exc
+
+
+class Separable(CudaAlgorithm):
+    """One direct-kernel launch per axis and term (:mod:`.separable`)."""
+
+    name = "separable"
+
+    def kernel_applies(self, problem, device):
+        return algorithms.separable_applies(problem, device)
+
+    def own_workspace(self, problem, workspace_limit):
+        return separable.workspace_bytes(problem)
+
+    def data_ok(self, problem, operands, slack=math.inf):
+        activation = operands.activation
+        problem, operands = self.widened(problem, Operands(filter=operands.filter))
+        try:       # a host copy of device weights says why the call cannot compile
+            plans = separable.pass_plans(problem, self.backend.runner.host_copy(operands.filter),
+                                         term_limit(problem, slack))
+        except NotSeparable as exc:
+            return False, str(exc)
+        if len(plans) > 1 and activation is not None:
+            program.not_compiled("whether a sum of separable terms may run depends on the "
+                                 "data (an infinity in x)")
+        return terms_take(len(plans), activation)
+
+    def forward(self, problem, x, w, workspace_limit):
+        return separable.run(problem, x, w, self.backend.runner, workspace_limit)
+
+
+class Winograd(CudaAlgorithm):
+    """Transform kernels around a batched cuBLAS GEMM (:mod:`.winograd`), the stride-1
+    input gradient as its forward problem."""
+
+    name = "winograd"
+
+    def kernel_applies(self, problem, device):
+        return winograd.can_implement(problem, device)
+
+    def own_workspace(self, problem, workspace_limit):
+        return winograd.workspace_bytes(problem, workspace_limit)
+
+    def least_workspace(self, problem):
+        return winograd.min_workspace_bytes(problem)
+
+    def data_ok(self, problem, operands, slack=math.inf):
+        program.not_compiled(f"whether {self.name} may run depends on the data")
+        return winograd_conv.data_ok(operands, self.backend.scan)
+
+    def compute(self, problem, operands, workspace_limit):
+        if problem.op == GRAD_INPUT:
+            return winograd.grad_input(problem, operands.output, operands.filter,
+                                       self.backend.runner, workspace_limit)
+        return super().compute(problem, operands, workspace_limit)
+
+    def forward(self, problem, x, w, workspace_limit):
+        return winograd.run(problem, x, w, self.backend.runner, workspace_limit)
+
+
+#: The table, in the vocabulary's order.
+TABLE = (Direct, ImplicitGemm, Gemm, Fft, Separable, Winograd)
+
+#: ``(op, algorithm)`` pairs run as one launch program (from the table).
+COMPILED = frozenset((op, cls.name) for cls in TABLE for op in cls.compiled_ops)
+#: ``(op, algorithm)`` pairs computed natively in float16 (from the table).
+NATIVE_HALF = frozenset((op, cls.name) for cls in TABLE for op in cls.native_ops)
+#: The same for bfloat16 (cc::bfloat16 storage, the m16n8k16 bf16 atom, cuBLAS's bf16 GEMM).
+NATIVE_BFLOAT16 = NATIVE_HALF

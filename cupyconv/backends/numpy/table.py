@@ -1,0 +1,218 @@
+"""The NumPy backend's algorithm table: one class per ``method=`` name.
+
+``direct`` and ``implicit_gemm`` are the tap loop (a host program a compiled call
+replays), ``gemm`` the column buffer and BLAS, ``fft`` the pruned transforms (SciPy's own
+for one signal), ``separable`` 1-D passes of an outer-product kernel, ``winograd`` the
+NumPy Winograd (:mod:`cupyconv.backends.winograd_conv`).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+# bound at import: a caller that swaps scipy.signal's names for cupyconv's (SciPy's own
+# test suite, tests/api/test_scipy_signaltools.py) must not route the engine back to itself
+from scipy.signal import fftconvolve as scipy_fftconvolve, oaconvolve as scipy_oaconvolve
+
+from ..._kernels import program
+from ..._kernels.program import Program
+from ..._lru import memoized
+from ..._vocabulary import FORWARD
+from ...core.problem import Operands
+from .. import fft, fft_conv, winograd_conv
+from ..arrays import in_compute_dtype
+from ..base import Algorithm
+from ..separable_factors import terms_take
+from . import cost, direct, gemm, separable
+
+__all__ = ["TABLE", "KERNEL_GUARD_BYTES"]
+
+
+class _NumpyAlgorithm(Algorithm):
+    """An algorithm on the CPU: priced by ``backends/numpy/cost.py``; its operands in
+    the compute dtype (an integer activation widened once)."""
+
+    def predict(self, problem):
+        return cost.predict_times(problem, [self.name])[self.name]
+
+    def compile_refusal(self, problem):
+        return f"{self.name} ({problem.op}) on the numpy backend is not a host program yet"
+
+    def run(self, problem, operands, workspace_limit, stats=None):
+        why = self.compile_refusal(problem)
+        if why:
+            program.not_compiled(why)
+        return self.compute(problem, in_compute_dtype(problem, operands), workspace_limit,
+                            {} if stats is None else stats)
+
+    def compute(self, problem, operands, workspace_limit, stats):
+        """The result from operands in the compute dtype."""
+        raise NotImplementedError
+
+
+class Direct(_NumpyAlgorithm):
+    """The tap loop: no decision on the data, so a host program a compiled call replays."""
+
+    name = "direct"
+
+    def compile_refusal(self, problem):
+        return "" if problem.op == FORWARD else super().compile_refusal(problem)
+
+    def host_program(self, problem, workspace_limit):
+        return None if self.compile_refusal(problem) else _tap_loop_program(problem)
+
+    def run(self, problem, operands, workspace_limit, stats=None):
+        why = self.compile_refusal(problem)
+        if why:
+            program.not_compiled(why)
+        return _tap_loop(problem, operands.activation, operands.filter)
+
+
+class ImplicitGemm(Direct):
+    """On the CPU the implicit GEMM is the tap loop (forward only)."""
+
+    name = "implicit_gemm"
+
+
+class Gemm(_NumpyAlgorithm):
+    """Column buffer and BLAS, chunked to the workspace limit."""
+
+    name = "gemm"
+
+    def workspace(self, problem, workspace_limit=None):
+        limit = (self.backend.default_workspace_limit() if workspace_limit is None
+                 else workspace_limit)
+        return gemm.workspace_bytes(problem, limit)
+
+    def min_workspace(self, problem):
+        return gemm.min_workspace_bytes(problem)
+
+    def compute(self, problem, operands, workspace_limit, stats):
+        return gemm.run(problem, operands, workspace_limit, stats)
+
+
+class Fft(_NumpyAlgorithm):
+    """The pruned transforms; one image and channel: SciPy's own transforms (a host
+    program)."""
+
+    name = "fft"
+
+    def workspace(self, problem, workspace_limit=None):
+        return fft_conv.workspace_bytes(problem)
+
+    def compile_refusal(self, problem):
+        return "" if direct.single_signal(problem) else super().compile_refusal(problem)
+
+    def host_program(self, problem, workspace_limit):
+        return None if self.compile_refusal(problem) else _signal_fft_program(problem)
+
+    def compute(self, problem, operands, workspace_limit, stats):
+        if direct.single_signal(problem):
+            return _signal_fft(problem, operands.activation, operands.filter)
+        return fft_conv.run(problem, operands)
+
+
+class Separable(_NumpyAlgorithm):
+    """1-D passes per axis of a kernel that is a short sum of outer products."""
+
+    name = "separable"
+
+    def applies(self, problem):
+        if not separable.applies(problem):
+            return False, ("separable needs one filter per input channel (single channel "
+                           "or depthwise) and a kernel over two axes or more")
+        return True, ""
+
+    def workspace(self, problem, workspace_limit=None):
+        return separable.workspace_bytes(problem)
+
+    def run(self, problem, operands, workspace_limit, stats=None):
+        program.not_compiled(self.compile_refusal(problem))
+        # its SciPy passes read a narrower integer input as it is
+        return separable.run(problem, operands.activation, operands.filter)
+
+    def data_ok(self, problem, operands, slack=math.inf):
+        try:
+            terms = separable.kernel_terms(problem, operands.filter,
+                                           separable.term_limit(problem, slack),
+                                           exact_error=False)
+        except separable.NotSeparable as exc:
+            _kernel_guard(operands.filter)        # decided by the kernel's values alone
+            return False, str(exc)
+        if len(terms) <= 1 or operands.activation is None:
+            _kernel_guard(operands.filter)
+        else:
+            program.not_compiled("whether separable may run depends on the data")
+        return terms_take(len(terms), operands.activation)
+
+
+class Winograd(_NumpyAlgorithm):
+    """Winograd minimal filtering on NumPy arrays."""
+
+    name = "winograd"
+
+    def applies(self, problem):
+        return winograd_conv.can_implement(problem)
+
+    def workspace(self, problem, workspace_limit=None):
+        return winograd_conv.workspace_bytes(problem)
+
+    def data_ok(self, problem, operands, slack=math.inf):
+        program.not_compiled("whether winograd may run depends on the data")
+        return winograd_conv.data_ok(operands)
+
+    def compute(self, problem, operands, workspace_limit, stats):
+        return winograd_conv.run(problem, operands)
+
+
+#: The table, in the vocabulary's order.
+TABLE = (Direct, ImplicitGemm, Gemm, Fft, Separable, Winograd)
+
+
+def _tap_loop(problem, x, w):
+    """The NumPy tap loop on ``x`` and ``w`` (what ``direct`` runs)."""
+    operands = in_compute_dtype(problem, Operands(activation=x, filter=w))
+    return direct.conv_direct(problem, operands.activation, operands.filter)
+
+
+#: Largest kernel whose bytes a compiled call compares to replay ``auto``'s decision on it.
+KERNEL_GUARD_BYTES = 4096
+
+
+def _kernel_guard(w):
+    """``auto``'s decision on ``separable`` was the kernel's values alone: a compiled call
+    replays while the kernel holds the same bytes (a small one; else the normal path)."""
+    if w.nbytes <= KERNEL_GUARD_BYTES:
+        program.guard(_bytes, (w,), w.tobytes())
+    else:
+        program.not_compiled("whether separable may run depends on the data")
+
+
+def _bytes(a):
+    return a.tobytes()
+
+
+def _signal_fft(problem, x, w, cast=False):
+    """One image, one channel: SciPy's own transforms, fewer calls than the pruned path
+    (``cast``: the operands are not in the compute dtype yet)."""
+    if cast:
+        operands = in_compute_dtype(problem, Operands(activation=x, filter=w))
+        x, w = operands.activation, operands.filter
+    y = direct.scipy_window(problem, x, w, scipy_fftconvolve if (
+        problem.ndim > 1 or not fft.overlap_add_applies(
+            problem, problem.in_shape, problem.kernel_shape)) else scipy_oaconvolve)
+    return np.rint(y).astype(x.dtype) if x.dtype.kind in "biu" else y.astype(
+        x.dtype, copy=False)
+
+
+@memoized()
+def _signal_fft_program(problem):
+    return Program("numpy fft", ("activation", "filter"), (), (), "y",
+                   host=functools.partial(_signal_fft, problem, cast=True))
+
+
+@memoized()
+def _tap_loop_program(problem):
+    return Program("numpy direct", ("activation", "filter"), (), (), "y",
+                   host=functools.partial(_tap_loop, problem))

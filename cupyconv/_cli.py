@@ -12,7 +12,8 @@ from scipy import signal
 
 from ._compile import cache, compat, loader, prebuilt
 from ._compile import library_path, nvrtc_version
-from ._kernels import registry
+from . import config
+from ._kernels import evidence, registry
 from ._paths import cuda_src_dir
 from ._version import __version__
 from .api.conv import conv
@@ -161,11 +162,18 @@ def _specific_lines(pk, devices, driver):
     return lines
 
 
-def info():
+def info(kernels=False):
     """Print the backends, CuPy, the driver, the devices, NVRTC and where kernels come from.
 
-    Says what to install when CuPy, the driver or NVRTC is missing.
+    Says what to install when CuPy, the driver or NVRTC is missing.  ``kernels``: print
+    the hardware-evidence ledger instead, one configuration a line with its status
+    (``_kernels.evidence.ledger_lines``).
     """
+    if kernels:
+        print(f"kernel configurations (config.kernels = {config.kernels!r}; docs/evidence.md):")
+        for line in evidence.ledger_lines():
+            print(f"  {line}")
+        return 0
     print(f"cupyconv {__version__} (Python {platform.python_version()}, "
           f"NumPy {np.__version__})")
     reasons = backends.backend_reasons()

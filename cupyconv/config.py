@@ -59,6 +59,13 @@ cuda_graphs : bool
     Winograd's transforms and GEMM, gemm's vol2col and GEMM) replays as one CUDA graph,
     captured on its second call over buffers it owns, the call's pointers set per call
     (``cupyconv.backends.cuda.graphs``).  Default False until a device check shows it pays.
+kernels : {"auto", "verified", "all"}
+    Which kernel configurations ``method="auto"`` may choose on the CUDA path (the
+    hardware-evidence ledger, docs/evidence.md): ``"auto"`` (default) those verified on
+    hardware on a GPU and all of them on the emulator; ``"verified"`` verified ones
+    everywhere (the emulator standing in for a device); ``"all"`` every one, an
+    unverified one with a one-time warning.  An explicit ``method=``/``tile=`` runs what
+    it names, warning once where it is unverified.
 """
 import numbers as _numbers
 import sys as _sys
@@ -79,6 +86,7 @@ compiled_calls = True
 prebuilt_launches = False
 compiled_call_bytes = 256 * 2**20
 cuda_graphs = False
+kernels = "auto"
 
 
 def _is_bool(value):
@@ -134,6 +142,7 @@ _CHECKS = {
         "compiled_call_bytes", "None or an int number of bytes >= 0", _numbers.Integral,
         lambda v: v >= 0, int),
     "cuda_graphs": _boolean("cuda_graphs"),
+    "kernels": _one_of("kernels", ("auto", "verified", "all")),
 }
 
 

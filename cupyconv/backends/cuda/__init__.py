@@ -210,6 +210,12 @@ class CudaBackend(Backend):
             times.update(cost.predict_times(_computed(problem, name)[0], self.device, [name]))
         return times
 
+    def kernel_config(self, problem, algorithm):
+        """The :class:`~cupyconv._kernels.kernel_config.KernelConfig` ``algorithm`` runs
+        ``problem`` with (``cost.kernel_config``: the one kernel choice)."""
+        wide = self.kernel_problem(_computed(problem, algorithm)[0])
+        return cost.kernel_config(wide, self.device, algorithm)
+
     def default_workspace_limit(self):
         return int(self.runner.device.free_memory * FREE_MEMORY_FRACTION)
 
@@ -248,6 +254,7 @@ class CudaBackend(Backend):
         if why:
             program.not_compiled(why)
         problem, operands = _widened(problem, algorithm, operands)
+        cost.warn_if_unverified(problem, self.device, algorithm)
         if algorithm == "fft":
             need = fft_conv.workspace_bytes(problem)
             if need > min(workspace_limit, self.available_memory()):

@@ -62,7 +62,7 @@ RUNS = {
 @dataclasses.dataclass(frozen=True)
 class Row:
     """A verified pattern: ``families`` with tile ``variants`` (``None``: any; the
-    direct kernel's tiles are not variants), ``dtypes`` (``None``: any but ``not_dtypes``),
+    direct kernel's tiles are not variants) and ``tiles``, ``dtypes`` (``None``: any but ``not_dtypes``),
     index widths in bits, the arch classes, and the :data:`RUNS` key that showed it."""
 
     families: Tuple[str, ...]
@@ -72,6 +72,8 @@ class Row:
     index_bits: Tuple[int, ...]
     arch: Tuple[str, ...]
     run: str
+    #: ``(BM, BN, BK)`` tiles of the variants (``None``: every tile).
+    tiles: Optional[Tuple[Tuple[int, ...], ...]] = None
 
 
 #: What the two H200 runs showed right, by their committed files (glue smoke, reference
@@ -104,6 +106,7 @@ def _matches(row, cfg):
     dtype = cfg.dtype
     return (cfg.family in row.families
             and (row.variants is None or cfg.variant in row.variants)
+            and (row.tiles is None or tuple(cfg.tile) in row.tiles)
             and (row.dtypes is None or dtype in row.dtypes) and dtype not in row.not_dtypes
             and (64 if cfg.index64 else 32) in row.index_bits and cfg.arch in row.arch)
 

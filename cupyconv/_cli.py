@@ -19,6 +19,7 @@ from ._version import __version__
 from .api.conv import conv
 from .api.signal import choose_conv_method, convolve
 from .dispatch import backends
+from .backends.cuda import graphs
 
 __all__ = ["info", "demo", "conv_reference"]
 
@@ -182,6 +183,9 @@ def info(kernels=False):
     cupy, lines = _cupy_status()
     for line in lines:
         print(f"  {line}")
+    if cupy is not None:
+        off = graphs.graphs_off_reason(cupy)
+        print(f"  CUDA graphs (config.cuda_graphs): {'off: ' + off if off else 'available'}")
     devices = _devices(cupy) if cupy is not None else []
     driver = None
     if devices:

@@ -231,6 +231,12 @@ class _WithPiece:
     def __init__(self, kernel, piece):
         self.kernel, self.piece = kernel, piece
 
+    @property
+    def structs(self):
+        """The structs the kernel takes after ``params`` (what a graph node's or driver
+        launch's argument array packs, ``backends.cuda.graphs.kernel_arguments``)."""
+        return (self.piece,)
+
     def __call__(self, grid, block, args, shared_mem=0):
         self.kernel(grid, block, (args[0], self.piece) + tuple(args[1:]), shared_mem=shared_mem)
 

@@ -150,6 +150,9 @@ def _can_implement(problem, axes_list, smem_limit):
     if not registry.winograd_tiles(dtype):
         return False, f"no Winograd transform kernel for {np.dtype(dtype).name}"
     for axes in axes_list:
+        bad = [(a.m, a.alpha) for a in axes if not 1 <= a.m <= a.alpha]
+        if bad:               # the kernel's require_piece would trap on it
+            return False, f"a piece axis needs 1 <= m <= alpha; got m, alpha = {bad[0]}"
         big = [a.alpha for a in axes if a.alpha > registry.WINOGRAD_MAX_ALPHA]
         if big:
             return False, (f"the transform kernels take alpha = m + r - 1 <= "

@@ -83,11 +83,11 @@ class KernelConfig:
     def describe(self) -> str:
         """One line: family, tile, math, layout, stages, dtype, index width, arch class,
         and what else the call runs."""
-        parts = [self.family]
+        parts = [self.family or self.library]
         if self.tile:
             parts.append("x".join(map(str, self.tile))
                          + ("" if self.variant is None else f" variant {self.variant}"))
-        parts += [self.math, self.layout]
+        parts += [p for p in (self.math, self.layout) if p]
         if self.stages > 1:
             parts.append(f"{self.stages} stages")
         parts += [self.dtype, "64-bit index" if self.index64 else "32-bit index", self.arch]
@@ -96,7 +96,8 @@ class KernelConfig:
             parts.append("re-lays " + " and ".join(relaid))
         if self.splits > 1:
             parts.append(f"split-K {self.splits}")
-        extra = [c.family for c in self.companions] + ([self.library] if self.library else [])
+        extra = [c.family for c in self.companions] + (
+            [self.library] if self.library and self.family else [])
         if extra:
             parts.append("with " + ", ".join(extra))
         return ", ".join(parts)

@@ -478,7 +478,6 @@ def kernel_config(problem, device, algorithm="implicit_gemm") -> KernelConfig:
     return _kernel_config(problem, device, algorithm, evidence.verified_only(device.hardware))
 
 
-
 def _library(device):
     """The GEMM library call of ``runner.matmul`` on ``device``."""
     blas = "cuBLAS strided-batched"
@@ -498,7 +497,8 @@ def _kernel_config(problem, device, algorithm, _keep):
         family = "col2vol" if problem.op == "grad_input" else "vol2col"
         return family_config(algorithm, family, dtype, arch, index64, library=_library(device))
     if algorithm == "fft":
-        return family_config(algorithm, "", dtype, arch, index64, library="cuFFT")
+        return family_config(algorithm, "", dtype, arch, index64, math="", layout="",
+                             library="cuFFT")
     if algorithm == "winograd":
         parts = tuple(family_config(algorithm, f, dtype, arch, index64)
                       for f in ("winograd_output", "winograd_weights"))

@@ -100,3 +100,36 @@ def test_promoted_rows_verify_what_passed(tmp_path, monkeypatch):
     monkeypatch.setattr(evidence, "VERIFIED", evidence.VERIFIED + (
         eval(rows[0].rstrip(","), {"Row": evidence.Row}),))
     assert evidence.is_verified(good) and not evidence.is_verified(bad)
+
+
+def _config(family, variant, dtype, tile=None):
+    """The ledger configuration of ``family`` (and tile ``variant``) in ``dtype`` on sm_90."""
+    return next(c for c in evidence_check.ledger_for(90)
+                if c.family == family and c.variant == variant and c.dtype == dtype
+                and not c.index64 and (tile is None or tuple(c.tile) == tile))
+
+
+@pytest.mark.parametrize("family, variant, dtype, tile, layout, source", [
+    ("implicit_gemm_fprop", 1, "float32", (64, 64, 8), "channels_first", "stress"),
+    ("implicit_gemm_multistage", 4, "float16", (64, 64, 64), "channels_last", "stress"),
+    ("direct_conv", None, "float64", None, "channels_first", "stress"),
+    ("implicit_gemm_fprop", 0, "float32", (64, 64, 8), "channels_first", "auto"),
+])
+def test_evidence_check_passes_on_the_emulator(family, variant, dtype, tile, layout, source):
+    """The device step's check itself, run on the emulator (NumPy arrays standing in for
+    CuPy's) on small problems of the same shape of case: the explicit tile or method, or
+    the public call for ``auto``, against the float64 ``gemm`` reference, within the
+    tolerance."""
+    import numpy as np
+
+    import cupyconv
+    from cupyconv._emulation import emulation_available
+    if not emulation_available():
+        pytest.skip("CUDA emulation unavailable")
+    cfg = _config(family, variant, dtype, tile)
+    cpg = 2 * cfg.tile[2] if variant in (1, 4) else 5
+    entry = ((1, 2 * cpg, 6, 5), (2 * 3, cpg, 3, 3), 2, dtype, "forward", "highest", layout)
+    with cupyconv.use_backend("emulated"):
+        row = evidence_check.check(np, cfg, source, entry, np.random.default_rng(0))
+    assert row["passed"], row
+    assert row["max_error"] <= evidence_check.TOLERANCE[dtype] and row["key"][0] == family

@@ -152,8 +152,7 @@ class ConvPlan:
         select = getattr(self._backend, "kernel_config", None)
         if select is None:
             return ""
-        kernel_problem, _ = self._backend.prepare(self.problem, Operands())
-        cfg = select(kernel_problem, self.algorithm)
+        cfg = select(self.problem, self.algorithm)     # the layout as the dispatcher priced it
         return f"\nkernel: {cfg.describe()}; {evidence.status_line(cfg)}"
 
     def _path(self):

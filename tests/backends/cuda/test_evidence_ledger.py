@@ -209,3 +209,19 @@ def test_plan_explain_names_the_configuration_and_its_evidence(kernels):
                               method="implicit_gemm", backend="emulated")
     last = plan.explain().splitlines()[-1]
     assert last.startswith("kernel: implicit_gemm_fprop") and "verified: NVIDIA H200" in last
+
+
+def test_explain_prices_channels_last_operands_as_read(kernels):
+    """A channels-last plan's record re-lays nothing (its operands are read as they are),
+    as the cost model priced it; a channels-first one of a layer the re-layout pays for
+    re-lays both (``"all"`` on the emulator)."""
+    kernels("all")
+    shapes = dict(channels_first=((8, 64, 28, 28), (64, 64, 3, 3)),
+                  channels_last=((8, 28, 28, 64), (64, 3, 3, 64)))
+    lines = {}
+    for layout, (xs, ws) in shapes.items():
+        plan = cupyconv.plan_conv(xs, ws, np.float16, padding=1, layout=layout,
+                                  method="implicit_gemm", backend="emulated")
+        lines[layout] = plan.explain().splitlines()[-1]
+    assert "re-lays" not in lines["channels_last"] and "channels_last" in lines["channels_last"]
+    assert "re-lays x and w" in lines["channels_first"], lines

@@ -36,7 +36,7 @@ __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
+    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "channels_last_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
     "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
@@ -337,9 +337,8 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False,
     (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
     Never the channels-last variants 3, 4 (multistage), 9 and 10 (float64 DMMA): the
     launcher takes them for a chosen variant-2 (6, 7) tile when the operands allow
-    (:func:`channels_last_reason`, :func:`multistage_tile`).  ``verified_on`` (an arch
-    class of :mod:`.evidence`): only tiles verified on hardware of that class, where one
-    can run the problem."""
+    (:func:`channels_last_tile`).  ``verified_on`` (an arch class of :mod:`.evidence`):
+    only tiles verified on hardware of that class, where one can run the problem."""
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
               and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
@@ -392,6 +391,16 @@ def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
     return (fits or usable[-1:] or [None])[0]
 
 
+def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
+    """The tile run for ``tile`` on operands :func:`channels_last_reason` accepts (launcher
+    and cost model): for variant 2 the :func:`multistage_tile`, else its twin 3; for the
+    float64 DMMA 6, 7 their twins 9, 10 (``registry.channels_last_twin``); else ``None``."""
+    twin = tuple(tile[:3]) + (3,)
+    if tile[3] == 2 and twin in registry.gemm_tiles(problem.dtype):
+        return multistage_tile(problem, tf32) or twin
+    return registry.channels_last_twin(tile)
+
+
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
                             tile: Optional[Tuple[int, int, int, int]] = None,
                             index64: Optional[bool] = None, mma: bool = False,
@@ -415,12 +424,10 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
 
 
 def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
-                          tile=None, index64=None, mma=False, tf32=False,
-                          verified_on=None) -> Program:
+                          tile=None, index64=None, mma=False, tf32=False, verified_on=None) -> Program:
     """The :class:`~.program.Program` of :func:`run_implicit_gemm_fprop` on these operands
     (checked here; memoised per problem, strides, operand alignment and options).  With
-    ``y=None`` the program allocates a contiguous ``y``; ``verified_on``: as
-    :func:`implicit_gemm_tile`."""
+    ``y=None`` the program allocates a contiguous ``y``; ``verified_on``: :func:`implicit_gemm_tile`'s."""
     _require(can_implement_implicit_gemm(problem))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
@@ -450,12 +457,8 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
                          tile, explicit, channels_last, index64, tf32):
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
-    twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
-    if not explicit and tile[3] == 2 and twin in tiles and not channels_last:
-        tile = multistage_tile(problem, tf32) or twin
-    dmma_twin = registry.channels_last_twin(tile)   # float64 DMMA: 16-byte channel copies
-    if not explicit and dmma_twin and not channels_last:
-        tile = dmma_twin
+    if not explicit and not channels_last:       # operands the 16-byte copies can read
+        tile = channels_last_tile(problem, tile, tf32) or tile
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):

@@ -353,14 +353,13 @@ def _channels_last_tile(problem, fwd, tile, device):
     of the launcher's ``tile`` (:func:`_relaid_from`): the float64 DMMA tile's twin
     (``implicit_gemm_cl_float64``), else the multistage tile (``implicit_gemm_ms_<kind>``),
     the wgmma tile on compute capability 9.0 (``implicit_gemm_wg_<kind>``)."""
-    twin = registry.channels_last_twin(tile)
-    if twin is not None:
-        return twin, "implicit_gemm_cl_float64"
     tf32 = fwd.precision == "tf32"
+    if registry.channels_last_twin(tile) is not None:
+        return launch.channels_last_tile(fwd, tile, tf32), "implicit_gemm_cl_float64"
     wg = wgmma_launch.wgmma_tile(fwd, tf32, device.arch)
     if wg is not None:          # compute capability 9.0: the wgmma tile, if it loads
         return wg, "implicit_gemm_wg_" + tensor_kind(problem)
-    return launch.multistage_tile(fwd, tf32), "implicit_gemm_ms_" + tensor_kind(problem)
+    return launch.channels_last_tile(fwd, tile, tf32), "implicit_gemm_ms_" + tensor_kind(problem)
 
 
 def _ctas(fwd, tile):

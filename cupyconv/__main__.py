@@ -14,7 +14,7 @@ __all__ = ["main"]
 
 
 def _cmd_info(args):
-    return info()
+    return info(kernels=getattr(args, "kernels", False))
 
 
 def _cmd_demo(args):
@@ -49,6 +49,9 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="backends, CuPy, CUDA driver, devices, NVRTC, where the "
                                     "kernels come from, and what to install when one is missing")
+    p.add_argument("--kernels", action="store_true",
+                   help="print the hardware-evidence ledger: every kernel configuration, "
+                        "launch path and library call, verified on hardware or emulator only")
     p.set_defaults(func=_cmd_info)
     p = sub.add_parser("demo", help="the main job: 4-D convolve and 3-D batched conv, checked")
     p.add_argument("--size", type=int, default=40, help="edge of the 4-D demo volume (>= 8)")

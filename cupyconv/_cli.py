@@ -12,12 +12,14 @@ from scipy import signal
 
 from ._compile import cache, compat, loader, prebuilt
 from ._compile import library_path, nvrtc_version
-from ._kernels import registry
+from . import config
+from ._kernels import evidence, registry
 from ._paths import cuda_src_dir
 from ._version import __version__
 from .api.conv import conv
 from .api.signal import choose_conv_method, convolve
 from .dispatch import backends
+from .backends.cuda import graphs
 
 __all__ = ["info", "demo", "conv_reference"]
 
@@ -161,11 +163,18 @@ def _specific_lines(pk, devices, driver):
     return lines
 
 
-def info():
+def info(kernels=False):
     """Print the backends, CuPy, the driver, the devices, NVRTC and where kernels come from.
 
-    Says what to install when CuPy, the driver or NVRTC is missing.
+    Says what to install when CuPy, the driver or NVRTC is missing.  ``kernels``: print
+    the hardware-evidence ledger instead, one configuration a line with its status
+    (``_kernels.evidence.ledger_lines``).
     """
+    if kernels:
+        print(f"kernel configurations (config.kernels = {config.kernels!r}; docs/evidence.md):")
+        for line in evidence.ledger_lines():
+            print(f"  {line}")
+        return 0
     print(f"cupyconv {__version__} (Python {platform.python_version()}, "
           f"NumPy {np.__version__})")
     reasons = backends.backend_reasons()
@@ -174,6 +183,9 @@ def info():
     cupy, lines = _cupy_status()
     for line in lines:
         print(f"  {line}")
+    if cupy is not None:
+        off = graphs.graphs_off_reason(cupy)
+        print(f"  CUDA graphs (config.cuda_graphs): {'off: ' + off if off else 'available'}")
     devices = _devices(cupy) if cupy is not None else []
     driver = None
     if devices:

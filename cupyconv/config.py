@@ -70,6 +70,13 @@ progress : bool
     When True (default), a CPU call the cost model predicts will take longer than about
     2 seconds shows a ``tqdm`` progress bar on stderr (when ``tqdm`` is installed: the
     ``progress`` extra; without it, no bar).  False silences it.
+kernels : {"auto", "verified", "all"}
+    Which kernel configurations ``method="auto"`` may choose on the CUDA path (the
+    hardware-evidence ledger, docs/evidence.md): ``"auto"`` (default) those verified on
+    hardware on a GPU and all of them on the emulator; ``"verified"`` verified ones
+    everywhere (the emulator standing in for a device); ``"all"`` every one, an
+    unverified one with a one-time warning.  An explicit ``method=``/``tile=`` runs what
+    it names, warning once where it is unverified.
 """
 import contextlib as _contextlib
 import numbers as _numbers
@@ -93,6 +100,7 @@ compiled_call_bytes = 256 * 2**20
 cuda_graphs = False
 cpu_threads = None
 progress = True
+kernels = "auto"
 
 
 def _is_bool(value):
@@ -151,6 +159,7 @@ _CHECKS = {
     "cpu_threads": _optional_number(
         "cpu_threads", "None or an int >= 1", _numbers.Integral, lambda v: v >= 1, int),
     "progress": _boolean("progress"),
+    "kernels": _one_of("kernels", ("auto", "verified", "all")),
 }
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import threading
 import warnings
 from pathlib import Path
@@ -80,15 +81,21 @@ class CubinModule:
         ``"package"``, ``"cache"`` or ``"nvrtc"``.
     arch : str
         The binary's ``sm_XY`` or ``compute_XY``.
+    refuse : callable, optional
+        ``refuse(driver error) -> exception`` for an arch-specific binary: ``RawModule(path=...)``
+        loads lazily, so the driver's refusal (``CUDADriverError``) surfaces in
+        :meth:`get_function`, which raises what ``refuse`` returns
+        (``ArchSpecificUnavailable``, recorded for ``info``) instead.
     """
 
     def __init__(self, path, lowered: Dict[str, str], device_id=None, origin: str = "",
-                 arch: str = ""):
+                 arch: str = "", refuse=None):
         import cupy
         self.path = str(path)
         self.lowered = dict(lowered)
         self.origin = origin
         self.arch = arch
+        self._refuse = refuse
         if device_id is None:
             self._raw = cupy.RawModule(path=self.path)
         else:
@@ -104,7 +111,13 @@ class CubinModule:
                 symbol = self.lowered[name]
             except KeyError:
                 raise KeyError(f"{name!r} is not in module {self.path}") from None
-            fn = self._functions[name] = self._raw.get_function(symbol)
+            try:
+                fn = self._raw.get_function(symbol)
+            except Exception as exc:   # noqa: BLE001 - the driver's error type is CuPy's
+                if self._refuse is None:
+                    raise
+                raise self._refuse(exc) from exc
+            self._functions[name] = fn
         return fn
 
 
@@ -259,6 +272,17 @@ def _refuse(device_cc: int, source: str, reason: str) -> compat.ArchSpecificUnav
     return compat.ArchSpecificUnavailable(reason)
 
 
+def _driver_refused(device_cc: int, source: str, arch: str, exc: Exception):
+    """The recorded refusal of an arch-specific cubin the driver would not load (when the
+    module loads, or lazily when its first kernel is fetched: the loaded module is
+    forgotten, so the next load asks the refusal, not the driver)."""
+    with _lock:
+        for key in [k for k in _modules if k[1] == source]:
+            del _modules[key]
+    return _refuse(device_cc, source, f"{Path(source).stem}: the driver refused the {arch} "
+                   f"cubin ({exc}); the portable kernels run instead")
+
+
 def arch_specific_refusals() -> Dict[str, str]:
     """``{"sm_XY source": reason}`` for each arch-specific group that did not load here."""
     with _lock:
@@ -334,13 +358,15 @@ def _load_group(device_id: int, device_cc: int, driver, source: str, names: tupl
             _modules.move_to_end(key)
             return mod
     res = resolve_group(source, names, device_cc, driver)
+    refuse = (functools.partial(_driver_refused, device_cc, source, res.arch)
+              if compat.arch_parts(res.arch)[2] else None)
     try:
-        mod = CubinModule(res.path, res.lowered, device_id, origin=res.origin, arch=res.arch)
+        mod = CubinModule(res.path, res.lowered, device_id, origin=res.origin, arch=res.arch,
+                          refuse=refuse)
     except Exception as exc:   # noqa: BLE001 - the driver's error type is CuPy's
-        if not compat.arch_parts(res.arch)[2]:
+        if refuse is None:
             raise
-        raise _refuse(device_cc, source, f"{Path(source).stem}: the driver refused the "
-                      f"{res.arch} cubin ({exc}); the portable kernels run instead") from exc
+        raise refuse(exc) from exc
     with _lock:
         _modules[key] = mod
         while len(_modules) > MODULE_CACHE_SIZE:

@@ -26,8 +26,9 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .._lru import memoized
-from . import direct_axes, registry
+from . import direct_axes, evidence, registry
 from .addressing import addressable, data_pointer, device_alignment
+from .kernel_config import gemm_config
 from .params import logical_strides, pack_conv_params
 from .program import Launch, Program, execute
 
@@ -35,7 +36,7 @@ __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
     "choose_index64", "can_implement_vol2col", "can_implement_implicit_gemm", "can_implement_direct",
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
-    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
+    "implicit_gemm_tile", "multistage_reason", "multistage_tile", "channels_last_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
     "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
@@ -329,17 +330,22 @@ def col2vol_step(module, problem, xs, n0, n_count, slots, alpha=1, beta=0, index
     return Launch(k, (grid_stride_blocks(total),), (registry.THREADS,), 0, p, tuple(slots))
 
 
-def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False) -> Tuple[int, int, int, int]:
+def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False,
+                       verified_on: Optional[str] = None) -> Tuple[int, int, int, int]:
     """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
     problem fills (many rows, enough channels), tensor-core tiles first where allowed
     (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
     Never the channels-last variants 3, 4 (multistage), 9 and 10 (float64 DMMA): the
     launcher takes them for a chosen variant-2 (6, 7) tile when the operands allow
-    (:func:`channels_last_reason`, :func:`multistage_tile`)."""
+    (:func:`channels_last_tile`).  ``verified_on`` (an arch class of :mod:`.evidence`):
+    only tiles verified on hardware of that class, where one can run the problem."""
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
               and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
               and t[3] not in _CHANNELS_LAST_VARIANTS]
+    if verified_on is not None:
+        usable = [t for t in usable if evidence.is_verified(
+            gemm_config(t, problem.dtype, verified_on))] or usable
     usable.sort(key=lambda t: not registry.tensor_core_variant(t[3]))   # tensor cores first (stable)
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
@@ -385,10 +391,20 @@ def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
     return (fits or usable[-1:] or [None])[0]
 
 
+def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
+    """The tile run for ``tile`` on operands :func:`channels_last_reason` accepts (launcher
+    and cost model): for variant 2 the :func:`multistage_tile`, else its twin 3; for the
+    float64 DMMA 6, 7 their twins 9, 10 (``registry.channels_last_twin``); else ``None``."""
+    twin = tuple(tile[:3]) + (3,)
+    if tile[3] == 2 and twin in registry.gemm_tiles(problem.dtype):
+        return multistage_tile(problem, tf32) or twin
+    return registry.channels_last_twin(tile)
+
+
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
                             tile: Optional[Tuple[int, int, int, int]] = None,
                             index64: Optional[bool] = None, mma: bool = False,
-                            tf32: bool = False) -> None:
+                            tf32: bool = False, verified_on: Optional[str] = None) -> None:
     """``y = alpha * conv(x, w) + beta * y + bias`` with the tiled implicit GEMM.
 
     ``mma``: the device has the tensor-core atoms (sm_80+), so the automatic tile choice
@@ -403,22 +419,23 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
     and executes the :func:`implicit_gemm_program` with ``y`` bound.
     """
     prog = implicit_gemm_program(module, problem, x, w, y, bias, alpha, beta, tile, index64,
-                                 mma, tf32)
+                                 mma, tf32, verified_on)
     execute(prog, None, dict(x=x, w=w, y=y, bias=bias))
 
 
 def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
-                          tile=None, index64=None, mma=False, tf32=False) -> Program:
+                          tile=None, index64=None, mma=False, tf32=False, verified_on=None) -> Program:
     """The :class:`~.program.Program` of :func:`run_implicit_gemm_fprop` on these operands
     (checked here; memoised per problem, strides, operand alignment and options).  With
-    ``y=None`` the program allocates a contiguous ``y``."""
+    ``y=None`` the program allocates a contiguous ``y``; ``verified_on``: :func:`implicit_gemm_tile`'s."""
     _require(can_implement_implicit_gemm(problem))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
     xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
     ys = y_strides(problem, y)
     explicit = tile is not None
-    tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32)
+    keep = {} if verified_on is None else {"verified_on": verified_on}
+    tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32, **keep)
     reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in _CHANNELS_LAST_ASKED else ""
     bias_stride, has_bias = bias_args(bias)
     return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
@@ -440,12 +457,8 @@ def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alp
                          tile, explicit, channels_last, index64, tf32):
     tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
-    twin = tile[:3] + (3,)               # the same tensor-core tile, 16-byte channel copies
-    if not explicit and tile[3] == 2 and twin in tiles and not channels_last:
-        tile = multistage_tile(problem, tf32) or twin
-    dmma_twin = registry.channels_last_twin(tile)   # float64 DMMA: 16-byte channel copies
-    if not explicit and dmma_twin and not channels_last:
-        tile = dmma_twin
+    if not explicit and not channels_last:       # operands the 16-byte copies can read
+        tile = channels_last_tile(problem, tile, tf32) or tile
     if tile not in tiles:
         raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
     if not registry.gemm_tile_fits(tile, cpg):

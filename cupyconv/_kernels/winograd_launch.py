@@ -149,6 +149,9 @@ def _can_implement(problem, axes_list, smem_limit):
     if not registry.winograd_tiles(dtype):
         return False, f"no Winograd transform kernel for {np.dtype(dtype).name}"
     for axes in axes_list:
+        bad = [(a.m, a.alpha) for a in axes if not 1 <= a.m <= a.alpha]
+        if bad:               # the kernel's require_piece would trap on it
+            return False, f"a piece axis needs 1 <= m <= alpha; got m, alpha = {bad[0]}"
         big = [a.alpha for a in axes if a.alpha > registry.WINOGRAD_MAX_ALPHA]
         if big:
             return False, (f"the transform kernels take alpha = m + r - 1 <= "
@@ -229,6 +232,12 @@ class _WithPiece:
 
     def __init__(self, kernel, piece):
         self.kernel, self.piece = kernel, piece
+
+    @property
+    def structs(self):
+        """The structs the kernel takes after ``params`` (what a graph node's or driver
+        launch's argument array packs, ``backends.cuda.graphs.kernel_arguments``)."""
+        return (self.piece,)
 
     def __call__(self, grid, block, args, shared_mem=0):
         self.kernel(grid, block, (args[0], self.piece) + tuple(args[1:]), shared_mem=shared_mem)

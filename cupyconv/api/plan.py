@@ -25,7 +25,7 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
 from ..dispatch.dispatcher import NON_FINITE_SPREAD
 from .. import config
-from .._kernels import program
+from .._kernels import evidence, program
 from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 from .._typing import Array, ArrayLike, DTypeLike, IntOrSeq, Padding, Scalar, Shape
@@ -152,7 +152,18 @@ class ConvPlan:
     def explain(self) -> str:
         """Which path a call of this plan takes and why: a compiled call (its launch
         programs replayed from the second call with the same arrays' key) or the normal
-        path (the dispatcher every call), with the reason."""
+        path (the dispatcher every call), with the reason; on the CUDA path a second line
+        names the kernel configuration and its hardware evidence (docs/evidence.md)."""
+        return self._path() + self._kernel_line()
+
+    def _kernel_line(self):
+        select = getattr(self._backend, "kernel_config", None)
+        if select is None:
+            return ""
+        cfg = select(self.problem, self.algorithm)     # the layout as the dispatcher priced it
+        return f"\nkernel: {cfg.describe()}; {evidence.status_line(cfg)}"
+
+    def _path(self):
         if not config.compiled_calls:
             return (f"{self._runs()}; every call is checked and dispatched again "
                     "(cupyconv.config.compiled_calls is off)")

@@ -209,7 +209,7 @@ def choose(problem, backend, workspace_limit=None) -> Choice:
     given = workspace_limit if workspace_limit is not None else config.workspace_limit
     # the backend object itself, never its id(): a backend made after another was freed
     # (dispatch.backends.reset, a test's runner with a memory limit) may reuse the id
-    key = (problem, backend, given, config.winograd_max_error_growth)
+    key = (problem, backend, given, config.winograd_max_error_growth, config.kernels)
     return _choices.get_or_compute(key, lambda: _choose(
         problem, backend, resolve_limit(workspace_limit, backend)))
 

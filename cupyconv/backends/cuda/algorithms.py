@@ -16,7 +16,8 @@ import functools
 import math
 
 from ..._compile.compat import ArchSpecificUnavailable
-from ..._kernels import launch, program, wgmma_launch
+from ..._kernels import evidence, launch, program, wgmma_launch
+from ..._kernels.kernel_config import gemm_config
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
 from ..._vocabulary import FORWARD
@@ -96,9 +97,14 @@ def direct(problem, x, w, runner, workspace_limit):
 
 
 def tensor_core_flags(problem, device):
-    """The implicit GEMM's tensor-core switches for ``problem`` on ``device``: the atoms
-    exist (sm_80+), and float32 asked for TF32."""
-    return dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
+    """The implicit GEMM's tile switches for ``problem`` on ``device``: the atoms exist
+    (sm_80+), float32 asked for TF32, and, where the evidence ledger keeps the choice to
+    verified tiles (``_kernels.evidence.verified_only``), ``verified_on``: the device's
+    arch class."""
+    flags = dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
+    if evidence.verified_only(getattr(device, "hardware", False)):
+        flags["verified_on"] = evidence.arch_class(device.arch)
+    return flags
 
 
 def implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays=None):
@@ -116,11 +122,14 @@ def implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays=None):
 def wgmma_program(problem, x, w, runner, tf32):
     """The program of the sm_90a wgmma tile (``_kernels/wgmma_launch``) where it runs
     ``problem`` on these operands on the runner's device (compute capability 9.0 only),
-    else ``None``: also when the loader cannot give its cubin (missing, refused by the
+    else ``None``: also where the evidence ledger keeps the choice to verified tiles and
+    this one is not (``_kernels.evidence``), and when the loader cannot give its cubin (missing, refused by the
     driver, another device: ``ArchSpecificUnavailable``), whose reason the loader keeps
     for ``info`` (``loader.arch_specific_refusals()``); the caller then runs the portable
     tiles."""
-    if wgmma_launch.wgmma_applies(problem, x, w, tf32, runner.static.arch) is None:
+    tile = wgmma_launch.wgmma_applies(problem, x, w, tf32, runner.static.arch)
+    if tile is None or (evidence.verified_only(runner.static.hardware) and not evidence.is_verified(
+            gemm_config(tile, problem.dtype, evidence.arch_class(runner.static.arch, True)))):
         return None
     try:
         return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tf32=tf32)

@@ -22,13 +22,16 @@ exists: ``benchmarks/reference_cases.py`` and ``benchmarks/tensor_cores.py`` (ru
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 import os
 import re
 import warnings
 
-from ..._kernels import launch, registry, wgmma_launch
+from ..._kernels import evidence, launch, registry, wgmma_launch
+from ..._kernels.kernel_config import KernelConfig, family_config, gemm_config
 from ..._paths import cache_root
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
 from .. import fft_conv
@@ -37,7 +40,8 @@ from ..._lru import cached
 
 __all__ = ["predict_times", "EFFICIENCY", "HOST_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "efficiency_path", "efficiencies", "efficiency_key", "calibrate",
-           "relayout_pays", "weight_gradient_splits", "MAX_SPLITS"]
+           "relayout_pays", "weight_gradient_splits", "MAX_SPLITS", "kernel_config",
+           "warn_if_unverified"]
 
 #: Fraction of peak each algorithm reaches on large problems when nothing was measured on
 #: this device: fitted to the H200 runs of 2026-11-30 and 2026-12-01
@@ -200,9 +204,14 @@ def predict_times(problem, device, candidates, efficiency=None):
     flops = problem.flops
     base_bytes = problem.bytes_moved
     eff_of = efficiency or efficiencies(device.name)
+    keep = evidence.verified_only(device.hardware)
     times = {}
     for name in candidates:
         host = HOST_S.get(name, 0.0)
+        if keep and name in _CONFIGS and not evidence.is_verified(
+                kernel_config(problem, device, name)):
+            times[name] = math.inf          # the ledger: auto keeps to verified kernels
+            continue
         if name == "direct":
             t = _direct(problem, peak, bw, eff_of[name], device)
         elif name == "implicit_gemm":
@@ -296,6 +305,9 @@ def weight_gradient_splits(problem, device, efficiency=None):
     if (problem.op != GRAD_WEIGHT or problem.dtype not in registry.SPLITK_DTYPES
             or implicit_grads.needs_columns(problem) or problem.batch < 2):
         return 1
+    if evidence.verified_only(device.hardware) and not evidence.is_verified(family_config(
+            "implicit_gemm", "splitk_reduce", problem.dtype, evidence.arch_class(device.arch))):
+        return 1
     eff_of = efficiency or efficiencies(device.name)
     return _splits(problem, device, tuple(sorted(eff_of.items())))
 
@@ -342,14 +354,13 @@ def _channels_last_tile(problem, fwd, tile, device):
     of the launcher's ``tile`` (:func:`_relaid_from`): the float64 DMMA tile's twin
     (``implicit_gemm_cl_float64``), else the multistage tile (``implicit_gemm_ms_<kind>``),
     the wgmma tile on compute capability 9.0 (``implicit_gemm_wg_<kind>``)."""
-    twin = registry.channels_last_twin(tile)
-    if twin is not None:
-        return twin, "implicit_gemm_cl_float64"
     tf32 = fwd.precision == "tf32"
+    if registry.channels_last_twin(tile) is not None:
+        return launch.channels_last_tile(fwd, tile, tf32), "implicit_gemm_cl_float64"
     wg = wgmma_launch.wgmma_tile(fwd, tf32, device.arch)
     if wg is not None:          # compute capability 9.0: the wgmma tile, if it loads
         return wg, "implicit_gemm_wg_" + tensor_kind(problem)
-    return launch.multistage_tile(fwd, tf32), "implicit_gemm_ms_" + tensor_kind(problem)
+    return launch.channels_last_tile(fwd, tile, tf32), "implicit_gemm_ms_" + tensor_kind(problem)
 
 
 def _ctas(fwd, tile):
@@ -457,3 +468,77 @@ def calibrate(problem, device, name, seconds):
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if predicted(mid) > seconds else (lo, mid)
     return key, math.sqrt(lo * hi)
+
+
+def kernel_config(problem, device, algorithm="implicit_gemm") -> KernelConfig:
+    """The one kernel choice of ``algorithm`` on ``problem`` (channels-first operands as
+    the cost model assumes them) on ``device``: the :class:`KernelConfig` it prices and
+    the launcher builds (memoised per problem, device, algorithm and
+    ``config.kernels``)."""
+    return _kernel_config(problem, device, algorithm, evidence.verified_only(device.hardware))
+
+
+def _library(device):
+    """The GEMM library call of ``runner.matmul`` on ``device``."""
+    blas = "cuBLAS strided-batched"
+    return blas if evidence.library_runs(blas, device.hardware) else "cupy.matmul"
+
+
+@functools.lru_cache(maxsize=512)
+def _kernel_config(problem, device, algorithm, _keep):
+    arch = evidence.arch_class(device.arch)
+    index64 = launch.choose_index64(problem)
+    dtype = problem.dtype
+    if algorithm in ("direct", "separable"):
+        found = launch.direct_tile(problem, device.smem_per_block)
+        return family_config(algorithm, "direct_conv", dtype, arch, index64,
+                             tile=found[0] if found else ())
+    if algorithm == "gemm":
+        family = "col2vol" if problem.op == "grad_input" else "vol2col"
+        return family_config(algorithm, family, dtype, arch, index64, library=_library(device))
+    if algorithm == "fft":
+        return family_config(algorithm, "", dtype, arch, index64, math="", layout="",
+                             library="cuFFT")
+    if algorithm == "winograd":
+        parts = tuple(family_config(algorithm, f, dtype, arch, index64)
+                      for f in ("winograd_output", "winograd_weights"))
+        return family_config(algorithm, "winograd_input", dtype, arch, index64,
+                             companions=parts, library=_library(device))
+    return _gemm_choice(problem, device, arch, index64)
+
+
+def _gemm_choice(problem, device, arch, index64):
+    """The implicit GEMM's :class:`KernelConfig`: :func:`_implicit_forward`'s tile, or the
+    channels-last tile :func:`relayout_pays` takes in its place (the wgmma tile an sm_90a
+    configuration), the weight gradient's split-K, the column pass of an input gradient
+    that is not a convolution of ``dy``."""
+    splits = weight_gradient_splits(problem, device)
+    fwd, tile = _implicit_forward(problem, device, splits)
+    relaid = (False, False)
+    if (tensor_peak_flops(problem, device) and _relaid_from(tile)
+            and _multistage(problem, fwd, device) and relayout_pays(problem, device)):
+        tile = _channels_last_tile(problem, fwd, tile, device)[0]
+        channels_first = problem.layout != "channels_last"
+        relaid = (channels_first, channels_first)
+    if tile[3] == registry.WGMMA:
+        arch = evidence.arch_class(device.arch, arch_specific=True)
+    cfg = gemm_config(tile, problem.dtype, arch, index64, relaid, splits)
+    if implicit_grads.needs_columns(problem):
+        cfg = dataclasses.replace(cfg, companions=cfg.companions + (family_config(
+            "implicit_gemm", "col2vol", problem.dtype, arch, index64),))
+    return cfg
+
+
+#: The algorithms :func:`kernel_config` knows.
+_CONFIGS = ("direct", "separable", "gemm", "fft", "winograd", "implicit_gemm")
+
+
+def warn_if_unverified(problem, device, algorithm):
+    """Warn once (``evidence.warn_unverified``) where ``algorithm``'s configuration on
+    ``problem`` runs without hardware evidence on a GPU, or wherever ``config.kernels``
+    is set."""
+    if algorithm in _CONFIGS and evidence.warns(device.hardware):
+        cfg = kernel_config(problem, device, algorithm)
+        if not evidence.is_verified(cfg):
+            evidence.warn_unverified(cfg, "an explicit method=, config.kernels = 'all', or no "
+                                          "verified configuration runs this problem")

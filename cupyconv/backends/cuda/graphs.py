@@ -49,7 +49,8 @@ from ..._kernels.addressing import data_pointer
 from ..._kernels.program import Launch
 from .prebuilt_launch import _dim3
 
-__all__ = ["GraphedCall", "graphed", "use_api", "api_for", "CupyGraphs", "device_steps"]
+__all__ = ["GraphedCall", "graphed", "use_api", "api_for", "CupyGraphs", "device_steps",
+           "graphs_off_reason", "kernel_arguments"]
 
 #: a stand-in of the capture/driver API installed by :func:`use_api` (tests), else None.
 _API = [None]
@@ -379,12 +380,14 @@ class CupyGraphs:
 
     @classmethod
     def shared(cls):
-        """The process's instance, or ``None`` where CuPy or ``libcuda`` cannot be loaded."""
+        """The process's instance, or ``None`` where CuPy or ``libcuda`` cannot be loaded or
+        CuPy's graph lacks the driver handles (:func:`graphs_off_reason`)."""
         with cls._lock:
             if cls._shared is None:
                 try:
                     import cupy  # optional dependency: the arrays are CuPy's
-                    cls._shared = cls(cupy, ctypes.CDLL("libcuda.so.1"))
+                    off = graphs_off_reason(cupy)
+                    cls._shared = False if off else cls(cupy, ctypes.CDLL("libcuda.so.1"))
                 except (ImportError, OSError, AttributeError):
                     cls._shared = False
             return cls._shared or None
@@ -444,18 +447,20 @@ class CupyGraphs:
 
     @staticmethod
     def function_ptr(function):
-        """The ``CUfunction`` of a launch's function (a ``RawKernel`` or a prebuilt launch)."""
+        """The ``CUfunction`` of a launch's function (a ``RawKernel``, a prebuilt launch, or
+        a kernel with bound structs whose ``kernel`` is one)."""
         prebuilt = getattr(function, "_fptr", None)
-        return prebuilt if prebuilt is not None else function.kernel.ptr
+        if prebuilt is not None:
+            return prebuilt
+        kernel = function.kernel
+        return kernel.ptr if hasattr(kernel, "ptr") else kernel.kernel.ptr
 
     # per call -------------------------------------------------------------
     def set_pointers(self, graph, node, launch, pointers):
-        """Point ``node`` of the instantiated graph at ``pointers`` (its launch's slots)."""
-        params = np.array(launch.params)
-        slots = np.array(pointers, dtype=np.uint64)
-        argv = np.zeros(len(pointers) + 1, np.uint64)
-        argv[0] = params.ctypes.data
-        argv[1:] = slots.ctypes.data + 8 * np.arange(len(pointers), dtype=np.uint64)
+        """Point ``node`` of the instantiated graph at ``pointers`` (its launch's slots),
+        its parameters packed as the kernel's signature takes them
+        (:func:`kernel_arguments`: every struct, then the pointers)."""
+        argv, _keep = kernel_arguments(launch, pointers)
         grid, block = _dim3(launch.grid), _dim3(launch.block)
         p = _KernelNodeParams(self.function_ptr(launch.function), *grid, *block,
                               int(launch.shared_mem), argv.ctypes.data, None)
@@ -482,6 +487,39 @@ class CupyGraphs:
         event = self.cp.cuda.Event(disable_timing=True)
         event.record(stream)
         owner._last = (stream.ptr, event)                  # noqa: SLF001 - the graph's own
+
+
+def graphs_off_reason(cupy=None) -> str:
+    """Why ``config.cuda_graphs`` cannot engage with this CuPy (``""`` when it can): the
+    node updates need the ``cudaGraph_t``/``cudaGraphExec_t`` handles of a captured
+    ``cupy.cuda.Graph`` (its ``graph``/``graphExec`` attributes, CuPy 14), which CuPy 13
+    does not expose; or no CuPy."""
+    if cupy is None:
+        try:
+            import cupy  # optional dependency
+        except ImportError:
+            return "CuPy is not installed"
+    graph = getattr(getattr(cupy, "cuda", None), "Graph", None)
+    if graph is None or not all(hasattr(graph, a) for a in ("graph", "graphExec")):
+        return (f"CuPy {getattr(cupy, '__version__', '?')}'s cupy.cuda.Graph does not expose "
+                "the cudaGraph_t handles (graph, graphExec; CuPy 14 does): compiled calls "
+                "replay without graphs")
+    return ""
+
+
+def kernel_arguments(launch, pointers):
+    """``(argv, buffers)``: the ``void*`` argument array of ``launch`` with ``pointers`` in
+    its slots, following the kernel's signature: ``launch.params``, then each struct the
+    function binds after it (``function.structs``: the Winograd transforms' piece), then
+    one pointer per slot; ``buffers`` own the bytes ``argv`` points at (keep them alive
+    until the driver has copied them)."""
+    structs = [np.array(launch.params)] + [np.array(s) for s in
+                                           getattr(launch.function, "structs", ())]
+    slots = np.array(pointers, dtype=np.uint64)
+    argv = np.zeros(len(structs) + len(pointers), np.uint64)
+    argv[:len(structs)] = [s.ctypes.data for s in structs]
+    argv[len(structs):] = slots.ctypes.data + 8 * np.arange(len(pointers), dtype=np.uint64)
+    return argv, (structs, slots)
 
 
 def _topological(nodes, edges):

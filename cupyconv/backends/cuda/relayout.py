@@ -35,9 +35,10 @@ import weakref
 
 import numpy as np
 
-from ..._kernels import launch, program, registry, relayout_launch
+from ..._kernels import evidence, launch, program, registry, relayout_launch
 from ..._kernels.addressing import data_pointer
 from ..._kernels.grad_launch import fresh_like
+from ..._kernels.kernel_config import gemm_config
 from ..._vocabulary import FORWARD
 from ..arrays import to_tf32
 from ..._lru import cached
@@ -49,17 +50,24 @@ __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relai
 _FROZEN: "dict" = {}
 
 
-def multistage_applies(problem, *, mma: bool, tf32: bool) -> bool:
+def multistage_applies(problem, *, mma: bool, tf32: bool, verified_on=None) -> bool:
     """Whether a channels-last tile runs the forward ``problem`` once its operands are
     channels-last (a device with the atoms): a multistage tile (whole K-tiles per group,
     float32 under TF32), or for float64 the channels-last twin of the DMMA tile the
-    launcher chooses (``registry.channels_last_twin``: C/G a multiple of 16)."""
+    launcher chooses (``registry.channels_last_twin``: C/G a multiple of 16);
+    ``verified_on`` (an arch class): only where that tile is verified on hardware of
+    the class (``_kernels.evidence``)."""
     if not (mma and problem.op == FORWARD):
         return False
     if np.dtype(problem.dtype) == np.float64:
-        tile = launch.implicit_gemm_tile(problem, mma, tf32)
-        return registry.channels_last_twin(tile) is not None
-    return problem.dtype.itemsize in (2, 4) and launch.multistage_tile(problem, tf32) is not None
+        keep = {} if verified_on is None else {"verified_on": verified_on}
+        tile = registry.channels_last_twin(launch.implicit_gemm_tile(problem, mma, tf32, **keep))
+    elif problem.dtype.itemsize in (2, 4):
+        tile = launch.multistage_tile(problem, tf32)
+    else:
+        tile = None
+    return tile is not None and (verified_on is None or evidence.is_verified(
+        gemm_config(tile, problem.dtype, verified_on)))
 
 
 def rounds_here(problem) -> bool:
@@ -124,14 +132,15 @@ def _standin(shape, dtype):
     return relayout_launch.relaid_view(np, fresh_like(shape, dtype))
 
 
-def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False, pays=None):
+def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False, pays=None,
+                 verified_on=None):
     """``(relay_x, relay_w)``: which of the forward ``problem``'s operands to re-lay
     channels-last so that a multistage tile runs it, or ``None`` when none is (no tile
     fits, both are channels-last already, ``pays(relay_w)`` says the re-layout does not
     pay: default it always does, or the re-laid operands would not fit the tile either).
     ``frozen_w``: the weights were prepared once (:func:`freeze_filter`) and are taken as
-    they are."""
-    if not multistage_applies(problem, mma=mma, tf32=tf32):
+    they are; ``verified_on``: as :func:`multistage_applies`."""
+    if not multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on):
         return None
     xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
     if not launch.channels_last_reason(problem, xs, ws, x, w):
@@ -149,7 +158,7 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
 
 
 def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False,
-           pays=None):
+           pays=None, verified_on=None):
     """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: a channels-first
     operand re-laid into channels-last memory when that lets a multistage tile run and
     ``pays(weights)`` says the re-layout (of x, and of w when ``weights``) pays for itself
@@ -159,7 +168,7 @@ def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = F
     (:func:`freeze_filter`) are taken as they are."""
     frozen_w = is_frozen(w, round_tf32)
     relay_x, relay_w = relay_choice(problem, x, w, mma=mma, tf32=tf32, frozen_w=frozen_w,
-                                    pays=pays) or (False, False)
+                                    pays=pays, verified_on=verified_on) or (False, False)
     if relay_x:
         x = relay(x, runner, round_tf32)
     elif round_tf32:
@@ -176,12 +185,13 @@ def _rounded(a):
 
 
 def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool,
-                  pays=None):
+                  pays=None, verified_on=None):
     """The weights ``w`` of the forward ``problem`` prepared once for the implicit GEMM
     (as :func:`relaid` prepares them per call; ``pays(weights=False)``: whether re-laying
     x alone pays, default always) and remembered, so that :func:`relaid` takes them as
     they are; ``w`` itself when nothing would be done to it."""
-    if (multistage_applies(problem, mma=mma, tf32=tf32) and _channels_first(problem, w, "w")
+    if (multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on)
+            and _channels_first(problem, w, "w")
             and (pays is None or pays(False))):
         return _remember(relay(w, runner, round_tf32), round_tf32)
     if round_tf32 and np.dtype(w.dtype) == np.float32:

@@ -27,7 +27,7 @@ import numpy as np
 from ..._dtypes import is_half_float
 from ..._compile import load_module
 from ..._emulation import EmulatedModule, cuda_src_dir
-from ..._kernels import program, registry
+from ..._kernels import evidence, program, registry
 from ..._lru import LRU, cached
 from ..base import OutOfMemoryError
 from .cublas_gemm import batched_matmul
@@ -57,6 +57,8 @@ class DeviceInfo:
     smem_per_block: int
     #: free device memory when queried, bytes.
     free_memory: int
+    #: a GPU (not the emulator or a stand-in): what the evidence ledger's filter reads.
+    hardware: bool = False
 
     def peak_flops(self, dtype):
         """Peak FLOP/s (an FMA counts 2) for ``dtype``'s real arithmetic."""
@@ -197,11 +199,15 @@ class CupyRunner(_Constants, _HostCopies):
         in and out with float32 sums (one rounding); float64 ``CUBLAS_COMPUTE_64F`` (DMMA
         on sm_80+).  Other dtypes and layouts cuBLAS cannot read as a strided batch go
         through ``cupy.matmul`` with CuPy's compute-type switch pinned the same way (it
-        reaches only CuPy's 2-D path).  The device running out of memory is
+        reaches only CuPy's 2-D path), and so does every call while the evidence ledger
+        keeps to verified library calls (``_kernels.evidence.library_runs``: the
+        strided-batched call has no hardware evidence yet).  The device running out of memory is
         :class:`OutOfMemoryError`, so the dispatcher can fall back."""
         program.count("library")
         try:
-            res = batched_matmul(self._cupy, a, b, out=out, precision=precision)
+            res = None
+            if evidence.library_runs("cuBLAS strided-batched", hardware=True):
+                res = batched_matmul(self._cupy, a, b, out=out, precision=precision)
             if res is not None:
                 return res
             restore = _pin_compute_types(tf32=precision == "tf32")
@@ -291,7 +297,7 @@ def device_static_info(device_id, attribute, props):
 
 @cached(maxsize=16)
 def _cupy_static_device(device_id):
-    return DeviceInfo(free_memory=0, **_cupy_static_info(device_id))
+    return DeviceInfo(free_memory=0, hardware=True, **_cupy_static_info(device_id))
 
 
 @cached(maxsize=16)
@@ -303,7 +309,7 @@ def _cupy_static_info(device_id):
 
 
 def _cupy_device_info(device_id, free):
-    return DeviceInfo(free_memory=int(free), **_cupy_static_info(device_id))
+    return DeviceInfo(free_memory=int(free), hardware=True, **_cupy_static_info(device_id))
 
 
 class EmulatedRunner(_Constants, _HostCopies):

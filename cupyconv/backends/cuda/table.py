@@ -109,6 +109,7 @@ class CudaAlgorithm(Algorithm):
         if why:
             program.not_compiled(why)
         problem, operands = self.widened(problem, operands)
+        cost.warn_if_unverified(problem, self.backend.device, self.name)
         runner.peak_workspace = 0
         y = self.compute(problem, operands, workspace_limit)
         if stats is not None:
@@ -243,6 +244,7 @@ class Fft(CudaAlgorithm):
         if why:
             program.not_compiled(why)
         problem, operands = self.widened(problem, operands)
+        cost.warn_if_unverified(problem, backend.device, self.name)
         need = fft_conv.workspace_bytes(problem)
         if need > min(workspace_limit, backend.available_memory()):
             raise OutOfMemoryError(

@@ -123,8 +123,11 @@ class ConvOperator:
     -----
     ``matvec`` and ``rmatvec`` are compiled calls with a cache of the operator's own
     (:func:`~cupyconv.api.compiled.compiled_method`): the operator holds its kernel, so
-    their programs keep it as a constant (it is read by pointer on every call, so values
-    written into it later are read too); a repeated call replays the programs.
+    their programs keep it (it is read by pointer on every call, so values written into
+    it later are read too; where the host reads its values, the ``separable`` factors,
+    a replay first compares them, so a write is seen there too); a repeated call replays
+    the programs, the data scan of ``fft`` and ``winograd`` included, so each call warns
+    of NaN or Inf data as :func:`cupyconv.convolve` does.
 
     ``rmatvec`` is the exact adjoint: ``vdot(A x, y) == vdot(x, A^H y)`` to
     rounding, for every mode and complex kernels (``A^H`` conjugates).
@@ -148,11 +151,11 @@ class ConvOperator:
                                  (dtype, kernel.dtype))
 
         def forward(x):
-            return convolve(x, program.constant(kernel), mode, method, axes=axes,
+            return convolve(x, program.held(kernel), mode, method, axes=axes,
                             precision=precision)
 
         def adjoint(y):
-            return convolution_adjoint(input_shape, program.constant(kernel), y, mode,
+            return convolution_adjoint(input_shape, program.held(kernel), y, mode,
                                        conv_axes, method, precision=precision)
 
         self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
@@ -215,14 +218,14 @@ class ConvOperator:
             raise ValueError(f"{name} expects a vector of {size} elements; got shape {v.shape}")
         return v.reshape(shape)
 
-    @compiled_method
+    @compiled_method(warns=True)
     def matvec(self, v):
         """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
         v = args.as_array(self.xp, v)
         return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
                                             "matvec")).ravel()
 
-    @compiled_method
+    @compiled_method(warns=True)
     def rmatvec(self, u):
         """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
         u = args.as_array(self.xp, u)

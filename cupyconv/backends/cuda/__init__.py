@@ -163,7 +163,8 @@ class CudaBackend(Backend):
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm == "winograd":
-            program.not_compiled(f"whether {algorithm} may run depends on the data")
+            program.host_read(f"whether {algorithm} may run depends on the data",
+                              operands.activation, operands.filter, operands.output)
             return winograd_conv.data_ok(operands, self.scan)
         if algorithm != "separable":
             return True, ""
@@ -175,8 +176,8 @@ class CudaBackend(Backend):
         except NotSeparable as exc:
             return False, str(exc)
         if len(plans) > 1 and activation is not None:
-            program.not_compiled("whether a sum of separable terms may run depends on the "
-                                 "data (an infinity in x)")
+            program.host_read("whether a sum of separable terms may run depends on the "
+                              "data (an infinity in x)", activation)
         return terms_take(len(plans), activation)
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -246,7 +247,7 @@ class CudaBackend(Backend):
         runner = self.runner
         why = self.compile_refusal(problem, algorithm)
         if why:
-            program.not_compiled(why)
+            program.refuse(why)
         problem, operands = _widened(problem, algorithm, operands)
         if algorithm == "fft":
             need = fft_conv.workspace_bytes(problem)

@@ -118,12 +118,11 @@ class _HostCopies:
     def host_copy(self, a):
         """``a`` as a NumPy array (NumPy arrays as they are; a device array copied once per
         :meth:`call_scope`)."""
-        if not hasattr(a, "get"):
+        program.host_read("the call reads device data on the host", a)   # (a compiled call
+        if not hasattr(a, "get"):           # compares a small one's bytes, or never replays)
             program.count("syncs")          # (the emulator's arrays are host arrays:
-            program.count("d2h")            # counted as the device's copy would be; a
-            return np.asarray(a)            # compiled call's key keeps a small one's bytes)
-        if not program.is_constant(a):      # (a constant is made from the key alone)
-            program.not_compiled("the call reads device data on the host")
+            program.count("d2h")            # counted as the device's copy would be)
+            return np.asarray(a)
         memo = getattr(_CALL, "copies", None)
         if memo is None:
             return a.get()

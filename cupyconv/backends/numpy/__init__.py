@@ -70,7 +70,8 @@ class NumpyBackend(Backend):
 
     def data_ok(self, problem, algorithm, operands, slack=math.inf):
         if algorithm == "winograd":
-            program.not_compiled("whether winograd may run depends on the data")
+            program.host_read("whether winograd may run depends on the data",
+                              operands.activation, operands.filter, operands.output)
             return winograd_conv.data_ok(operands)
         if algorithm != "separable":
             return True, ""
@@ -83,7 +84,8 @@ class NumpyBackend(Backend):
         if len(terms) <= 1 or operands.activation is None:
             _kernel_guard(operands.filter)
         else:
-            program.not_compiled("whether separable may run depends on the data")
+            program.host_read("whether separable may run depends on the data",
+                              operands.activation, operands.filter)
         return terms_take(len(terms), operands.activation)
 
     def min_workspace_bytes(self, problem, algorithm):
@@ -116,7 +118,7 @@ class NumpyBackend(Backend):
         stats = {} if stats is None else stats
         why = self.compile_refusal(problem, algorithm)
         if why:
-            program.not_compiled(why)
+            program.refuse(why)
         if algorithm in ("direct", "implicit_gemm"):
             return _tap_loop(problem, operands.activation, operands.filter)
         if algorithm != "separable":       # its SciPy passes read a narrower integer input
@@ -148,7 +150,7 @@ def _kernel_guard(w):
     if w.nbytes <= KERNEL_GUARD_BYTES:
         program.guard(_bytes, (w,), w.tobytes())
     else:
-        program.not_compiled("whether separable may run depends on the data")
+        program.host_read("whether separable may run depends on the data", w)
 
 
 def _bytes(a):

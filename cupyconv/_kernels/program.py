@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import math
 import operator
 import threading
 from typing import Any, Tuple
@@ -202,6 +203,7 @@ def allocate(xp, shape, dtype):
     counts = _STATE.counts
     if counts is not None:
         counts["allocations"] += 1
+        counts["allocated_bytes"] += math.prod(shape) * np.dtype(dtype).itemsize
     return xp.empty(shape, dtype=dtype)
 
 
@@ -431,7 +433,8 @@ def launch_stubbed():
 @contextlib.contextmanager
 def accounting(stub=False):
     """Count what the calls inside the block ask of the device (this thread): a
-    ``collections.Counter`` of ``launches``, ``allocations``, ``syncs``, ``d2h``,
+    ``collections.Counter`` of ``launches``, ``allocations`` (and their
+    ``allocated_bytes``), ``syncs``, ``d2h``,
     ``h2d``, ``library`` calls (``runner.matmul``: cuBLAS) and ``calls`` (a program's
     library and array-module steps, host programs and host steps: each allocates its
     result on the array module, which ``allocations`` does not count).  ``stub``: programs count their launches without

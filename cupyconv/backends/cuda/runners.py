@@ -181,6 +181,7 @@ class CupyRunner(_Constants, _HostCopies):
         """Allocate workspace; CuPy's OOM becomes :class:`OutOfMemoryError`."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         program.count("allocations")
+        program.count("allocated_bytes", nbytes)
         try:
             arr = self._cupy.empty(shape, dtype=dtype)
         except self._cupy.cuda.memory.OutOfMemoryError as exc:
@@ -342,6 +343,7 @@ class EmulatedRunner(_Constants, _HostCopies):
                 f"({self.memory_limit} bytes)")
         self.peak_workspace = max(self.peak_workspace, nbytes)
         program.count("allocations")
+        program.count("allocated_bytes", nbytes)
         return np.empty(shape, dtype=dtype)
 
     @staticmethod

@@ -357,7 +357,10 @@ def host_read(why, *arrays):
     """Run the program of a host read: the host read the values of ``arrays`` (a copy to
     the host, a factorisation, a scan) and what follows depends on them.  It has no
     steps; its operands are :attr:`Program.host_reads`, so a compiled call of the call
-    being recorded replays only while they hold the same values (``None``: no array)."""
+    being recorded replays only while they hold the same values (``None``: no array).
+    Outside a recording it does nothing (a program without steps), so it is not built."""
+    if _STATE.recording is None:
+        return
     arrays = [a for a in arrays if a is not None]
     names = tuple(f"a{i}" for i in range(len(arrays)))
     execute(Program(why, names, (), (), None, host_reads=names), None,
@@ -367,7 +370,10 @@ def host_read(why, *arrays):
 def refuse(why, transient=False):
     """Run the program of work done outside any program (a library or host computation
     that is not a step, a measurement, a fallback): it cannot be replayed
-    (:attr:`Program.refusal`; ``transient``: only this call's)."""
+    (:attr:`Program.refusal`; ``transient``: only this call's).  Outside a recording it
+    does nothing, so it is not built."""
+    if _STATE.recording is None:
+        return
     execute(Program(why, (), (), (), None, refusal=why, transient=transient), None, {})
 
 

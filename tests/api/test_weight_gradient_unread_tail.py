@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import cupyconv
 from cupyconv._kernels import program
@@ -55,3 +56,29 @@ def test_a_wrapped_weight_gradient_keeps_the_whole_input(rng):
     dw, _ = _allocated(x, dy, "implicit_gemm", **geometry)
     want, _ = _allocated(x, dy, "gemm", **geometry)
     np.testing.assert_array_equal(dw, want)
+
+
+@settings(max_examples=30)
+@given(length=st.integers(1, 24), taps=st.integers(1, 4), stride=st.integers(1, 9),
+       dilation=st.integers(1, 3), pad=st.tuples(st.integers(0, 5), st.integers(0, 5)),
+       mode=st.sampled_from(["constant", "reflect", "symmetric", "edge", "wrap"]))
+def test_a_cut_weight_gradient_equals_gemm_for_every_boundary(length, taps, stride,
+                                                              dilation, pad, mode):
+    """Wherever the input is cut (or, where a boundary mode reads past the cut, is not),
+    the implicit GEMM's weight gradient equals ``gemm``'s exactly (small integers)."""
+    geometry = dict(stride=stride, dilation=dilation, padding=[pad], padding_mode=mode)
+    span = dilation * (taps - 1) + 1
+    if length + sum(pad) < span:
+        return                                    # no output: nothing to cut
+    out = (length + sum(pad) - span) // stride + 1
+    rng = np.random.default_rng(length * 1000 + stride)
+    x = small_ints(rng, (2, 2, length), np.float64)
+    dy = small_ints(rng, (2, 3, out), np.float64)
+    with cupyconv.use_backend("emulated"):
+        try:
+            want = cupyconv.conv_grad_weight(x, dy, (3, 2, taps), method="gemm", **geometry)
+        except ValueError:                        # a boundary mode this extent cannot pad
+            return
+        got = cupyconv.conv_grad_weight(x, dy, (3, 2, taps), method="implicit_gemm",
+                                        **geometry)
+    np.testing.assert_array_equal(got, want)

@@ -58,9 +58,11 @@ from .._lru import LRU
 from ..backends.cuda import graphs
 from ..backends.cuda.prebuilt_launch import prebuilt_program
 from ..dispatch.backends import FORCED
+from .replay_values import HOST_VALUE_BYTES, held_values as _held_values
+from .replay_values import host_values as _host_values, values_read
 
 __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
-           "clear_cache", "lookup", "call_key"]
+           "HOST_VALUE_BYTES", "clear_cache", "lookup", "call_key"]
 
 #: Compiled calls kept (each holds a few programs; the LRU drops the oldest).
 COMPILED_CALLS = 512
@@ -330,7 +332,7 @@ def _compile(rec, arrays, result, promise=False):
     res = _result(result, made)
     if isinstance(res, str):
         return NotCompiled(res)
-    args, held = _values_read(reads, steps, rec.held)
+    args, held = values_read(reads, steps, rec.held)
     host_values = _host_values(arrays, steps, args)
     if isinstance(host_values, str):
         return NotCompiled(host_values)
@@ -355,39 +357,6 @@ def _compile(rec, arrays, result, promise=False):
 def _computes(prog):
     """Whether ``prog`` does work a replay repeats (not a host read or a refusal only)."""
     return bool(prog.steps or prog.allocations or prog.host is not None or prog.constants)
-
-
-def _values_read(reads, steps, held):
-    """``(indices of the call's arrays, held arrays)`` whose values the host read: the
-    sources in ``reads``, followed back through the programs that made an array read (its
-    values are a function of all of their operands).  Constants made from the key alone
-    are left out; ``held``: the recording's :func:`~cupyconv._kernels.program.held`."""
-    args, found, seen, todo = set(), {}, set(), list(reads)
-    while todo:
-        src = todo.pop()
-        if src[0] == "arg":
-            args.add(src[1])
-        elif src[0] == "prev":
-            if src[1] not in seen:
-                seen.add(src[1])
-                todo.extend(s for _, s in steps[src[1]][1])
-        elif src[1] is not None:
-            for h in held:
-                if program._within(src[1], h):
-                    found[id(h)] = h
-    return args, tuple(found.values())
-
-
-def _held_values(held):
-    """``(array, bytes)`` of held arrays whose values the host read, or why the call
-    cannot compile (one is not a small NumPy array)."""
-    kept = []
-    for a in held:
-        if type(a) is not np.ndarray or a.nbytes > HOST_VALUE_BYTES:
-            return ("the host read the values of an array the caller's object holds, which "
-                    "is not a small NumPy array whose values the key can compare")
-        kept.append((a, a.tobytes()))
-    return tuple(kept)
 
 
 def _array_bytes(arrays):
@@ -453,27 +422,6 @@ def _unchecked(steps, res):
         kept.append((prog, tuple((n, src[:1] + (index[src[1]],) + src[2:])
                                  if src[0] == "prev" else (n, src) for n, src in binding)))
     return kept, (index[res[0]],) + tuple(res[1:])
-
-
-#: Largest array argument no program reads whose value a compiled call keeps and compares.
-HOST_VALUE_BYTES = 4096
-
-
-def _host_values(arrays, steps, values_read=()):
-    """``(i, bytes)`` of the call's arrays that no program reads and of those whose values
-    the host read (``values_read``), or why the call cannot compile: such an array shaped
-    the programs by its values (``axes`` as an array, weights factored on the host), so a
-    replay must see the same values; kept for small NumPy arrays."""
-    read = {src[1] for _, binding in steps for _, src in binding if src[0] == "arg"}
-    kept = []
-    for i, a in enumerate(arrays):
-        if i in read and i not in values_read:
-            continue
-        if type(a) is not np.ndarray or a.nbytes > HOST_VALUE_BYTES:
-            return (f"array argument {i} is read on the host, not by a program, and is not a "
-                    f"small NumPy array whose values the key can compare")
-        kept.append((i, a.tobytes()))
-    return tuple(kept)
 
 
 def _module_of(a):

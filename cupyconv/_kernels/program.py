@@ -14,9 +14,12 @@ Two things watch :func:`execute` from above, each through this module's thread-l
 state so that the layers keep pointing down:
 
 - a *recording* (:func:`record`): the compiled calls of the public functions
-  (``cupyconv.api.compiled``) record which programs a call executed on which arrays,
-  and every layer that does device work outside a program, or decides on the data,
-  says so with :func:`not_compiled`;
+  (``cupyconv.api.compiled``) record which programs a call executed on which arrays.
+  A program says what a replay must know about it: the operands whose *values* the
+  host read to build it or to decide on it (:attr:`Program.host_reads`; a layer that
+  reads values outside a program runs a :func:`host_read` program), and whether it
+  can be replayed at all (:attr:`Program.refusal`; a layer that works outside any
+  program runs a :func:`refuse` program).  The compiled-call layer decides from these;
 - an *account* (:func:`accounting`): counts per call of launches, allocations,
   synchronisations, copies each way and library calls (the call-accounting stand-in
   of the tests and ``benchmarks.host_path``).
@@ -26,6 +29,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import math
 import operator
 import threading
 from typing import Any, Tuple
@@ -35,7 +39,7 @@ import numpy as np
 from .addressing import data_pointer
 
 __all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "placed", "host_step", "execute", "allocate", "record", "Recording", "recording",
-           "not_compiled", "guard", "constant", "is_constant", "count", "accounting", "launch_stubbed",
+           "host_read", "refuse", "guard", "constant", "held", "is_constant", "count", "accounting", "launch_stubbed",
            "extent"]
 
 
@@ -143,6 +147,15 @@ class Program:
     host: Any = None
     #: ``(name, array)`` kept by the program (device constants: transform matrices).
     constants: Tuple[Tuple[str, Any], ...] = ()
+    #: operands whose values the host read to build the program or to decide on it
+    #: (weights factored into taps, a scan on the host): a replay is valid only while
+    #: they hold the same values (a compiled call compares their bytes, or never replays).
+    host_reads: Tuple[str, ...] = ()
+    #: why the program cannot be replayed (work it did outside its steps), ``""`` if it can.
+    refusal: str = ""
+    #: the refusal holds for this call only (an autotuning measurement, an out-of-memory
+    #: fallback): the next call with the same key may compile.
+    transient: bool = False
 
     @property
     def launches(self):
@@ -190,6 +203,7 @@ def allocate(xp, shape, dtype):
     counts = _STATE.counts
     if counts is not None:
         counts["allocations"] += 1
+        counts["allocated_bytes"] += math.prod(shape) * np.dtype(dtype).itemsize
     return xp.empty(shape, dtype=dtype)
 
 
@@ -314,14 +328,13 @@ def host_step(name, function, *arrays):
 
 class Recording:
     """What one public call did on this thread: the programs it executed (with the arrays
-    they ran on), the constants it made, and why it cannot be compiled (``reasons``;
-    ``transient`` when the reason may not hold for the next call)."""
+    they ran on), the constants it made (``held``: those an object keeps for the caller,
+    whose values may change between calls) and the decisions on the data it made."""
 
-    __slots__ = ("steps", "constants", "reasons", "transient", "guards")
+    __slots__ = ("steps", "constants", "held", "guards")
 
     def __init__(self):
-        self.steps, self.constants, self.reasons, self.transient = [], [], [], False
-        self.guards = []
+        self.steps, self.constants, self.held, self.guards = [], [], [], []
 
 
 def recording():
@@ -340,21 +353,35 @@ def record():
         _STATE.recording = outer
 
 
-def not_compiled(reason, transient=False):
-    """Say that the call being recorded did device work outside a program, or decided on
-    its data: it must take the normal path every time (``transient``: only this time, as
-    an autotuning measurement or an out-of-memory fallback)."""
-    rec = recording()
-    if rec is not None:
-        rec.reasons.append(reason)
-        rec.transient = rec.transient or transient
+def host_read(why, *arrays):
+    """Run the program of a host read: the host read the values of ``arrays`` (a copy to
+    the host, a factorisation, a scan) and what follows depends on them.  It has no
+    steps; its operands are :attr:`Program.host_reads`, so a compiled call of the call
+    being recorded replays only while they hold the same values (``None``: no array).
+    Outside a recording it does nothing (a program without steps), so it is not built."""
+    if _STATE.recording is None:
+        return
+    arrays = [a for a in arrays if a is not None]
+    names = tuple(f"a{i}" for i in range(len(arrays)))
+    execute(Program(why, names, (), (), None, host_reads=names), None,
+            dict(zip(names, arrays)))
+
+
+def refuse(why, transient=False):
+    """Run the program of work done outside any program (a library or host computation
+    that is not a step, a measurement, a fallback): it cannot be replayed
+    (:attr:`Program.refusal`; ``transient``: only this call's).  Outside a recording it
+    does nothing, so it is not built."""
+    if _STATE.recording is None:
+        return
+    execute(Program(why, (), (), (), None, refusal=why, transient=transient), None, {})
 
 
 def guard(check, arrays, outcome):
     """Say that the call being recorded decided on its data: ``check(*arrays)`` (a cheap
     host function of NumPy arrays, of the call's key otherwise) gave ``outcome``.  A
     compiled call replays only while ``check`` on the new call's arrays gives the same
-    outcome (else the normal path), instead of never (:func:`not_compiled`)."""
+    outcome (else the normal path), instead of never (:func:`refuse`)."""
     rec = recording()
     if rec is not None:
         rec.guards.append((check, tuple(arrays), outcome))
@@ -369,12 +396,26 @@ def constant(array):
     return array
 
 
+def held(array):
+    """Mark ``array`` as held by an object for the recorded call (an operator's kernel):
+    a compiled call keeps it and reads it on every replay, as a :func:`constant`, but its
+    values may change, so a host read of it (:func:`host_read`) puts its bytes in the
+    replay's check."""
+    rec = recording()
+    if rec is not None and array is not None:
+        rec.constants.append(array)
+        rec.held.append(array)
+    return array
+
+
 def is_constant(array):
-    """Whether ``array`` lies within a :func:`constant` of the call being recorded."""
+    """Whether ``array`` lies within a :func:`constant` of the call being recorded whose
+    values are fixed (not a :func:`held` one)."""
     rec = recording()
     if rec is None or array is None:
         return False
-    return any(_within(array, c) for c in rec.constants)
+    return (any(_within(array, c) for c in rec.constants)
+            and not any(_within(array, h) for h in rec.held))
 
 
 def _within(inner, outer):
@@ -398,7 +439,8 @@ def launch_stubbed():
 @contextlib.contextmanager
 def accounting(stub=False):
     """Count what the calls inside the block ask of the device (this thread): a
-    ``collections.Counter`` of ``launches``, ``allocations``, ``syncs``, ``d2h``,
+    ``collections.Counter`` of ``launches``, ``allocations`` (and their
+    ``allocated_bytes``), ``syncs``, ``d2h``,
     ``h2d``, ``library`` calls (``runner.matmul``: cuBLAS) and ``calls`` (a program's
     library and array-module steps, host programs and host steps: each allocates its
     result on the array module, which ``allocations`` does not count).  ``stub``: programs count their launches without

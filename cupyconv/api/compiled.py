@@ -13,11 +13,18 @@ watches: which :class:`~cupyconv._kernels.program.Program` ran on which arrays. 
 *compiles* when every array a program read is found again by its memory: inside one of
 the call's own arrays (at a fixed offset), inside an allocation of an earlier program
 (a pass buffer), or inside a constant made from the key alone (filter taps); and when the
-result is a view of a program's allocation.  Anything else (a cast or copy of the data,
-a bias added on the host, work outside a program: cuBLAS, cuFFT, a host data scan, a
-decision on the data that picks the algorithm) is a reason recorded by the layer that
-did it, and the key is remembered as *not compiled* with that reason: it takes the
-normal path every time.  A decision that is a program's
+result is a view of a program's allocation.  Anything else (a cast or copy of the data
+outside a program) means the key is remembered as *not compiled*: it takes the normal
+path every time.  So does a program that refuses a replay
+(:attr:`~cupyconv._kernels.program.Program.refusal`: work outside any program, such as
+cuBLAS or cuFFT between launches, or an autotuning measurement).  Where the host read
+an operand's values (:attr:`~cupyconv._kernels.program.Program.host_reads`: weights
+factored into the ``separable`` taps, a scan on the host), the arrays those values
+come from (through the programs that made them, a widening copy for one) are found
+too: a call's array or an array an object holds (:func:`~cupyconv._kernels.program.held`)
+has its bytes compared on every replay when it is a small NumPy array, and the call
+never replays otherwise; a constant made from the key alone needs no comparison.
+A decision that is a program's
 :class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning, or
 ``auto``'s fft rule) compiles and replays; a check that decides expects its recorded
 outcome on replay (:class:`~cupyconv._kernels.program.Expect`), and data that decide
@@ -41,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 import numpy as np
 
@@ -52,13 +59,15 @@ from .._lru import LRU, clears
 from ..backends.cuda import graphs
 from ..backends.cuda.prebuilt_launch import prebuilt_program
 from ..dispatch.backends import FORCED
+from .replay_values import HOST_VALUE_BYTES, held_values as _held_values
+from .replay_values import host_values as _host_values, values_read
 
 #: A decorated function's type, kept by the decorators (their wrappers take the same
 #: arguments).
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
-           "clear_cache", "lookup", "call_key"]
+           "HOST_VALUE_BYTES", "clear_cache", "lookup", "call_key"]
 
 #: Compiled calls kept (each holds a few programs; the LRU drops the oldest).
 COMPILED_CALLS = 512
@@ -190,10 +199,11 @@ def _part(v, arrays):
 class CompiledCall:
     """The programs of one key, with where each of their operands comes from."""
 
-    __slots__ = ("steps", "result", "xp", "programs", "host_values", "guards", "graph",
-                 "_constant_bytes", "_bindings", "__weakref__")
+    __slots__ = ("steps", "result", "xp", "programs", "host_values", "held_values", "guards",
+                 "graph", "checks_values", "_constant_bytes", "_bindings", "__weakref__")
 
-    def __init__(self, steps, result, xp, host_values=(), guards=(), graph=None):
+    def __init__(self, steps, result, xp, host_values=(), guards=(), graph=None,
+                 held_values=()):
         #: ``(program, ((name, source), ...))`` in order; a source is
         #: ``("arg", i, None, offset, view)`` (the call's ``i``-th array),
         #: ``("prev", step, name, offset, view)`` (an earlier program's array) or
@@ -210,6 +220,9 @@ class CompiledCall:
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
         self.host_values = host_values
+        #: ``(array, bytes)`` of arrays an object holds for the call (an operator's kernel)
+        #: whose values the host read: a replay needs the same values (:meth:`matches`)
+        self.held_values = held_values
         #: ``(check, sources, outcome)``: the decisions on the data the first call made
         #: (:func:`cupyconv._kernels.program.guard`), with where their arrays come from
         #: (``("arg", i, None, offset, view)``, as :attr:`steps`)
@@ -217,6 +230,8 @@ class CompiledCall:
         #: a :class:`~cupyconv.backends.cuda.graphs.GraphedCall` replaying the programs as
         #: one CUDA graph (``config.cuda_graphs``), or ``None``.
         self.graph = graph
+        #: whether a replay first compares values (:meth:`matches`)
+        self.checks_values = bool(host_values or held_values or guards)
         self._constant_bytes = _array_bytes(
             [src[1] for _, binding in steps for _, src in binding if src[0] == "const"]
             + [a for p, _ in steps for _, a in p.constants])
@@ -240,6 +255,8 @@ class CompiledCall:
         """Whether the arrays the host read hold the values this call was compiled with,
         and every decision on the data comes out as it did."""
         if not all(arrays[i].tobytes() == b for i, b in self.host_values):
+            return False
+        if not all(a.tobytes() == b for a, b in self.held_values):
             return False
         for check, sources, outcome in self.guards:
             operands = [arrays[s[1]] if s[4] is None else
@@ -287,35 +304,46 @@ def _compile(rec, arrays, result, promise=False):
     """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason;
     ``promise``: the caller froze its problem (a plan), so the replay leaves out the
     checks that only warn (:func:`_unchecked`)."""
-    if rec.reasons:
-        return NotCompiled(rec.reasons[0])
-    if not rec.steps:
+    refusal = next((p.refusal for p, _, _ in rec.steps if p.refusal), "")
+    if refusal:
+        return NotCompiled(refusal)
+    if not any(_computes(p) for p, _, _ in rec.steps):
         return NotCompiled("no launch program ran (the numpy backend, or an empty result)")
     xp = _module_of(result)
     if xp is None:
         return NotCompiled("the result is not an array")
     made = []                           # (step, name, array) of every program allocation
-    steps = []
-    for i, (prog, bound, touched) in enumerate(rec.steps):
+    steps, reads = [], []               # reads: sources of the values the host read
+    for prog, bound, touched in rec.steps:
         binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple(n for n, _, _ in prog.allocations):
             a = bound.get(name, False)
             if a is False:                          # allocated by the program
-                made.append((i, name, touched[name]))
+                made.append((len(steps), name, touched[name]))
                 continue
             src = _source(a, arrays, made, rec.constants, name in whole)
             if isinstance(src, str):
                 return NotCompiled(f"{prog.name} operand {name}: {src}")
+            if name in prog.host_reads:
+                reads.append(src)
             binding.append((name, src))
+        if not _computes(prog):                     # a host read only: nothing to replay
+            continue
         if prog.host is not None:                   # a host program's result
-            made.append((i, prog.result, touched[prog.result]))
+            made.append((len(steps), prog.result, touched[prog.result]))
+        if prog.host_reads:                         # (read when built: not on a replay)
+            prog = dataclasses.replace(prog, host_reads=())
         steps.append((_expecting(prog, touched), tuple(binding)))
     res = _result(result, made)
     if isinstance(res, str):
         return NotCompiled(res)
-    host_values = _host_values(arrays, steps)
+    args, held = values_read(reads, steps, rec.held)
+    host_values = _host_values(arrays, steps, args)
     if isinstance(host_values, str):
         return NotCompiled(host_values)
+    held_values = _held_values(held)
+    if isinstance(held_values, str):
+        return NotCompiled(held_values)
     guards = _guards(rec, arrays)
     if isinstance(guards, str):
         return NotCompiled(guards)
@@ -328,7 +356,12 @@ def _compile(rec, arrays, result, promise=False):
         steps = [(prebuilt_program(prog, cupy.cuda.driver, stream), binding)
                  for prog, binding in steps]
     graph = graphs.graphed(steps, res, xp, arrays) if config.cuda_graphs else None
-    return CompiledCall(tuple(steps), res, xp, host_values, guards, graph)
+    return CompiledCall(tuple(steps), res, xp, host_values, guards, graph, held_values)
+
+
+def _computes(prog):
+    """Whether ``prog`` does work a replay repeats (not a host read or a refusal only)."""
+    return bool(prog.steps or prog.allocations or prog.host is not None or prog.constants)
 
 
 def _array_bytes(arrays):
@@ -394,26 +427,6 @@ def _unchecked(steps, res):
         kept.append((prog, tuple((n, src[:1] + (index[src[1]],) + src[2:])
                                  if src[0] == "prev" else (n, src) for n, src in binding)))
     return kept, (index[res[0]],) + tuple(res[1:])
-
-
-#: Largest array argument no program reads whose value a compiled call keeps and compares.
-HOST_VALUE_BYTES = 4096
-
-
-def _host_values(arrays, steps):
-    """``(i, bytes)`` of the call's arrays that no program reads, or why the call cannot
-    compile: such an array shaped the programs by its values (``axes`` as an array, weights
-    read on the host), so a replay must see the same values; kept for small NumPy arrays."""
-    read = {src[1] for _, binding in steps for _, src in binding if src[0] == "arg"}
-    kept = []
-    for i, a in enumerate(arrays):
-        if i in read:
-            continue
-        if type(a) is not np.ndarray or a.nbytes > HOST_VALUE_BYTES:
-            return (f"array argument {i} is read on the host, not by a program, and is not a "
-                    f"small NumPy array whose values the key can compare")
-        kept.append((i, a.tobytes()))
-    return tuple(kept)
 
 
 def _module_of(a):
@@ -507,7 +520,7 @@ def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
     except TypeError:                     # an unhashable value inside the key
         return _normal(fn, owner, args, kwargs)
     if entry is not None:
-        if type(entry) is CompiledCall and ((not entry.host_values and not entry.guards)
+        if type(entry) is CompiledCall and (not entry.checks_values
                                              or entry.matches(arrays)):
             try:
                 y = entry.replay(arrays)
@@ -521,7 +534,7 @@ def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
     with program.record() as rec:
         result = _normal(fn, owner, args, kwargs)
     entry = _compile(rec, arrays, result, promise)
-    if not (rec.transient and type(entry) is NotCompiled):
+    if not (type(entry) is NotCompiled and any(p.transient for p, _, _ in rec.steps)):
         _store(cache, key, entry)
     return result
 
@@ -548,19 +561,27 @@ def compiled(fn: _F) -> _F:
     return wrapper
 
 
-def compiled_method(fn: _F) -> _F:
+@overload
+def compiled_method(fn: _F) -> _F: ...
+@overload
+def compiled_method(fn: None = None, *, warns: bool = False) -> Callable[[_F], _F]: ...
+def compiled_method(fn=None, *, warns=False):
     """Decorate a method with a compiled-call cache of its own instance (``_compiled``),
     so a key never outlives the object it belongs to (a plan's weights, its choice).
     The object promised its problem: a replay leaves out the checks that only warn
     (the NaN/Inf scan of an explicit ``method="winograd"``), which its first call with
-    each key ran."""
+    each key ran; ``warns=True`` keeps them (an operator's ``matvec`` warns on every
+    call as the function it applies does)."""
+    if fn is None:
+        return functools.partial(compiled_method, warns=warns)
+
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
         cache = self.__dict__.get("_compiled")
         if cache is None:
             cache = self.__dict__["_compiled"] = _bounded_lru(16)
             _owners.add(self)
-        return _call(fn, fn, cache, args, kwargs, promise=True, owner=self)
+        return _call(fn, fn, cache, args, kwargs, promise=not warns, owner=self)
     wrapper.__wrapped_compiled__ = fn
     return wrapper
 

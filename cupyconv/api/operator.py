@@ -20,7 +20,6 @@ from .._kernels import program
 from ..core import args
 from ..core.problem import ConvProblem
 from ..core.signal_map import check_mode, signal_call
-from ..dispatch import backend_for
 from .compiled import compiled_method
 from .gradients import conv_grad_input
 from .conv import conv
@@ -133,8 +132,11 @@ class ConvOperator:
     :meth:`from_conv`'s ``w``; neither is copied): every ``matvec`` and ``rmatvec``
     reads it as it is then, so values written into it later are used.  ``matvec`` and
     ``rmatvec`` are compiled calls with a cache of the operator's own
-    (:func:`~cupyconv.api.compiled.compiled_method`): their programs keep the kernel as
-    a constant read by pointer, and a repeated call replays the programs.
+    (:func:`~cupyconv.api.compiled.compiled_method`): the operator holds its kernel, so
+    their programs keep it and read it by pointer on every call; where the host reads
+    its values (the ``separable`` factors) a replay first compares them.  A repeated call
+    replays the programs, the data scan of ``fft`` and ``winograd`` included, so each
+    call warns of NaN or Inf data as :func:`cupyconv.convolve` does.
 
     ``rmatvec`` is the exact adjoint: ``vdot(A x, y) == vdot(x, A^H y)`` to
     rounding, for every mode and complex kernels (``A^H`` conjugates).
@@ -163,11 +165,11 @@ class ConvOperator:
                                  (dtype, kernel.dtype))
 
         def forward(x):
-            return convolve(x, program.constant(kernel), mode, method, axes=axes,
+            return convolve(x, program.held(kernel), mode, method, axes=axes,
                             precision=precision)
 
         def adjoint(y):
-            return convolution_adjoint(input_shape, program.constant(kernel), y, mode,
+            return convolution_adjoint(input_shape, program.held(kernel), y, mode,
                                        conv_axes, method, precision=precision)
 
         self._setup(xp, input_shape, call.result_shape, dtype, forward, adjoint)
@@ -233,14 +235,14 @@ class ConvOperator:
             raise ValueError(f"{name} expects a vector of {size} elements; got shape {v.shape}")
         return v.reshape(shape)
 
-    @compiled_method
+    @compiled_method(warns=True)
     def matvec(self, v: ArrayLike) -> Array:
         """``A v`` for a flat ``v`` of ``shape[1]`` elements (or ``(n, 1)``)."""
         v = args.as_array(self.xp, v)
         return self._forward(self._reshaped(v, self.input_shape, self.shape[1],
                                             "matvec")).ravel()
 
-    @compiled_method
+    @compiled_method(warns=True)
     def rmatvec(self, u: ArrayLike) -> Array:
         """``A^H u`` (exact adjoint) for a flat ``u`` of ``shape[0]`` elements."""
         u = args.as_array(self.xp, u)

@@ -196,7 +196,7 @@ class Backend(abc.ABC):
         if all(type(a) is np.ndarray for a in arrays):    # a compiled call re-checks it
             program.guard(functools.partial(_rescan, self.scan, decide), arrays, outcome)
         else:
-            program.not_compiled("the call scans its operands on the host")
+            program.host_read("the call scans its operands on the host", *arrays)
         return outcome
 
     def rounds_tf32(self, problem, algorithm) -> bool:

@@ -234,7 +234,7 @@ def fft_safe(problem, operands, backend=None):
         return True, ""
     rule = FftRule(problem.dtype.kind in "biu", max(problem.gemm_k, 1), len(arrays))
     if backend is None:
-        program.not_compiled("the fft data scan reads the operands")
+        program.host_read("the fft data scan reads the operands", *arrays)
         return rule(host_scan(arrays))
     return backend.check(arrays, rule)
 
@@ -505,7 +505,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
                                  backend=backend)
         names = [ranked[0]]
         if config.autotune and len(ranked) > 1:
-            program.not_compiled("autotune measured the candidates", transient=True)
+            program.refuse("autotune measured the candidates", transient=True)
             names = [autotune.winner((problem, backend.name, limit), ranked, lambda name: (
                 backend.run(problem, name, operands_for(name), limit), backend.synchronize()))]
     elif tried:
@@ -537,7 +537,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
                 result = program.execute(host, backend.xp, dict(
                     activation=ops.activation, filter=ops.filter))[host.result]
         except OutOfMemoryError as exc:
-            program.not_compiled("an out-of-memory fell back", transient=True)
+            program.refuse("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")
             backend.free_cached()
             continue

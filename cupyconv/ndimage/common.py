@@ -92,7 +92,7 @@ def get_output(output, input, xp, complex_output=False):
     if isinstance(output, (type, np.dtype)):
         dtype = np.dtype(output)
         if complex_output and dtype.kind != "c":
-            program.not_compiled("the call warns")
+            program.refuse("the call warns")
             warnings.warn("promoting specified output dtype to complex", stacklevel=4)
             dtype = np.promote_types(dtype, np.complex64)
         return Fresh(dtype, shape)
@@ -230,7 +230,7 @@ def compute_dtype(in_dtype, weights, mode, cval, out_dtype, xp=np):
 
 
 def integral(w, xp):
-    program.not_compiled("an integer filter's compute dtype depends on the weights' values")
+    program.host_read("an integer filter's compute dtype depends on the weights' values", w)
     if w.dtype.kind in "bu" or (w.dtype.kind == "i"):
         return w.size == 0 or int(xp.abs(w.astype(np.float64)).max()) < EXACT_WEIGHT
     if w.dtype.kind != "f" or w.size == 0:

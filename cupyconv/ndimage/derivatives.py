@@ -145,7 +145,7 @@ def _sum_over_axes(input, derivative, output, mode, cval, extra_arguments, extra
     if not axes:
         return copy_input(input, output, xp)
     if not isinstance(output, Fresh):    # the passes write into it outside a program
-        program.not_compiled("the output is the caller's array")
+        program.refuse("the output is the caller's array")
     if not returns_result:
         output = _materialized(output, xp)
     modes = normalize_sequence(mode, len(axes))

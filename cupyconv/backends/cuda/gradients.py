@@ -55,8 +55,8 @@ def _chunked(problem, runner, workspace_limit, build, bound):
         except OutOfMemoryError:
             if nb == 1:
                 raise
-            program.not_compiled("the column buffer was halved after an out-of-memory",
-                                 transient=True)
+            program.refuse("the column buffer was halved after an out-of-memory",
+                           transient=True)
             runner.free_cached()
             nb = max(1, nb // 2)
 

@@ -10,9 +10,10 @@ it on the role-swapped views.
   *batch* is the group's input channels, whose *input channels* are the images, whose
   *weights* are ``dy`` (out channels ``K/G``, taps = the output positions): the input
   ``x`` transposed to ``(C/G, N, *S)``, the same padding and boundary mode, stride = the
-  forward's dilation, dilation = the forward's stride.  Its output has at least ``KS``
-  positions per axis (more where the forward's floor division dropped a partial step):
-  the first ``KS`` are ``dw`` (reversed for a flipped, ``convolve``-style, problem).
+  forward's dilation, dilation = the forward's stride.  Its first ``KS`` output
+  positions per axis are ``dw`` (reversed for a flipped, ``convolve``-style, problem);
+  its input is cut to what those read (:func:`_weight_input`), so it computes ``KS``
+  positions, not the tail that a large stride leaves unread by every one of them.
 - **input gradient** (stride 1, constant padding, padding at most the dilated kernel's
   extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``)
   with the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
@@ -155,12 +156,45 @@ def forward_problem(problem):
     if problem.op == GRAD_INPUT:
         return _input_forward(problem)[0]
     g = problem.groups
+    in_shape, padding = _weight_input(problem)
     return ConvProblem.create(
-        x_shape=(problem.in_channels // g, problem.batch) + problem.in_shape,
+        x_shape=(problem.in_channels // g, problem.batch) + in_shape,
         w_shape=(problem.out_channels // g, problem.batch) + problem.out_shape,
-        stride=problem.dilation, dilation=problem.stride, padding=problem.padding,
+        stride=problem.dilation, dilation=problem.stride, padding=padding,
         padding_mode=problem.padding_mode, cval=problem.cval, dtype=problem.dtype,
         precision=problem.precision)
+
+
+def _weight_input(problem):
+    """``(spatial shape, padding)`` of the weight gradient's forward input: per axis, the
+    padded extent its first ``KS`` outputs read, ``(KS - 1) * dilation + stride * (O - 1)
+    + 1``.  The right padding is cut to it; where it ends inside the input, the input is
+    cut too (a view of its first positions), unless the left padding of the boundary
+    mode reads beyond the cut (``wrap`` reads the axis' end; ``reflect`` and
+    ``symmetric`` need the positions they mirror)."""
+    if problem.is_empty:
+        return problem.in_shape, problem.padding
+    shape, padding = [], []
+    for n, (lo, hi), k, s, d, o in zip(problem.in_shape, problem.padding,
+                                        problem.kernel_shape, problem.stride,
+                                        problem.dilation, problem.out_shape):
+        need = (k - 1) * d + s * (o - 1) + 1
+        if need > lo + n:                        # the input whole, part of the right pad
+            shape.append(n)
+            padding.append((lo, need - lo - n))
+            continue
+        keep = max(need - lo, 1)
+        shape.append(keep if _boundary_kept(problem.padding_mode, lo, keep) else n)
+        padding.append((lo, 0))
+    return tuple(shape), tuple(padding)
+
+
+def _boundary_kept(mode, lo, keep):
+    """Whether ``lo`` positions of left padding in ``mode`` read only the first ``keep``
+    positions of the input (so the input may be cut to them)."""
+    if lo == 0 or mode in ("constant", "edge"):
+        return True
+    return (mode == "symmetric" and keep >= lo) or (mode == "reflect" and keep > lo)
 
 
 def run(problem, operands, runner, flags, relay_pays=None, tile=None, splits=1):
@@ -268,11 +302,13 @@ def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, pays=
 
 def _group_views(problem, x, dy):
     """Per group ``(x_g, dy_g)``: the weight gradient's forward operands, views of ``x``
-    ``(C/G, N, *S)`` and ``dy`` ``(K/G, N, *O)``."""
+    ``(C/G, N, *S')`` (cut to the forward problem's input, :func:`_weight_input`) and
+    ``dy`` ``(K/G, N, *O)``."""
     g = problem.groups
     kg, cg = problem.out_channels // g, problem.in_channels // g
-    return [(_swap01(x[:, gi * cg:(gi + 1) * cg]), _swap01(dy[:, gi * kg:(gi + 1) * kg]))
-            for gi in range(g)]
+    cut = tuple(slice(0, n) for n in forward_problem(problem).in_shape)
+    return [(_swap01(x[(slice(None), slice(gi * cg, (gi + 1) * cg)) + cut]),
+             _swap01(dy[:, gi * kg:(gi + 1) * kg])) for gi in range(g)]
 
 
 def checked_splits(problem, splits):

@@ -119,12 +119,11 @@ class _HostCopies:
     def host_copy(self, a):
         """``a`` as a NumPy array (NumPy arrays as they are; a device array copied once per
         :meth:`call_scope`)."""
-        if not hasattr(a, "get"):
+        program.host_read("the call reads device data on the host", a)   # (a compiled call
+        if not hasattr(a, "get"):           # compares a small one's bytes, or never replays)
             program.count("syncs")          # (the emulator's arrays are host arrays:
-            program.count("d2h")            # counted as the device's copy would be; a
-            return np.asarray(a)            # compiled call's key keeps a small one's bytes)
-        if not program.is_constant(a):      # (a constant is made from the key alone)
-            program.not_compiled("the call reads device data on the host")
+            program.count("d2h")            # counted as the device's copy would be)
+            return np.asarray(a)
         memo = getattr(_CALL, "copies", None)
         if memo is None:
             return a.get()
@@ -183,6 +182,7 @@ class CupyRunner(_Constants, _HostCopies):
         """Allocate workspace; CuPy's OOM becomes :class:`OutOfMemoryError`."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         program.count("allocations")
+        program.count("allocated_bytes", nbytes)
         try:
             arr = self._cupy.empty(shape, dtype=dtype)
         except self._cupy.cuda.memory.OutOfMemoryError as exc:
@@ -348,6 +348,7 @@ class EmulatedRunner(_Constants, _HostCopies):
                 f"({self.memory_limit} bytes)")
         self.peak_workspace = max(self.peak_workspace, nbytes)
         program.count("allocations")
+        program.count("allocated_bytes", nbytes)
         return np.empty(shape, dtype=dtype)
 
     @staticmethod

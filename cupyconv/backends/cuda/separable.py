@@ -175,7 +175,8 @@ def separable_program(problem, x, w, runner):
     weights ``w`` (a NumPy array: its values shape the program): every term's passes as
     direct-kernel launches on ``x``, the two ping-pong pass buffers (one allocation,
     ``buf``) and ``y``; the taps are program constants on the device in the problem's
-    dtype.  Memoised per problem, ``x`` strides, weights' bytes and runner, so a repeated
+    dtype, found from the values of the operand ``w`` (bound to the weights the host
+    copy came from: :attr:`~cupyconv._kernels.program.Program.host_reads`).  Memoised per problem, ``x`` strides, weights' bytes and runner, so a repeated
     call makes no factorisation and no host-to-device copy."""
     launch.check_dtype(problem, x=x)
     launch.check_addressable(x=x)
@@ -212,8 +213,8 @@ def _separable_build(problem, xs, wbytes, runner):
     allocations = [("y", tuple(problem.y_shape), problem.dtype)]
     if any(type(v) is View for s in steps for v in s.slots):   # (empty buffers included)
         allocations.append(("buf", (sum(sizes),), problem.dtype))
-    return Program("separable", ("x",), tuple(allocations), tuple(steps), "y",
-                   constants=tuple(constants))
+    return Program("separable", ("x", "w"), tuple(allocations), tuple(steps), "y",
+                   constants=tuple(constants), host_reads=("w",))
 
 
 def clear_program_cache():
@@ -233,4 +234,4 @@ def run(problem, x, w, runner, workspace_limit=None):
         raise OutOfMemoryError(f"separable needs {need} bytes of pass buffers; "
                                f"workspace_limit is {workspace_limit}")
     prog = separable_program(problem, x, runner.host_copy(w), runner)
-    return execute(prog, xp, {"x": x}, workspace=runner.workspace)["y"]
+    return execute(prog, xp, {"x": x, "w": w}, workspace=runner.workspace)["y"]

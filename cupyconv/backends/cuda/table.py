@@ -107,7 +107,7 @@ class CudaAlgorithm(Algorithm):
         runner = self.backend.runner
         why = self.compile_refusal(problem)
         if why:
-            program.not_compiled(why)
+            program.refuse(why)
         problem, operands = self.widened(problem, operands)
         cost.warn_if_unverified(problem, self.backend.device, self.name)
         runner.peak_workspace = 0
@@ -242,7 +242,7 @@ class Fft(CudaAlgorithm):
         runner, backend = self.backend.runner, self.backend
         why = self.compile_refusal(problem)
         if why:
-            program.not_compiled(why)
+            program.refuse(why)
         problem, operands = self.widened(problem, operands)
         cost.warn_if_unverified(problem, backend.device, self.name)
         need = fft_conv.workspace_bytes(problem)
@@ -276,8 +276,8 @@ class Separable(CudaAlgorithm):
         except NotSeparable as exc:
             return False, str(exc)
         if len(plans) > 1 and activation is not None:
-            program.not_compiled("whether a sum of separable terms may run depends on the "
-                                 "data (an infinity in x)")
+            program.host_read("whether a sum of separable terms may run depends on the "
+                              "data (an infinity in x)", activation)
         return terms_take(len(plans), activation)
 
     def forward(self, problem, x, w, workspace_limit):
@@ -300,7 +300,8 @@ class Winograd(CudaAlgorithm):
         return winograd.min_workspace_bytes(problem)
 
     def data_ok(self, problem, operands, slack=math.inf):
-        program.not_compiled(f"whether {self.name} may run depends on the data")
+        program.host_read(f"whether {self.name} may run depends on the data",
+                          operands.activation, operands.filter, operands.output)
         return winograd_conv.data_ok(operands, self.backend.scan)
 
     def compute(self, problem, operands, workspace_limit):

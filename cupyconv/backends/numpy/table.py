@@ -42,7 +42,7 @@ class _NumpyAlgorithm(Algorithm):
     def run(self, problem, operands, workspace_limit, stats=None):
         why = self.compile_refusal(problem)
         if why:
-            program.not_compiled(why)
+            program.refuse(why)
         return self.compute(problem, in_compute_dtype(problem, operands), workspace_limit,
                             {} if stats is None else stats)
 
@@ -65,7 +65,7 @@ class Direct(_NumpyAlgorithm):
     def run(self, problem, operands, workspace_limit, stats=None):
         why = self.compile_refusal(problem)
         if why:
-            program.not_compiled(why)
+            program.refuse(why)
         return _tap_loop(problem, operands.activation, operands.filter)
 
 
@@ -128,7 +128,7 @@ class Separable(_NumpyAlgorithm):
         return separable.workspace_bytes(problem)
 
     def run(self, problem, operands, workspace_limit, stats=None):
-        program.not_compiled(self.compile_refusal(problem))
+        program.refuse(self.compile_refusal(problem))
         # its SciPy passes read a narrower integer input as it is
         return separable.run(problem, operands.activation, operands.filter)
 
@@ -143,7 +143,8 @@ class Separable(_NumpyAlgorithm):
         if len(terms) <= 1 or operands.activation is None:
             _kernel_guard(operands.filter)
         else:
-            program.not_compiled("whether separable may run depends on the data")
+            program.host_read("whether separable may run depends on the data",
+                              operands.activation, operands.filter)
         return terms_take(len(terms), operands.activation)
 
 
@@ -159,7 +160,8 @@ class Winograd(_NumpyAlgorithm):
         return winograd_conv.workspace_bytes(problem)
 
     def data_ok(self, problem, operands, slack=math.inf):
-        program.not_compiled("whether winograd may run depends on the data")
+        program.host_read("whether winograd may run depends on the data",
+                          operands.activation, operands.filter, operands.output)
         return winograd_conv.data_ok(operands)
 
     def compute(self, problem, operands, workspace_limit, stats):
@@ -186,7 +188,7 @@ def _kernel_guard(w):
     if w.nbytes <= KERNEL_GUARD_BYTES:
         program.guard(_bytes, (w,), w.tobytes())
     else:
-        program.not_compiled("whether separable may run depends on the data")
+        program.host_read("whether separable may run depends on the data", w)
 
 
 def _bytes(a):

@@ -20,7 +20,7 @@
 #      float16 array past 2**31 elements; bfloat16 wgmma (a ledger configuration); each
 #      launch path on a kernel with more than 48 KiB of shared memory.  Writes
 #      evidence.json: `python -m benchmarks.promote_evidence OUT/evidence.json` prints the
-#      ledger rows of what passed (docs/evidence.md)
+#      ledger rows of what passed (docs/evidence.md); then the GPU-marked tests (gpu-tests)
 #   3. timings of the reference layers, written as the efficiencies the cost model reads
 #      (reference, tensor-cores)
 #   4. the peers' quick suite (bench)
@@ -88,7 +88,10 @@ step info 10 "$PY" -m cupyconv info
 step warm-cache 90 bash -c "\"\$0\" -m cupyconv build --arch $ARCHS --ranks 1-5 --quiet \
     2>&1 | tee \"$OUT/warm_cache.txt\"; exit \${PIPESTATUS[0]}" "$PY"
 # 2. correctness of every ledger configuration at the sizes auto picks (evidence.json)
-step evidence 150 "$PY" -m benchmarks.evidence_check --out "$OUT" --budget 100
+step evidence 140 "$PY" -m benchmarks.evidence_check --out "$OUT" --budget 95
+# ... and the GPU-marked tests (launch glue, streams, DLPack, the PyTorch adapter's CUDA path)
+GPU_TESTS=(tests/backends/cuda tests/api tests/torch_adapter tests/examples)
+step gpu-tests 60 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rf -x "${GPU_TESTS[@]}"
 # 3. timings, written as the efficiencies the cost model reads (and the JSON files)
 step reference 45 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
 step tensor-cores 45 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2

@@ -19,7 +19,7 @@ from helpers import device_check_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The issue's order: warm the cache, correctness, timings, the peers' quick suite.
-ORDER = ["info", "warm-cache", "evidence", "reference", "tensor-cores", "bench"]
+ORDER = ["info", "warm-cache", "evidence", "gpu-tests", "reference", "tensor-cores", "bench"]
 
 
 def test_steps_keep_the_issues_order_and_deadline():
@@ -31,6 +31,8 @@ def test_steps_keep_the_issues_order_and_deadline():
     assert budget + summary <= 8 * 60
     assert "sm_90a" in steps["warm-cache"][1] or "sm_90,sm_90a" in script
     assert "-m benchmarks.evidence_check --out \"$OUT\"" in steps["evidence"][1]
+    assert "GPU_TESTS" in steps["gpu-tests"][1]
+    assert "tests/torch_adapter" in re.search(r"^GPU_TESTS=\((.*)\)$", script, re.M).group(1)
 
 
 def _has_device():

@@ -113,11 +113,13 @@ def _correlate_or_convolve(name, input, weights, output, mode, cval, origin, axe
     x = _blocks.as_dask_array(input, "input")
     weights = np.asarray(weights) if not hasattr(weights, "shape") else weights
     axes_ = in_memory.common.check_axes(axes, x.ndim)
-    origins = in_memory.common.normalize_sequence(origin, len(axes_))
+    # as in memory (and SciPy): the kernel's axes are the filtered ones in increasing
+    # order, the origins follow `axes` as given
+    origins = _per_axis(origin, axes_ if len(axes_) < x.ndim else range(x.ndim), x.ndim, 0)
     halos = [0] * x.ndim
     if weights.ndim == len(axes_):
-        for ax, k, o in zip(axes_, weights.shape, origins):
-            o = operator.index(o)
+        for ax, k in zip(sorted(axes_), weights.shape):
+            o = operator.index(origins[ax])
             if name == "convolve":
                 o = -o - (0 if k & 1 else 1)
             halos[ax] = _window_halo(k, o)

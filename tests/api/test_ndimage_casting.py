@@ -27,7 +27,8 @@ from hypothesis import given, settings, strategies as st
 import cupyconv
 from cupyconv import ndimage as cndi
 from cupyconv.ndimage.common import c_cast
-from test_ndimage import MODES, ndimage_dual
+from ndimage_strategies import MODES, draw_dims
+from test_ndimage import ndimage_dual
 
 IN_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
              "float32", "float64")
@@ -51,12 +52,7 @@ def cvals(dtype):
 @st.composite
 def extreme_images(draw, dtype, integer_valued=False, budget=60):
     """Small arrays whose values include the dtype's extremes, 0 and ±1."""
-    rank = draw(st.integers(1, 3))
-    dims, left = [], budget
-    for _ in range(rank):
-        d = draw(st.integers(1, max(1, min(6, left))))
-        dims.append(d)
-        left //= d
+    dims = draw_dims(draw, 3, 6, budget)
     dtype = np.dtype(dtype)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if dtype == bool:

@@ -15,40 +15,27 @@ from hypothesis import given, strategies as st
 
 from cupyconv import ndimage as ndi
 from dask_strategies import chunkings
+from ndimage_strategies import MODES, draw_axes, draw_mode
 
 da = pytest.importorskip("dask.array")
 dndi = pytest.importorskip("cupyconv.dask.ndimage")
 
-MODES = ("reflect", "constant", "nearest", "mirror", "wrap", "grid-constant", "grid-mirror",
-         "grid-wrap")
 DTYPES = ("float64", "float32", "int16", "uint8")
 FILTERS = ("gaussian_filter", "uniform_filter", "correlate", "convolve", "sobel", "prewitt",
            "laplace", "gaussian_laplace", "gaussian_gradient_magnitude")
-
-
-def draw_modes(data, n):
-    if n > 1 and data.draw(st.booleans()):
-        return data.draw(st.lists(st.sampled_from(MODES), min_size=n, max_size=n))
-    return data.draw(st.sampled_from(MODES))
-
-
-def draw_axes(data, nd):
-    if nd == 1 or data.draw(st.booleans()):
-        return None
-    return tuple(data.draw(st.permutations(range(nd)))[:data.draw(st.integers(1, nd - 1))])
 
 
 def draw_call(data, name, nd, rng):
     """``(args, kwargs, scale)`` of one call; ``scale`` bounds ``sum|w|`` per axis."""
     kw = dict(cval=data.draw(st.sampled_from((0.0, 2.5))))
     if name in ("sobel", "prewitt"):
-        kw.update(axis=data.draw(st.integers(-nd, nd - 1)), mode=draw_modes(data, nd))
+        kw.update(axis=data.draw(st.integers(-nd, nd - 1)), mode=draw_mode(data, nd))
         return (), kw, 4.0 ** nd
     axes = draw_axes(data, nd)
     n = nd if axes is None else len(axes)
     kw.update(axes=axes)
     if name == "laplace":
-        kw.update(mode=draw_modes(data, n))
+        kw.update(mode=draw_mode(data, n))
         return (), kw, 4.0 * n
     if name in ("correlate", "convolve"):
         shape = tuple(data.draw(st.integers(1, 5)) for _ in range(n))
@@ -58,11 +45,11 @@ def draw_call(data, name, nd, rng):
         return (rng.integers(-3, 4, shape).astype(np.float64),), kw, 3.0 ** n * 5 ** n
     if name == "uniform_filter":
         sizes = [data.draw(st.integers(1, 6)) for _ in range(n)]
-        kw.update(mode=draw_modes(data, n),
+        kw.update(mode=draw_mode(data, n),
                   origin=[data.draw(st.sampled_from((-(k // 2), (k - 1) // 2))) for k in sizes])
         return (sizes,), kw, 1.0
     sigma = data.draw(st.sampled_from((0.7, 1.5, 2.5)))
-    kw.update(mode=draw_modes(data, n), truncate=data.draw(st.sampled_from((4.0, 2.0))))
+    kw.update(mode=draw_mode(data, n), truncate=data.draw(st.sampled_from((4.0, 2.0))))
     if name == "gaussian_filter":
         kw.update(order=data.draw(st.sampled_from((0, 1))))
         return (sigma,), kw, 2.0 ** n

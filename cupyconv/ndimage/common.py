@@ -408,7 +408,7 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
     if program.is_constant(weights):        # taps from the key (sigma): cast once, kept
         program.constant(operands.filter)
     method = "auto"
-    if output.dtype.kind in "biu" and dtype.kind == "f":
+    if (output.dtype.kind in "biu" and dtype.kind == "f") or _line_on_cpu(backend, weights):
         method = tap_sum(call.problem, operands, backend)
     y, _ = run(call.problem, operands, backend, method=method)
     y = call.finish(y, xp)
@@ -427,6 +427,20 @@ def _signed_zero(y, plus_zero):
 def _plus_zero(y):
     y += 0.0
     return y
+
+
+def _line_on_cpu(backend, weights):
+    """Whether a 1-D pass of at most :data:`LINE_TAPS` taps on the CPU runs the tap loop
+    (SciPy's summation order, so float64 results are SciPy's) instead of the automatic
+    choice, which picks ``gemm`` for such passes although its column matrix costs more
+    than the taps (docs/benchmarks/ndimage_speed.md: the derivative filters)."""
+    return (backend.name == "numpy" and sum(n > 1 for n in weights.shape) == 1
+            and weights.size <= LINE_TAPS)
+
+
+#: The longest 1-D pass the CPU path runs as the tap loop without asking the cost model
+#: (a Gaussian's up to sigma 1.75 at truncate 4).
+LINE_TAPS = 15
 
 
 def _one_tap(dtype, x, w):

@@ -88,7 +88,10 @@ def call_of(data, fn, x):
             kw["axis"] = data.draw(st.integers(-nd, nd - 1))
         return (w,), kw, w.size, float(np.abs(w).sum())
     if fn == "uniform_filter":
-        size = data.draw(st.integers(2, 3))
+        # a power of two: SciPy's running sum of integer-valued data is exact then (with
+        # another size or fractional data it rounds, and a truncated output may differ
+        # by one next to an integer: test_ndimage's subject)
+        size = data.draw(st.sampled_from((2, 4)))
         return (size,), kw, size ** nd, 1.0
     if fn in ("sobel", "prewitt"):
         kw["axis"] = data.draw(st.integers(-nd, nd - 1))
@@ -101,7 +104,7 @@ def call_of(data, fn, x):
 
 
 def check_call(data, fn, in_dtype, out_dtype, integer_valued=False):
-    x = data.draw(extreme_images(in_dtype, integer_valued))
+    x = data.draw(extreme_images(in_dtype, integer_valued or fn == "uniform_filter"))
     a, kw, taps, wsum = call_of(data, fn, x)
     kw["cval"] = data.draw(cvals(in_dtype))
     res = ndimage_dual(lambda m: getattr(m, fn)(x, *a, output=np.dtype(out_dtype), **kw))

@@ -34,7 +34,7 @@ import cupyconv
 from cupyconv import ndimage as cndi
 from cupyconv.ndimage.filters import gaussian_kernel1d
 from ndimage_strategies import draw_axes, draw_mode
-from test_ndimage import (CVALS, MODES, assert_agree, images, ndimage_dual, output_arg,
+from test_ndimage import (CVALS, assert_agree, images, ndimage_dual, output_arg,
                           outputs)
 
 #: Input dtypes drawn: test_ndimage's, plus the wider integers (exact below 2**53).

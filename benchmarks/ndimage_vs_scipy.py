@@ -10,7 +10,10 @@ checks that both give the same result (exactly for integer outputs).
 
 Suite: 2-D, 3-D and 4-D images, float32/float64/uint8, with Gaussian
 (``gaussian_filter``), box (``uniform_filter``) and random N-D kernels
-(``correlate``/``convolve``), in several boundary modes.
+(``correlate``/``convolve``), in several boundary modes; ``--derivatives``: the
+derivative filters (``sobel``, ``prewitt``, ``laplace``, ``gaussian_laplace``,
+``gaussian_gradient_magnitude``) on 1024^2 and 128^3 images
+(docs/benchmarks/ndimage_speed.md).
 """
 from __future__ import annotations
 
@@ -41,6 +44,14 @@ CASES = [
     ("4-D random 3^4", (24, 24, 24, 24), "float64", "correlate", (3, 3, 3, 3), {}),
     ("2-D gauss s=1 1d", (2048, 2048), "float32", "gaussian_filter1d", 1.0, {"axis": 0}),
 ]
+#: The derivative filters (``--derivatives``); the argument ``None``: none after the input.
+DERIVATIVES = [
+    (f"{nd}-D {fn}{suffix}", shape, dtype, fn, arg, {})
+    for nd, shape in ((2, (1024, 1024)), (3, (128, 128, 128)))
+    for dtype, suffix in (("float32", ""), ("float64", " f64"))
+    for fn, arg in (("sobel", 0), ("prewitt", -1), ("laplace", None),
+                    ("gaussian_laplace", 1.5), ("gaussian_gradient_magnitude", 1.5))
+] + [("3-D sobel u8", (128, 128, 128), "uint8", "sobel", 1, {})]
 QUICK = {"2-D gauss s=2", "2-D uniform 5", "2-D random 5x5", "3-D gauss s=1.5",
          "4-D random 3^4"}
 
@@ -56,6 +67,8 @@ def _call(module, func, x, arg, kw, rng_seed):
     if func in ("correlate", "convolve"):
         w = np.random.default_rng(rng_seed).standard_normal(arg)
         return lambda: fn(x, w, **kw)
+    if arg is None:
+        return lambda: fn(x, **kw)
     return lambda: fn(x, arg, **kw)
 
 
@@ -97,11 +110,14 @@ def compare(case, rounds, seed=0):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="five cases only")
+    parser.add_argument("--derivatives", action="store_true",
+                        help="the derivative filters' cases instead of the suite")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--cases", nargs="*", help="case names to run (default: all)")
     parser.add_argument("--json", help="write the results here")
     opts = parser.parse_args(argv)
-    cases = [c for c in CASES if (not opts.quick or c[0] in QUICK)
+    cases = [c for c in (DERIVATIVES if opts.derivatives else CASES)
+             if (not opts.quick or c[0] in QUICK or opts.derivatives)
              and (not opts.cases or c[0] in opts.cases)]
     print(f"{'case':22s} {'dtype':8s} {'cupyconv ms':>12s} {'scipy ms':>10s} "
           f"{'scipy/ours':>10s} {'p25-p75':>13s}")

@@ -38,6 +38,9 @@ padding (``mode="valid"`` / ``padding=0``):
    builds the extended blocks, and :meth:`dask.array.Array.map_blocks` runs
    the in-memory function on each of them.
 
+``scipy.ndimage``'s filters on Dask arrays are in :mod:`cupyconv.dask.ndimage` (each
+block extended by the filter's halo, filtered by :mod:`cupyconv.ndimage`).
+
 Channels (``conv``) are always one chunk; batch and non-convolved axes keep
 their chunks.  For ``convolve``/``correlate`` with a per-element kernel
 (``axes`` given and ``in2`` not 1 along a batch axis) each block gets its

@@ -20,7 +20,7 @@ from dask.array.overlap import overlap
 from ..core import args as arguments
 
 __all__ = ["AxisPlan", "plan_axis", "single_block_plan", "pad", "map_halo_blocks",
-           "as_dask_array", "check_kernel", "meta_like", "empty_result", "stand_in"]
+           "as_dask_array", "check_kernel", "guard_memory", "meta_like", "empty_result", "stand_in"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +234,20 @@ def check_kernel(a, name):
             f"({type(a).__name__}): every block needs the whole kernel; call "
             f"{name}.compute() first")
     return a
+
+
+def guard_memory(function, block, block_id, what, *args, **kwargs):
+    """``function(block, *args, **kwargs)``; a :class:`MemoryError` names the block and
+    what to do (the worker and the cluster stay usable: the task fails, not the process)."""
+    try:
+        return function(block, *args, **kwargs)
+    except MemoryError as exc:
+        raise MemoryError(
+            f"{what} ran out of memory on block {block_id} (shape {tuple(block.shape)}, "
+            f"{block.dtype}, halo included): {exc or type(exc).__name__}. Rechunk the input "
+            "into smaller chunks (x.rechunk(...)) so that one block's result and workspace "
+            "fit a worker's memory, or give each worker more memory (fewer threads per "
+            "worker, or a larger memory_limit)") from exc
 
 
 def meta_like(xp, ndim, dtype):

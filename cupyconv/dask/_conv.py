@@ -13,10 +13,11 @@ __all__ = ["conv"]
 
 
 def _conv_block(block, *, w, bias, stride, dilation, groups, layout, method,
-                workspace_limit, result):
+                workspace_limit, result, block_id=None):
     """``cupyconv.conv`` of one padded, extended block (``padding=0``)."""
-    y = conv_in_memory(block, w, bias, stride=stride, dilation=dilation, groups=groups,
-              layout=layout, method=method, workspace_limit=workspace_limit)
+    y = _blocks.guard_memory(conv_in_memory, block, block_id, "cupyconv.conv", w, bias,
+                             stride=stride, dilation=dilation, groups=groups, layout=layout,
+                             method=method, workspace_limit=workspace_limit)
     return arguments.cast_result(y, result)
 
 

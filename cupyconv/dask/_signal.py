@@ -28,7 +28,9 @@ def _signal_block(block, kernel, *, operation, mode, method, axes, kernel_bounds
             i = block_id[ax]
             index[ax] = slice(bounds[i], bounds[i + 1])
         kernel = kernel[tuple(index)]
-    return operation(block, kernel, mode=mode, method=method, axes=axes)
+    what = f"cupyconv.{getattr(operation, '__name__', 'convolve')}"
+    return _blocks.guard_memory(operation, block, block_id, what, kernel, mode=mode,
+                                method=method, axes=axes)
 
 
 def _dask_signal(in1, in2, mode, method, axes, correlate):

@@ -22,7 +22,7 @@ from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, precheck, run
 from ..dispatch.dispatcher import ranked_for_data
 
-__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "store_output", "scipy_line_pass", "run_filter"]
+__all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "between_passes", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "c_cast", "store_output", "scipy_line_pass", "run_filter"]
 
 
 #: Input dtypes a filter computes (SciPy's, plus float16, which runs in float32; bfloat16 too,
@@ -111,6 +111,13 @@ def get_output(output, input, xp, complex_output=False):
     if complex_output and output.dtype.kind != "c":
         raise RuntimeError("output must have complex dtype")
     return output
+
+
+def between_passes(output, shape):
+    """SciPy's output array as the next pass of a multi-pass filter reads it: the
+    output's dtype, except that a bool output holds the C cast's raw byte (0-255), which
+    the next pass reads as a number: uint8 stands for it."""
+    return Fresh(np.uint8 if output.dtype == np.bool_ else output.dtype, shape)
 
 
 def copy_input(input, output, xp):
@@ -273,9 +280,8 @@ def c_bool(y, xp):
 
 
 def store_output(y, output, xp):
-    """``y`` in ``output``'s dtype with SciPy's C cast (truncation toward zero; a bool
-    output is the cast to unsigned char, nonzero), written into ``output`` when it is the
-    caller's array."""
+    """``y`` in ``output``'s dtype with SciPy's C cast (:func:`c_cast`), written into
+    ``output`` when it is the caller's array."""
     if isinstance(output, Fresh):         # a host step: a compiled call replays it
         if y.dtype == output.dtype and y.flags.c_contiguous:
             return y
@@ -287,8 +293,60 @@ def store_output(y, output, xp):
 def _stored(dtype, xp, y):
     """``y`` in ``dtype`` by SciPy's C cast, contiguous."""
     with np.errstate(invalid="ignore", over="ignore"):
-        value = c_bool(y, xp) if dtype == np.bool_ else y.astype(dtype, copy=False)
+        value = c_cast(y, dtype, xp)
     return xp.ascontiguousarray(value)
+
+
+#: The C conversion of a double to each integer type as gcc emits it on x86-64:
+#: ``(bound, result dtype of cvttsd2si)``: values whose magnitude is below ``bound``
+#: truncate toward zero, the others (and NaN) give that type's minimum, and a
+#: narrower type keeps the low bytes (int8/16, uint8/16 and ``npy_bool`` through a
+#: 32-bit conversion, uint32 through a 64-bit one).
+_C_CONVERSION = {1: (2.0**31, np.int32), 2: (2.0**31, np.int32), 4: (2.0**31, np.int32),
+                 8: (2.0**63, np.int64)}
+
+
+def c_cast(y, dtype, xp, spelled_out=False):
+    """``y`` (the float or int64 values of a pass) in integer, bool or float ``dtype`` as
+    SciPy's C store ``(type)double`` gives it on x86-64 (:data:`_C_CONVERSION`).
+
+    The int64 values of an exact integer pass are the double SciPy would have
+    computed (they are below 2**53), so they follow the same rule: an int32 output of
+    2**31 is INT_MIN, an int8 output of 2**31 is 0 (INT_MIN's low byte).  A float into
+    an integer type on the NumPy backend is NumPy's ``astype``, which is that same C
+    conversion on the CPU (checked against SciPy in the tests), except into uint32
+    (NumPy saturates there); elsewhere (CuPy, whose casts saturate, or
+    ``spelled_out=True``) the rule is spelled out in array operations (``where`` and
+    integer-to-integer casts, which wrap on every device).
+    """
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return c_bool(y, xp)
+    if dtype.kind not in "iu":
+        return y.astype(dtype, copy=False)
+    if y.dtype.kind == "f" and xp is np and dtype != np.uint32 and not spelled_out:
+        return y.astype(dtype, copy=False)
+    if dtype == np.uint64 and y.dtype.kind == "f":
+        return _c_uint64(y, xp)
+    bound, through = _C_CONVERSION[8 if dtype == np.uint32 else dtype.itemsize]
+    if y.dtype.kind == "f":
+        t = xp.trunc(y)
+        t = xp.where(xp.abs(t) < bound, t, -bound)
+    elif bound < 2.0**63:
+        t = xp.where((y >= -int(bound)) & (y < int(bound)), y, -int(bound))
+    else:
+        t = y
+    return t.astype(through, copy=False).astype(dtype, copy=False)
+
+
+def _c_uint64(y, xp):
+    """gcc's double to uint64: below 2**63 (NaN too) the signed conversion, else the
+    signed conversion of ``y - 2**63`` with the top bit flipped (2**64 and past: 0)."""
+    t = xp.trunc(y)
+    small = xp.where(xp.abs(t) < 2.0**63, t, -2.0**63).astype(np.int64).astype(np.uint64)
+    high = t - 2.0**63
+    high = xp.where(xp.abs(high) < 2.0**63, high, -2.0**63).astype(np.int64).astype(np.uint64)
+    return xp.where(t >= 2.0**63, high ^ np.uint64(2**63), small)
 
 
 #: A moving average of 8- or 16-bit integers along an axis whose stride is past
@@ -335,10 +393,13 @@ def empty_result(output, xp):
     return xp.zeros(output.shape, output.dtype) if isinstance(output, Fresh) else output
 
 
-def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
+def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
+               plus_zero=False):
     """One pass: correlate ``input`` with the same-rank ``weights`` (already flipped or
     conjugated as the caller needs) and store it into ``output``; ``divide`` scales the
-    sum afterwards (the uniform filter's exact sum, then one division, as SciPy)."""
+    sum afterwards (the uniform filter's exact sum, then one division, as SciPy).
+    ``plus_zero``: a zero result is +0.0, as SciPy's N-D ``correlate``, whose sums start
+    from +0.0 (its 1-D passes start from a tap's product, as the engine's tap loop)."""
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
@@ -350,6 +411,9 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     backend = backend_for(xp)
     if scipy_line_pass(backend, input, weights, output, dtype, divide):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)
+    if weights.size == 1 and divide is None:   # one tap: SciPy's input * weight
+        y = program.host_step("scale", functools.partial(_one_tap, dtype), input, weights)
+        return store_output(_signed_zero(y, plus_zero), output, xp)
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
     precheck(call.problem, backend)        # before the input is cast to the compute dtype
@@ -357,17 +421,54 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None):
     if program.is_constant(weights):        # taps from the key (sigma): cast once, kept
         program.constant(operands.filter)
     method = "auto"
-    if output.dtype.kind in "biu" and dtype.kind == "f":
+    if (output.dtype.kind in "biu" and dtype.kind == "f") or _line_on_cpu(backend, weights):
         method = tap_sum(call.problem, operands, backend)
     y, _ = run(call.problem, operands, backend, method=method)
     y = call.finish(y, xp)
     if divide is not None:                 # a host step: a compiled call replays it
         y = program.host_step("divide", functools.partial(_divided, divide), y)
-    return store_output(y, output, xp)
+    return store_output(_signed_zero(y, plus_zero), output, xp)
+
+
+def _signed_zero(y, plus_zero):
+    """``y`` with -0.0 made +0.0 where ``plus_zero`` asks for it (a float result)."""
+    if plus_zero and y.dtype.kind in "fc":   # a host step: a compiled call replays it
+        return program.host_step("plus zero", _plus_zero, y)
+    return y
+
+
+def _plus_zero(y):
+    y += 0.0
+    return y
+
+
+def _line_on_cpu(backend, weights):
+    """Whether a 1-D pass of at most :data:`LINE_TAPS` taps on the CPU runs the tap loop
+    (SciPy's summation order, so float64 results are SciPy's) instead of the automatic
+    choice, which picks ``gemm`` for such passes although its column matrix costs more
+    than the taps (docs/benchmarks/ndimage_speed.md: the derivative filters)."""
+    return (backend.name == "numpy" and sum(n > 1 for n in weights.shape) == 1
+            and weights.size <= LINE_TAPS)
+
+
+#: The longest 1-D pass the CPU path runs as the tap loop without asking the cost model
+#: (a Gaussian's up to sigma 1.75 at truncate 4).
+LINE_TAPS = 15
+
+
+def _one_tap(dtype, x, w):
+    """A one-tap pass: every output is its input times the tap, as SciPy's loop
+    computes it (a zero keeps the product's sign)."""
+    return x.astype(dtype) * w.reshape(()).astype(dtype)
 
 
 def _divided(divide, y):
-    return y / divide
+    """The window sum over its size, with SciPy's sign of zero: SciPy's running sum
+    starts from +0.0, so its zero averages are +0.0 (``+= 0.0`` turns -0.0 into +0.0
+    and leaves every other value as it is)."""
+    mean = y / divide
+    mean += 0.0
+    return mean
 
 
 # ------------------------------------------------------------ N-D correlation

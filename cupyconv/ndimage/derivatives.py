@@ -23,7 +23,7 @@ from .._kernels import program
 from ..api.compiled import compiled
 from ..core import args
 from ..dispatch import device_constant
-from .common import (Fresh, check_axes, copy_input, get_output, normalize_axis,
+from .common import (Fresh, between_passes, check_axes, copy_input, get_output, normalize_axis,
                      normalize_sequence)
 from .filters import correlate1d, gaussian_filter
 from .._typing import Array, ArrayLike, Axes, Extra, FloatOrSeq, Modes, Scalar
@@ -64,7 +64,7 @@ def _difference_then_smooth(input, axis, output, mode, cval, smooth):
     output = get_output(output, input, xp)
     modes = normalize_sequence(mode, input.ndim)
     passes = [(axis, DIFFERENCE)] + [(ii, smooth) for ii in range(input.ndim) if ii != axis]
-    between = Fresh(np.uint8 if output.dtype == np.bool_ else output.dtype, input.shape)
+    between = between_passes(output, input.shape)
     for i, (ax, taps) in enumerate(passes):
         target = output if i == len(passes) - 1 else between
         input = correlate1d(input, device_constant(xp, taps), ax, target, modes[ax], cval, 0)
@@ -85,8 +85,8 @@ def sobel(input: ArrayLike, axis: int = -1, output: Any = None, mode: Modes = "r
         other axis is smoothed with ``[1, 2, 1]``.
     output : array or dtype, optional
         Array to write into (same shape as `input`) or the result dtype; default
-        `input`'s dtype.  Each pass is stored into it (integer outputs truncated and
-        wrapped between passes, as SciPy).
+        `input`'s dtype.  Each pass is stored into it with SciPy's C cast
+        (integer outputs truncated, out of range as x86-64 converts; docs/semantics.md).
     mode : str or sequence of str, optional
         A ``scipy.ndimage`` boundary mode, or one per axis of `input`.
     cval : scalar, optional

@@ -20,7 +20,7 @@ from ..api.compiled import compiled
 from ..core import args
 from ..core.ndimage_map import engine_mode
 from ..dispatch import device_constant
-from .common import (Fresh, as_arrays, check_axes, check_complex_cval, check_cval, check_origin,
+from .common import (as_arrays, between_passes, check_axes, check_complex_cval, check_cval, check_origin,
                      compute_dtype, copy_input, empty_result, get_output, normalize_axis,
                      normalize_origin, normalize_sequence, run_filter)
 from .._typing import Array, ArrayLike, Axes, FloatOrSeq, IntOrSeq, Modes, Scalar
@@ -64,7 +64,7 @@ def _correlate_or_convolve(input, weights, output, mode, cval, origin, convoluti
     check_cval(cval, input)
     if input.size == 0:     # SciPy's N-D correlate returns before it looks at the dtypes
         return empty_result(output, xp)
-    return run_filter(xp, input, weights, origins, engine, cval, output)
+    return run_filter(xp, input, weights, origins, engine, cval, output, plus_zero=True)
 
 
 @compiled
@@ -101,7 +101,8 @@ def correlate(input: ArrayLike, weights: ArrayLike, output: Any = None,
 
     Notes
     -----
-    Integer outputs are truncated toward zero, as SciPy's C cast.  Integer inputs with
+    Integer outputs are truncated toward zero, as SciPy's C cast (out of range: as
+    x86-64 converts a double, docs/semantics.md "Output casting").  Integer inputs with
     integer-valued weights are computed exactly (int64); float weights on integer data run
     in float64 with a tap-sum algorithm (never FFT), so a value within a few roundoff units
     of an integer may truncate differently from SciPy's own summation order.
@@ -278,7 +279,7 @@ def gaussian_filter(input: ArrayLike, sigma: FloatOrSeq, order: IntOrSeq = 0,
               for i in range(n) if sigmas[i] > 1e-15]
     if not passes:
         return copy_input(input, output, xp)
-    between = Fresh(output.dtype, input.shape)    # SciPy's output array between passes
+    between = between_passes(output, input.shape)
     for i, (axis, sd, od, md, rd) in enumerate(passes):
         last = i == len(passes) - 1
         input = gaussian_filter1d(input, sd, axis, od, output if last else between, md, cval,
@@ -348,7 +349,7 @@ def uniform_filter(input: ArrayLike, size: IntOrSeq = 3, output: Any = None,
     passes = [(axes[i], sizes[i], origins[i], modes[i]) for i in range(n) if sizes[i] > 1]
     if not passes:
         return copy_input(input, output, xp)
-    between = Fresh(output.dtype, input.shape)    # SciPy's output array between passes
+    between = between_passes(output, input.shape)
     for i, (axis, sz, org, md) in enumerate(passes):
         last = i == len(passes) - 1
         input = uniform_filter1d(input, int(sz), axis, output if last else between, md, cval,

@@ -29,6 +29,7 @@ from hypothesis import event, given, strategies as st
 import cupyconv
 from cupyconv import ndimage as cndi
 from cupyconv._vocabulary import NDIMAGE_MODES
+from ndimage_strategies import draw_dims
 
 MODES = tuple(NDIMAGE_MODES)
 IN_DTYPES = ("float64", "float32", "int32", "int16", "uint8", "bool", "complex128",
@@ -102,12 +103,7 @@ def assert_agree(s, c, scale, taps, float_ref=None, what="", in_dtype=None):
 # ------------------------------------------------------------------ strategies
 @st.composite
 def images(draw, dtype, max_rank=4, budget=240):
-    rank = draw(st.integers(1, max_rank))
-    dims, left = [], budget
-    for _ in range(rank):
-        d = draw(st.integers(1, max(1, min(9, left))))
-        dims.append(d)
-        left //= d
+    dims = draw_dims(draw, max_rank, 9, budget)
     dtype = np.dtype(dtype)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if dtype == bool:

@@ -33,28 +33,14 @@ from hypothesis import given, strategies as st
 import cupyconv
 from cupyconv import ndimage as cndi
 from cupyconv.ndimage.filters import gaussian_kernel1d
-from test_ndimage import (CVALS, MODES, assert_agree, images, ndimage_dual, output_arg,
+from ndimage_strategies import draw_axes, draw_mode
+from test_ndimage import (CVALS, assert_agree, images, ndimage_dual, output_arg,
                           outputs)
 
 #: Input dtypes drawn: test_ndimage's, plus the wider integers (exact below 2**53).
 DTYPES = ("float64", "float32", "int64", "uint64", "int32", "uint16", "int16", "uint8",
           "bool", "complex128", "complex64")
 SIGMAS = (0.6, 1.0, 1.7)
-
-
-def draw_mode(data, n):
-    """One mode, or (half of the time) one per axis."""
-    if n > 1 and data.draw(st.booleans()):
-        return data.draw(st.lists(st.sampled_from(MODES), min_size=n, max_size=n))
-    return data.draw(st.sampled_from(MODES))
-
-
-def draw_axes(data, nd):
-    """``None`` or a permutation of some axes (negative ones too)."""
-    if nd == 1 or data.draw(st.booleans()):
-        return None
-    axes = data.draw(st.permutations(range(nd)).map(lambda p: p[:max(1, len(p) - 1)]))
-    return tuple(a - nd if i % 2 else a for i, a in enumerate(axes))
 
 
 def magnitude(x, cval):

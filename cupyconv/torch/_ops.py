@@ -71,9 +71,10 @@ def _(x, w, bias, stride, padding, dilation, groups, padding_mode, cval, channel
     shapes = (tuple(x.shape), tuple(w.shape))
     if all(isinstance(d, int) for s in shapes for d in s):   # same errors as a real run
         dtype = np.float64 if x.dtype == torch.float64 else np.float32
-        conv_problem(*shapes[:1], dtype, shapes[1], dtype, None, tuple(stride),
-                     _pairs(padding), tuple(dilation), groups, padding_mode, cval,
-                     "channels_last" if channels_last else "channels_first")
+        conv_problem(x_shape=shapes[0], x_dtype=dtype, w_shape=shapes[1], w_dtype=dtype,
+                     stride=tuple(stride), padding=_pairs(padding), dilation=tuple(dilation),
+                     groups=groups, padding_mode=padding_mode, cval=cval,
+                     layout="channels_last" if channels_last else "channels_first")
     ks, s = _spatial(w.shape, channels_last), _spatial(x.shape, channels_last)
     out = [(s[i] + padding[2 * i] + padding[2 * i + 1] - dilation[i] * (ks[i] - 1) - 1)
            // stride[i] + 1 for i in range(len(s))]

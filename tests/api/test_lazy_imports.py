@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import cupyconv
+from limits import child_limit
 
 #: Modules ``import cupyconv`` must leave unloaded.
 OPTIONAL = ("ml_dtypes", "cupy", "dask", "threadpoolctl")
@@ -23,7 +24,7 @@ def _child(code):
         [os.path.dirname(os.path.dirname(cupyconv.__file__))]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, timeout=120, check=True)
+                         env=env, timeout=child_limit(), check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -63,7 +63,7 @@ def test_config_accepts_its_values_and_rejects_unknown_names(restore_config):
     settings = {k for k in vars(config) if not k.startswith("_")}
     assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
                         "ndimage_integers", "compiled_calls", "prebuilt_launches",
-                        "compiled_call_bytes", "cuda_graphs", "cpu_threads", "progress"}
+                        "compiled_call_bytes", "cuda_graphs", "cpu_threads", "progress", "kernels"}
 
 
 def _layer(dtype):

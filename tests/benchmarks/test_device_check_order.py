@@ -16,6 +16,7 @@ import pytest
 from benchmarks import evidence_check, promote_evidence
 from cupyconv._kernels import evidence
 from helpers import device_check_steps
+from limits import child_limit
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The issue's order: warm the cache, correctness, timings, the peers' quick suite.
@@ -45,7 +46,8 @@ def test_runs_end_to_end_without_a_gpu(tmp_path):
     NO-GPU, the summary prints, all within a minute."""
     env = dict(os.environ, OUT=str(tmp_path), PYTHON=sys.executable)
     done = subprocess.run(["bash", str(ROOT / "scripts" / "device_check.sh")], env=env,
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT,
+                          timeout=child_limit(units=12, per_unit_s=5))   # 12 steps
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [r.split("\t") for r in (tmp_path / "steps.tsv").read_text().splitlines()]
     steps, _ = device_check_steps()

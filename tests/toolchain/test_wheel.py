@@ -66,7 +66,7 @@ loader.device_properties = lambda device=None: (0, 80, (12, 9))    # an sm_80, C
 class FakeModule:
     """Stands in for cupy.RawModule(path=...) (no GPU here)."""
 
-    def __init__(self, path, lowered, device_id=None, origin="", arch=""):
+    def __init__(self, path, lowered, device_id=None, origin="", arch="", refuse=None):
         self.path, self.lowered, self.origin, self.arch = str(path), dict(lowered), origin, arch
 
     def get_function(self, name):

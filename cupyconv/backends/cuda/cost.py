@@ -23,7 +23,6 @@ exists: ``benchmarks/reference_cases.py`` and ``benchmarks/tensor_cores.py`` (ru
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -484,7 +483,7 @@ def _library(device):
     return blas if evidence.library_runs(blas, device.hardware) else "cupy.matmul"
 
 
-@functools.lru_cache(maxsize=512)
+@cached(maxsize=512)
 def _kernel_config(problem, device, algorithm, _keep):
     arch = evidence.arch_class(device.arch)
     index64 = launch.choose_index64(problem)

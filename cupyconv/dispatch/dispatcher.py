@@ -423,8 +423,29 @@ def precheck(problem, backend, method="auto", workspace_limit=None):
         if choice.refusal is not None:
             raise type(choice.refusal)(*choice.refusal.args)
         return choice
-    _explicit(prepared, backend, method, resolve_limit(workspace_limit, backend))
+    _explicit_verdict(prepared, backend, method, workspace_limit)
     return None
+
+
+def _explicit_verdict(problem, backend, method, workspace_limit):
+    """``(limit, runs)``: :func:`_explicit`'s verdict under the limit in force, cached as
+    ``auto``'s :func:`choose` is (same key, same LRU: a verdict may predate the current
+    free memory), so a repeated explicit call reads no memory figures; a refusal is
+    cached and raised again."""
+    given = workspace_limit if workspace_limit is not None else config.workspace_limit
+    key = ("explicit", method, problem, backend, given, config.winograd_max_error_growth,
+           config.kernels)
+
+    def verdict():
+        limit = resolve_limit(workspace_limit, backend)
+        try:
+            return limit, _explicit(problem, backend, method, limit), None
+        except (ValueError, MemoryError) as exc:
+            return limit, False, exc
+    limit, runs, refusal = _choices.get_or_compute(key, verdict)
+    if refusal is not None:
+        raise type(refusal)(*refusal.args)
+    return limit, runs
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
@@ -490,9 +511,13 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
             raise type(choice.refusal)(*choice.refusal.args)
         limit = choice.limit
     else:
-        limit = choice.limit if choice is not None else resolve_limit(workspace_limit, backend)
         prepared = backend.prepare(problem, Operands())[0]          # the problem alone
-        if not _explicit(prepared, backend, method, limit):
+        if choice is not None:
+            limit = choice.limit
+            runs = _explicit(prepared, backend, method, limit)
+        else:
+            limit, runs = _explicit_verdict(prepared, backend, method, workspace_limit)
+        if not runs:
             least = backend.min_workspace_bytes(prepared, method)
             tried.append(f"{method}: {_over_limit(least, limit)}")
     problem, operands = backend.prepare(problem, operands)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import hashlib
 import json
 import sys
@@ -25,25 +24,9 @@ import numpy as np
 
 import cupyconv
 import cupyconv.ndimage
-from cupyconv.backends.cuda import CudaBackend, EmulatedRunner
+from cupyconv.backends.cuda import CudaBackend
+from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.dispatch import backends, dispatcher
-
-
-class StandIn(EmulatedRunner):
-    """The emulated runner seen as a device of compute capability ``arch``."""
-
-    def __init__(self, arch):
-        super().__init__()
-        self._static = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
-                                           name=f"stand-in sm_{arch}")
-
-    @property
-    def static(self):
-        return self._static
-
-    @property
-    def device(self):
-        return self._static
 
 
 @contextlib.contextmanager
@@ -71,7 +54,7 @@ def _platform(name):
             yield
         return
     arch = {"sm80": 80, "sm90": 90}[name]
-    backend = CudaBackend(StandIn(arch))
+    backend = CudaBackend(StandInRunner(arch))
     saved = backends._emulated_backend
     backends._emulated_backend = lambda: backend
     try:

@@ -32,7 +32,7 @@ from ..._lru import LRU, cached
 from ..base import OutOfMemoryError
 from .cublas_gemm import batched_matmul
 
-__all__ = ["DeviceInfo", "CupyRunner", "EmulatedRunner", "runner_for"]
+__all__ = ["DeviceInfo", "CupyRunner", "EmulatedRunner", "StandInRunner", "runner_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,6 +383,17 @@ class EmulatedRunner(_Constants, _HostCopies):
     @property
     def static(self):
         return self.NOMINAL
+
+
+class StandInRunner(EmulatedRunner):
+    """The emulated runner seen as a device of compute capability ``arch`` (``80``, ``90``
+    ...): what the CUDA path chooses on that device, computed by the emulator (the
+    hardware-evidence ledger's tests, the device check's plan, the choice corpus)."""
+
+    def __init__(self, arch, memory_limit=None):
+        super().__init__(memory_limit)
+        self.NOMINAL = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
+                                           name=f"stand-in sm_{arch}")
 
 
 def _group_names(source, names):

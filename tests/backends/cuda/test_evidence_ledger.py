@@ -19,26 +19,14 @@ from cupyconv import config
 from cupyconv._dtypes import BFLOAT16
 from cupyconv._kernels import evidence, registry
 from cupyconv._kernels.kernel_config import gemm_config
-from cupyconv.backends.cuda import CudaBackend, EmulatedRunner, cost
+from cupyconv.backends.cuda import CudaBackend, cost
+from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch.dispatcher import choose
 from cupyconv._emulation import emulation_available
 from helpers import spy_kernels
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
-
-
-class StandIn(EmulatedRunner):
-    """The emulated runner as a device of compute capability ``arch``."""
-
-    def __init__(self, arch):
-        super().__init__()
-        self._static = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
-                                           name=f"stand-in sm_{arch}")
-
-    @property
-    def static(self):
-        return self._static
 
 
 @pytest.fixture
@@ -87,7 +75,7 @@ def test_auto_chooses_only_verified_configurations(kernels, arch, case):
     if case[2] == "bfloat16" and BFLOAT16 is None:
         pytest.skip("no bfloat16 dtype")
     problem = _problem(*case[:2], BFLOAT16 if case[2] == "bfloat16" else case[2], *case[3:])
-    backend = CudaBackend(StandIn(arch))
+    backend = CudaBackend(StandInRunner(arch))
     kernels("verified")
     choice = choose(problem, backend)
     assert choice.algorithm is not None
@@ -103,7 +91,7 @@ def test_all_opts_in_to_unverified_configurations(kernels, arch):
     """``"all"`` lets the choice take what the cost model's priors prefer, none of it
     verified: the multistage or wgmma TF32 tile after a re-layout, the float64 DMMA tile,
     the split-K weight gradient."""
-    backend = CudaBackend(StandIn(arch))
+    backend = CudaBackend(StandInRunner(arch))
     kernels("all")
     picks = []
     for case in CASES[1:3] + CASES[5:6]:
@@ -121,7 +109,7 @@ def test_priced_configuration_is_the_built_one(kernels, monkeypatch):
     """The tile of the record the cost model prices is the tile the launcher fetches,
     with the filter and without it (the automatic tile of a float32 layer: the verified
     FMA tile, or the multistage FMA tile the priors prefer)."""
-    runner = StandIn(80)
+    runner = StandInRunner(80)
     backend = CudaBackend(runner)
     problem = _problem((1, 16, 24, 24), (16, 16, 3, 3), "float32")
     rng = np.random.default_rng(0)
@@ -165,7 +153,7 @@ def test_default_on_the_emulator_keeps_every_configuration(kernels):
     before, a GPU's device record (``hardware=True``) keeps to the ledger."""
     kernels("auto")
     problem = _problem(*CASES[1])
-    device = StandIn(90).static
+    device = StandInRunner(90).static
     assert not evidence.is_verified(cost.kernel_config(problem, device))
     gpu = dataclasses.replace(device, hardware=True)
     assert evidence.is_verified(cost.kernel_config(problem, gpu))

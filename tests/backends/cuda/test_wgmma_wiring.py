@@ -8,7 +8,6 @@ against the float64 convolution (float16 rounds once, as the reference cast).
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from cupyconv._compile import loader
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import registry
 from cupyconv.backends.cuda import algorithms, cost
-from cupyconv.backends.cuda.runners import EmulatedRunner
+from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
@@ -31,19 +30,13 @@ F16 = np.dtype(np.float16)
 WGMMA_SOURCE = registry.FAMILIES["implicit_gemm_wgmma"].source
 
 
-class StandIn(EmulatedRunner):
+class StandIn(StandInRunner):
     """The emulated runner as a device of compute capability ``arch``; ``refuse``: the
     wgmma group goes through the real CUDA loader, whose cubin load fails."""
 
     def __init__(self, arch, refuse=False):
-        super().__init__()
-        self._static = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
-                                           name=f"stand-in sm_{arch}")
+        super().__init__(arch)
         self.refuse = refuse
-
-    @property
-    def static(self):
-        return self._static
 
     def loader(self, source, names):
         if self.refuse and source == WGMMA_SOURCE:

@@ -146,9 +146,10 @@ def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride
         padding_mode=padding_mode, cval=cval, layout=layout)
     problem = with_precision(problem, precision, result)
     check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
-    choice = precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
+    backend = backend_for(xp)
+    choice = precheck(problem, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, activation=x, filter=w)
-    y, _ = run(problem, Operands(**views), backend_for(xp), method=method,
+    y, _ = run(problem, Operands(**views), backend, method=method,
                workspace_limit=workspace_limit, choice=choice)
     if not unbatched:
         return finish(y, problem, xp, result, out, bias)

@@ -53,9 +53,10 @@ def _geometry(stride, padding, dilation, groups, padding_mode, layout):
 
 def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None, **arrays):
     problem = with_precision(problem, precision, result, *arrays.values())
-    choice = precheck(problem, backend_for(xp), method, workspace_limit)   # before any cast
+    backend = backend_for(xp)
+    choice = precheck(problem, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, **arrays)
-    out, _ = run(problem, Operands(**views), backend_for(xp), method=method,
+    out, _ = run(problem, Operands(**views), backend, method=method,
                  workspace_limit=workspace_limit, choice=choice)
     return finish(out, problem, xp, result, None, bias)
 
@@ -329,7 +330,8 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
                        **_geometry(stride, pads, dilation, groups, "constant", layout))
     bias = check_bias(bias, c_out, xp, result)
     computed = with_precision(problem, precision, result, x, w)
-    choice = precheck(computed, backend_for(xp), method, workspace_limit)   # before any cast
+    backend = backend_for(xp)
+    choice = precheck(computed, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, output=x, filter=w)
     # output_padding >= stride (allowed below dilation) gives the forward conv more
     # outputs than x has positions: those receive no input (zero gradient).
@@ -337,6 +339,6 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
     if any(a for _, a in extra):
         views["output"] = program.host_step("pad", functools.partial(
             _padded, xp, ((0, 0), (0, 0)) + tuple(extra)), views["output"])
-    y, _ = run(computed, Operands(**views), backend_for(xp), method=method,
+    y, _ = run(computed, Operands(**views), backend, method=method,
                workspace_limit=workspace_limit, choice=choice)
     return finish(y, problem, xp, result, None, bias)

@@ -53,8 +53,9 @@ def compute(call, xp, in1, in2, method, out=None, precision=None, warn=True):
                                                            call.problem.kernel_shape)):
         res = _broadcast_product(call, xp, in1, in2)
     else:
-        choice = precheck(problem, backend_for(xp), method)    # before the operands are cast
-        y, _ = run(problem, call.operands(in1, in2, xp), backend_for(xp), method=method,
+        backend = backend_for(xp)
+        choice = precheck(problem, backend, method)    # before the operands are cast
+        y, _ = run(problem, call.operands(in1, in2, xp), backend, method=method,
                    warn=warn, choice=choice)
         res = call.finish(y, xp)
     return write_out(args.cast_result(res, call.result_dtype), out, xp)

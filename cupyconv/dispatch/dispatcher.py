@@ -48,7 +48,7 @@ from ..core.args import normalize_workspace_limit
 from ..core.problem import Operands
 from . import autotune
 
-__all__ = ["Choice", "choose", "run", "check_memory", "precheck", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
+__all__ = ["Choice", "choose", "run", "precheck", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
            "resolve_limit", "CHOICE_CACHE_SIZE", "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
 
 #: Data-free choices kept (problem, backend, workspace limit).
@@ -125,19 +125,6 @@ def _check_result(problem, backend):
     return available, result
 
 
-def check_memory(problem, backend, method, limit=None):
-    """Raise :class:`MemoryError` with advice, before any work, when ``method``'s result
-    plus its workspace under ``limit`` (default: the limit in force) cannot fit the memory
-    ``backend`` has (every explicit ``method=``; ``fftconvolve``/``oaconvolve`` before
-    they cast their operands).  ``problem`` as the backend computes it
-    (``backend.prepare``).  O(rank): no data is read."""
-    limit = resolve_limit(None, backend) if limit is None else limit
-    available, result = _check_result(problem, backend)
-    workspace = backend.workspace_bytes(problem, method, limit)
-    if result + workspace > available:
-        raise _memory_refusal(problem, method, result, workspace, available)
-
-
 def _memory_refusal(problem, method, result, workspace, available):
     return MemoryError(
         f"{_describe(problem)}: method={method!r} needs {result + workspace} bytes "
@@ -151,7 +138,7 @@ def _choose(problem, backend, limit):
     result = _result_bytes(problem)
     if result > available:          # no algorithm can run: ask none of them
         return Choice(None, (), {}, {}, limit, _result_refusal(problem, result, available))
-    rejected, fitting, unfit, workspace = {}, [], {}, {}
+    rejected, fitting, unfit, workspace, over_limit = {}, [], {}, {}, set()
     for name in backend.algorithm_names():
         spec = ALGORITHMS[name]
         if not spec.serves(problem.op, backend.name):
@@ -169,6 +156,7 @@ def _choose(problem, backend, limit):
         need = result + workspace[name]
         if least > limit:
             rejected[name] = unfit[name] = _over_limit(least, limit)
+            over_limit.add(name)
         elif need > available:
             rejected[name] = unfit[name] = (f"needs {need} bytes (result + workspace) but "
                                             f"{available} bytes are available")
@@ -183,9 +171,7 @@ def _choose(problem, backend, limit):
         if not ranked or (slow > SLOW_SECONDS and slow > SLOWDOWN_LIMIT * times[best]):
             refusal = MemoryError(_refusal(problem, best, unfit[best],
                                            ranked[0] if ranked else None, slow,
-                                           unfit[best] == _over_limit(
-                                               backend.min_workspace_bytes(problem, best),
-                                               limit)))
+                                           best in over_limit))
     elif not ranked:
         refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "
                              + "; ".join(f"{k}: {v}" for k, v in rejected.items()))
@@ -406,7 +392,9 @@ def _explicit(problem, backend, method, limit):
         raise _memory_refusal(problem, method, result, least, available)
     if least > limit:
         return False
-    check_memory(problem, backend, method, limit)
+    workspace = backend.workspace_bytes(problem, method, limit)
+    if result + workspace > available:
+        raise _memory_refusal(problem, method, result, workspace, available)
     return True
 
 
@@ -494,10 +482,11 @@ def _progress(problem, backend, method, workspace_limit, choice):
     elif method == "auto":
         choice = choose(backend.prepare(problem, Operands())[0], backend, workspace_limit)
         algorithm, seconds = choice.algorithm, choice.times.get(choice.algorithm)
-    else:                                   # an explicit method prices itself alone
+    else:           # an explicit method prices itself alone, once per problem (the LRU)
         algorithm = method
-        seconds = backend.predict_times(backend.prepare(problem, Operands())[0],
-                                        (method,)).get(method)
+        seconds = _choices.get_or_compute(("seconds", method, problem, backend), lambda: (
+            backend.predict_times(backend.prepare(problem, Operands())[0], (method,))
+            .get(method)))
     return cpu_progress(seconds, f"{problem.op} by {algorithm}")
 
 
@@ -542,13 +531,13 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
     # first, then the others by decreasing workspace, zero-workspace last (asked only
     # after an out-of-memory); a fallback obeys the data rules too (scanned only if an
     # out-of-memory reaches fft)
-    i, first, extended = 0, names[0] if names else method, False
-    while i < len(names) or (tried and not extended):
-        if i == len(names):
-            names += _fallbacks(problem, backend, workspace_limit, choice, ranked, first)
-            extended = True
-            continue
-        name, i = names[i], i + 1
+    first = names[0] if names else method
+
+    def order():                # the fallbacks are asked for only once one is needed
+        yield from names
+        if tried:
+            yield from _fallbacks(problem, backend, workspace_limit, choice, ranked, first)
+    for name in order():
         if name != first:
             ok, why = data_rule(problem, name, operands, backend)
             if not ok:

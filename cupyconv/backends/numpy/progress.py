@@ -37,13 +37,16 @@ def _bar(predicted, what):
                 "{n:.1f}/{total:.1f} s")
 
 
-@contextlib.contextmanager
 def cpu_progress(predicted, what):
-    """Show a bar while the block runs when ``predicted`` (seconds) is long; else nothing."""
+    """A context that shows a bar while its block runs when ``predicted`` (seconds) is
+    long; else ``contextlib.nullcontext()`` (nothing is set up on a short call)."""
     bar = _bar(predicted, what)
-    if bar is None:
-        yield
-        return
+    return contextlib.nullcontext() if bar is None else _ticking(bar)
+
+
+@contextlib.contextmanager
+def _ticking(bar):
+    """Advance ``bar`` by the elapsed seconds while the block runs; close it after."""
     done, start = threading.Event(), time.perf_counter()
 
     def tick():

@@ -40,7 +40,7 @@ from .addressing import data_pointer
 
 __all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "placed", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "host_read", "refuse", "guard", "constant", "held", "is_constant", "count", "accounting", "launch_stubbed",
-           "extent"]
+           "extent", "within"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -414,11 +414,12 @@ def is_constant(array):
     rec = recording()
     if rec is None or array is None:
         return False
-    return (any(_within(array, c) for c in rec.constants)
-            and not any(_within(array, h) for h in rec.held))
+    return (any(within(array, c) for c in rec.constants)
+            and not any(within(array, h) for h in rec.held))
 
 
-def _within(inner, outer):
+def within(inner, outer):
+    """Whether array ``inner``'s memory lies within ``outer``'s (:func:`extent`)."""
     a, b = extent(inner), extent(outer)
     return a is not None and b is not None and b[0] <= a[0] and a[1] <= b[1]
 

@@ -446,14 +446,14 @@ def _source(a, arrays, made, constants, whole):
         return ("const", None)
     ptr = data_pointer(a)
     for i, name, buf in reversed(made):
-        if program._within(a, buf):
+        if program.within(a, buf):
             return _located(("prev", i, name), a, buf, ptr, whole)
-    hits = [i for i, u in enumerate(arrays) if program._within(a, u)]
+    hits = [i for i, u in enumerate(arrays) if program.within(a, u)]
     if len(hits) > 1:
         return "lies in more than one of the call's arrays (they overlap)"
     if hits:
         return _located(("arg", hits[0], None), a, arrays[hits[0]], ptr, whole)
-    if any(program._within(a, c) for c in constants):
+    if any(program.within(a, c) for c in constants):
         return ("const", a)
     return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
 
@@ -484,7 +484,7 @@ def _result(y, made):
     for i, name, buf in reversed(made):
         if y is buf:
             return (i, name, None)
-        if type(y) is type(buf) and program._within(y, buf):
+        if type(y) is type(buf) and program.within(y, buf):
             if not buf.flags.c_contiguous:
                 break
             offset = data_pointer(y) - data_pointer(buf)

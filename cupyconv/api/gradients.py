@@ -230,23 +230,6 @@ def _padded(xp, widths, a):
     return xp.pad(a, widths)
 
 
-def _transpose_padding(padding, output_padding, s, ks, stride, dilation):
-    """``(pads, output_padding)`` of ``conv_transpose``'s padding forms."""
-    r = len(s)
-    if isinstance(padding, str) and padding == "same":
-        pads, extra = [], []
-        for k, st, d in zip(ks, stride, dilation):
-            total = d * (k - 1) + 1 - st          # output = S * stride (TensorFlow's SAME)
-            pads.append((total // 2, total - total // 2) if total >= 0 else (0, 0))
-            extra.append(max(-total, 0))
-        if any(args.normalize_per_axis(output_padding, r, "output_padding", minimum=0)):
-            raise ValueError("output_padding must be 0 with padding='same' (the output "
-                             "size is input size * stride)")
-        return tuple(pads), tuple(extra)
-    pads = args.normalize_padding(padding, r, s, ks, stride, dilation)
-    return pads, args.normalize_per_axis(output_padding, r, "output_padding", minimum=0)
-
-
 @compiled
 def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *,
                    stride: IntOrSeq = 1, padding: Padding = 0, output_padding: IntOrSeq = 0,
@@ -305,7 +288,8 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
     wc, cog, ks = w.shape[0], w.shape[-1 if cl else 1], w.shape[1:-1] if cl else w.shape[2:]
     if wc != c_in:
         raise ValueError(f"w has {wc} input channels (axis 0) but x has C_in={c_in}")
-    pads, out_pad = _transpose_padding(padding, output_padding, s, ks, stride, dilation)
+    pads, out_pad = args.normalize_transpose_padding(padding, output_padding, s, ks, stride,
+                                                     dilation)
     out = []
     for i in range(r):
         if out_pad[i] >= max(stride[i], dilation[i]):

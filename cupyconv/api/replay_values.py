@@ -19,22 +19,26 @@ __all__ = ["HOST_VALUE_BYTES", "values_read", "held_values", "host_values"]
 HOST_VALUE_BYTES = 4096
 
 
+def _comparable(a):
+    """Whether a replay can keep and compare ``a``'s bytes: a small NumPy array."""
+    return type(a) is np.ndarray and a.nbytes <= HOST_VALUE_BYTES
+
+
 def host_values(arrays, steps, read_values=()):
     """``(i, bytes)`` of the call's arrays that no program reads and of those whose values
-    the host read (``read_values``, :func:`values_read`), or why the call cannot compile: such an array shaped
-    the programs by its values (``axes`` as an array, weights factored on the host), so a
-    replay must see the same values; kept for small NumPy arrays."""
+    the host read (``read_values``, :func:`values_read`), or why the call cannot compile:
+    such an array shaped the programs by its values (``axes`` as an array, weights factored
+    on the host), so a replay must see the same values; kept for small NumPy arrays."""
     read = {src[1] for _, binding in steps for _, src in binding if src[0] == "arg"}
     kept = []
     for i, a in enumerate(arrays):
         if i in read and i not in read_values:
             continue
-        if type(a) is not np.ndarray or a.nbytes > HOST_VALUE_BYTES:
+        if not _comparable(a):
             return (f"array argument {i} is read on the host, not by a program, and is not a "
                     f"small NumPy array whose values the key can compare")
         kept.append((i, a.tobytes()))
     return tuple(kept)
-
 
 
 def values_read(reads, steps, held):
@@ -53,7 +57,7 @@ def values_read(reads, steps, held):
                 todo.extend(s for _, s in steps[src[1]][1])
         elif src[1] is not None:
             for h in held:
-                if program._within(src[1], h):
+                if program.within(src[1], h):
                     found[id(h)] = h
     return args, tuple(found.values())
 
@@ -63,7 +67,7 @@ def held_values(held):
     cannot compile (one is not a small NumPy array)."""
     kept = []
     for a in held:
-        if type(a) is not np.ndarray or a.nbytes > HOST_VALUE_BYTES:
+        if not _comparable(a):
             return ("the host read the values of an array the caller's object holds, which "
                     "is not a small NumPy array whose values the key can compare")
         kept.append((a, a.tobytes()))

@@ -18,7 +18,7 @@ from .._vocabulary import (LAYOUTS, NDIMAGE_MODES, PADDING_MODE_ALIASES, PADDING
                            methods_for)
 
 __all__ = [
-    "array_module_of", "as_array", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding",
+    "array_module_of", "as_array", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding", "normalize_transpose_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
     "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
@@ -238,6 +238,25 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
             raise ValueError(
                 f"negative padding is not supported; got padding[{i}]=({b}, {a})")
     return pads
+
+
+def normalize_transpose_padding(padding, output_padding, s, ks, stride, dilation):
+    """``(pads, output_padding)`` of ``conv_transpose``'s padding forms (``'same'``: the
+    output is the input size times the stride, TensorFlow's SAME; else
+    :func:`normalize_padding`'s)."""
+    r = len(s)
+    if isinstance(padding, str) and padding == "same":
+        pads, extra = [], []
+        for k, st, d in zip(ks, stride, dilation):
+            total = d * (k - 1) + 1 - st          # output = S * stride (TensorFlow's SAME)
+            pads.append((total // 2, total - total // 2) if total >= 0 else (0, 0))
+            extra.append(max(-total, 0))
+        if any(normalize_per_axis(output_padding, r, "output_padding", minimum=0)):
+            raise ValueError("output_padding must be 0 with padding='same' (the output "
+                             "size is input size * stride)")
+        return tuple(pads), tuple(extra)
+    pads = normalize_padding(padding, r, s, ks, stride, dilation)
+    return pads, normalize_per_axis(output_padding, r, "output_padding", minimum=0)
 
 
 def normalize_padding_mode(mode):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from cupyconv._vocabulary import MAX_RANK
-from cupyconv.api.gradients import _transpose_padding
+from cupyconv.core.args import normalize_transpose_padding
 from cupyconv.core import args
 
 from . import _bridge, _ops
@@ -129,8 +129,8 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
     """
     x, w, bias, unbatched, cl, stride, dilation, groups = _prepare(
         x, w, bias, stride, dilation, groups, layout, "(C_in, C_out/groups, *K)")
-    pads, out_pad = _transpose_padding(padding, output_padding, _spatial(x, cl),
-                                       _spatial(w, cl), stride, dilation)
+    pads, out_pad = normalize_transpose_padding(padding, output_padding, _spatial(x, cl),
+                                                 _spatial(w, cl), stride, dilation)
     y = _ops.conv_transpose(x, w, bias, list(stride), _flat(pads), list(out_pad),
                             list(dilation), groups, cl)
     return y[0] if unbatched else y

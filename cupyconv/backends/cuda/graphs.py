@@ -47,7 +47,7 @@ import numpy as np
 from ..._kernels import program
 from ..._kernels.addressing import data_pointer
 from ..._kernels.program import Launch
-from .prebuilt_launch import _dim3
+from .prebuilt_launch import dim3
 
 __all__ = ["GraphedCall", "graphed", "use_api", "api_for", "CupyGraphs", "device_steps",
            "graphs_off_reason", "kernel_arguments"]
@@ -461,7 +461,7 @@ class CupyGraphs:
         its parameters packed as the kernel's signature takes them
         (:func:`kernel_arguments`: every struct, then the pointers)."""
         argv, _keep = kernel_arguments(launch, pointers)
-        grid, block = _dim3(launch.grid), _dim3(launch.block)
+        grid, block = dim3(launch.grid), dim3(launch.block)
         p = _KernelNodeParams(self.function_ptr(launch.function), *grid, *block,
                               int(launch.shared_mem), argv.ctypes.data, None)
         self._check(self.cu.cuGraphExecKernelNodeSetParams(

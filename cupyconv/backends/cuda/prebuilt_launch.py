@@ -20,7 +20,7 @@ import numpy as np
 
 from ..._kernels.program import Launch
 
-__all__ = ["PrebuiltLaunch", "prebuilt_program"]
+__all__ = ["PrebuiltLaunch", "prebuilt_program", "dim3"]
 
 
 class PrebuiltLaunch:
@@ -33,7 +33,7 @@ class PrebuiltLaunch:
         self._fptr = int(function_ptr)
         self._driver, self._stream = driver, stream
         self._params = np.array(launch.params)          # owned bytes of the struct
-        self._dims = tuple(_dim3(launch.grid)) + tuple(_dim3(launch.block))
+        self._dims = tuple(dim3(launch.grid)) + tuple(dim3(launch.block))
         self._smem = int(launch.shared_mem)
         self._local = threading.local()
 
@@ -57,7 +57,8 @@ class PrebuiltLaunch:
                                   argv, 0)
 
 
-def _dim3(dims):
+def dim3(dims):
+    """``dims`` (an int or a tuple) as the three extents of a CUDA grid or block."""
     dims = tuple(int(d) for d in (dims if isinstance(dims, tuple) else (dims,)))
     return dims + (1,) * (3 - len(dims))
 

@@ -245,7 +245,7 @@ def normalize_transpose_padding(padding, output_padding, s, ks, stride, dilation
     output is the input size times the stride, TensorFlow's SAME; else
     :func:`normalize_padding`'s)."""
     r = len(s)
-    if isinstance(padding, str) and padding == "same":
+    if isinstance(padding, str) and padding.lower() == "same":     # any case, as conv's
         pads, extra = [], []
         for k, st, d in zip(ks, stride, dilation):
             total = d * (k - 1) + 1 - st          # output = S * stride (TensorFlow's SAME)

@@ -366,6 +366,16 @@ def test_padding_names_in_any_case_are_tensorflows(name):
     np.testing.assert_array_equal(y, conv(X, W, groups=2, stride=2, padding=name.lower()))
 
 
+@pytest.mark.parametrize("name", ["same", "SAME", "Same", "valid", "VALID"])
+def test_conv_transpose_padding_names_in_any_case(name):
+    """``conv_transpose``'s ``"SAME"`` is its own ``"same"`` (output = input * stride),
+    not the forward convolution's rule."""
+    x, w = np.ones((1, 1, 5, 5)), np.ones((1, 1, 3, 3))
+    y = cupyconv.conv_transpose(x, w, stride=2, padding=name)
+    np.testing.assert_array_equal(y, cupyconv.conv_transpose(x, w, stride=2,
+                                                             padding=name.lower()))
+
+
 @pytest.mark.parametrize("call", ["gaussian_filter", "gaussian_laplace"])
 def test_a_sigma_of_the_wrong_length_is_named(call):
     """SciPy's ``RuntimeError`` and words, naming ``sigma`` and both lengths."""

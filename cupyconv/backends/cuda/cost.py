@@ -484,7 +484,9 @@ def _library(device):
 
 
 @cached(maxsize=512)
-def _kernel_config(problem, device, algorithm, _keep):
+def _kernel_config(problem, device, algorithm, verified_only):
+    """:func:`kernel_config`'s record; ``verified_only`` is not read here but keys the
+    memo: the tile choice below reads the filter in force (``evidence.verified_only``)."""
     arch = evidence.arch_class(device.arch)
     index64 = launch.choose_index64(problem)
     dtype = problem.dtype

@@ -1,18 +1,16 @@
 """The ``fft`` algorithm for every operation, on NumPy or CuPy arrays.
 
 The forward pass uses the pruned transforms of :mod:`.fft`.  The gradients
-are the forward pass of a *transposed* problem (JAX's
+are the forward pass of their *whole* transposed problem
+(:func:`cupyconv.core.transpose.transpose`, JAX's
 ``_conv_general_dilated_transpose_lhs/rhs``): one shape rule, one FFT code.
 
-- input gradient: ``dx_pad = dy_up (*) W'``, a stride-1 true convolution of
-  ``dy`` upsampled by the stride (zeros between samples) with the dilated
-  weights, channels swapped per group (``W'[g, c, k] = W[g, k, c]``), taken
-  over the padded input extent, then folded back onto ``x``
-  (:func:`~.arrays.fold_padding`);
-- weight gradient: ``dw[k, c, t] = sum_{n, o} dy[n, k, o] x_pad[n, c, o*s + t*d]``,
-  a forward correlation whose "batch" is the input channel, whose reduction
-  runs over the images (as channels, grouped) and whose stride and dilation
-  swap roles; the taps past ``KS`` are dropped.
+- input gradient: a stride-1 true convolution of ``dy`` upsampled by the
+  stride with the channel-swapped weights, over the padded input extent,
+  then folded back onto ``x`` (:func:`~.arrays.fold_padding`);
+- weight gradient: a forward correlation whose "batch" is the input channel,
+  whose reduction runs over the images and whose stride and dilation swap
+  roles; the taps past ``KS`` are dropped.
 
 Complex gradients use the adjoint (conjugated operand) unless the problem
 says ``conjugate=False``.  Integer forward problems run in float64 and are
@@ -29,42 +27,19 @@ import numpy as np
 from .._kernels.program import Call, Program, execute
 from .._lru import memoized
 
-from .._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
+from .._vocabulary import FORWARD, GRAD_INPUT
 from ..core.args import array_module_of
+from ..core.transpose import forward_operands, transpose, weights_window
 from . import fft
 from .arrays import fold_padding, oriented_weights, pad_input, zeros_result
 
-__all__ = ["transposed_forward", "workspace_bytes", "forward_program", "clear_program_cache",
+__all__ = ["workspace_bytes", "forward_program", "clear_program_cache",
            "run"]
-
-
-def transposed_forward(problem):
-    """The forward problem whose FFT computes ``problem`` (itself for ``forward``)."""
-    g = problem.groups
-    cg, kg = problem.in_channels // g, problem.out_channels // g
-    if problem.op == GRAD_INPUT:
-        up = tuple((o - 1) * s + 1 for o, s in zip(problem.out_shape, problem.stride))
-        padded = problem.padded_shape()
-        pads = tuple(((k - 1) * d, p - u) for k, d, p, u in
-                     zip(problem.kernel_shape, problem.dilation, padded, up))
-        return problem.create(
-            x_shape=(problem.batch, problem.out_channels) + up,
-            w_shape=(problem.in_channels, kg) + problem.kernel_shape,
-            padding=pads, dilation=problem.dilation, groups=g, dtype=problem.dtype,
-            flip=not problem.flip)
-    if problem.op == GRAD_WEIGHT:
-        return problem.create(
-            x_shape=(cg, g * problem.batch) + problem.in_shape,
-            w_shape=(problem.out_channels, problem.batch) + problem.out_shape,
-            stride=problem.dilation, dilation=problem.stride, padding=problem.padding,
-            padding_mode=problem.padding_mode, cval=problem.cval, groups=g,
-            dtype=problem.dtype)
-    return problem
 
 
 def workspace_bytes(problem):
     """Bytes of the spectra (x, w and y transforms) of ``problem``'s FFT."""
-    fwd = transposed_forward(problem)
+    fwd = transpose(problem, whole=True).forward
     shape = [fft.fast_len(n + d * (k - 1)) for n, d, k in
              zip(fwd.padded_shape(), fwd.dilation, fwd.kernel_shape)]
     complex_ = fwd.is_complex
@@ -210,37 +185,15 @@ def _overlap_add(problem, x, w, index):
     return np.rint(res).astype(x.dtype) if work != x.dtype else res
 
 
-def _adjoint_operand(problem, a, xp):
-    return xp.conj(a) if problem.conjugate and a.dtype.kind == "c" else a
-
-
-def _grad_input(problem, dy, w, constant=None):
-    xp = array_module_of(x=dy)
-    fwd = transposed_forward(problem)
-    g = problem.groups
-    kg, cg = problem.out_channels // g, problem.in_channels // g
-    if any(s > 1 for s in problem.stride):
-        up = xp.zeros(fwd.x_shape, dtype=dy.dtype)
-        up[(Ellipsis,) + tuple(slice(None, None, s) for s in problem.stride)] = dy
-        dy = up
-    wt = w.reshape((g, kg, cg) + problem.kernel_shape).swapaxes(1, 2)
-    wt = _adjoint_operand(problem, wt.reshape(fwd.w_shape), xp)
-    return fold_padding(problem, _forward(fwd, dy, wt, constant))
-
-
-def _grad_weight(problem, x, dy, constant=None):
-    xp = array_module_of(x=x)
-    fwd = transposed_forward(problem)
-    g, n = problem.groups, problem.batch
-    cg = problem.in_channels // g
-    xt = x.reshape((n, g, cg) + problem.in_shape).transpose(
-        (2, 1, 0) + tuple(range(3, 3 + problem.ndim)))
-    xt = _adjoint_operand(problem, xt.reshape(fwd.x_shape), xp)
-    dyt = dy.swapaxes(0, 1)
-    res = _forward(fwd, xt, dyt, constant)                                    # (Cg, K, *KS'')
-    res = res[(slice(None), slice(None)) + tuple(slice(0, k) for k in problem.kernel_shape)]
-    dw = oriented_weights(problem, res.swapaxes(0, 1))
-    return xp.ascontiguousarray(dw)
+def _gradient(problem, operands, constant=None):
+    """A gradient as the FFT of its whole transposed problem: the input gradient's output
+    folded back onto ``x``, the weight gradient's cut to its window."""
+    xp = array_module_of(x=operands.output)
+    t = transpose(problem, whole=True)
+    res = _forward(t.forward, *forward_operands(t, problem, operands, xp), constant)
+    if problem.op == GRAD_INPUT:
+        return fold_padding(problem, res)
+    return xp.ascontiguousarray(weights_window(t, res))                 # res (Cg, K, *KS'')
 
 
 def run(problem, operands, constant=None):
@@ -249,6 +202,4 @@ def run(problem, operands, constant=None):
     ``xp.asarray``)."""
     if problem.op == FORWARD:
         return _forward(problem, operands.activation, operands.filter, constant)
-    if problem.op == GRAD_INPUT:
-        return _grad_input(problem, operands.output, operands.filter, constant)
-    return _grad_weight(problem, operands.activation, operands.output, constant)
+    return _gradient(problem, operands, constant)

@@ -18,7 +18,7 @@ Phases of a stride add into the output; residues of a dilation fill disjoint out
 
 The input gradient of a stride-1 problem with constant padding is a stride-1 forward
 correlation of ``dy`` with the flipped, channel-transposed kernel
-(:func:`~cupyconv.backends.grad_forward.grad_input_forward`, shared with the implicit
+(:func:`~cupyconv.core.transpose.transpose`, shared with the implicit
 GEMM), which runs the same way.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .._vocabulary import GRAD_INPUT
 from ..core.winograd import (MAX_ERROR_GROWTH, MAX_PIECES, MAX_TAPS, axis_pieces, best_tile,
                              error_growth, piece_count, transforms)
 from .arrays import host_scan, oriented_weights, pad_input
-from .grad_forward import grad_input_forward, grad_input_operands
+from ..core.transpose import transpose, transposed_weights, upsampled
 from .._lru import cached
 
 __all__ = ["can_implement", "data_ok", "plan_tiles", "run", "workspace_bytes", "growth_limit",
@@ -100,13 +100,14 @@ def grad_input_applies(problem):
 def can_implement(problem, max_alpha=None):
     """``(ok, reason)`` for ``problem`` (float/complex data, finite ``cval``, a tile within
     the error gate for every piece; the input gradient of stride-1, constant-padded
-    problems through :func:`~.grad_forward.grad_input_forward`).  ``max_alpha`` bounds the tiles (GPU)."""
+    problems through :func:`~cupyconv.core.transpose.transpose`).  ``max_alpha`` bounds
+    the tiles (GPU)."""
     if problem.op == GRAD_INPUT:
         ok, why = grad_input_applies(problem)
         if not ok:
             return ok, why
         if problem.dtype.kind in "fc" and all(n > 0 for n in problem.in_shape):
-            problem = grad_input_forward(problem)[0]
+            problem = transpose(problem).forward
     if problem.dtype.kind not in "fc":
         return False, (f"winograd computes float and complex data only (the transforms' "
                        f"fractions would not keep {problem.dtype} exact)")
@@ -156,7 +157,7 @@ def workspace_bytes(problem):
     """The padded input, transformed input and products of the largest piece (x2 for the
     transforms' temporaries)."""
     if problem.op == GRAD_INPUT:
-        problem = grad_input_forward(problem)[0]
+        problem = transpose(problem).forward
     plan = plan_tiles(problem)
     if isinstance(plan, str):
         return 0
@@ -274,10 +275,12 @@ def wide_weights(problem, w, xp=np):
 
 def run(problem, operands, xp=np):
     """``y`` ``(N, K, *O)`` of a forward ``problem`` (``dx`` ``(N, C, *S)`` of an input
-    gradient, :func:`~.grad_forward.grad_input_forward`) by Winograd tiles."""
+    gradient, :func:`~cupyconv.core.transpose.transpose`) by Winograd tiles."""
     if problem.op == GRAD_INPUT:
-        problem, x, w = grad_input_operands(problem, operands.output, operands.filter, xp)
-        return run(problem, operands.replace(activation=x, filter=w, output=None), xp)
+        t = transpose(problem)
+        x = upsampled(t, operands.output, xp)
+        w = transposed_weights(t, problem, operands.filter, xp)
+        return run(t.forward, operands.replace(activation=x, filter=w, output=None), xp)
     plan = plan_tiles(problem)
     if isinstance(plan, str):
         raise ValueError(f"method='winograd' cannot run this problem: {plan}")

@@ -33,7 +33,7 @@ from ..._kernels import evidence, launch, registry, wgmma_launch
 from ..._kernels.kernel_config import KernelConfig, family_config, gemm_config
 from ..._paths import cache_root
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
-from .. import fft_conv
+from ...core.transpose import column_forward, transpose
 from . import algorithms, implicit_grads, relayout, separable, winograd
 from ..._lru import cached
 
@@ -230,7 +230,7 @@ def predict_times(problem, device, candidates, efficiency=None):
             t = (2 * cols / bw + flops / (rate * eff * max(tiny, 0.05))
                  + base_bytes / bw + 2 * LAUNCH_S)
         elif name == "fft":
-            fwd = fft_conv.transposed_forward(problem)
+            fwd = transpose(problem, whole=True).forward
             npts = math.prod(fwd.padded_shape())
             cg = fwd.in_channels // fwd.groups
             transforms = (fwd.batch * fwd.in_channels + fwd.out_channels * cg
@@ -335,7 +335,7 @@ def _splits(problem, device, efficiency):
 def _split_time(problem, splits, device):
     """The split-K's own work per call: ``dy`` copied in split order (read and written
     once), the partials written and read, the result written, two launches per group."""
-    fwd = implicit_grads.forward_problem(problem)
+    fwd = transpose(problem).forward
     y = math.prod(fwd.y_shape) * problem.groups
     traffic = problem.dtype.itemsize * (2 * math.prod(problem.y_shape) + (2 * splits + 1) * y)
     return traffic / device.bandwidth + 2 * problem.groups * LAUNCH_S
@@ -412,11 +412,11 @@ def _implicit_forward(problem, device, splits=1):
     if problem.op == FORWARD:
         fwd = problem
     elif implicit_grads.needs_columns(problem):
-        fwd = implicit_grads.column_problem(problem, problem.batch)
+        fwd = column_forward(problem, problem.batch)
     elif problem.op == GRAD_WEIGHT:
-        fwd = implicit_grads.split_forward(problem, splits)
+        fwd = transpose(problem, splits=splits).forward
     else:
-        fwd = implicit_grads.forward_problem(problem)
+        fwd = transpose(problem).forward
     return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
 
 
@@ -438,7 +438,7 @@ def efficiency_key(problem, device, name):
     if name == "gemm" and tensor_peak_flops(problem, device):
         return "gemm_tc_" + tensor_kind(problem)
     if name == "fft":
-        fwd = fft_conv.transposed_forward(problem)
+        fwd = transpose(problem, whole=True).forward
         return "fft_mix" if _mixes(fwd) else name
     return "direct" if name == "separable" else name
 

@@ -2,8 +2,8 @@
 
 Both gradients of a convolution are themselves convolutions, so the forward kernel
 (``implicit_gemm_fprop``, with its DMMA / TF32 / float16 tiles) computes them without a
-column buffer; :func:`forward_problem` derives the forward problem, :func:`run` launches
-it on the role-swapped views.
+column buffer; :func:`cupyconv.core.transpose.transpose` derives the forward problem,
+:func:`run` launches it on the role-swapped views.
 
 - **weight gradient** (any stride, dilation, padding mode): ``dw[k, c, t] = sum over n, o
   of dy[n, k, o] * xpad[n, c, o * s + d * t]`` is, per group, a forward convolution whose
@@ -12,12 +12,12 @@ it on the role-swapped views.
   ``x`` transposed to ``(C/G, N, *S)``, the same padding and boundary mode, stride = the
   forward's dilation, dilation = the forward's stride.  Its first ``KS`` output
   positions per axis are ``dw`` (reversed for a flipped, ``convolve``-style, problem);
-  its input is cut to what those read (:func:`_weight_input`), so it computes ``KS``
+  its input is cut to what those read (the transposition's ``window``), so it computes ``KS``
   positions, not the tail that a large stride leaves unread by every one of them.
 - **input gradient** (stride 1, constant padding, padding at most the dilated kernel's
   extent ``d (k - 1)``): ``dx`` is the forward convolution of ``dy`` (channels ``K``)
   with the channel-transposed, flipped kernel, padded by ``d (k - 1) - p`` on each side
-  (:mod:`cupyconv.backends.grad_forward`, shared with Winograd); its output is ``S``
+  (:mod:`cupyconv.core.transpose`, shared with Winograd); its output is ``S``
   exactly, no column buffer (the transposed weights are its one workspace). Every other
   input gradient (strides, the other padding modes: adjoints that are not convolutions
   of ``dy``) runs the column-buffer algorithm of :mod:`.gradients` with its GEMM ``W^T
@@ -49,7 +49,7 @@ window copied into ``dw`` as library steps.
 positions inside each CTA, so its grid is only ``ceil(C/G * taps / BM) * ceil(K/G / BN)``
 CTAs per group.  With ``splits`` = S > 1 (``cost.weight_gradient_splits``: a divisor of
 ``N``, where that grid does not fill the device) the images are split into S equal parts
-that run as the S *groups* of the same forward launch (:func:`split_forward`): the input
+that run as the S *groups* of the same forward launch (``transpose(problem, splits=S)``): the input
 channels of the forward problem (the images) fall into S groups by themselves, and its
 weights, ``dy``'s group, are copied in split order into a ``(S * K/G, N/S, *O)``
 workspace (a library step; where the re-layout runs, one re-layout launch per part writes
@@ -73,16 +73,13 @@ from ..._kernels import grad_launch, launch, program, registry, relayout_launch,
 from ..._kernels.grad_launch import fresh_like, pointer_at
 from ..._kernels.program import Call, Program
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
-from ...core.problem import ConvProblem
+from ...core.transpose import (checked_splits, column_forward, group_views, transpose,
+                               transposed_weights_into, weights_window)
 from ..arrays import to_tf32
-from ..grad_forward import grad_input_forward, transposed_weights_into
 from . import relayout
-from ..._lru import cached
 
-__all__ = ["can_implement", "checked_splits", "column_program", "column_problem",
-           "forward_problem", "split_forward", "split_workspace_bytes", "is_convolution",
-           "needs_columns", "run",
-           "grad_input_program", "grad_weight_program"]
+__all__ = ["can_implement", "column_program", "split_workspace_bytes", "is_convolution",
+           "needs_columns", "run", "grad_input_program", "grad_weight_program"]
 
 
 def is_convolution(problem):
@@ -102,8 +99,8 @@ def can_implement(problem):
     if problem.op not in (GRAD_INPUT, GRAD_WEIGHT):
         raise ValueError(f"not a gradient: {problem.op}")
     if problem.op == GRAD_INPUT and not is_convolution(problem):
-        return launch.can_implement_implicit_gemm(column_problem(problem, 1))
-    return launch.can_implement_implicit_gemm(forward_problem(problem))
+        return launch.can_implement_implicit_gemm(column_forward(problem, 1))
+    return launch.can_implement_implicit_gemm(transpose(problem).forward)
 
 
 def needs_columns(problem):
@@ -112,89 +109,16 @@ def needs_columns(problem):
     return problem.op == GRAD_INPUT and not is_convolution(problem)
 
 
-def _gemm_problem(problem, g, rows, inner, cols):
-    """The 1-tap, rank-1 forward problem whose output ``(1, g * rows, cols)`` is the batched
-    product ``a[g] @ b[g]`` of ``a`` ``(g, rows, inner)`` (the weights) and ``b``
-    ``(g, inner, cols)`` (the input): ``inner`` channels per group, ``cols`` positions."""
-    return ConvProblem.create(x_shape=(1, g * inner, cols), w_shape=(g * rows, inner, 1),
-                              groups=g, dtype=problem.dtype, precision=problem.precision)
-
-
-def column_problem(problem, count):
-    """The forward problem whose output is the column buffer of ``count`` images of the
-    input gradient ``problem``: ``cols[g] = W_g^T dy_g`` (:func:`.gradients.grad_input`)."""
-    return _gemm_problem(problem, problem.groups, problem.gemm_k, problem.gemm_n,
-                         count * math.prod(problem.out_shape))
-
-
 def column_program(problem, count, runner, flags):
-    """The implicit GEMM's program of :func:`column_problem` (``count`` images) on
+    """The implicit GEMM's program of :func:`~cupyconv.core.transpose.column_forward`
+    (``count`` images) on
     contiguous operands, for :func:`.gradients.grad_input_program` to retarget: ``x`` the
     chunk's ``dy`` matrix ``(G, K/G, cols)``, ``w`` ``W^T`` ``(G, C/G*taps, K/G)``, ``y``
     the column buffer."""
-    fwd = column_problem(problem, count)
+    fwd = column_forward(problem, count)
     return launch.implicit_gemm_program(
         runner.loader, fwd, fresh_like(fwd.x_shape, fwd.dtype),
         fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
-
-
-#: Forward problems derived from gradient problems kept (each call asks several times).
-FORWARD_PROBLEMS = 256
-
-
-@cached(maxsize=FORWARD_PROBLEMS)
-def _input_forward(problem):
-    return grad_input_forward(problem)
-
-
-@cached(maxsize=FORWARD_PROBLEMS)
-def forward_problem(problem):
-    """The forward problem the implicit GEMM runs for the gradient ``problem`` (per group
-    for the weight gradient, whose ``groups`` is 1; the input gradient's is
-    :func:`~cupyconv.backends.grad_forward.grad_input_forward`'s, shared with Winograd;
-    memoised)."""
-    if problem.op == GRAD_INPUT:
-        return _input_forward(problem)[0]
-    g = problem.groups
-    in_shape, padding = _weight_input(problem)
-    return ConvProblem.create(
-        x_shape=(problem.in_channels // g, problem.batch) + in_shape,
-        w_shape=(problem.out_channels // g, problem.batch) + problem.out_shape,
-        stride=problem.dilation, dilation=problem.stride, padding=padding,
-        padding_mode=problem.padding_mode, cval=problem.cval, dtype=problem.dtype,
-        precision=problem.precision)
-
-
-def _weight_input(problem):
-    """``(spatial shape, padding)`` of the weight gradient's forward input: per axis, the
-    padded extent its first ``KS`` outputs read, ``(KS - 1) * dilation + stride * (O - 1)
-    + 1``.  The right padding is cut to it; where it ends inside the input, the input is
-    cut too (a view of its first positions), unless the left padding of the boundary
-    mode reads beyond the cut (``wrap`` reads the axis' end; ``reflect`` and
-    ``symmetric`` need the positions they mirror)."""
-    if problem.is_empty:
-        return problem.in_shape, problem.padding
-    shape, padding = [], []
-    for n, (lo, hi), k, s, d, o in zip(problem.in_shape, problem.padding,
-                                        problem.kernel_shape, problem.stride,
-                                        problem.dilation, problem.out_shape):
-        need = (k - 1) * d + s * (o - 1) + 1
-        if need > lo + n:                        # the input whole, part of the right pad
-            shape.append(n)
-            padding.append((lo, need - lo - n))
-            continue
-        keep = max(need - lo, 1)
-        shape.append(keep if _boundary_kept(problem.padding_mode, lo, keep) else n)
-        padding.append((lo, 0))
-    return tuple(shape), tuple(padding)
-
-
-def _boundary_kept(mode, lo, keep):
-    """Whether ``lo`` positions of left padding in ``mode`` read only the first ``keep``
-    positions of the input (so the input may be cut to them)."""
-    if lo == 0 or mode in ("constant", "edge"):
-        return True
-    return (mode == "symmetric" and keep >= lo) or (mode == "reflect" and keep > lo)
 
 
 def run(problem, operands, runner, flags, relay_pays=None, tile=None, splits=1):
@@ -253,8 +177,8 @@ def _relay_steps(runner, a, source, target, round_tf32):
 def _input_operands(problem, dy):
     """``(fwd, crop, offset, wt)``: the input gradient's forward problem, ``dy`` cropped
     (``offset`` bytes into ``dy``) and a stand-in of the transposed weights workspace."""
-    fwd, window = _input_forward(problem)
-    crop = dy[(slice(None), slice(None)) + window]
+    t = transpose(problem)
+    fwd, crop = t.forward, dy[(slice(None), slice(None)) + t.window]
     return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
 
 
@@ -300,67 +224,30 @@ def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, pays=
     return grad_launch.composed(("dgrad", problem, offset, round_tf32), (*parts, part), build)
 
 
-def _group_views(problem, x, dy):
-    """Per group ``(x_g, dy_g)``: the weight gradient's forward operands, views of ``x``
-    ``(C/G, N, *S')`` (cut to the forward problem's input, :func:`_weight_input`) and
-    ``dy`` ``(K/G, N, *O)``."""
-    g = problem.groups
-    kg, cg = problem.out_channels // g, problem.in_channels // g
-    cut = tuple(slice(0, n) for n in forward_problem(problem).in_shape)
-    return [(_swap01(x[(slice(None), slice(gi * cg, (gi + 1) * cg)) + cut]),
-             _swap01(dy[:, gi * kg:(gi + 1) * kg])) for gi in range(g)]
-
-
-def checked_splits(problem, splits):
-    """``splits`` as an int: a divisor of the batch (the split-K of the weight gradient
-    splits the images into equal parts), 1 for the input gradient."""
-    splits = int(splits)
-    if splits < 1 or problem.batch % splits:
-        raise ValueError(f"the weight gradient's split-K takes a divisor of the batch "
-                         f"({problem.batch}); got {splits}")
-    return splits
-
-
-@cached(maxsize=FORWARD_PROBLEMS)
-def split_forward(problem, splits):
-    """The forward problem of the weight gradient ``problem`` (per group) with its images
-    split into ``splits`` equal parts: :func:`forward_problem` whose input channels (the
-    images) and weights (``dy``) form ``splits`` groups, the weights ``(splits * K/G,
-    N/splits, *O)`` (``dy``'s images in split order), the output ``(C/G, splits * K/G,
-    *O')``: the ``splits`` partial gradients side by side (memoised)."""
-    fwd = forward_problem(problem)
-    if splits == 1:
-        return fwd
-    return ConvProblem.create(
-        x_shape=fwd.x_shape,
-        w_shape=(splits * fwd.out_channels, problem.batch // splits) + fwd.kernel_shape,
-        groups=splits, stride=fwd.stride, dilation=fwd.dilation, padding=fwd.padding,
-        padding_mode=fwd.padding_mode, cval=fwd.cval, dtype=fwd.dtype,
-        precision=fwd.precision)
-
-
 def split_workspace_bytes(problem, splits):
     """Bytes of the split-K's own workspaces: the copy of one group of ``dy`` in split
     order (or its re-laid twin) and the partials (0 unsplit)."""
     if splits == 1:
         return 0
-    fwd = split_forward(problem, splits)
+    fwd = transpose(problem, splits=splits).forward
     return problem.dtype.itemsize * (math.prod(fwd.w_shape) + math.prod(fwd.y_shape))
 
 
 def _split_operands(problem, x, dy, splits):
-    """Per group ``(x_g, dy_g, w_g)``: :func:`_group_views` and the weights the forward
-    kernel reads: ``dy_g`` itself, or (split) a stand-in of its copy in split order."""
-    fwd = split_forward(problem, splits)
+    """Per group ``(x_g, dy_g, w_g)``: :func:`~cupyconv.core.transpose.group_views` and the
+    weights the forward kernel reads: ``dy_g`` itself, or (split) a stand-in of its copy
+    in split order."""
+    t = transpose(problem, splits=splits)
+    fwd = t.forward
     return [(x_g, dy_g, dy_g if splits == 1 else fresh_like(fwd.w_shape, fwd.dtype))
-            for x_g, dy_g in _group_views(problem, x, dy)]
+            for x_g, dy_g in group_views(t, problem, x, dy)]
 
 
 def _weight_choice(problem, x, dy, flags, pays, splits=1):
-    """:func:`.relayout.relay_choice` of the weight gradient's forward problem
-    (:func:`split_forward`), the same for every group (else ``None``: no group is
+    """:func:`.relayout.relay_choice` of the weight gradient's forward problem (its images
+    in ``splits`` groups), the same for every group (else ``None``: no group is
     re-laid)."""
-    fwd = split_forward(problem, splits)
+    fwd = transpose(problem, splits=splits).forward
     choices = {relayout.relay_choice(fwd, x_g, w_g, **flags, pays=pays)
                for x_g, _, w_g in _split_operands(problem, x, dy, splits)}
     return choices.pop() if len(choices) == 1 else None
@@ -379,7 +266,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
 
     ``splits`` > 1 (a divisor of the batch, ``cost.weight_gradient_splits``): split-K.
     The group's images are split into ``splits`` equal parts, run as the groups of one
-    forward launch (:func:`split_forward`: ``splits`` times the CTAs, each reducing over
+    forward launch (``transpose(problem, splits=splits)``: ``splits`` times the CTAs, each reducing over
     ``N/splits * prod(O)`` positions); its weights are ``dy``'s group copied in split
     order into a workspace (a library step; with the re-layout, one re-layout launch per
     part writes it channels-last instead), its output the partials workspace ``yp``, which
@@ -391,7 +278,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
     if splits > 1 and problem.dtype not in registry.SPLITK_DTYPES:
         raise ValueError(f"the weight gradient's split-K takes float32 or float64 (its partials "
                          f"are the tiles' outputs); got {problem.dtype.name}")
-    fwd = split_forward(problem, splits)
+    fwd = transpose(problem, splits=splits).forward
     if choice is False:
         choice = _weight_choice(problem, x, dy, flags, pays, splits)
     relay_x, relay_dy = choice or (False, False)
@@ -435,7 +322,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
             steps.append(Call(functools.partial(_window_into, problem, gi), ("y", "dw")))
         return Program(name, ("x", "dy"), (
             ("dw", tuple(problem.w_shape), problem.dtype),
-            ("y", tuple(forward_problem(problem).y_shape), problem.dtype),
+            ("y", tuple(transpose(problem).forward.y_shape), problem.dtype),
             *allocs.values()), tuple(steps), "dw")
     return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32,
                                  splits), parts, build)
@@ -463,19 +350,13 @@ def _split_into(problem, gi, splits, dy, dys):
     axes swapped, its images in split order (part ``s`` at rows ``s * K/G``)."""
     kg = problem.out_channels // problem.groups
     ns, rest = problem.batch // splits, tuple(problem.out_shape)
-    src = _swap01(dy[:, gi * kg:(gi + 1) * kg]).reshape((kg, splits, ns) + rest)
+    src = dy[:, gi * kg:(gi + 1) * kg].swapaxes(0, 1).reshape((kg, splits, ns) + rest)
     dys.reshape((splits, kg, ns) + rest)[...] = src.swapaxes(0, 1)
 
 
 def _window_into(problem, gi, y, dw):
-    """``dw``'s rows of group ``gi`` = the first ``KS`` positions of the forward output
-    ``y`` (reversed for a convolve-style, flipped, problem), first two axes swapped."""
+    """``dw``'s rows of group ``gi`` = the weight window of the forward output ``y``
+    (:func:`~cupyconv.core.transpose.weights_window`: the first ``KS`` positions, reversed
+    for a convolve-style, flipped, problem, first two axes swapped)."""
     kg = problem.out_channels // problem.groups
-    window = (slice(None), slice(None)) + tuple(slice(0, k) for k in problem.kernel_shape)
-    if problem.flip:            # convolve-style: the taps were read reversed
-        window = window[:2] + tuple(slice(k - 1, None, -1) for k in problem.kernel_shape)
-    dw[gi * kg:(gi + 1) * kg] = _swap01(y[window])
-
-
-def _swap01(a):
-    return a.transpose((1, 0) + tuple(range(2, a.ndim)))
+    dw[gi * kg:(gi + 1) * kg] = weights_window(transpose(problem), y)

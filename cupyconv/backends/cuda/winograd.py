@@ -19,7 +19,7 @@ transform kernels' ``alpha <= registry.WINOGRAD_MAX_ALPHA``).  Per piece and bat
 
 float16 computes in float32; when stride phases add, they add in a float32 buffer that
 is rounded to float16 once at the end.  The input gradient of a stride-1, constant-padded
-problem is the forward problem of :func:`~cupyconv.backends.grad_forward.grad_input_forward`.
+problem is the forward problem of :func:`~cupyconv.core.transpose.transpose`.
 Bias is added by the API layer.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ..._lru import cached, memoized
 from ..._vocabulary import GRAD_INPUT
 from ...core.winograd import transforms
 from .. import winograd_conv
-from ..grad_forward import grad_input_forward, grad_input_operands
+from ...core.transpose import transpose, transposed_weights, upsampled
 from ..base import OutOfMemoryError
 
 __all__ = ["can_implement", "workspace_bytes", "min_workspace_bytes", "work", "run",
@@ -50,7 +50,7 @@ MAX_ALPHA = registry.WINOGRAD_MAX_ALPHA
 
 def _forward(problem):
     """The forward problem the algorithm computes for ``problem``."""
-    return grad_input_forward(problem)[0] if problem.op == GRAD_INPUT else problem
+    return transpose(problem).forward if problem.op == GRAD_INPUT else problem
 
 
 def _plan(problem):
@@ -357,5 +357,6 @@ def _round_into(y, ysum):
 def grad_input(problem, dy, w, runner, workspace_limit=None):
     """``dx`` ``(N, C, *S)`` of a stride-1, constant-padded ``problem``: the forward
     Winograd convolution of ``dy`` with the flipped, channel-transposed kernel."""
-    fwd, x, wt = grad_input_operands(problem, dy, w, runner.xp)
-    return run(fwd, x, wt, runner, workspace_limit)
+    t, xp = transpose(problem), runner.xp
+    return run(t.forward, upsampled(t, dy, xp), transposed_weights(t, problem, w, xp), runner,
+               workspace_limit)

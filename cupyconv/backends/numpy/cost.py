@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
-from .. import fft, fft_conv, winograd_conv
-from ..grad_forward import grad_input_forward
+from ...core.transpose import transpose
+from .. import fft, winograd_conv
 from . import blas, gemm, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
@@ -173,7 +173,7 @@ def _direct(problem, cplx):
 def _gemm_problem(problem):
     """The problem gemm runs: an input gradient of :func:`.gemm.forward_applies` as its
     forward problem."""
-    return grad_input_forward(problem)[0] if gemm.forward_applies(problem) else problem
+    return transpose(problem).forward if gemm.forward_applies(problem) else problem
 
 
 def _blocks(problem):
@@ -267,7 +267,7 @@ def _fft(problem, cplx):
     extra = 0.0
     if problem.op != FORWARD:
         extra = problem.output_size * c["fft_elem"]       # transposes, upsampling, folding
-        problem = fft_conv.transposed_forward(problem)
+        problem = transpose(problem, whole=True).forward
     elif problem.padding_mode != "constant" or problem.cval != 0:
         # a boundary other than zeros is materialised first (numpy.pad: a padded copy)
         extra = (problem.batch * problem.in_channels * math.prod(problem.padded_shape())
@@ -332,12 +332,12 @@ def _winograd(problem, cplx):
     """Per N-D piece: the input transform (one pass per axis over the tiles), the batched
     GEMM over channels per transform position, the output transform; plus the padded
     copy.  An input gradient is costed as its forward problem
-    (:func:`~cupyconv.backends.grad_forward.grad_input_forward`)."""
+    (:func:`~cupyconv.core.transpose.transpose`)."""
     c = CPU
     if problem.op == GRAD_INPUT:
         if not winograd_conv.grad_input_applies(problem)[0]:
             return math.inf
-        problem = grad_input_forward(problem)[0]
+        problem = transpose(problem).forward
     plan = winograd_conv.plan_tiles(problem)
     if isinstance(plan, str):
         return math.inf

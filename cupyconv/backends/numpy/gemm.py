@@ -18,7 +18,7 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
 - weight gradient, ``dw = dy . cols^H``: the same blocks, summed in block order;
 - input gradient, ``dx = A^H dy``: a stride-1 problem with constant padding is the
   forward problem of the flipped, channel-transposed kernel
-  (:func:`~cupyconv.backends.grad_forward.grad_input_forward`), run by the same blocked
+  (:func:`~cupyconv.core.transpose.transpose`), run by the same blocked
   forward; any other runs ``W^H dy`` per block and adds each tap's columns into a
   zero-padded input (a strided slice per tap; the slices of one tap never overlap),
   the padding folded back onto the source elements
@@ -43,7 +43,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
 from ..base import OutOfMemoryError
-from ..grad_forward import grad_input_forward, grad_input_operands
+from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
 from .threads import Scratch, parallel_map, workers
@@ -72,7 +72,7 @@ def position_bytes(problem):
 
 def forward_applies(problem):
     """Whether an input gradient runs as the blocked forward problem of
-    :func:`~cupyconv.backends.grad_forward.grad_input_forward` (stride 1, constant
+    :func:`~cupyconv.core.transpose.transpose` (stride 1, constant
     padding), else by columns and their scatter back (col2im)."""
     return (problem.op == GRAD_INPUT and all(s == 1 for s in problem.stride)
             and problem.padding_mode == "constant" and all(n > 0 for n in problem.in_shape))
@@ -87,7 +87,7 @@ def min_workspace_bytes(problem):
 
 
 def _as_forward(problem):
-    return grad_input_forward(problem)[0]
+    return transpose(problem).forward
 
 
 def as_run(problem):
@@ -361,8 +361,9 @@ def _adjoint(problem, a):
 
 def _grad_input(problem, dy, w, limit, stats):
     if forward_applies(problem):
-        fwd, x, wt = grad_input_operands(problem, dy, w)
-        return _forward(fwd, x, wt, limit, stats)
+        t = transpose(problem)
+        return _forward(t.forward, upsampled(t, dy, np), transposed_weights(t, problem, w, np),
+                        limit, stats)
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)

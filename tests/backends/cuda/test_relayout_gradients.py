@@ -1,5 +1,5 @@
 """The gradients on the channel-contiguous tiles (issue 27 part 3 "all ops", issue 26 item
-1): the input gradient (through ``grad_input_forward``) and the weight gradient (per group)
+1): the input gradient (through ``core.transpose.transpose``) and the weight gradient (per group)
 re-lay their role-swapped operands inside their launch programs (the re-layout kernel's
 launches are steps of the gradient program, into its workspaces, TF32 rounding fused), so
 the multistage tile runs them, or on a device of compute capability 9.0 the sm_90a wgmma

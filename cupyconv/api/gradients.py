@@ -15,6 +15,7 @@ from .._kernels import program
 from .._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..core import args
 from ..core.problem import ConvProblem, Operands
+from ..core.transpose import conv_transpose_geometry
 from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
 from .calls import check_bias, finish, logical_views, with_precision
@@ -276,42 +277,13 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
     xp = args.array_module_of(x=x, w=w, bias=bias)
     x, w = _checked(("x", "w"), (args.as_array(xp, x), args.as_array(xp, w)))
     layout = args.normalize_layout(layout)
-    if x.ndim != w.ndim or x.ndim < 3:
-        raise ValueError(
-            f"x must be (N, C_in, *spatial) and w (C_in, C_out/groups, *kernel) of the same "
-            f"rank >= 3; got x.ndim={x.ndim}, w.ndim={w.ndim}")
-    r = x.ndim - 2
-    stride = args.normalize_per_axis(stride, r, "stride")
-    dilation = args.normalize_per_axis(dilation, r, "dilation")
-    cl = layout == "channels_last"
-    n, c_in, s = x.shape[0], x.shape[-1 if cl else 1], x.shape[1:-1] if cl else x.shape[2:]
-    wc, cog, ks = w.shape[0], w.shape[-1 if cl else 1], w.shape[1:-1] if cl else w.shape[2:]
-    if wc != c_in:
-        raise ValueError(f"w has {wc} input channels (axis 0) but x has C_in={c_in}")
-    pads, out_pad = args.normalize_transpose_padding(padding, output_padding, s, ks, stride,
-                                                     dilation)
-    out = []
-    for i in range(r):
-        if out_pad[i] >= max(stride[i], dilation[i]):
-            raise ValueError(
-                f"output_padding must be smaller than either stride or dilation; got "
-                f"output_padding[{i}]={out_pad[i]}, stride[{i}]={stride[i]}, "
-                f"dilation[{i}]={dilation[i]}")
-        o = ((s[i] - 1) * stride[i] - sum(pads[i]) + dilation[i] * (ks[i] - 1)
-             + out_pad[i] + 1)
-        if o < 1:
-            raise ValueError(f"empty output on spatial axis {i}: size {o} from input size "
-                             f"{s[i]}, padding {pads[i]} and kernel {ks[i]}")
-        out.append(o)
-    groups = args.as_int(groups, "groups", minimum=1)
-    if c_in % groups:
-        raise ValueError(f"x has C_in={c_in} channels, not divisible by groups={groups}")
-    c_out = cog * groups
-    input_shape = ((n,) + tuple(out) + (c_out,)) if cl else ((n, c_out) + tuple(out))
+    input_shape, geometry = conv_transpose_geometry(x.shape, w.shape, stride, padding,
+                                                    output_padding, dilation, groups, layout)
+    c_out = input_shape[-1 if layout == "channels_last" else 1]
     result = args.gradient_dtype(x.dtype, w.dtype)      # a bias is cast to it
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
                        dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
-                       **_geometry(stride, pads, dilation, groups, "constant", layout))
+                       layout=layout, **geometry)
     bias = check_bias(bias, c_out, xp, result)
     computed = with_precision(problem, precision, result, x, w)
     backend = backend_for(xp)
@@ -319,7 +291,7 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
     views = logical_views(problem, xp, output=x, filter=w)
     # output_padding >= stride (allowed below dilation) gives the forward conv more
     # outputs than x has positions: those receive no input (zero gradient).
-    extra = [(0, o - si) for o, si in zip(problem.out_shape, s)]
+    extra = [(0, o - n) for o, n in zip(problem.out_shape, views["output"].shape[2:])]
     if any(a for _, a in extra):
         views["output"] = program.host_step("pad", functools.partial(
             _padded, xp, ((0, 0), (0, 0)) + tuple(extra)), views["output"])

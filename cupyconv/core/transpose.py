@@ -38,7 +38,8 @@ are ``dw``.
   same forward problem (split-K: its weights are the group's ``dy`` in split order).
 
 :func:`column_forward` is the column-buffer algorithm's GEMM ``W^T dy`` of an input
-gradient as a 1-tap forward problem.
+gradient as a 1-tap forward problem.  :func:`conv_transpose_geometry` is the convolution
+that ``conv_transpose`` transposes (its input gradient, without the conjugation).
 """
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ from typing import Tuple
 
 from .._lru import cached
 from .._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
-from .problem import ConvProblem
+from . import args
+from .problem import ConvProblem, layout_shape
 
-__all__ = ["Transposed", "transpose", "checked_splits", "column_forward", "forward_operands",
+__all__ = ["Transposed", "transpose", "checked_splits", "column_forward",
+           "conv_transpose_geometry", "forward_operands",
            "upsampled", "transposed_weights",
            "transposed_weights_into", "regrouped_input", "group_views", "weights_window"]
 
@@ -238,6 +241,53 @@ def column_forward(problem, count):
         x_shape=(1, g * problem.gemm_n, count * math.prod(problem.out_shape)),
         w_shape=(g * problem.gemm_k, problem.gemm_n, 1), groups=g, dtype=problem.dtype,
         precision=problem.precision)
+
+
+def conv_transpose_geometry(x_shape, w_shape, stride, padding, output_padding, dilation,
+                            groups, layout):
+    """``(input_shape, geometry)`` of ``conv_transpose`` (PyTorch's ``ConvTransposeNd``)
+    of ``x`` ``(N, C_in, *S)`` with ``w`` ``(C_in, C_out/G, *KS)`` (``layout`` order,
+    normalised): the shape of its output, the input of the convolution it transposes,
+    per axis ``(S - 1) stride - pb - pa + dilation (KS - 1) + output_padding + 1``, and
+    that convolution's ``stride``, ``padding`` (pairs), ``dilation`` and ``groups``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument and the axis for every inconsistency.
+    """
+    if len(x_shape) != len(w_shape) or len(x_shape) < 3:
+        raise ValueError(
+            f"x must be (N, C_in, *spatial) and w (C_in, C_out/groups, *kernel) of the same "
+            f"rank >= 3; got x.ndim={len(x_shape)}, w.ndim={len(w_shape)}")
+    r = len(x_shape) - 2
+    stride = args.normalize_per_axis(stride, r, "stride")
+    dilation = args.normalize_per_axis(dilation, r, "dilation")
+    cl = layout == "channels_last"
+    n, c_in, s = x_shape[0], x_shape[-1 if cl else 1], x_shape[1:-1] if cl else x_shape[2:]
+    wc, cog, ks = w_shape[0], w_shape[-1 if cl else 1], w_shape[1:-1] if cl else w_shape[2:]
+    if wc != c_in:
+        raise ValueError(f"w has {wc} input channels (axis 0) but x has C_in={c_in}")
+    pads, out_pad = args.normalize_transpose_padding(padding, output_padding, s, ks, stride,
+                                                     dilation)
+    out = []
+    for i in range(r):
+        if out_pad[i] >= max(stride[i], dilation[i]):
+            raise ValueError(
+                f"output_padding must be smaller than either stride or dilation; got "
+                f"output_padding[{i}]={out_pad[i]}, stride[{i}]={stride[i]}, "
+                f"dilation[{i}]={dilation[i]}")
+        o = ((s[i] - 1) * stride[i] - sum(pads[i]) + dilation[i] * (ks[i] - 1)
+             + out_pad[i] + 1)
+        if o < 1:
+            raise ValueError(f"empty output on spatial axis {i}: size {o} from input size "
+                             f"{s[i]}, padding {pads[i]} and kernel {ks[i]}")
+        out.append(o)
+    groups = args.as_int(groups, "groups", minimum=1)
+    if c_in % groups:
+        raise ValueError(f"x has C_in={c_in} channels, not divisible by groups={groups}")
+    input_shape = layout_shape(layout, n, cog * groups, out)
+    return input_shape, dict(stride=stride, padding=pads, dilation=dilation, groups=groups)
 
 
 # ------------------------------------------------------------ the operand map on arrays

@@ -53,9 +53,9 @@ from . import args
 from .problem import ConvProblem, layout_shape
 
 __all__ = ["Transposed", "transpose", "checked_splits", "column_forward",
-           "conv_transpose_geometry", "forward_operands",
-           "upsampled", "transposed_weights",
-           "transposed_weights_into", "regrouped_input", "group_views", "weights_window"]
+           "conv_transpose_geometry", "forward_operands", "upsampled", "transposed_weights",
+           "transposed_weights_into", "regrouped_input", "group_views", "split_images",
+           "weights_window"]
 
 #: Transposed problems kept (each call of a gradient asks several times).
 TRANSPOSED_PROBLEMS = 256
@@ -362,6 +362,15 @@ def group_views(t, problem, x, dy):
     kg, cg = problem.out_channels // g, problem.in_channels // g
     return [(_swap01(x[(slice(None), slice(gi * cg, (gi + 1) * cg)) + t.window]),
              _swap01(dy[:, gi * kg:(gi + 1) * kg])) for gi in range(g)]
+
+
+def split_images(t, dy_g):
+    """One group's ``dy_g`` ``(K/G, N, *O)`` (:func:`group_views`) as the split-K forward
+    problem's weights: ``(splits, K/G, N/splits, *O)``, part ``s`` the images
+    ``s N/splits ...`` (a view; C-contiguous, it is the ``(splits K/G, N/splits, *O)``
+    weights, whose output is the ``splits`` partial products side by side)."""
+    kg, n = dy_g.shape[:2]
+    return dy_g.reshape((kg, t.splits, n // t.splits) + dy_g.shape[2:]).swapaxes(0, 1)
 
 
 def weights_window(t, y):

@@ -29,8 +29,8 @@ import cupyconv
 from cupyconv._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from cupyconv.backends.arrays import fold_padding
 from cupyconv.core.problem import ConvProblem, Operands
-from cupyconv.core.transpose import (forward_operands, group_views, transpose,
-                                     weights_window)
+from cupyconv.core.transpose import (forward_operands, group_views, split_images,
+                                     transpose, weights_window)
 from cupyconv.dispatch import backend_for, run
 from helpers import PADDING_MODES, random_array, ref_conv
 from problem_lists import spatial_geometry
@@ -99,14 +99,11 @@ def _grad_weights(problem, backend, x, dy, splits):
                                                                        output=dy), np))
     yield "grad_weight whole", weights_window(t, y)
     t = transpose(gp, splits=splits)
-    kg = problem.out_channels // problem.groups
-    ns = problem.batch // splits
     rows = []
     for x_g, dy_g in group_views(t, gp, x, dy):              # (Cg, N, *S'), (Kg, N, *O)
-        w_g = dy_g.reshape((kg, splits, ns) + problem.out_shape).swapaxes(0, 1).reshape(
-            t.forward.w_shape)                               # the images in split order
+        w_g = np.reshape(split_images(t, dy_g), t.forward.w_shape)
         y = _forward(backend, t.forward, x_g, w_g)           # (Cg, splits * Kg, *O')
-        y = y.reshape((y.shape[0], splits, kg) + y.shape[2:]).sum(axis=1)
+        y = y.reshape((y.shape[0], splits, -1) + y.shape[2:]).sum(axis=1)
         rows.append(weights_window(t, y))
     yield f"grad_weight per group, splits={splits}", np.concatenate(rows)
 

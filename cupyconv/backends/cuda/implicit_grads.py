@@ -73,8 +73,8 @@ from ..._kernels import grad_launch, launch, program, registry, relayout_launch,
 from ..._kernels.grad_launch import fresh_like, pointer_at
 from ..._kernels.program import Call, Program
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
-from ...core.transpose import (checked_splits, column_forward, group_views, transpose,
-                               transposed_weights_into, weights_window)
+from ...core.transpose import (checked_splits, column_forward, group_views, split_images,
+                               transpose, transposed_weights_into, weights_window)
 from ..arrays import to_tf32
 from . import relayout
 
@@ -347,11 +347,12 @@ def _relay_split_steps(runner, dy, dy_g, splits, round_tf32, parts, allocs):
 
 def _split_into(problem, gi, splits, dy, dys):
     """``dys`` ``(splits * K/G, N/splits, *O)`` = group ``gi`` of ``dy`` with its first two
-    axes swapped, its images in split order (part ``s`` at rows ``s * K/G``)."""
+    axes swapped, its images in split order (part ``s`` at rows ``s * K/G``,
+    :func:`~cupyconv.core.transpose.split_images`)."""
     kg = problem.out_channels // problem.groups
-    ns, rest = problem.batch // splits, tuple(problem.out_shape)
-    src = dy[:, gi * kg:(gi + 1) * kg].swapaxes(0, 1).reshape((kg, splits, ns) + rest)
-    dys.reshape((splits, kg, ns) + rest)[...] = src.swapaxes(0, 1)
+    src = split_images(transpose(problem, splits=splits),
+                       dy[:, gi * kg:(gi + 1) * kg].swapaxes(0, 1))
+    dys.reshape(src.shape)[...] = src
 
 
 def _window_into(problem, gi, y, dw):

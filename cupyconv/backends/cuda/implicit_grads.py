@@ -266,10 +266,10 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
 
     ``splits`` > 1 (a divisor of the batch, ``cost.weight_gradient_splits``): split-K.
     The group's images are split into ``splits`` equal parts, run as the groups of one
-    forward launch (``transpose(problem, splits=splits)``: ``splits`` times the CTAs, each reducing over
-    ``N/splits * prod(O)`` positions); its weights are ``dy``'s group copied in split
-    order into a workspace (a library step; with the re-layout, one re-layout launch per
-    part writes it channels-last instead), its output the partials workspace ``yp``, which
+    forward launch (``transpose(problem, splits=splits)``: ``splits`` times the CTAs,
+    each reducing over ``N/splits * prod(O)`` positions); its weights are ``dy``'s group
+    copied in split order into a workspace (a library step; with the re-layout, one
+    re-layout launch per part writes it channels-last instead), its output the partials workspace ``yp``, which
     the reduction kernel (:func:`~cupyconv._kernels.splitk_launch.reduce_step`) sums into
     ``y`` in part order.  float32 and float64 only (the tiles write partials in the
     storage type, which must be the accumulation type for the split to add no rounding)."""
@@ -278,7 +278,8 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
     if splits > 1 and problem.dtype not in registry.SPLITK_DTYPES:
         raise ValueError(f"the weight gradient's split-K takes float32 or float64 (its partials "
                          f"are the tiles' outputs); got {problem.dtype.name}")
-    fwd = transpose(problem, splits=splits).forward
+    t = transpose(problem, splits=splits)
+    fwd, kg = t.forward, problem.out_channels // problem.groups
     if choice is False:
         choice = _weight_choice(problem, x, dy, flags, pays, splits)
     relay_x, relay_dy = choice or (False, False)
@@ -306,8 +307,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
                 allocs[alloc[0]] = alloc
                 slots[name], operands[i] = name + "l", relayout.relaid_standin(a)
             elif name == "w" and splits > 1:
-                pre.append(Call(functools.partial(_split_into, problem, gi, splits),
-                                ("dy", "dys")))
+                pre.append(Call(functools.partial(_split_into, t, kg, gi), ("dy", "dys")))
                 allocs["dys"] = ("dys", tuple(fwd.w_shape), problem.dtype)
                 slots["w"] = "dys"
         part = _forward_part(fwd, *operands, runner, flags, tile)
@@ -319,7 +319,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
         steps = []
         for gi, (_, pre, part, slots, post) in enumerate(groups):
             steps += pre + grad_launch.retarget(part.launches, slots) + post
-            steps.append(Call(functools.partial(_window_into, problem, gi), ("y", "dw")))
+            steps.append(Call(functools.partial(_window_into, t, kg, gi), ("y", "dw")))
         return Program(name, ("x", "dy"), (
             ("dw", tuple(problem.w_shape), problem.dtype),
             ("y", tuple(transpose(problem).forward.y_shape), problem.dtype),
@@ -345,19 +345,18 @@ def _relay_split_steps(runner, dy, dy_g, splits, round_tf32, parts, allocs):
     return steps
 
 
-def _split_into(problem, gi, splits, dy, dys):
-    """``dys`` ``(splits * K/G, N/splits, *O)`` = group ``gi`` of ``dy`` with its first two
-    axes swapped, its images in split order (part ``s`` at rows ``s * K/G``,
-    :func:`~cupyconv.core.transpose.split_images`)."""
-    kg = problem.out_channels // problem.groups
-    src = split_images(transpose(problem, splits=splits),
-                       dy[:, gi * kg:(gi + 1) * kg].swapaxes(0, 1))
+def _split_into(t, kg, gi, dy, dys):
+    """``dys`` ``(splits * K/G, N/splits, *O)`` = group ``gi`` (``kg`` = K/G channels) of
+    ``dy`` with its first two axes swapped, its images in split order (part ``s`` at rows
+    ``s * K/G``, :func:`~cupyconv.core.transpose.split_images` of the transposition
+    ``t``)."""
+    src = split_images(t, dy[:, gi * kg:(gi + 1) * kg].swapaxes(0, 1))
     dys.reshape(src.shape)[...] = src
 
 
-def _window_into(problem, gi, y, dw):
-    """``dw``'s rows of group ``gi`` = the weight window of the forward output ``y``
-    (:func:`~cupyconv.core.transpose.weights_window`: the first ``KS`` positions, reversed
-    for a convolve-style, flipped, problem, first two axes swapped)."""
-    kg = problem.out_channels // problem.groups
-    dw[gi * kg:(gi + 1) * kg] = weights_window(transpose(problem), y)
+def _window_into(t, kg, gi, y, dw):
+    """``dw``'s rows of group ``gi`` (``kg`` = K/G rows) = the weight window of the forward
+    output ``y`` (:func:`~cupyconv.core.transpose.weights_window` of the transposition
+    ``t``: the first ``KS`` positions, reversed for a convolve-style, flipped, problem,
+    first two axes swapped)."""
+    dw[gi * kg:(gi + 1) * kg] = weights_window(t, y)

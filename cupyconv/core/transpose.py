@@ -292,15 +292,18 @@ def conv_transpose_geometry(x_shape, w_shape, stride, padding, output_padding, d
 
 # ------------------------------------------------------------ the operand map on arrays
 def forward_operands(t, problem, operands, xp):
-    """``(x, w)``: the arrays the forward problem of ``t`` (not ``per_group``) reads, from
-    the gradient ``problem``'s :class:`~cupyconv.core.roles.Operands` (views where no
-    upsampling or conjugation copies)."""
+    """``(x, w)``: the arrays the forward problem of ``t`` reads, from the gradient
+    ``problem``'s :class:`~cupyconv.core.roles.Operands` (roles ``t.x`` and ``t.w``; views
+    where no upsampling or conjugation copies).  A ``per_group`` transposition reads each
+    group's views instead (:func:`group_views`)."""
+    if t.per_group:
+        raise ValueError("a per-group transposition reads group_views(), one group at a time")
+    x, w = operands.get(t.x), operands.get(t.w)
     if problem.op == GRAD_INPUT:
-        return (upsampled(t, operands.output, xp),
-                transposed_weights(t, problem, operands.filter, xp))
+        return upsampled(t, x, xp), transposed_weights(t, problem, w, xp)
     if problem.op == GRAD_WEIGHT:
-        return regrouped_input(t, problem, operands.activation, xp), _swap01(operands.output)
-    return operands.activation, operands.filter
+        return regrouped_input(t, problem, x, xp), _swap01(w)
+    return x, w
 
 
 def upsampled(t, a, xp):

@@ -33,13 +33,19 @@ from ..core.transpose import forward_operands, transpose, weights_window
 from . import fft
 from .arrays import fold_padding, oriented_weights, pad_input, zeros_result
 
-__all__ = ["workspace_bytes", "forward_program", "clear_program_cache",
+__all__ = ["transposed_forward", "workspace_bytes", "forward_program", "clear_program_cache",
            "run"]
+
+
+def transposed_forward(problem):
+    """The forward problem whose FFT computes ``problem``: itself for ``forward``, else
+    its whole transposition (:func:`~cupyconv.core.transpose.transpose`)."""
+    return problem if problem.op == FORWARD else transpose(problem, whole=True).forward
 
 
 def workspace_bytes(problem):
     """Bytes of the spectra (x, w and y transforms) of ``problem``'s FFT."""
-    fwd = transpose(problem, whole=True).forward
+    fwd = transposed_forward(problem)
     shape = [fft.fast_len(n + d * (k - 1)) for n, d, k in
              zip(fwd.padded_shape(), fwd.dilation, fwd.kernel_shape)]
     complex_ = fwd.is_complex

@@ -34,6 +34,7 @@ from ..._kernels.kernel_config import KernelConfig, family_config, gemm_config
 from ..._paths import cache_root
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
 from ...core.transpose import column_forward, transpose
+from .. import fft_conv
 from . import algorithms, implicit_grads, relayout, separable, winograd
 from ..._lru import cached
 
@@ -230,7 +231,7 @@ def predict_times(problem, device, candidates, efficiency=None):
             t = (2 * cols / bw + flops / (rate * eff * max(tiny, 0.05))
                  + base_bytes / bw + 2 * LAUNCH_S)
         elif name == "fft":
-            fwd = transpose(problem, whole=True).forward
+            fwd = fft_conv.transposed_forward(problem)
             npts = math.prod(fwd.padded_shape())
             cg = fwd.in_channels // fwd.groups
             transforms = (fwd.batch * fwd.in_channels + fwd.out_channels * cg
@@ -438,7 +439,7 @@ def efficiency_key(problem, device, name):
     if name == "gemm" and tensor_peak_flops(problem, device):
         return "gemm_tc_" + tensor_kind(problem)
     if name == "fft":
-        fwd = transpose(problem, whole=True).forward
+        fwd = fft_conv.transposed_forward(problem)
         return "fft_mix" if _mixes(fwd) else name
     return "direct" if name == "separable" else name
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import transpose
-from .. import fft, winograd_conv
+from .. import fft, fft_conv, winograd_conv
 from . import blas, gemm, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
@@ -267,7 +267,7 @@ def _fft(problem, cplx):
     extra = 0.0
     if problem.op != FORWARD:
         extra = problem.output_size * c["fft_elem"]       # transposes, upsampling, folding
-        problem = transpose(problem, whole=True).forward
+        problem = fft_conv.transposed_forward(problem)
     elif problem.padding_mode != "constant" or problem.cval != 0:
         # a boundary other than zeros is materialised first (numpy.pad: a padded copy)
         extra = (problem.batch * problem.in_channels * math.prod(problem.padded_shape())

@@ -29,8 +29,8 @@ import cupyconv
 from cupyconv._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from cupyconv.backends.arrays import fold_padding
 from cupyconv.core.problem import ConvProblem, Operands
-from cupyconv.core.transpose import (forward_operands, group_views, split_images,
-                                     transpose, weights_window)
+from cupyconv.core.transpose import (column_forward, forward_operands, group_views,
+                                     split_images, transpose, weights_window)
 from cupyconv.dispatch import backend_for, run
 from helpers import PADDING_MODES, random_array, ref_conv
 from problem_lists import spatial_geometry
@@ -146,6 +146,22 @@ def test_forward_problems_are_adjoint_numpy(case):
 @given(case=geometries(max_rank=3, max_elems=60))
 def test_forward_problems_are_adjoint_emulated(case):
     _check(*case, backend_for(np, "emulated"))
+
+
+@pytest.mark.parametrize("x_shape,w_shape,groups,count", [
+    ((2, 4, 5), (6, 2, 3), 2, 2), ((1, 3, 4, 3), (2, 3, 2, 2), 1, 1)])
+def test_column_forward_is_the_batched_product(x_shape, w_shape, groups, count):
+    """``column_forward``'s output is ``W_g^T dy_g`` per group (the column buffer's GEMM)."""
+    gp = ConvProblem.create(x_shape=x_shape, w_shape=w_shape, groups=groups, op=GRAD_INPUT)
+    fwd = column_forward(gp, count)
+    rng = np.random.default_rng(1)
+    wt = rng.standard_normal((groups, gp.gemm_k, gp.gemm_n))          # (G, C/G*taps, K/G)
+    dym = rng.standard_normal((groups, gp.gemm_n, fwd.in_shape[0]))   # (G, K/G, cols)
+    cols = _forward(backend_for(np, "numpy"), fwd, dym.reshape(fwd.x_shape),
+                    wt.reshape(fwd.w_shape))
+    # float64 sums of at most 12 products: a few ulps of the sum of their magnitudes
+    bound = 1e-14 * (np.abs(wt) @ np.abs(dym))
+    assert np.all(np.abs(cols.reshape(bound.shape) - wt @ dym) <= bound)
 
 
 @st.composite

@@ -6,10 +6,12 @@ Each row is one problem as the dispatcher runs it (``dispatch.run``, the path ev
 public function takes): single-channel ``convolve(mode="same")`` from 1-D to 4-D with
 kernels of 3 to 31 taps per axis, ``ndimage.convolve``'s mirrored boundary, and
 channelled layers (``conv``, 3 to 64 channels, depthwise).  Every method that can run
-the problem and ``auto`` are timed alternately, ``--rounds`` rounds, each the least of
+the problem and ``auto`` are timed alternately, ``--rounds`` rounds, their order
+turning by one each round (no method always follows the same one), each the least of
 its rounds (the machine's other load only ever adds; a sample repeats a call that
-takes under :data:`SAMPLE_S` enough times to last about that long, after one untimed
-call: each method is timed warm, as repeated calls run); ``auto / fastest``
+takes under :data:`SAMPLE_S` enough times to last about that long, the count sized on
+a second, warm call, since ``auto``'s first prices and plans; each sample follows one
+untimed call: each method is timed warm, as repeated calls run); ``auto / fastest``
 is the ratio of those, ``choice / fastest`` that of the method ``auto`` ran, timed
 alone, to the fastest (the choice without ``auto``'s few microseconds of dispatch and
 with the noise of one measurement fewer).  The goal (issue 35): every row within 1.2x, geometric mean at most 1.05x.
@@ -80,17 +82,21 @@ def measure(rounds, rows=GRID, clock=time.perf_counter):
         for m in ("auto",) + METHODS:
             call = (lambda m=m: run(problem, ops, backend, method=m))
             try:
-                t0 = time.perf_counter()
                 _, ran = call()                    # warm-up (and refusals)
-                once = time.perf_counter() - t0
             except (ValueError, MemoryError):
                 continue
+            t0 = time.perf_counter()
+            call()                # warm: the first call prices and plans (auto: ~4 ms)
+            once = time.perf_counter() - t0
             if m == "auto":
                 chosen = ran
             calls[m], repeats[m] = call, max(1, min(100, int(SAMPLE_S / max(once, 1e-6))))
         best = {m: math.inf for m in calls}
-        for _ in range(rounds):
-            for m, call in calls.items():
+        names = list(calls)
+        for r in range(rounds):
+            # the order turns by one each round: no method always follows the same one
+            for m in names[r % len(names):] + names[:r % len(names)]:
+                call = calls[m]
                 call()           # untimed: the previous method's buffers and cache left
                 t0 = clock()
                 for _ in range(repeats[m]):

@@ -57,7 +57,7 @@ from .._lru import LRU
 from .arrays import all_finite, oriented_weights
 
 __all__ = ["applies", "factor", "factor_error", "set_blas_guard", "low_rank", "kernel_factors", "kernel_terms", "term_limit",
-           "terms_take",
+           "terms_take", "term_count", "INLINE_KEY_BYTES",
            "term_tolerance", "clear_cache", "ROUNDOFF_UNITS", "MAX_TERMS", "TERM_MARGIN",
            "CANCELLATION_LIMIT",
            "NotSeparable", "NOT_APPLICABLE"]
@@ -77,6 +77,12 @@ TERM_MARGIN = 1.1
 CANCELLATION_LIMIT = 4.0
 #: Factorisations kept, keyed by a digest of the kernel's bytes (:func:`_cached`).
 _cache = LRU(64)
+#: ``auto``'s verdicts on whole weights (:func:`term_count`), keyed as the factorisations.
+_verdicts = LRU(256)
+#: Kernels of at most this many bytes are their own cache key (a copy of their bytes,
+#: cheaper than a digest for the small kernels ``auto`` checks on every call); larger
+#: ones are keyed by a digest of their bytes.
+INLINE_KEY_BYTES = 4096
 #: Why a problem is not one :func:`applies` accepts (``can_implement``'s reason).
 NOT_APPLICABLE = ("separable needs one filter per input channel (single channel "
                   "or depthwise) and a kernel over two axes or more")
@@ -256,7 +262,10 @@ def _factor_error(kernel, dtype):
 
 
 def _digest(kernel):
-    """A digest of the kernel's bytes, shape and dtype (one pass over its bytes)."""
+    """A key for the kernel's bytes, shape and dtype: the bytes themselves up to
+    :data:`INLINE_KEY_BYTES`, else a digest of them (one pass over its bytes)."""
+    if kernel.nbytes <= INLINE_KEY_BYTES:
+        return kernel.tobytes(), kernel.shape, kernel.dtype.str
     h = hashlib.blake2b(digest_size=20)
     h.update(np.ascontiguousarray(kernel).view(np.uint8).data)
     return h.hexdigest(), kernel.shape, kernel.dtype.str
@@ -264,7 +273,8 @@ def _digest(kernel):
 
 def _cached(kind, compute, kernel, dtype):
     """``compute(kernel, dtype)``, kept in the LRU, keyed by ``kind``, ``dtype`` and
-    :func:`_digest` of the kernel (whatever its size: the key holds no copy of it)."""
+    :func:`_digest` of the kernel (whatever its size: the key holds at most
+    :data:`INLINE_KEY_BYTES` of it)."""
     dtype = np.dtype(dtype)
     kernel = np.asarray(kernel)
     key = (kind, dtype.str) + _digest(kernel)
@@ -501,6 +511,25 @@ def kernel_terms(problem, w, max_terms=1, exact_error=True):
     return out
 
 
+def term_count(problem, w, max_terms=1):
+    """``(count, reason)``: how many outer products :func:`kernel_terms` splits the
+    weights ``w`` into (its check without the measured error, ``exact_error=False``), or
+    ``(0, its NotSeparable message)`` past ``max_terms``.
+
+    ``auto``'s data check: cached by ``problem``, ``max_terms`` and :func:`_digest` of
+    ``w``, so a repeated call with the same kernel costs one key and one lookup (not one
+    factorisation lookup per group, the orientation, the exception and its message)."""
+    w = np.asarray(w)
+    key = (problem, max_terms) + _digest(w)
+
+    def decide():
+        try:
+            return len(kernel_terms(problem, w, max_terms, exact_error=False)), ""
+        except NotSeparable as exc:
+            return 0, str(exc)
+    return _verdicts.get_or_compute(key, decide)
+
+
 def _not_separable(problem, g, err, max_terms):
     eps = float(np.finfo(problem.dtype).eps) if problem.dtype.kind in "fc" else 0.0
     tolerance = f"{ROUNDOFF_UNITS * eps:.3g}, {ROUNDOFF_UNITS} units of roundoff of its norm"
@@ -520,5 +549,6 @@ def _not_separable(problem, g, err, max_terms):
 
 
 def clear_cache():
-    """Forget the cached factorisations."""
+    """Forget the cached factorisations and verdicts."""
     _cache.clear()
+    _verdicts.clear()

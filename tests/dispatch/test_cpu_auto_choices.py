@@ -58,3 +58,57 @@ def test_ndimage_convolve_ranks_the_tap_loop_above_gemm_and_fft(shape, kernel, c
     ranked = [a for a in dispatcher.choose(problem, backend_for(np)).ranked
               if a != "separable"]
     assert ranked[0] in ("direct", "implicit_gemm") and "gemm" in ranked[2:], ranked
+
+
+@pytest.fixture(params=[True, False], ids=["oneMKL", "numpy.matmul"])
+def on_mkl(request, monkeypatch):
+    """Price gemm's products as oneMKL's or as ``numpy.matmul``'s, installed or not."""
+    monkeypatch.setattr(cost.blas, "mkl", (lambda: {}) if request.param else (lambda: None))
+    dispatcher.clear_cache()
+    yield request.param
+    dispatcher.clear_cache()
+
+
+def test_a_few_output_channels_on_onemkl_plan_the_fft(on_mkl, monkeypatch):
+    """3-D 8->8 24^3 3^3, batch 2, on one core (benchmarks/auto_vs_fastest.py's row):
+    with 8 output channels gemm's products are (positions, 216) @ (216, 8), which oneMKL
+    runs at about a third of its rate for 16 or more (``cost.CPU["mkl_narrow"]``), so
+    gemm measured 7-8 ms against the FFT's 4.9-5.8; on ``numpy.matmul`` the model keeps
+    gemm (on two cores gemm's blocks spread over both and it keeps gemm either way)."""
+    monkeypatch.setattr(cost, "workers", lambda: 1)
+    plan = cupyconv.plan_conv((2, 8, 24, 24, 24), (8, 8, 3, 3, 3), np.float32, padding=1,
+                              backend="numpy")
+    assert plan.algorithm == ("fft" if on_mkl else "gemm")
+
+
+@pytest.mark.parametrize("channels", [2, 8, 15])
+def test_onemkl_narrow_products_cost_more_per_multiply_add(channels, on_mkl):
+    """gemm's multiply-add terms for K = 2-15 output channels, against the same layer at
+    K = 16 (per multiply-add): ``mkl_narrow / mkl_mac`` times on oneMKL, and no jump on
+    ``numpy.matmul``, where the narrow term alone grows as ``1 / K``."""
+    def per_mac(k):
+        p = ConvProblem.create(x_shape=(2, 8, 24, 24, 24), w_shape=(k, 8, 3, 3, 3),
+                               padding=1, dtype=np.float32)
+        terms = dict(zip(cost.GEMM_KEYS, cost.gemm_terms(p)))
+        return terms["block_mac"] / k
+    ratio = per_mac(channels) / per_mac(16)
+    want = cost.CPU["mkl_narrow"] / cost.CPU["mkl_mac"] if on_mkl else 1.0
+    assert ratio == pytest.approx(want)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,groups", [
+    ((1, 1, 256, 256), (1, 1, 3, 3), 1),
+    ((2, 32, 56, 56), (32, 1, 3, 3), 32),
+], ids=["256^2 3x3", "depthwise 32ch 56^2 3x3"])
+def test_the_tap_loop_ranks_above_separable_passes_on_small_3x3_problems(
+        x_shape, w_shape, groups, cores):
+    """Even an outer-product kernel runs the tap loop here: the separable passes' fixed
+    cost per pass (``separable_pass``) and per output row and tap of the last axis
+    (``separable_run``) made them measure 0.24-0.27 ms against the tap loop's 0.21 on
+    256^2 3x3, 0.81-0.85 against 0.55-0.65 on the depthwise layer (one core), so ``auto``
+    asks no data check of the kernel on these calls."""
+    problem = ConvProblem.create(x_shape=x_shape, w_shape=w_shape, groups=groups, padding=1,
+                                 dtype=np.float32)
+    ranked = dispatcher.choose(problem, backend_for(np)).ranked
+    assert ranked[0] in ("direct", "implicit_gemm")
+    assert ranked.index("separable") > ranked.index("direct")

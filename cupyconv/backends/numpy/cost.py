@@ -69,6 +69,13 @@ CPU = dict(
                             # run on oneMKL (backends/numpy/blas.py): whole layers by gemm on
                             # oneMKL against numpy.matmul, interleaved, load 11, lower
                             # quartile of 18: 2-D 0.90x, 1-D 0.82-0.88x, 3-D 0.80x
+    mkl_narrow=3.0,         # ... instead, where oneMKL's product has 2 to MKL_NARROW - 1
+                            # columns (positions as rows, that few output channels): its
+                            # (positions, taps*C) @ (taps*C, K) runs at 5-9 GMAC/s float32
+                            # for K = 2-15 against 30-37 for K = 16-32 (one core, process
+                            # CPU time, load 2-5, 2026-12-07, blocks of 2304 x 216 as the
+                            # 3-D 8->8 24^3 layer's: 2.6-4.5x the block_mac + narrow_mac
+                            # rate; the layer's GEMMs measured 4.96 ms against 1.54 priced)
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=3.0e-10,  # one tap of the depthwise tap loop per output (float32; float64
@@ -109,6 +116,16 @@ CPU = dict(
     separable_call=2e-5,    # fixed cost of separable: the factor lookup (kernel bytes as the
                             # cache key), stacking the taps, one Python pass per axis
                             # (measured 82 vs 67 us for separable vs direct on 32^2 * 3^2)
+    separable_pass=2.5e-5,  # ... plus this per NumPy pass: its padded copy (numpy.pad), the
+                            # stacked taps, the result and temporary allocated
+    separable_run=1.5e-8,   # ... and this per output row and tap of the last axis' pass (a
+                            # multiply and an add per row: NumPy's inner loop per run).
+                            # Both fitted 2026-12-07 on rank-1 float32 kernels, 128^2 to
+                            # 64^3 and a 32-channel 56^2 depthwise layer (one core, process
+                            # CPU time, load 5-6): without them those measured 1.06-3.4x
+                            # the prediction, 20-40 us more per pass plus 7-22 ns per row
+                            # and tap, so a 256^2 3x3 was priced below the tap loop it
+                            # trails (0.24-0.27 ms against 0.21)
     fft_call=5.5e-5,        # extra fixed cost of fft: three transforms, windowing (measured
                             # 55-60 us for 8-point to 8^2-point problems)
     fft_batched=0.75,       # factor on the work of the batched transforms and contraction
@@ -135,6 +152,9 @@ CPU = dict(
 #: prediction, median 0.7).  Float64 is left as fitted: its error grows with the
 #: transform's size (0.8x to 1.9x), which a constant factor would not follow.
 FFT_SINGLE = 0.7
+#: oneMKL's products with fewer columns than this (and more than one) run at a fraction
+#: of its rate (``mkl_narrow``).
+MKL_NARROW = 16
 #: Bytes of a memory page: a line whose elements lie a page or more apart is gathered
 #: element by element (``scipy_line_gather``).
 PAGE_BYTES = 4096
@@ -198,7 +218,8 @@ def gemm_terms(problem):
     units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
     (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
     each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
-    ``mkl_mac`` where the GEMMs run on oneMKL; the copy's contiguous runs,
+    ``mkl_mac`` where the GEMMs run on oneMKL, ``mkl_narrow`` where oneMKL's products
+    are 2 to :data:`MKL_NARROW` - 1 output channels wide; the copy's contiguous runs,
     :func:`column_run`, whatever the dtype), over ``min(cores, blocks)``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
@@ -207,10 +228,11 @@ def gemm_terms(problem):
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
     on_mkl = blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES
-    fast = CPU["mkl_mac"] if on_mkl else 1.0
+    rows = gemm.positions_as_rows(problem)
+    fast = 1.0 if not on_mkl else CPU["mkl_narrow"] if (
+        rows and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
     macs = cplx * _macs(problem) * scale * fast
     narrow = macs / problem.gemm_n / cores
-    rows = gemm.positions_as_rows(problem)
     # oneMKL is called once per group and block from Python (blas.matmul_into): the
     # depthwise layer as gemm, 64 groups, measured 36 ms on one core against the 10.5
     # its work terms predict
@@ -322,7 +344,9 @@ def _separable(problem, cplx):
         padded = shape[:axis] + [problem.padded_shape()[axis]] + shape[axis + 1:]
         shape[axis] = problem.out_shape[axis]
         outputs = lead * math.prod(shape)
-        total += (c["call"] + lead * math.prod(padded) * c["copy"] / 3 * real_bytes / 8
+        rows = outputs // shape[-1] if axis == len(shape) - 1 else 0
+        total += (c["call"] + c["separable_pass"] + rows * k * c["separable_run"]
+                  + lead * math.prod(padded) * c["copy"] / 3 * real_bytes / 8
                   + max(1, outputs // CHUNK) * k * c["chunk_tap"]
                   + cplx * outputs * k * c["separable_mac"] * problem.dtype.itemsize / 8)
     return c["call"] + total

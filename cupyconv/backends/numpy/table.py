@@ -23,7 +23,7 @@ from ...core.problem import Operands
 from .. import fft, fft_conv, winograd_conv
 from ..arrays import in_compute_dtype
 from ..base import Algorithm
-from ..separable_factors import terms_take
+from ..separable_factors import term_count, terms_take
 from . import cost, direct, gemm, separable
 
 __all__ = ["TABLE", "KERNEL_GUARD_BYTES"]
@@ -133,19 +133,13 @@ class Separable(_NumpyAlgorithm):
         return separable.run(problem, operands.activation, operands.filter)
 
     def data_ok(self, problem, operands, slack=math.inf):
-        try:
-            terms = separable.kernel_terms(problem, operands.filter,
-                                           separable.term_limit(problem, slack),
-                                           exact_error=False)
-        except separable.NotSeparable as exc:
+        count, why = term_count(problem, operands.filter, separable.term_limit(problem, slack))
+        if count <= 1 or operands.activation is None:
             _kernel_guard(operands.filter)        # decided by the kernel's values alone
-            return False, str(exc)
-        if len(terms) <= 1 or operands.activation is None:
-            _kernel_guard(operands.filter)
         else:
             program.host_read("whether separable may run depends on the data",
                               operands.activation, operands.filter)
-        return terms_take(len(terms), operands.activation)
+        return terms_take(count, operands.activation) if count else (False, why)
 
 
 class Winograd(_NumpyAlgorithm):

@@ -121,3 +121,51 @@ def test_the_bound_refuses_a_random_kernel(rows, rest, seed):
     k = np.random.default_rng(seed).standard_normal((rows, rest))
     tol = sf.term_tolerance(k.shape, np.float32) * float(np.linalg.norm(k))
     assert sf._rank_exceeds(k, 1, tol) and sf._rank_exceeds(k, sf.MAX_TERMS, tol)
+
+
+@pytest.fixture
+def factor_calls(monkeypatch):
+    """Every :func:`kernel_terms` call the cached verdict makes."""
+    calls, real = [], sf.kernel_terms
+
+    def counting(*args, **kwargs):
+        calls.append(args[1].copy())
+        return real(*args, **kwargs)
+    monkeypatch.setattr(sf, "kernel_terms", counting)
+    sf.clear_cache()
+    yield calls
+    sf.clear_cache()
+
+
+@pytest.mark.parametrize("kernel", [(3, 3), (5, 5, 5), BIG], ids=["3x3", "5^3", "41^3"])
+def test_auto_decides_on_a_kernel_once_and_afresh_on_new_bytes(factor_calls, kernel, rng):
+    """``auto``'s verdict on ``separable`` is cached by the kernel's bytes (small kernels)
+    or their digest (large): a repeated call factors nothing and returns the same refusal;
+    a kernel of other bytes, same shape, is decided afresh (here an outer product, which
+    passes)."""
+    k = rng.standard_normal(kernel)
+    shape = tuple(2 * n for n in kernel)
+    first = _separable_check(shape, k)
+    assert not first[0] and "cannot run this kernel" in first[1]
+    for _ in range(3):
+        assert _separable_check(shape, k.copy()) == first
+    assert len(factor_calls) == 1
+    assert _separable_check(shape, _gaussian(kernel)) == (True, "")
+    assert len(factor_calls) == 2
+
+
+def test_the_cached_verdict_is_the_uncached_one(rng):
+    """The same ``(ok, reason)`` as :func:`kernel_terms` decides without the cache, for a
+    kernel whose flipped taps differ (true convolution and correlation are both keys)."""
+    k = rng.standard_normal((1, 1, 4, 3))
+    for flip in (True, False):
+        problem = ConvProblem.create(x_shape=(1, 1, 8, 8), w_shape=k.shape, flip=flip,
+                                     dtype=np.float64)
+        sf.clear_cache()
+        try:
+            want = (len(sf.kernel_terms(problem, k, 2, exact_error=False)), "")
+        except sf.NotSeparable as exc:
+            want = (0, str(exc))
+        sf.clear_cache()
+        assert sf.term_count(problem, k, 2) == want
+        assert sf.term_count(problem, k, 2) == want             # from the cache

@@ -9,7 +9,7 @@ width, which operands are re-laid channels-last first, the weight gradient's spl
 and the device's arch class; ``companions`` are the further kernels one call launches
 (the re-layout, vol2col, the split-K reduction) and ``library`` the library call
 (cuFFT, ``cupy.matmul``, cuBLAS strided-batched).  The backend's one selection
-(``backends/cuda/cost.kernel_config``) returns it.
+(each algorithm class's ``kernel_config`` in ``backends/cuda/table.py``) returns it.
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ it on the role-swapped views.
 Both take the re-layout step of the forward pass inside their programs: where a
 multistage tile fits the role-swapped problem (the weight gradient's channels are the
 batch, the input gradient's the output channels) and the cost model says it pays
-(:func:`.relayout.relay_choice`, ``cost.relayout_pays`` of the gradient problem), the
+(:func:`.relayout.relay_choice`, ``implicit_choice.relayout_pays`` of the gradient problem), the
 re-layout kernel's launches are steps of the program, from the role-swapped views into
 channels-last workspaces (TF32 rounding fused), and the forward part is built on the
 re-laid operands: the multistage tile, or on compute capability 9.0 the sm_90a wgmma
@@ -47,7 +47,7 @@ window copied into ``dw`` as library steps.
 
 **Split-K of the weight gradient.** Unsplit, its reduction runs over all ``N * prod(O)``
 positions inside each CTA, so its grid is only ``ceil(C/G * taps / BM) * ceil(K/G / BN)``
-CTAs per group.  With ``splits`` = S > 1 (``cost.weight_gradient_splits``: a divisor of
+CTAs per group.  With ``splits`` = S > 1 (``implicit_choice.weight_gradient_splits``: a divisor of
 ``N``, where that grid does not fill the device) the images are split into S equal parts
 that run as the S *groups* of the same forward launch (:func:`split_forward`): the input
 channels of the forward problem (the images) fall into S groups by themselves, and its
@@ -204,7 +204,7 @@ def run(problem, operands, runner, flags, relay_pays=None, tile=None, splits=1):
     the input gradients :func:`needs_columns` names: those run
     :func:`.gradients.grad_input` with the kernel as its GEMM); ``flags`` are the
     launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`),
-    ``relay_pays(weights)`` whether the re-layout pays (``cost.relayout_pays`` of the
+    ``relay_pays(weights)`` whether the re-layout pays (``implicit_choice.relayout_pays`` of the
     gradient problem; default always), ``tile`` :func:`.algorithms.wgmma_program` (the
     sm_90a tile where it runs), ``splits`` the weight gradient's split-K
     (:func:`grad_weight_program`).  Under ``precision="tf32"`` the operands come unrounded
@@ -377,7 +377,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
     ``choice``: that decision made already (:func:`run`'s: ``(relay_x, relay_dy)`` or
     ``None``).
 
-    ``splits`` > 1 (a divisor of the batch, ``cost.weight_gradient_splits``): split-K.
+    ``splits`` > 1 (a divisor of the batch, ``implicit_choice.weight_gradient_splits``): split-K.
     The group's images are split into ``splits`` equal parts, run as the groups of one
     forward launch (:func:`split_forward`: ``splits`` times the CTAs, each reducing over
     ``N/splits * prod(O)`` positions); its weights are ``dy``'s group copied in split

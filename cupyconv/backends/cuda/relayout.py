@@ -162,7 +162,7 @@ def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = F
     """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: a channels-first
     operand re-laid into channels-last memory when that lets a multistage tile run and
     ``pays(weights)`` says the re-layout (of x, and of w when ``weights``) pays for itself
-    (default: always; the backend passes ``cost.relayout_pays``; :func:`relay_choice`),
+    (default: always; the backend passes ``implicit_choice.relayout_pays``; :func:`relay_choice`),
     and under ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both
     rounded (fused into the re-layout, else a rounded copy).  Frozen weights
     (:func:`freeze_filter`) are taken as they are."""

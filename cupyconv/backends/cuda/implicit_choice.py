@@ -34,7 +34,7 @@ def efficiency_key(problem, device):
         fwd, tile = _implicit_forward(problem, device)
         if _relaid_from(tile) and relayout_pays(problem, device):
             return _channels_last_tile(problem, fwd, tile, device)[1]
-        if registry.tensor_core_variant(tile[3]):
+        if registry.tile_variant(tile).tensor_cores:
             return _tensor_tile_key(problem, tile)
     return "implicit_gemm"
 
@@ -54,7 +54,7 @@ def implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, sp
         splits = weight_gradient_splits(problem, device, eff_of)
     fwd, tile = _implicit_forward(problem, device, splits)
     rate, eff = peak, eff_of["implicit_gemm"]
-    if tc_peak and registry.tensor_core_variant(tile[3]):
+    if tc_peak and registry.tile_variant(tile).tensor_cores:
         rate, eff = tc_peak, eff_of[_tensor_tile_key(problem, tile)]
     base = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
     relaid = None
@@ -112,10 +112,10 @@ def _splits(problem, device, efficiency):
         return implicit_gemm_times(problem, device, eff_of, peak, tc_peak, splits=s)[0]
     if device_time(1) <= cost.HOST_S["implicit_gemm"]:     # host-bound: more launches only cost
         return 1
-    tensor_cores = registry.tensor_core_variant(tile[3])
+    tensor_cores = registry.tile_variant(tile).tensor_cores
     candidates = [s for s in range(1, min(problem.batch, MAX_SPLITS) + 1)
-                  if problem.batch % s == 0 and registry.tensor_core_variant(
-                      _implicit_forward(problem, device, s)[1][3]) == tensor_cores]
+                  if problem.batch % s == 0 and registry.tile_variant(
+                      _implicit_forward(problem, device, s)[1]).tensor_cores == tensor_cores]
     return min(candidates, key=lambda s: (device_time(s), s))
 
 
@@ -132,7 +132,7 @@ def _relaid_from(tile):
     """Whether ``tile`` has a channels-last counterpart the re-layout may pay for: a
     variant-2 tensor-core tile (the multistage or wgmma tiles) or a float64 DMMA tile 6/7
     (its twin 9/10, ``registry.channels_last_twin``)."""
-    return tile[3] == 2 or registry.channels_last_twin(tile) is not None
+    return registry.tile_variant(tile).twin is not None
 
 
 def _channels_last_tile(problem, fwd, tile, device):
@@ -222,7 +222,7 @@ def choose_kernel(problem, device, arch, index64):
         tile = _channels_last_tile(problem, fwd, tile, device)[0]
         channels_first = problem.layout != "channels_last"
         relaid = (channels_first, channels_first)
-    if tile[3] == registry.WGMMA:
+    if registry.tile_variant(tile).math == "wgmma":
         arch = evidence.arch_class(device.arch, arch_specific=True)
     cfg = gemm_config(tile, problem.dtype, arch, index64, relaid, splits)
     if implicit_grads.needs_columns(problem):

@@ -12,7 +12,6 @@ it runs.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -235,30 +234,42 @@ class ImplicitGemm(CudaAlgorithm):
         return problem.dtype == np.float32 and not self.columns(problem)
 
     def prepare_filter(self, problem, w):
-        """Frozen weights of the forward pass: re-laid and rounded once
-        (``relayout.freeze_filter``)."""
+        """Frozen weights of the forward pass: re-laid (where re-laying x alone per call
+        pays: ``implicit_choice.relayout_pays``) and rounded once (``relayout.freeze_filter``)."""
         if problem.op != FORWARD or w.dtype != problem.dtype:
             return w
         device = self.backend.device
-        return relayout.freeze_filter(problem, w, self.backend.runner,
-                                      **algorithms.tensor_core_flags(problem, device),
-                                      round_tf32=relayout.rounds_here(problem),
-                                      pays=functools.partial(implicit_choice.relayout_pays, problem,
-                                                             device))
+        flags = algorithms.tensor_core_flags(problem, device)
+        relay_w = (relayout.filter_relays(problem, w, **flags)
+                   and implicit_choice.relayout_pays(problem, device, False))
+        return relayout.freeze_filter(problem, w, self.backend.runner, **flags, relay_w=relay_w,
+                                      round_tf32=relayout.rounds_here(problem))
 
     def compute(self, problem, operands, workspace_limit):
         runner = self.backend.runner
         flags = algorithms.tensor_core_flags(problem, runner.static)
-        pays = functools.partial(implicit_choice.relayout_pays, problem, self.backend.device)
         if problem.op == FORWARD:
-            return algorithms.implicit_gemm(problem, operands.activation, operands.filter,
-                                            runner, workspace_limit, relay_pays=pays)
+            x, w = operands.activation, operands.filter
+            candidate = relayout.forward_choice(problem, x, w, **flags,
+                                                round_tf32=relayout.rounds_here(problem))
+            return algorithms.implicit_gemm(problem, x, w, runner, workspace_limit,
+                                            self._paying(problem, candidate))
         if self.columns(problem):
             return gradients.grad_input(problem, operands.output, operands.filter, runner,
                                         workspace_limit, flags)
-        return implicit_grads.run(problem, operands, runner, flags, relay_pays=pays,
-                                  tile=algorithms.wgmma_program,
-                                  splits=self._splits(problem, workspace_limit))
+        splits = self._splits(problem, workspace_limit)
+        candidate = implicit_grads.relay_candidate(problem, operands, flags, splits)
+        return implicit_grads.run(problem, operands, runner, flags, splits=splits,
+                                  choice=self._paying(problem, candidate))
+
+    def _paying(self, problem, candidate):
+        """The re-layout ``candidate`` (``(relay first operand, relay second)`` or ``None``)
+        where it pays for itself on the device (``implicit_choice.relayout_pays``), else
+        ``None``."""
+        if candidate is None or not implicit_choice.relayout_pays(
+                problem, self.backend.device, candidate[1]):
+            return None
+        return candidate
 
     def _splits(self, problem, workspace_limit):
         """The weight gradient's split-K (``implicit_choice.weight_gradient_splits``; 1 where its

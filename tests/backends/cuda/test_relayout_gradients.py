@@ -183,7 +183,7 @@ def test_repeated_relaid_gradient_is_a_compiled_call(dev, rng, op):
 @pytest.mark.parametrize("op", ["grad_input", "grad_weight"])
 def test_unavailable_wgmma_cubin_falls_back_to_the_multistage_tile(monkeypatch, op):
     """On the 9.0 stand-in whose sm_90a cubin the loader cannot give
-    (``ArchSpecificUnavailable``, as ``algorithms.wgmma_program`` catches it for the forward
+    (``ArchSpecificUnavailable``, as ``relayout.wgmma_program`` catches it for the forward
     pass): the gradient's program takes the multistage tile on the same re-laid operands."""
     def unavailable(*args, **kwargs):
         raise ArchSpecificUnavailable("stand-in: no sm_90a cubin")

@@ -230,7 +230,7 @@ def block_threads(family: str, tile: Tuple[int, ...] = ()) -> int:
     """Threads per block of a family's kernels (of ``tile``'s, where the family's tiles
     differ: an MMA tile of :data:`FMA_DMMA_VARIANTS` has one warp per warp tile)."""
     if family == "implicit_gemm_fma_dmma" and tile and tile_variant(tile).tensor_cores:
-        _, tile_m, tile_n, _ = FMA_DMMA_VARIANTS[tile[3]]
+        tile_m, tile_n = tile_variant(tile).warp_tile
         return 32 * (tile[0] // tile_m) * (tile[1] // tile_n)
     if family == "implicit_gemm_wgmma":
         return WGMMA_THREADS
@@ -280,9 +280,10 @@ def _untiled_as_winograd(dtype, rank):
 
 
 def _fma_dmma_fields(tile):
-    fields = dict(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
-    fields["cl"] = "true" if tile_variant(tile).channels_last else "false"
-    return fields
+    variant = tile_variant(tile)
+    tile_m, tile_n = variant.warp_tile
+    return dict(stages=variant.stages, tile_m=tile_m, tile_n=tile_n, math=variant.atom,
+                cl="true" if variant.channels_last else "false")
 
 
 def _multistage_fields(tile):

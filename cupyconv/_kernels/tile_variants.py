@@ -104,7 +104,9 @@ class TileVariant:
     ``C/G % BK == 0``; ``channels_last``: it reads channels-last operands by 16-byte
     copies; ``twin``: the channels-last variant of the same family that runs it on such
     operands; ``stages``: shared-memory pipeline stages (``None``: by the tile's size,
-    :func:`multistage_stages`); ``index64``: it has a 64-bit-index build."""
+    :func:`multistage_stages`); ``index64``: it has a 64-bit-index build; ``atom`` and
+    ``warp_tile``: the FMA/DMMA family's math class and its ``(TILE_M, TILE_N)`` (template
+    arguments, :data:`FMA_DMMA_VARIANTS`)."""
 
     number: int
     family: str
@@ -114,6 +116,8 @@ class TileVariant:
     twin: Optional[int] = None
     stages: Optional[int] = 1
     index64: bool = True
+    atom: str = ""
+    warp_tile: Tuple[int, ...] = ()
 
     @property
     def tensor_cores(self) -> bool:
@@ -122,10 +126,10 @@ class TileVariant:
 
 
 def _fma_dmma_variant(number, twin=None, index64=True):
-    stages, _, _, math = FMA_DMMA_VARIANTS[number]
-    return TileVariant(number, "implicit_gemm_fma_dmma", "fma" if math == "cc::SimtFma" else "mma",
+    stages, tile_m, tile_n, atom = FMA_DMMA_VARIANTS[number]
+    return TileVariant(number, "implicit_gemm_fma_dmma", "fma" if atom == "cc::SimtFma" else "mma",
                        channels_last=number in FMA_DMMA_CHANNELS_LAST, twin=twin, stages=stages,
-                       index64=index64)
+                       index64=index64, atom=atom, warp_tile=(tile_m, tile_n))
 
 
 #: Every tile variant (:func:`gemm_tiles`, :func:`wgmma_tiles`).  Variant 7's m16n8k16

@@ -158,7 +158,7 @@ def tile_variant(tile: Tuple[int, ...]) -> TileVariant:
 def channels_last_twin(tile: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
     """The channels-last float64 DMMA tile that runs in place of ``tile`` (variant 6 or 7)
     on channels-last operands (variants 9 and 10), or ``None`` for any other tile."""
-    variant = tile_variant(tile)
+    variant = TILE_VARIANTS[tile[3]]
     if variant.family != "implicit_gemm_fma_dmma" or variant.twin is None:
         return None
     return tuple(tile[:3]) + (variant.twin,)
@@ -166,7 +166,7 @@ def channels_last_twin(tile: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
 
 def tile_index64(tile: Tuple[int, ...]) -> bool:
     """Whether ``tile`` has a 64-bit-index build (:attr:`TileVariant.index64`)."""
-    return tile_variant(tile).index64
+    return TILE_VARIANTS[tile[3]].index64
 
 
 def gemm_family(tile: Tuple[int, ...]) -> str:
@@ -175,12 +175,12 @@ def gemm_family(tile: Tuple[int, ...]) -> str:
     :data:`FMA_DMMA_VARIANTS`, ``implicit_gemm_multistage`` for variant
     :data:`MULTISTAGE`, ``implicit_gemm_wgmma`` for :data:`WGMMA`, else
     ``implicit_gemm_fprop``."""
-    return tile_variant(tile).family
+    return TILE_VARIANTS[tile[3]].family
 
 
 def tile_stages(tile: Tuple[int, ...]) -> int:
     """Shared-memory pipeline stages of ``tile`` (1: registers only)."""
-    stages = tile_variant(tile).stages
+    stages = TILE_VARIANTS[tile[3]].stages
     return multistage_stages(tile) if stages is None else stages
 
 
@@ -194,7 +194,7 @@ def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> boo
     """Whether ``tile`` may run: its tensor-core variant needs a device with the atoms
     (``mma``), and float32's TF32 atom also ``precision="tf32"`` (``tf32``); every other
     tile may (the FMA multistage tile too: below sm_80 its copies are plain loads)."""
-    if not tile_variant(tile).tensor_cores:
+    if not TILE_VARIANTS[tile[3]].tensor_cores:
         return True
     return mma and (tf32 or np.dtype(dtype) != np.float32)
 
@@ -202,7 +202,7 @@ def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> boo
 def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
     """Whether ``tile`` can run a problem with ``cpg`` input channels per group (the
     tap-aligned variants, all but 0, need ``cpg % BK == 0``)."""
-    return not tile_variant(tile).aligned or cpg % tile[2] == 0
+    return not TILE_VARIANTS[tile[3]].aligned or cpg % tile[2] == 0
 
 
 def wgmma_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
@@ -244,10 +244,10 @@ def asks_layout(tile) -> bool:
     float64 DMMA twins 9 and 10: the launcher takes them in place of a chosen tile, never
     chooses them itself) or a tile with a channels-last twin (2: 3 and the multistage 4;
     the float64 DMMA 6, 7: 9, 10)."""
-    variant = tile_variant(tile)
+    variant = TILE_VARIANTS[tile[3]]
     return variant.channels_last or variant.twin is not None
 
 
 def is_multistage(tile) -> bool:
     """Whether ``tile`` is a multistage tile (family ``implicit_gemm_multistage``)."""
-    return tile_variant(tile).family == "implicit_gemm_multistage"
+    return TILE_VARIANTS[tile[3]].family == "implicit_gemm_multistage"

@@ -25,7 +25,7 @@ import statistics
 
 import numpy as np
 
-from cupyconv.backends.cuda import cost
+from cupyconv.backends.cuda import cost, pricing
 from cupyconv.backends.cuda.runners import DeviceInfo
 from cupyconv.core.problem import ConvProblem
 
@@ -82,7 +82,7 @@ def fit(rows, device):
     for label, problem, algo, seconds in rows:
         if cost.HOST_S.get(algo, 0.0) >= 0.5 * seconds:
             continue
-        key, value = cost.calibrate(problem, device, algo, seconds)
+        key, value = pricing.calibrate(problem, device, algo, seconds)
         if value is not None:
             fitted.setdefault(key, []).append((value, label, algo))
     return fitted
@@ -98,7 +98,7 @@ def choices(rows, device, efficiency=None):
     for label, (problem, timed) in by_case.items():
         if len(timed) < 2:
             continue
-        predicted = cost.predict_times(problem, device, list(timed), efficiency=efficiency)
+        predicted = pricing.predict_times(problem, device, list(timed), efficiency=efficiency)
         pick = min(predicted, key=predicted.get)
         best = min(timed, key=timed.get)
         out.append((label, pick, best, timed[pick] / timed[best]))

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import cupyconv
-from cupyconv.backends.cuda import cost
+from cupyconv.backends.cuda import cost, pricing
 from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch import backend_for
 
@@ -138,7 +138,7 @@ def main(argv=None):
             rows.append(dict(case=name, who=label, seconds=seconds, peak_fraction=frac,
                              note=note, wall=time.perf_counter() - t0))
             if label.startswith("cupyconv ") and seconds:
-                key, fitted = cost.calibrate(problem, device, label.split()[1], seconds)
+                key, fitted = pricing.calibrate(problem, device, label.split()[1], seconds)
                 if fitted is not None:
                     best[key] = max(best.get(key, 0.0), fitted)
             print(f"{name:<26} {label:<26} "

@@ -6,7 +6,7 @@
 Per layer (:data:`CASES`: the 3-D 64-channel layer the split is for, a 2-D one whose grid
 may fill the device) and dtype (float32 FMA, TF32, float64): ``conv_grad_weight`` with
 ``method="implicit_gemm"`` at S = 1 and at the cost model's S
-(``cost.weight_gradient_splits``), and ``method="gemm"`` (vol2col + cuBLAS), median
+(``implicit_choice.weight_gradient_splits``), and ``method="gemm"`` (vol2col + cuBLAS), median
 milliseconds (CUDA events, compiled calls), the split's speed-up, and its relative error
 against the unsplit result (float roundoff: the summation order differs).  Writes
 ``splitk_gpu.json`` under ``--out``.  Prints nothing but a reason when CuPy sees no
@@ -37,7 +37,7 @@ def _row(label, xs, ws, dtype, precision, budget):
     import cupyconv
     from cupyconv._bench.timing import time_cuda_or_note
     from cupyconv.api import compiled
-    from cupyconv.backends.cuda import cost
+    from cupyconv.backends.cuda import implicit_choice
     from cupyconv.core.problem import ConvProblem
     from cupyconv.dispatch import backend_for
     rng = np.random.default_rng(0)
@@ -45,14 +45,14 @@ def _row(label, xs, ws, dtype, precision, budget):
     dy = cupy.asarray(rng.standard_normal((xs[0], ws[0]) + xs[2:]).astype(dtype))
     problem = ConvProblem.create(x_shape=xs, w_shape=ws, padding=1, dtype=dtype,
                                  precision=precision, op="grad_weight")
-    model = cost.weight_gradient_splits(problem, backend_for(cupy).device)
-    real = cost.weight_gradient_splits
+    model = implicit_choice.weight_gradient_splits(problem, backend_for(cupy).device)
+    real = implicit_choice.weight_gradient_splits
     row = dict(layer=label, dtype=dtype, precision=precision, splits=model)
     results = {}
     try:
         for name, splits, method in (("unsplit", 1, "implicit_gemm"),
                                      ("split", model, "implicit_gemm"), ("gemm", 1, "gemm")):
-            cost.weight_gradient_splits = lambda *a, s=splits, **k: s
+            implicit_choice.weight_gradient_splits = lambda *a, s=splits, **k: s
             compiled.clear_cache()
 
             def call(method=method):
@@ -64,7 +64,7 @@ def _row(label, xs, ws, dtype, precision, budget):
             if note:
                 row[f"{name}_note"] = note
     finally:
-        cost.weight_gradient_splits = real
+        implicit_choice.weight_gradient_splits = real
         compiled.clear_cache()
     ref = results["unsplit"].astype(np.float64)
     row["split_rel_err"] = float(cupy.linalg.norm(results["split"] - ref) / cupy.linalg.norm(ref))

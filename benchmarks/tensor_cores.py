@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import cupyconv
-from cupyconv.backends.cuda import cost
+from cupyconv.backends.cuda import cost, pricing
 from cupyconv.core.problem import ConvProblem
 
 from cupyconv._bench.peers import cudnn_conv
@@ -93,7 +93,7 @@ def main(argv=None):
                                  note=note, wall=time.perf_counter() - t0))
                 if label.startswith("cupyconv ") and len(label.split()) == 2 and s \
                         and label != "cupyconv auto":
-                    key, fitted = cost.calibrate(problem, device, label.split()[1], s)
+                    key, fitted = pricing.calibrate(problem, device, label.split()[1], s)
                     if fitted is not None and "_tc_" in key:
                         best[key] = max(best.get(key, 0.0), fitted)
                 print(f"{name:<24} {kind:<8} {label:<24} "

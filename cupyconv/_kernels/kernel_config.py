@@ -9,7 +9,7 @@ width, which operands are re-laid channels-last first, the weight gradient's spl
 and the device's arch class; ``companions`` are the further kernels one call launches
 (the re-layout, vol2col, the split-K reduction) and ``library`` the library call
 (cuFFT, ``cupy.matmul``, cuBLAS strided-batched).  The backend's one selection
-(``backends/cuda/cost.kernel_config``) returns it.
+(each algorithm class's ``kernel_config`` in ``backends/cuda/table.py``) returns it.
 """
 from __future__ import annotations
 
@@ -26,11 +26,9 @@ __all__ = ["KernelConfig", "tile_math", "tile_stages", "gemm_config", "family_co
 def tile_math(tile, dtype) -> str:
     """The arithmetic of an implicit-GEMM ``tile`` on ``dtype``: ``"FMA"``, ``"DMMA"``
     (float64 tensor cores), ``"TF32"``, ``"HMMA"`` (float16/bfloat16) or ``"wgmma"``."""
-    variant = tile[3]
-    if variant == registry.WGMMA:
-        return "wgmma"
-    if not registry.tensor_core_variant(variant):
-        return "FMA"
+    math = registry.tile_variant(tile).math
+    if math != "mma":
+        return math if math == "wgmma" else "FMA"
     kind = np.dtype(dtype)
     if kind == np.float64:
         return "DMMA"
@@ -39,19 +37,7 @@ def tile_math(tile, dtype) -> str:
 
 def tile_stages(tile) -> int:
     """Shared-memory pipeline stages of an implicit-GEMM ``tile`` (1: registers only)."""
-    variant = tile[3]
-    if variant == registry.MULTISTAGE:
-        return registry.multistage_stages(tile)
-    if variant == registry.WGMMA:
-        return registry.WGMMA_STAGES
-    if variant in registry.FMA_DMMA_VARIANTS:
-        return registry.FMA_DMMA_VARIANTS[variant][0]
-    return 1
-
-
-#: The variants that read channels-last operands by 16-byte copies.
-_CHANNELS_LAST = frozenset({3, registry.MULTISTAGE, registry.WGMMA,
-                            *registry.FMA_DMMA_CHANNELS_LAST})
+    return registry.tile_stages(tile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +108,8 @@ def gemm_config(tile, dtype, arch, index64=False, relayout=(False, False), split
     if splits > 1:
         companions.append(family_config(algorithm, "splitk_reduce", dtype, arch, index64))
     return KernelConfig(
-        algorithm, registry.gemm_family(tile), name, arch, tile[3], tile[:3],
+        algorithm, registry.gemm_family(tile), name, arch, registry.tile_variant(tile).number, tile[:3],
         tile_math(tile, dtype),
-        "channels_last" if tile[3] in _CHANNELS_LAST else "channels_first",
+        "channels_last" if registry.tile_variant(tile).channels_last else "channels_first",
         tile_stages(tile), bool(index64), tuple(bool(r) for r in relayout), int(splits),
         tuple(companions))

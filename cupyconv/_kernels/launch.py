@@ -342,13 +342,14 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False,
     cpg = problem.in_channels // problem.groups
     usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
               and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
-              and t[3] not in _CHANNELS_LAST_VARIANTS]
+              and not registry.tile_variant(t).channels_last]
     if verified_on is not None:
         usable = [t for t in usable if evidence.is_verified(
             gemm_config(t, problem.dtype, verified_on))] or usable
-    usable.sort(key=lambda t: not registry.tensor_core_variant(t[3]))   # tensor cores first (stable)
+    usable.sort(key=lambda t: not registry.tile_variant(t).tensor_cores)   # tensor cores first
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-    return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1], -t[3]))
+    return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1],
+                                                           -registry.tile_variant(t).number))
 
 
 def channels_last_reason(problem, xs, ws, x, w) -> str:
@@ -386,7 +387,7 @@ def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
     :func:`implicit_gemm_tile` asks: at least 64 row tiles, half its width of columns),
     else the small one; ``None`` when none can run it."""
     usable = [t for t in registry.gemm_tiles(problem.dtype)
-              if t[3] == registry.MULTISTAGE and not multistage_reason(problem, t, tf32)]
+              if registry.is_multistage(t) and not multistage_reason(problem, t, tf32)]
     fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
     return (fits or usable[-1:] or [None])[0]
 
@@ -395,10 +396,14 @@ def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, in
     """The tile run for ``tile`` on operands :func:`channels_last_reason` accepts (launcher
     and cost model): for variant 2 the :func:`multistage_tile`, else its twin 3; for the
     float64 DMMA 6, 7 their twins 9, 10 (``registry.channels_last_twin``); else ``None``."""
-    twin = tuple(tile[:3]) + (3,)
-    if tile[3] == 2 and twin in registry.gemm_tiles(problem.dtype):
-        return multistage_tile(problem, tf32) or twin
-    return registry.channels_last_twin(tile)
+    variant = registry.tile_variant(tile)
+    if variant.twin is None:
+        return None
+    twin = tuple(tile[:3]) + (variant.twin,)
+    if variant.family == "implicit_gemm_fprop":          # 2: the multistage tile first
+        compiled = twin in registry.gemm_tiles(problem.dtype)
+        return (multistage_tile(problem, tf32) or twin) if compiled else None
+    return twin
 
 
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
@@ -435,38 +440,25 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
     ys = y_strides(problem, y)
     explicit = tile is not None
     keep = {} if verified_on is None else {"verified_on": verified_on}
-    tile = tuple(tile) if explicit else implicit_gemm_tile(problem, mma, tf32, **keep)
-    reason = channels_last_reason(problem, xs, ws, x, w) if tile[3] in _CHANNELS_LAST_ASKED else ""
+    tile = registry.checked_tile(problem.dtype, tile) if explicit else implicit_gemm_tile(problem, mma, tf32, **keep)
+    reason = channels_last_reason(problem, xs, ws, x, w) if registry.asks_layout(tile) else ""
     bias_stride, has_bias = bias_args(bias)
     return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                                 tile, explicit, reason, index64, bool(tf32))
 
 
-#: The channels-last tensor-core variants (3, the multistage 4, the float64 DMMA twins 9
-#: and 10): the launcher takes them in place of a chosen tile, never chooses them itself.
-_CHANNELS_LAST_VARIANTS = frozenset({3, registry.MULTISTAGE, *registry.FMA_DMMA_CHANNELS_LAST})
-#: The tile variants whose launch asks :func:`channels_last_reason`: the tensor-core tiles
-#: with a channels-last twin (2: 3 and the multistage 4; the float64 DMMA 6, 7: 9, 10) and
-#: the channels-last variants themselves.
-_CHANNELS_LAST_ASKED = frozenset({2, *registry.FMA_DMMA_CHANNELS_LAST.values(),
-                                  *_CHANNELS_LAST_VARIANTS})
-
-
 @memoized()
 def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                          tile, explicit, channels_last, index64, tf32):
-    tiles = registry.gemm_tiles(problem.dtype)
     cpg = problem.in_channels // problem.groups
     if not explicit and not channels_last:       # operands the 16-byte copies can read
-        tile = channels_last_tile(problem, tile, tf32) or tile
-    if tile not in tiles:
-        raise ValueError(f"tile {tile} is not compiled for {np.dtype(problem.dtype).name}; choose from {tiles}")
+        tile = registry.checked_tile(problem.dtype, channels_last_tile(problem, tile, tf32) or tile)
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    if explicit and tile[3] in _CHANNELS_LAST_VARIANTS and channels_last:
+    if explicit and registry.tile_variant(tile).channels_last and channels_last:
         raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {channels_last}")
-    reason = multistage_reason(problem, tile, tf32) if tile[3] == registry.MULTISTAGE else ""
+    reason = multistage_reason(problem, tile, tf32) if registry.is_multistage(tile) else ""
     if reason:
         raise ValueError(f"tile {tile} is the multistage tensor-core variant: {reason}")
     return gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,

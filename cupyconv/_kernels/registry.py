@@ -27,18 +27,26 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .._dtypes import LazyTable, bfloat16, is_bfloat16, is_half_float
+from .._dtypes import LazyTable, bfloat16, is_bfloat16
 from .._paths import cuda_src_dir
 from .._lru import cached, memoized
 from .._vocabulary import MAX_RANK
 from .families import (CONV_PARAMS, RELAYOUT_PARAMS, SCAN_PARAMS, SPLITK_REDUCE_PARAMS,
                        WINOGRAD_PIECE, WINOGRAD_WEIGHTS, KernelFamily)
+from .tile_variants import (FMA_DMMA_CHANNELS_LAST, FMA_DMMA_VARIANTS, MULTISTAGE,
+                            TILE_VARIANTS, WGMMA, WGMMA_STAGES, TileVariant, channels_last_twin,
+                            gemm_family, gemm_tile_fits, gemm_tiles, multistage_smem_bytes,
+                            multistage_stages, tensor_core_tile, tensor_core_variant,
+                            tile_index64, tile_stages, tile_variant, wgmma_tiles,
+                            asks_layout, checked_tile, is_multistage)
 
 __all__ = [
     "DtypeSpec", "KernelFamily", "Instantiation", "DTYPES", "FAMILIES",
     "MAX_RANK", "THREADS", "DIRECT_TAP_BLOCK", "LAUNCH_CONFIG_HEADER", "read_block_threads",
     "read_define", "dtype_spec",
     "name_expression", "gemm_tiles", "gemm_tile_fits", "FMA_DMMA_VARIANTS", "FMA_DMMA_CHANNELS_LAST",
+    "TileVariant", "TILE_VARIANTS", "tile_variant", "tile_stages", "tensor_core_tile",
+    "checked_tile", "asks_layout", "is_multistage",
     "channels_last_twin", "gemm_family",
     "gemm_dynamic_smem", "tensor_core_variant", "tile_index64", "MULTISTAGE",
     "MULTISTAGE_THREADS", "multistage_stages", "multistage_smem_bytes", "block_threads",
@@ -108,13 +116,6 @@ MULTISTAGE_THREADS = read_define("CUPYCONV_MULTISTAGE_THREADS", lo=128, hi=128)
 #: defined in its source.
 WGMMA_THREADS = read_define("CUPYCONV_WGMMA_THREADS", cuda_src_dir() / "conv" / "implicit_gemm_wgmma.cu",
                             lo=384, hi=384)
-#: Tile variant of the multistage implicit GEMM (family ``implicit_gemm_multistage``).
-MULTISTAGE = 4
-#: Tile variant of the warpgroup-MMA implicit GEMM (family ``implicit_gemm_wgmma``, sm_90a).
-WGMMA = 8
-#: K-tiles in flight of the wgmma tiles (4 x 32 KiB for 128x128: one CTA per SM; 4 x 24 KiB
-#: for 128x64: two).
-WGMMA_STAGES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,163 +211,30 @@ def dtype_spec(dtype) -> DtypeSpec:
     return _dtype_spec(dtype)
 
 
-def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
-    """CTA tiles (BM, BN, BK, VARIANT) compiled for the implicit GEMM, preferred first.
-
-    ``VARIANT`` 1 is the tap-aligned variant for ``C/G % BK == 0`` (every K-slice in one
-    weight tap: the boundary remap leaves the hot loop), float32's compiled for two
-    resident CTAs per SM; 2 is tap-aligned with tensor-core math, the atom of the dtype
-    (float64 DMMA m8n8k4, float32 TF32 m16n8k8 -- only under ``precision="tf32"`` --,
-    float16 m16n8k16 with float accumulation; sm_80+ devices only: the launcher takes
-    them when told the device has them, see :func:`tensor_core_tile`); 3 is variant 2 on
-    channels-last operands read by 16-byte copies (the launcher takes it for a variant-2
-    tile when the operands' strides and addresses allow); 4 (:data:`MULTISTAGE`) is the
-    multistage main loop of family ``implicit_gemm_multistage`` (channels-last operands,
-    K-tiles of 128 bytes: BK 32 for TF32, 64 for float16 and bfloat16,
-    :func:`multistage_stages` of them in swizzled dynamic shared memory, 64x64 warp tiles in the 128x128 tile, 32x32
-    in the small one; the launcher takes it for a chosen variant-2 tile); 0 is the general
-    variant (any channel count); 5, 6 and 7 are the multistage FMA and DMMA tiles of the
-    family ``implicit_gemm_fma_dmma`` (:data:`FMA_DMMA_VARIANTS`): float32 FMA 128x128x16
-    and float64 DMMA 128x64x16 (m8n8k4; 7: the sm_90 m16n8k16 atom), three cp.async stages
-    in dynamic shared memory.  float32 has a 128x128 aligned FMA tile (8x8 outputs per
-    thread: twice the math per gathered element of 128x64); float64's tap-aligned FMA
-    tiles stop at 128x64, whose 8x4 float64 block already fills the 128 registers a thread
-    may have at two resident CTAs.  The float64 DMMA tile is 128x64 for two CTAs per SM:
-    128x128 doubles of accumulators alone are 32,768 registers, half an sm_80/sm_90 SM's
-    register file, so two such CTAs cannot fit; 128x64 is 16,384 (4 warps of 255 registers,
-    two CTAs fill the file).
-    """
-    if np.dtype(dtype) == np.float32:
-        return ((128, 128, 16, 5), (128, 128, 8, 1), (128, 64, 8, 1), (64, 64, 8, 1), (128, 64, 8, 0), (64, 64, 8, 0),
-                (128, 128, 8, 2), (64, 64, 8, 2), (128, 128, 8, 3), (64, 64, 8, 3),
-                (128, 128, 32, MULTISTAGE), (64, 64, 32, MULTISTAGE))
-    if np.dtype(dtype) == np.float64:
-        return ((128, 64, 16, 6), (64, 64, 8, 2), (128, 64, 8, 1), (64, 64, 8, 1), (64, 64, 8, 0), (64, 64, 8, 3),
-                (128, 64, 16, 7), (128, 64, 16, 9), (128, 64, 16, 10))
-    if is_half_float(dtype):     # float16 and bfloat16: the m16n8k16 atoms
-        return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
-                (64, 64, 16, 3), (128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
-    return ((64, 64, 8, 0),)
-
-
-#: The multistage FMA and DMMA tiles (issue 26 items 3, 4): tile variant -> (stages, TILE_M, TILE_N,
-#: math) of ``implicit_gemm_fma_dmma`` (``cuda_src/conv/implicit_gemm_fma_dmma.cu``).
-#: TILE_M x TILE_N is the warp tile of an MMA atom, or the thread's register block of
-#: ``cc::SimtFma``.  Variant 5: float32 FMA 128x128x16, 3 stages, 8x8 outputs per thread
-#: (48 KiB, 256 threads); variant 6: float64 DMMA m8n8k4 128x64x16, 3 stages, 32x64 warp
-#: tiles, one warp each (128 threads, 72 KiB opted in past 48 KiB: two CTAs per SM);
-#: variant 7: the same tile on the sm_90 m16n8k16 float64 atom (DMMA.16x8x16; below sm_90
-#: it traps, so only an explicit ``tile=`` takes it: the launcher is not told the arch).
-#: Variants 9 and 10: 6 and 7 on channels-last operands (x ``(N, *S, C)``, w KRSC), read by
-#: 16-byte cp.async of two consecutive channels (the launcher takes them for a chosen 6 or
-#: 7 when :func:`launch.channels_last_reason` accepts the operands: 1 L2 sector fetched per
-#: sector used, where the KCRS weights of 6 and 7 fetch 4).
-#: The MMA tiles' block size is :func:`block_threads` of the tile.
-FMA_DMMA_VARIANTS: Dict[int, Tuple[int, int, int, str]] = {
-    5: (3, 8, 8, "cc::SimtFma"),
-    6: (3, 32, 64, "cc::MmaF64_m8n8k4"),
-    7: (3, 32, 64, "cc::MmaF64_m16n8k16"),
-    9: (3, 32, 64, "cc::MmaF64_m8n8k4"),
-    10: (3, 32, 64, "cc::MmaF64_m16n8k16"),
-}
-
-#: The channels-last DMMA variants, each with the channels-first variant it stands in for.
-FMA_DMMA_CHANNELS_LAST: Dict[int, int] = {9: 6, 10: 7}
-
-
-def channels_last_twin(tile: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
-    """The channels-last float64 DMMA tile that runs in place of ``tile`` (variant 6 or 7)
-    on channels-last operands (variants 9 and 10), or ``None`` for any other tile."""
-    for cl, cf in FMA_DMMA_CHANNELS_LAST.items():
-        if tile[3] == cf:
-            return tuple(tile[:3]) + (cl,)
-    return None
-
-
-def tile_index64(tile: Tuple[int, ...]) -> bool:
-    """Whether ``tile`` has a 64-bit-index build: all but variant 7, whose m16n8k16 fragments
-    spilled with 64-bit indices on the 128x128 8-warp tile it had first (ptxas 12.9: 96
-    bytes), so it is compiled for ``int`` only (and so is its channels-last twin, 10)."""
-    return tile[3] not in (7, 10)
-
-
-def gemm_family(tile: Tuple[int, ...]) -> str:
-    """The kernel family that runs an implicit-GEMM ``tile`` of :func:`gemm_tiles`:
-    ``implicit_gemm_fma_dmma`` for :data:`FMA_DMMA_VARIANTS`, ``implicit_gemm_multistage``
-    for variant :data:`MULTISTAGE`, else ``implicit_gemm_fprop``."""
-    if tile[3] in FMA_DMMA_VARIANTS:
-        return "implicit_gemm_fma_dmma"
-    if tile[3] == WGMMA:
-        return "implicit_gemm_wgmma"
-    return "implicit_gemm_multistage" if tile[3] == MULTISTAGE else "implicit_gemm_fprop"
-
-
 def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
     """Dynamic shared bytes a ``tile`` is launched with (0: static shared memory only):
     :func:`multistage_smem_bytes` for variant :data:`MULTISTAGE`, ``stages * (BM + BN) *
     BK`` elements for the FMA/DMMA multistage tiles (the kernels check it)."""
-    if tile[3] == MULTISTAGE:
+    family = tile_variant(tile).family
+    if family == "implicit_gemm_multistage":
         return multistage_smem_bytes(tile)
-    if tile[3] == WGMMA:   # the stages, and 1 KiB to align them to the 128-byte swizzle's pattern
+    if family == "implicit_gemm_wgmma":   # the stages, and 1 KiB to align them to the swizzle
         return WGMMA_STAGES * (tile[0] + tile[1]) * 128 + 1024
-    if tile[3] not in FMA_DMMA_VARIANTS:
+    if family != "implicit_gemm_fma_dmma":
         return 0
     bm, bn, bk = tile[:3]
-    return FMA_DMMA_VARIANTS[tile[3]][0] * (bm + bn) * bk * dtype_spec(dtype).dtype.itemsize
-
-
-def tensor_core_variant(variant: int) -> bool:
-    """Whether tile variant ``variant`` computes on tensor cores (2, 3, 4, 6, 7, 9, 10)."""
-    return variant in (2, 3, MULTISTAGE, 6, 7, 9, 10)
-
-
-def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
-    """Whether ``tile`` may run: its tensor-core variant needs a device with the atoms
-    (``mma``), and float32's TF32 atom also ``precision="tf32"`` (``tf32``); every other
-    tile may (the FMA multistage tile too: below sm_80 its copies are plain loads)."""
-    if not tensor_core_variant(tile[3]):
-        return True
-    return mma and (tf32 or np.dtype(dtype) != np.float32)
-
-
-def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
-    """Whether ``tile`` can run a problem with ``cpg`` input channels per group (the
-    tap-aligned variants 1 and 2 need ``cpg % BK == 0``)."""
-    return not tile[3] or cpg % tile[2] == 0
+    return tile_stages(tile) * (bm + bn) * bk * dtype_spec(dtype).dtype.itemsize
 
 
 def block_threads(family: str, tile: Tuple[int, ...] = ()) -> int:
     """Threads per block of a family's kernels (of ``tile``'s, where the family's tiles
     differ: an MMA tile of :data:`FMA_DMMA_VARIANTS` has one warp per warp tile)."""
-    if family == "implicit_gemm_fma_dmma" and tile and FMA_DMMA_VARIANTS[tile[3]][3] != "cc::SimtFma":
-        _, tile_m, tile_n, _ = FMA_DMMA_VARIANTS[tile[3]]
+    if family == "implicit_gemm_fma_dmma" and tile and tile_variant(tile).tensor_cores:
+        tile_m, tile_n = tile_variant(tile).warp_tile
         return 32 * (tile[0] // tile_m) * (tile[1] // tile_n)
     if family == "implicit_gemm_wgmma":
         return WGMMA_THREADS
     return MULTISTAGE_THREADS if family == "implicit_gemm_multistage" else THREADS
-
-
-def wgmma_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
-    """The tiles (BM, BN, BK, :data:`WGMMA`) of family ``implicit_gemm_wgmma``: 128x128 and
-    128x64, BK 32 for float32 (TF32) and 64 for float16 and bfloat16 (a 128-byte K-tile
-    row); ``()`` for the other dtypes."""
-    dt = np.dtype(dtype)
-    if dt == np.float32 or is_half_float(dt):
-        bk = 128 // dt.itemsize
-        return ((128, 128, bk, WGMMA), (128, 64, bk, WGMMA))
-    return ()
-
-
-def multistage_stages(tile: Tuple[int, ...]) -> int:
-    """K-tiles in flight of a multistage tile: 3 for 128x128 (96 KiB: two CTAs fit an
-    sm_90 SM's 227 KiB), 4 for the small tiles (64 KiB)."""
-    return 3 if tile[0] * tile[1] >= 128 * 128 else 4
-
-
-def multistage_smem_bytes(tile: Tuple[int, ...]) -> int:
-    """Dynamic shared memory of a multistage tile: stages x (BM + BN) rows of 128 bytes
-    (``cuda_src/conv/implicit_gemm_multistage.cu``)."""
-    return multistage_stages(tile) * (tile[0] + tile[1]) * 128
 
 
 def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
@@ -412,9 +280,10 @@ def _untiled_as_winograd(dtype, rank):
 
 
 def _fma_dmma_fields(tile):
-    fields = dict(zip(("stages", "tile_m", "tile_n", "math"), FMA_DMMA_VARIANTS[tile[3]]))
-    fields["cl"] = "true" if tile[3] in FMA_DMMA_CHANNELS_LAST else "false"
-    return fields
+    variant = tile_variant(tile)
+    tile_m, tile_n = variant.warp_tile
+    return dict(stages=variant.stages, tile_m=tile_m, tile_n=tile_n, math=variant.atom,
+                cl="true" if variant.channels_last else "false")
 
 
 def _multistage_fields(tile):

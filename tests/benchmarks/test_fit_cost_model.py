@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))   # the repo root
 
 from benchmarks import fit_cost_model as fit  # noqa: E402
 
-from cupyconv.backends.cuda import cost  # noqa: E402
+from cupyconv.backends.cuda import cost, pricing  # noqa: E402
 from cupyconv.backends.cuda.runners import DeviceInfo  # noqa: E402
 
 RUN = ROOT / "docs" / "benchmarks" / "gpu_h200_2026-12-01" / "first_run"
@@ -58,11 +58,11 @@ def test_calibrated_fractions_reproduce_the_timings(defaults):
     rows = fit.measurements(str(RUN))
     checked = 0
     for label, problem, algo, seconds in rows:
-        key, value = cost.calibrate(problem, H200, algo, seconds)
+        key, value = pricing.calibrate(problem, H200, algo, seconds)
         if value is None or not 1e-4 < value < 1.0:   # clamped: the model cannot reach it
             continue
         eff = dict(cost.efficiencies(H200.name), **{key: value})
-        again = cost.predict_times(problem, H200, [algo], efficiency=eff)[algo]
+        again = pricing.predict_times(problem, H200, [algo], efficiency=eff)[algo]
         assert again == pytest.approx(seconds, rel=1e-4), (label, algo)
         checked += 1
     assert checked >= 30

@@ -87,11 +87,11 @@ def test_dmma_tile_runs_the_gradients(monkeypatch, op, mode, pays):
     the re-layout pays (forced), their programs re-lay the role-swapped operands and the
     channels-last twin (9) runs them; else tile 6 reads them as they are."""
     import cupyconv
-    from cupyconv.backends.cuda import CudaBackend, EmulatedRunner, cost
+    from cupyconv.backends.cuda import CudaBackend, EmulatedRunner, implicit_choice
     from cupyconv.core.problem import ConvProblem, Operands
     from helpers import small_ints, spy_kernels
     tile = DMMA_TILES[0]
-    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: pays)
+    monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: pays)
     real = launch.implicit_gemm_tile
     monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, mma=False, tf32=False:
                         tile if problem.dtype == F64 else real(problem, mma, tf32))
@@ -122,14 +122,15 @@ def test_fma_dmma_tiles_are_chosen_where_they_fit(monkeypatch):
     f64 = make_problem(c=32, dtype=F64, **big)
     f32 = make_problem(c=32, dtype=F32, **big)
     assert launch.implicit_gemm_tile(f64, mma=True) == (128, 64, 16, 6)
-    from cupyconv.backends.cuda import EmulatedRunner, cost      # its estimate, not the 64x64's
+    from cupyconv.backends.cuda import (  # its estimate, not the 64x64's
+        EmulatedRunner, cost, implicit_choice, pricing)
     dev = EmulatedRunner.NOMINAL
     # the channels-first operands re-laid for the twin where the model says it pays (here:
     # a 2.4 MB x against 340 MFLOP), else read as they are
-    assert cost.relayout_pays(f64, dev)
-    assert cost.efficiency_key(f64, dev, "implicit_gemm") == "implicit_gemm_cl_float64"
+    assert implicit_choice.relayout_pays(f64, dev)
+    assert pricing.efficiency_key(f64, dev, "implicit_gemm") == "implicit_gemm_cl_float64"
     slow = dict(cost.efficiencies(dev.name), implicit_gemm_cl_float64=0.3)
-    assert not cost.relayout_pays(f64, dev, efficiency=slow)
+    assert not implicit_choice.relayout_pays(f64, dev, efficiency=slow)
     assert launch.implicit_gemm_tile(f64, mma=False)[3] != 6
     assert launch.implicit_gemm_tile(f32) == (128, 128, 16, 5)
     assert launch.implicit_gemm_tile(f32, mma=True, tf32=True)[3] == 2

@@ -173,10 +173,10 @@ def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monke
     re-layout kernel's programs) and runs the multistage tile, whose epilogue writes
     the channels-first result; exact on small integers (float16, bfloat16: one rounding,
     as the float64 reference cast), also when the call repeats on new data.  (The re-layout is
-    forced: at this size the cost model says it does not pay, ``cost.relayout_pays``.)"""
+    forced: at this size the cost model says it does not pay, ``implicit_choice.relayout_pays``.)"""
     import cupyconv
-    from cupyconv.backends.cuda import cost
-    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
+    from cupyconv.backends.cuda import implicit_choice
+    monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: True)
     taken = spy_kernels(monkeypatch)
     bk = 128 // dtype.itemsize
     rng = np.random.default_rng(7)

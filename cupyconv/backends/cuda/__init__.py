@@ -18,7 +18,6 @@ from ..._kernels import launch, scan_launch
 from ...core.args import LONG_DOUBLE
 from ..arrays import in_compute_dtype
 from ..base import Backend
-from . import cost
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 from .table import COMPILED, LONG_DOUBLE_WHY, NATIVE_BFLOAT16, NATIVE_HALF, TABLE
 
@@ -77,9 +76,9 @@ class CudaBackend(Backend):
 
     def kernel_config(self, problem, algorithm):
         """The :class:`~cupyconv._kernels.kernel_config.KernelConfig` ``algorithm`` runs
-        ``problem`` with (``cost.kernel_config``: the one kernel choice)."""
-        wide = self.kernel_problem(self.algorithm(algorithm).computed(problem)[0])
-        return cost.kernel_config(wide, self.device, algorithm)
+        ``problem`` with (its table entry's one kernel choice)."""
+        entry = self.algorithm(algorithm)
+        return entry.kernel_config(self.kernel_problem(entry.computed(problem)[0]), self.device)
 
     def default_workspace_limit(self):
         return int(self.runner.device.free_memory * FREE_MEMORY_FRACTION)

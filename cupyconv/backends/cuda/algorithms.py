@@ -15,17 +15,15 @@ from __future__ import annotations
 import functools
 import math
 
-from ..._compile.compat import ArchSpecificUnavailable
 from ..._kernels import evidence, launch, program, wgmma_launch
-from ..._kernels.kernel_config import gemm_config
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
 from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
 from . import implicit_grads, relayout, separable, winograd
 
-__all__ = ["can_implement", "gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
-           "tensor_core_flags", "wgmma_program", "direct", "implicit_gemm", "gemm",
+__all__ = ["gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
+           "tensor_core_flags", "direct", "implicit_gemm", "gemm",
            "direct_applies", "implicit_gemm_applies", "gemm_applies", "fft_applies",
            "separable_applies"]
 
@@ -59,18 +57,6 @@ def gemm_applies(problem, device=None):
 
 def separable_applies(problem, device):
     return separable.can_implement(problem, device.smem_per_block)
-
-
-_CHECKS = {"direct": direct_applies, "implicit_gemm": implicit_gemm_applies,
-           "gemm": gemm_applies, "fft": fft_applies, "separable": separable_applies,
-           "winograd": winograd.can_implement}
-
-
-def can_implement(problem, algorithm, device):
-    """``(ok, reason)`` for ``algorithm`` on ``problem`` (any op) on ``device``."""
-    if algorithm not in _CHECKS:
-        raise ValueError(f"unknown algorithm {algorithm!r}")
-    return _CHECKS[algorithm](problem, device)
 
 
 def gemm_batch_chunk(problem, workspace_limit):
@@ -107,34 +93,14 @@ def tensor_core_flags(problem, device):
     return flags
 
 
-def implicit_gemm(problem, x, w, runner, workspace_limit, relay_pays=None):
-    """The implicit GEMM (re-laid operands where ``relay_pays``; the wgmma tile where it
-    runs, else the portable tiles), built and executed."""
+def implicit_gemm(problem, x, w, runner, workspace_limit, choice=False):
+    """The implicit GEMM, built and executed: the operands ``choice`` names re-laid
+    channels-last (``relayout.relaid``: the backend's decision, default the candidate),
+    then the wgmma tile where it runs, else the portable tiles (``relayout.tile_program``)."""
     flags = tensor_core_flags(problem, runner.static)
-    x, w = relayout.relaid(problem, x, w, runner, **flags,     # channels-last for variant 4
-                           round_tf32=relayout.rounds_here(problem), pays=relay_pays)
-    prog = wgmma_program(problem, x, w, runner, flags["tf32"])
-    if prog is None:
-        prog = launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
-    return _execute(prog, x, w, runner)
-
-
-def wgmma_program(problem, x, w, runner, tf32):
-    """The program of the sm_90a wgmma tile (``_kernels/wgmma_launch``) where it runs
-    ``problem`` on these operands on the runner's device (compute capability 9.0 only),
-    else ``None``: also where the evidence ledger keeps the choice to verified tiles and
-    this one is not (``_kernels.evidence``), and when the loader cannot give its cubin (missing, refused by the
-    driver, another device: ``ArchSpecificUnavailable``), whose reason the loader keeps
-    for ``info`` (``loader.arch_specific_refusals()``); the caller then runs the portable
-    tiles."""
-    tile = wgmma_launch.wgmma_applies(problem, x, w, tf32, runner.static.arch)
-    if tile is None or (evidence.verified_only(runner.static.hardware) and not evidence.is_verified(
-            gemm_config(tile, problem.dtype, evidence.arch_class(runner.static.arch, True)))):
-        return None
-    try:
-        return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tf32=tf32)
-    except ArchSpecificUnavailable:
-        return None
+    x, w = relayout.relaid(problem, x, w, runner, **flags, choice=choice,
+                           round_tf32=relayout.rounds_here(problem))
+    return _execute(relayout.tile_program(problem, x, w, runner, flags), x, w, runner)
 
 
 def gemm(problem, x, w, runner, workspace_limit):
@@ -199,11 +165,7 @@ _IMPLS = {"direct": direct, "implicit_gemm": implicit_gemm, "gemm": gemm,
           "separable": separable.run, "winograd": winograd.run}
 
 
-def run(problem, x, w, algorithm, runner, workspace_limit=None, relay_pays=None):
-    """Run one forward algorithm; out-of-memory surfaces as :class:`OutOfMemoryError`.
-    ``relay_pays(weights)``: whether the implicit GEMM's re-layout pays (the cost model's
-    ``relayout_pays``; default always)."""
-    impl = _IMPLS[algorithm]
-    if impl is implicit_gemm:
-        return impl(problem, x, w, runner, workspace_limit, relay_pays)
-    return impl(problem, x, w, runner, workspace_limit)
+def run(problem, x, w, algorithm, runner, workspace_limit=None):
+    """Run one forward algorithm (the implicit GEMM re-lays where it can); out-of-memory
+    surfaces as :class:`OutOfMemoryError`."""
+    return _IMPLS[algorithm](problem, x, w, runner, workspace_limit)

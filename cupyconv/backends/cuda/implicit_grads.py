@@ -30,12 +30,12 @@ column buffer; :func:`cupyconv.core.transpose.transpose` derives the forward pro
 Both take the re-layout step of the forward pass inside their programs: where a
 multistage tile fits the role-swapped problem (the weight gradient's channels are the
 batch, the input gradient's the output channels) and the cost model says it pays
-(:func:`.relayout.relay_choice`, ``cost.relayout_pays`` of the gradient problem), the
+(:func:`relay_candidate`, ``implicit_choice.relayout_pays`` of the gradient problem), the
 re-layout kernel's launches are steps of the program, from the role-swapped views into
 channels-last workspaces (TF32 rounding fused), and the forward part is built on the
 re-laid operands: the multistage tile, or on compute capability 9.0 the sm_90a wgmma
-tile (:func:`.algorithms.wgmma_program`, passed in as ``tile``; the portable tiles where
-its cubin is unavailable).  Under ``precision="tf32"`` the operands come unrounded
+tile (:func:`.relayout.tile_program`; the portable tiles where its cubin is
+unavailable).  Under ``precision="tf32"`` the operands come unrounded
 (``CudaBackend.rounds_tf32``); :func:`run` rounds those the program does not re-lay.
 
 One launch per group for the weight gradient (its batch differs per group), one launch
@@ -47,7 +47,7 @@ window copied into ``dw`` as library steps.
 
 **Split-K of the weight gradient.** Unsplit, its reduction runs over all ``N * prod(O)``
 positions inside each CTA, so its grid is only ``ceil(C/G * taps / BM) * ceil(K/G / BN)``
-CTAs per group.  With ``splits`` = S > 1 (``cost.weight_gradient_splits``: a divisor of
+CTAs per group.  With ``splits`` = S > 1 (``implicit_choice.weight_gradient_splits``: a divisor of
 ``N``, where that grid does not fill the device) the images are split into S equal parts
 that run as the S *groups* of the same forward launch (``transpose(problem, splits=S)``): the input
 channels of the forward problem (the images) fall into S groups by themselves, and its
@@ -79,6 +79,7 @@ from ..arrays import to_tf32
 from . import relayout
 
 __all__ = ["can_implement", "column_program", "split_workspace_bytes", "is_convolution",
+           "relay_candidate",
            "needs_columns", "run", "grad_input_program", "grad_weight_program"]
 
 
@@ -121,31 +122,43 @@ def column_program(problem, count, runner, flags):
         fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
 
 
-def run(problem, operands, runner, flags, relay_pays=None, tile=None, splits=1):
+def relay_candidate(problem, operands, flags, splits=1):
+    """The re-layout candidate of the gradient ``problem`` (not one :func:`needs_columns`
+    names) on these operands: ``(relay first operand, relay second)`` of its forward
+    problem (:func:`.relayout.relay_choice`) or ``None``; whether it pays is the
+    caller's to weigh (``implicit_choice.relayout_pays``), its decision :func:`run`'s
+    ``choice``."""
+    if problem.op == GRAD_INPUT:
+        return _input_choice(problem, operands.output, operands.filter, flags)
+    return _weight_choice(problem, operands.activation, operands.output, flags,
+                          checked_splits(problem, splits))
+
+
+def run(problem, operands, runner, flags, choice=False, splits=1):
     """The gradient ``problem`` on the implicit GEMM, without a column buffer (its
     workspaces, through ``runner.workspace``: ``W'`` for the input gradient or the forward
     output ``y`` for the weight gradient, weight-sized, and the re-laid operands; not for
     the input gradients :func:`needs_columns` names: those run
     :func:`.gradients.grad_input` with the kernel as its GEMM); ``flags`` are the
     launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`),
-    ``relay_pays(weights)`` whether the re-layout pays (``cost.relayout_pays`` of the
-    gradient problem; default always), ``tile`` :func:`.algorithms.wgmma_program` (the
-    sm_90a tile where it runs), ``splits`` the weight gradient's split-K
+    ``choice`` the re-layout decision (the backend's: :func:`relay_candidate` where it
+    pays; default the candidate), ``splits`` the weight gradient's split-K
     (:func:`grad_weight_program`).  Under ``precision="tf32"`` the operands come unrounded
     (``CudaBackend.rounds_tf32``): the program rounds those it re-lays, the others are
     rounded here first.  Builds (memoised) and executes the gradient's program."""
     if problem.op == GRAD_INPUT:
         names, arrays = ("dy", "w"), (operands.output, operands.filter)
-        decide, build = _input_choice, grad_input_program
+        build = grad_input_program
     else:
         names, arrays = ("x", "dy"), (operands.activation, operands.output)
         splits = checked_splits(problem, splits)
-        decide = functools.partial(_weight_choice, splits=splits)
         build = functools.partial(grad_weight_program, splits=splits)
-    choice, rounds = decide(problem, *arrays, flags, relay_pays), relayout.rounds_here(problem)
+    if choice is False:
+        choice = relay_candidate(problem, operands, flags, splits)
+    rounds = relayout.rounds_here(problem)
     if rounds:
         arrays = tuple(_rounded_unless(r, a) for r, a in zip(choice or (False, False), arrays))
-    prog = build(problem, *arrays, runner, flags, round_tf32=rounds, choice=choice, tile=tile)
+    prog = build(problem, *arrays, runner, flags, round_tf32=rounds, choice=choice)
     bound = dict(zip(names, arrays))
     return program.execute(prog, runner.xp, bound, workspace=runner.workspace)[prog.result]
 
@@ -153,14 +166,6 @@ def run(problem, operands, runner, flags, relay_pays=None, tile=None, splits=1):
 def _rounded_unless(relaid, a):
     """``a`` rounded to TF32 by a host step, unless the program re-lays (and so rounds) it."""
     return a if relaid else program.host_step("to_tf32", to_tf32, a)
-
-
-def _forward_part(fwd, x, w, runner, flags, tile):
-    """The forward program on (stand-ins of) the operands the gradient's launches read:
-    the sm_90a wgmma tile where ``tile`` (:func:`.algorithms.wgmma_program`) gives it,
-    else the portable tiles (the multistage tile on channels-last operands)."""
-    prog = None if tile is None else tile(fwd, x, w, runner, flags["tf32"])
-    return prog or launch.implicit_gemm_program(runner.loader, fwd, x, w, **flags)
 
 
 def _relay_steps(runner, a, source, target, round_tf32):
@@ -182,26 +187,24 @@ def _input_operands(problem, dy):
     return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
 
 
-def _input_choice(problem, dy, w, flags, pays):
+def _input_choice(problem, dy, w, flags):
     """:func:`.relayout.relay_choice` of the input gradient's forward problem (``w`` is
     read through ``W'``, whose layout is the program's)."""
     fwd, crop, _, wt = _input_operands(problem, dy)
-    return relayout.relay_choice(fwd, crop, wt, **flags, pays=pays)
+    return relayout.relay_choice(fwd, crop, wt, **flags)
 
 
-def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, pays=None,
-                       tile=None, choice=False):
+def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, choice=False):
     """The input gradient's program: ``W'`` (:func:`transposed_weights_into`) into a
-    workspace, where a multistage tile fits (:func:`.relayout.relay_choice`, ``pays``) the
-    re-layout of ``dy`` cropped and of ``W'`` into channels-last workspaces (rounded to
-    TF32 under ``round_tf32``), then the forward kernel (``tile``: as :func:`run`) on
-    them, or on ``dy`` cropped (a pointer into ``dy``) and ``W'``, into ``dx``.
-    ``choice``: that decision made already (:func:`run`'s: ``(relay_dy, relay_w)`` or
-    ``None``)."""
+    workspace, where ``choice`` says (``(relay_dy, relay_w)`` or ``None``; default the
+    candidate, :func:`relay_candidate`) the re-layout of ``dy`` cropped and of ``W'``
+    into channels-last workspaces (rounded to TF32 under ``round_tf32``), then the
+    forward kernel (:func:`.relayout.tile_program`) on them, or on ``dy`` cropped (a
+    pointer into ``dy``) and ``W'``, into ``dx``."""
     launch.check_dtype(problem, dy=dy, w=w)
     fwd, crop, offset, wt = _input_operands(problem, dy)
     if choice is False:
-        choice = relayout.relay_choice(fwd, crop, wt, **flags, pays=pays)
+        choice = relayout.relay_choice(fwd, crop, wt, **flags)
     relay_dy, relay_w = choice or (False, False)
     parts, pre, allocs = [], [], []
     slots = {"x": pointer_at("dy", offset), "w": "wt", "y": "dx"}
@@ -214,7 +217,7 @@ def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, pays=
             pre += steps
             allocs.append(alloc)
             slots[name], operands[i] = target, relayout.relaid_standin(a)
-    part = _forward_part(fwd, *operands, runner, flags, tile)
+    part = relayout.tile_program(fwd, *operands, runner, flags)
 
     def build():
         return Program("grad_input implicit_gemm", ("dy", "w"), (
@@ -243,28 +246,27 @@ def _split_operands(problem, x, dy, splits):
             for x_g, dy_g in group_views(t, problem, x, dy)]
 
 
-def _weight_choice(problem, x, dy, flags, pays, splits=1):
+def _weight_choice(problem, x, dy, flags, splits=1):
     """:func:`.relayout.relay_choice` of the weight gradient's forward problem (its images
     in ``splits`` groups), the same for every group (else ``None``: no group is
     re-laid)."""
     fwd = transpose(problem, splits=splits).forward
-    choices = {relayout.relay_choice(fwd, x_g, w_g, **flags, pays=pays)
+    choices = {relayout.relay_choice(fwd, x_g, w_g, **flags)
                for x_g, _, w_g in _split_operands(problem, x, dy, splits)}
     return choices.pop() if len(choices) == 1 else None
 
 
-def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays=None,
-                        tile=None, choice=False, splits=1):
-    """The weight gradient's program: per group, where a multistage tile fits
-    (:func:`.relayout.relay_choice`, ``pays``) that group of ``x`` and ``dy`` re-laid into
-    channels-last workspaces (rounded to TF32 under ``round_tf32``), then the forward
-    kernel (``tile``: as :func:`run`) on them, or on the group's views (pointers at its
-    offsets, first two axes swapped), into a workspace ``y``, whose first ``KS`` positions
-    (reversed for a flipped problem) are copied into the group's rows of ``dw``.
-    ``choice``: that decision made already (:func:`run`'s: ``(relay_x, relay_dy)`` or
-    ``None``).
+def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choice=False,
+                        splits=1):
+    """The weight gradient's program: per group, where ``choice`` says (``(relay_x,
+    relay_dy)`` or ``None``; default the candidate, :func:`relay_candidate`) that group of
+    ``x`` and ``dy`` re-laid into channels-last workspaces (rounded to TF32 under
+    ``round_tf32``), then the forward kernel (:func:`.relayout.tile_program`) on them, or
+    on the group's views (pointers at its offsets, first two axes swapped), into a
+    workspace ``y``, whose first ``KS`` positions (reversed for a flipped problem) are
+    copied into the group's rows of ``dw``.
 
-    ``splits`` > 1 (a divisor of the batch, ``cost.weight_gradient_splits``): split-K.
+    ``splits`` > 1 (a divisor of the batch, ``implicit_choice.weight_gradient_splits``): split-K.
     The group's images are split into ``splits`` equal parts, run as the groups of one
     forward launch (``transpose(problem, splits=splits)``: ``splits`` times the CTAs,
     each reducing over ``N/splits * prod(O)`` positions); its weights are ``dy``'s group
@@ -281,7 +283,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
     t = transpose(problem, splits=splits)
     fwd, kg = t.forward, problem.out_channels // problem.groups
     if choice is False:
-        choice = _weight_choice(problem, x, dy, flags, pays, splits)
+        choice = _weight_choice(problem, x, dy, flags, splits)
     relay_x, relay_dy = choice or (False, False)
     parts, groups, allocs = [], [], {}
     for gi, (x_g, dy_g, w_g) in enumerate(_split_operands(problem, x, dy, splits)):
@@ -310,7 +312,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, pays
                 pre.append(Call(functools.partial(_split_into, t, kg, gi), ("dy", "dys")))
                 allocs["dys"] = ("dys", tuple(fwd.w_shape), problem.dtype)
                 slots["w"] = "dys"
-        part = _forward_part(fwd, *operands, runner, flags, tile)
+        part = relayout.tile_program(fwd, *operands, runner, flags)
         parts.append(part)
         groups.append((offsets, tuple(pre), part, slots, tuple(s for s in post if s)))
     name = "grad_weight implicit_gemm" + (f" split-K x{splits}" if splits > 1 else "")

@@ -27,6 +27,12 @@ the same step on their role-swapped operands inside their launch programs: they 
 :func:`relay_choice` (what :func:`relaid` decides on, given stand-ins of the re-laid
 operands: :func:`relaid_standin`) and make the re-layout launches steps of the gradient's
 program, into its workspaces; the operands they do not re-lay are rounded first.
+
+Whether a re-layout pays is the cost model's (``implicit_choice.relayout_pays``): the
+backend's algorithm asks it of :func:`relay_choice`'s candidate and hands the decision
+down as data (``choice``); without one, a candidate is taken.  :func:`tile_program` builds
+the forward program on the operands as they then are: the sm_90a wgmma tile where it
+runs, else the portable tiles.
 """
 from __future__ import annotations
 
@@ -35,7 +41,8 @@ import weakref
 
 import numpy as np
 
-from ..._kernels import evidence, launch, program, registry, relayout_launch
+from ..._compile.compat import ArchSpecificUnavailable
+from ..._kernels import evidence, launch, program, registry, relayout_launch, wgmma_launch
 from ..._kernels.addressing import data_pointer
 from ..._kernels.grad_launch import fresh_like
 from ..._kernels.kernel_config import gemm_config
@@ -44,7 +51,8 @@ from ..arrays import to_tf32
 from ..._lru import cached
 
 __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
-           "relayout_bytes", "relay", "freeze_filter", "is_frozen"]
+           "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
+           "forward_choice", "tile_program", "wgmma_program"]
 
 #: Prepared (frozen) weights: key of the logical view -> a weak reference to it.
 _FROZEN: "dict" = {}
@@ -132,14 +140,15 @@ def _standin(shape, dtype):
     return relayout_launch.relaid_view(np, fresh_like(shape, dtype))
 
 
-def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False, pays=None,
+def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False,
                  verified_on=None):
     """``(relay_x, relay_w)``: which of the forward ``problem``'s operands to re-lay
     channels-last so that a multistage tile runs it, or ``None`` when none is (no tile
-    fits, both are channels-last already, ``pays(relay_w)`` says the re-layout does not
-    pay: default it always does, or the re-laid operands would not fit the tile either).
-    ``frozen_w``: the weights were prepared once (:func:`freeze_filter`) and are taken as
-    they are; ``verified_on``: as :func:`multistage_applies`."""
+    fits, both are channels-last already, or the re-laid operands would not fit the tile
+    either): the candidate whose cost the caller weighs (``implicit_choice.relayout_pays``
+    with ``weights=relay_w``).  ``frozen_w``: the weights were prepared once
+    (:func:`freeze_filter`) and are taken as they are; ``verified_on``: as
+    :func:`multistage_applies`."""
     if not multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on):
         return None
     xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
@@ -147,7 +156,7 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
         return None
     relay_x = _channels_first(problem, x, "x")
     relay_w = not frozen_w and _channels_first(problem, w, "w")
-    if not (relay_x or relay_w) or (pays is not None and not pays(relay_w)):
+    if not (relay_x or relay_w):
         return None
     x2 = relaid_standin(x) if relay_x else x
     w2 = relaid_standin(w) if relay_w else w
@@ -157,18 +166,27 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
     return relay_x, relay_w
 
 
+def forward_choice(problem, x, w, *, mma: bool, tf32: bool, round_tf32: bool = False,
+                   verified_on=None):
+    """:func:`relay_choice` of the forward ``problem`` on these operands (frozen weights,
+    :func:`freeze_filter`, taken as they are)."""
+    return relay_choice(problem, x, w, mma=mma, tf32=tf32, verified_on=verified_on,
+                        frozen_w=is_frozen(w, round_tf32))
+
+
 def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False,
-           pays=None, verified_on=None):
-    """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: a channels-first
-    operand re-laid into channels-last memory when that lets a multistage tile run and
-    ``pays(weights)`` says the re-layout (of x, and of w when ``weights``) pays for itself
-    (default: always; the backend passes ``cost.relayout_pays``; :func:`relay_choice`),
-    and under ``round_tf32`` (the dispatcher left the TF32 rounding to this step) both
-    rounded (fused into the re-layout, else a rounded copy).  Frozen weights
-    (:func:`freeze_filter`) are taken as they are."""
+           choice=False, verified_on=None):
+    """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: the channels-first
+    operands ``choice`` names (``(relay_x, relay_w)`` or ``None``: the backend's decision,
+    :func:`forward_choice` where the re-layout pays; default: :func:`forward_choice`'s
+    candidate) re-laid into channels-last memory, and under ``round_tf32`` (the dispatcher
+    left the TF32 rounding to this step) both rounded (fused into the re-layout, else a
+    rounded copy).  Frozen weights (:func:`freeze_filter`) are taken as they are."""
     frozen_w = is_frozen(w, round_tf32)
-    relay_x, relay_w = relay_choice(problem, x, w, mma=mma, tf32=tf32, frozen_w=frozen_w,
-                                    pays=pays, verified_on=verified_on) or (False, False)
+    if choice is False:
+        choice = forward_choice(problem, x, w, mma=mma, tf32=tf32, round_tf32=round_tf32,
+                                verified_on=verified_on)
+    relay_x, relay_w = choice or (False, False)
     if relay_x:
         x = relay(x, runner, round_tf32)
     elif round_tf32:
@@ -184,16 +202,50 @@ def _rounded(a):
     return program.host_step("to_tf32", to_tf32, a)
 
 
+def filter_relays(problem, w, *, mma: bool, tf32: bool, verified_on=None) -> bool:
+    """Whether :func:`freeze_filter` may re-lay ``w``: a channels-last tile runs the forward
+    ``problem`` and ``w`` is channels-first (whether it pays, re-laying x alone per call,
+    is the caller's to weigh)."""
+    return (multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on)
+            and _channels_first(problem, w, "w"))
+
+
 def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool,
-                  pays=None, verified_on=None):
+                  relay_w=None, verified_on=None):
     """The weights ``w`` of the forward ``problem`` prepared once for the implicit GEMM
-    (as :func:`relaid` prepares them per call; ``pays(weights=False)``: whether re-laying
-    x alone pays, default always) and remembered, so that :func:`relaid` takes them as
-    they are; ``w`` itself when nothing would be done to it."""
-    if (multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on)
-            and _channels_first(problem, w, "w")
-            and (pays is None or pays(False))):
+    (as :func:`relaid` prepares them per call; ``relay_w``: the backend's decision to
+    re-lay them, default :func:`filter_relays`) and remembered, so that :func:`relaid`
+    takes them as they are; ``w`` itself when nothing would be done to it."""
+    if relay_w is None:
+        relay_w = filter_relays(problem, w, mma=mma, tf32=tf32, verified_on=verified_on)
+    if relay_w:
         return _remember(relay(w, runner, round_tf32), round_tf32)
     if round_tf32 and np.dtype(w.dtype) == np.float32:
         return _remember(to_tf32(w), True)
     return w
+
+
+def tile_program(problem, x, w, runner, flags):
+    """The forward program of the implicit GEMM on these operands (re-laid or as they
+    are): the sm_90a wgmma tile where it runs (:func:`wgmma_program`), else the portable
+    tiles (``flags``: ``algorithms.tensor_core_flags``)."""
+    prog = wgmma_program(problem, x, w, runner, flags["tf32"])
+    return prog or launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
+
+
+def wgmma_program(problem, x, w, runner, tf32):
+    """The program of the sm_90a wgmma tile (``_kernels/wgmma_launch``) where it runs
+    ``problem`` on these operands on the runner's device (compute capability 9.0 only),
+    else ``None``: also where the evidence ledger keeps the choice to verified tiles and
+    this one is not (``_kernels.evidence``), and when the loader cannot give its cubin
+    (missing, refused by the driver, another device: ``ArchSpecificUnavailable``), whose
+    reason the loader keeps for ``info`` (``loader.arch_specific_refusals()``); the caller
+    then runs the portable tiles."""
+    tile = wgmma_launch.wgmma_applies(problem, x, w, tf32, runner.static.arch)
+    if tile is None or (evidence.verified_only(runner.static.hardware) and not evidence.is_verified(
+            gemm_config(tile, problem.dtype, evidence.arch_class(runner.static.arch, True)))):
+        return None
+    try:
+        return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tf32=tf32)
+    except ArchSpecificUnavailable:
+        return None

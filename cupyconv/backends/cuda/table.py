@@ -5,16 +5,19 @@ Each class states the operations it computes natively in float16/bfloat16
 (:attr:`CudaAlgorithm.native_ops`; the others compute a 16-bit problem in float32, its
 operands cast once) and those it runs as one launch program that a compiled call replays
 (:attr:`CudaAlgorithm.compiled_ops`), and answers for itself: whether it applies, its
-workspace, its predicted time (``cost.py``), how it runs.
+workspace, its price (its device time on the roofline of ``cost.py``, its host time per
+call, its efficiency entry), its one kernel choice (:meth:`CudaAlgorithm.choose_kernel`:
+the :class:`~cupyconv._kernels.kernel_config.KernelConfig` it is priced and built by), how
+it runs.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from ..._kernels import program
+from ..._kernels.kernel_config import family_config
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.args import LONG_DOUBLE
 from ...core.problem import Operands
@@ -22,7 +25,8 @@ from .. import fft_conv, winograd_conv
 from ..arrays import in_float32
 from ..base import Algorithm, OutOfMemoryError
 from ..separable_factors import NotSeparable, term_limit, terms_take
-from . import algorithms, cost, gradients, implicit_grads, relayout, separable, winograd
+from . import (algorithms, cost, gradients, implicit_choice, implicit_grads, relayout,
+               separable, winograd)
 
 __all__ = ["TABLE", "LONG_DOUBLE_WHY", "COMPILED", "NATIVE_HALF", "NATIVE_BFLOAT16"]
 
@@ -95,8 +99,45 @@ class CudaAlgorithm(Algorithm):
         return self.own_workspace(problem, None)
 
     def predict(self, problem):
-        return cost.predict_times(self.computed(problem)[0], self.backend.device,
-                                  [self.name])[self.name]
+        return self.predicted(self.computed(problem)[0], self.backend.device)
+
+    @classmethod
+    def predicted(cls, problem, device, efficiency=None):
+        """Predicted seconds of ``problem`` (as it computes it) on ``device``: the larger of
+        its device time and its host time per call (asynchronous launches overlap the
+        two); infinite where the evidence ledger keeps the choice to verified kernels and
+        its configuration is not one.  ``efficiency``: a full mapping replacing
+        ``cost.efficiencies`` (``cost.calibrate`` varies one entry)."""
+        if cost.unverified(cls.choose_kernel, problem, device):
+            return math.inf
+        eff_of = efficiency or cost.efficiencies(device.name)
+        return max(cls.device_time(problem, device, eff_of), cls.host_time(problem))
+
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        """Seconds of device work on ``problem`` (``eff_of``: the efficiency fractions)."""
+        raise NotImplementedError
+
+    @classmethod
+    def host_time(cls, problem):
+        """Host seconds per call (``cost.HOST_S``)."""
+        return cost.HOST_S[cls.name]
+
+    @classmethod
+    def efficiency_key(cls, problem, device):
+        """The ``cost.EFFICIENCY`` entry that sets its prediction for ``problem``."""
+        return cls.name
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        """Its :class:`~cupyconv._kernels.kernel_config.KernelConfig` of ``problem`` on
+        ``device`` (``arch``: its arch class, ``index64``: the problem's index width)."""
+        raise NotImplementedError
+
+    @classmethod
+    def kernel_config(cls, problem, device):
+        """:meth:`choose_kernel`, memoised (``cost.kernel_config``)."""
+        return cost.kernel_config(cls.choose_kernel, problem, device)
 
     def compile_refusal(self, problem):
         if problem.op in self.compiled_ops:
@@ -109,7 +150,7 @@ class CudaAlgorithm(Algorithm):
         if why:
             program.refuse(why)
         problem, operands = self.widened(problem, operands)
-        cost.warn_if_unverified(problem, self.backend.device, self.name)
+        cost.warn_if_unverified(self.choose_kernel, problem, self.backend.device)
         runner.peak_workspace = 0
         y = self.compute(problem, operands, workspace_limit)
         if stats is not None:
@@ -139,6 +180,15 @@ class Direct(CudaAlgorithm):
     def kernel_applies(self, problem, device):
         return algorithms.direct_applies(problem, device)
 
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        return cost.direct_time(problem, device.peak_flops(problem.dtype), device.bandwidth,
+                                eff_of["direct"], device)
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        return cost.direct_config(cls.name, problem, device, arch, index64)
+
     def forward(self, problem, x, w, workspace_limit):
         return algorithms.direct(problem, x, w, self.backend.runner, workspace_limit)
 
@@ -157,6 +207,18 @@ class ImplicitGemm(CudaAlgorithm):
     def kernel_applies(self, problem, device):
         return algorithms.implicit_gemm_applies(problem, device)
 
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        return implicit_choice.predicted_time(problem, device, eff_of)
+
+    @classmethod
+    def efficiency_key(cls, problem, device):
+        return implicit_choice.efficiency_key(problem, device)
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        return implicit_choice.choose_kernel(problem, device, arch, index64)
+
     def own_workspace(self, problem, workspace_limit):
         if not self.columns(problem):
             return 0
@@ -172,35 +234,47 @@ class ImplicitGemm(CudaAlgorithm):
         return problem.dtype == np.float32 and not self.columns(problem)
 
     def prepare_filter(self, problem, w):
-        """Frozen weights of the forward pass: re-laid and rounded once
-        (``relayout.freeze_filter``)."""
+        """Frozen weights of the forward pass: re-laid (where re-laying x alone per call
+        pays: ``implicit_choice.relayout_pays``) and rounded once (``relayout.freeze_filter``)."""
         if problem.op != FORWARD or w.dtype != problem.dtype:
             return w
         device = self.backend.device
-        return relayout.freeze_filter(problem, w, self.backend.runner,
-                                      **algorithms.tensor_core_flags(problem, device),
-                                      round_tf32=relayout.rounds_here(problem),
-                                      pays=functools.partial(cost.relayout_pays, problem,
-                                                             device))
+        flags = algorithms.tensor_core_flags(problem, device)
+        relay_w = (relayout.filter_relays(problem, w, **flags)
+                   and implicit_choice.relayout_pays(problem, device, False))
+        return relayout.freeze_filter(problem, w, self.backend.runner, **flags, relay_w=relay_w,
+                                      round_tf32=relayout.rounds_here(problem))
 
     def compute(self, problem, operands, workspace_limit):
         runner = self.backend.runner
         flags = algorithms.tensor_core_flags(problem, runner.static)
-        pays = functools.partial(cost.relayout_pays, problem, self.backend.device)
         if problem.op == FORWARD:
-            return algorithms.implicit_gemm(problem, operands.activation, operands.filter,
-                                            runner, workspace_limit, relay_pays=pays)
+            x, w = operands.activation, operands.filter
+            candidate = relayout.forward_choice(problem, x, w, **flags,
+                                                round_tf32=relayout.rounds_here(problem))
+            return algorithms.implicit_gemm(problem, x, w, runner, workspace_limit,
+                                            self._paying(problem, candidate))
         if self.columns(problem):
             return gradients.grad_input(problem, operands.output, operands.filter, runner,
                                         workspace_limit, flags)
-        return implicit_grads.run(problem, operands, runner, flags, relay_pays=pays,
-                                  tile=algorithms.wgmma_program,
-                                  splits=self._splits(problem, workspace_limit))
+        splits = self._splits(problem, workspace_limit)
+        candidate = implicit_grads.relay_candidate(problem, operands, flags, splits)
+        return implicit_grads.run(problem, operands, runner, flags, splits=splits,
+                                  choice=self._paying(problem, candidate))
+
+    def _paying(self, problem, candidate):
+        """The re-layout ``candidate`` (``(relay first operand, relay second)`` or ``None``)
+        where it pays for itself on the device (``implicit_choice.relayout_pays``), else
+        ``None``."""
+        if candidate is None or not implicit_choice.relayout_pays(
+                problem, self.backend.device, candidate[1]):
+            return None
+        return candidate
 
     def _splits(self, problem, workspace_limit):
-        """The weight gradient's split-K (``cost.weight_gradient_splits``; 1 where its
+        """The weight gradient's split-K (``implicit_choice.weight_gradient_splits``; 1 where its
         workspaces, the copy of ``dy`` and the partials, would pass ``workspace_limit``)."""
-        splits = cost.weight_gradient_splits(problem, self.backend.device)
+        splits = implicit_choice.weight_gradient_splits(problem, self.backend.device)
         if splits > 1 and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit:
             return 1
         return splits
@@ -216,6 +290,31 @@ class Gemm(CudaAlgorithm):
 
     def kernel_applies(self, problem, device):
         return algorithms.gemm_applies(problem, device)
+
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        """The columns written and read, cuBLAS's GEMM (float64 on DMMA, float16 on HMMA
+        by itself on sm_80+, TF32 as asked; a GEMM a few columns wide runs far under its
+        rate), the operands' compulsory traffic, two launches."""
+        bw, tc_peak = device.bandwidth, cost.tensor_peak_flops(problem, device)
+        cols = problem.column_bytes()
+        tiny = min(1.0, problem.gemm_n / 16)
+        rate = tc_peak if tc_peak else device.peak_flops(problem.dtype)
+        eff = eff_of[cls.efficiency_key(problem, device)]
+        return (2 * cols / bw + problem.flops / (rate * eff * max(tiny, 0.05))
+                + problem.bytes_moved / bw + 2 * cost.LAUNCH_S)
+
+    @classmethod
+    def efficiency_key(cls, problem, device):
+        if cost.tensor_peak_flops(problem, device):
+            return "gemm_tc_" + cost.tensor_kind(problem)
+        return cls.name
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        family = "col2vol" if problem.op == GRAD_INPUT else "vol2col"
+        return family_config(cls.name, family, problem.dtype, arch, index64,
+                             library=cost.gemm_library(device))
 
     def own_workspace(self, problem, workspace_limit):
         return problem.column_bytes(max(algorithms.gemm_batch_chunk(problem, workspace_limit), 1))
@@ -235,6 +334,38 @@ class Fft(CudaAlgorithm):
     def kernel_applies(self, problem, device):
         return algorithms.fft_applies(problem, device)
 
+    @staticmethod
+    def mixes(fwd):
+        """Whether the FFT of the forward problem ``fwd`` mixes channels (more than one
+        input channel per output channel: the ``fft_mix`` term)."""
+        return (fwd.in_channels // fwd.groups) * fwd.out_channels > fwd.groups
+
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        """The transforms of x, w and y (``2.5 n log2 n`` each) or their spectra's
+        traffic, and the channel mixing: a complex multiply-add per ``(n, k, c)`` and
+        frequency."""
+        fwd = fft_conv.transposed_forward(problem)
+        peak = device.peak_flops(problem.dtype)
+        npts = math.prod(fwd.padded_shape())
+        cg = fwd.in_channels // fwd.groups
+        transforms = (fwd.batch * fwd.in_channels + fwd.out_channels * cg
+                      + fwd.batch * fwd.out_channels)
+        fft_flops = 2.5 * transforms * npts * math.log2(max(npts, 2))
+        spectra = 2 * max(problem.dtype.itemsize, 4) * npts * transforms
+        mix_flops = 8 * fwd.batch * fwd.out_channels * cg * npts if cls.mixes(fwd) else 0
+        return (max(fft_flops / (peak * eff_of["fft"]), 3 * spectra / device.bandwidth)
+                + mix_flops / (peak * eff_of["fft_mix"]) + 6 * cost.LAUNCH_S)
+
+    @classmethod
+    def efficiency_key(cls, problem, device):
+        return "fft_mix" if cls.mixes(fft_conv.transposed_forward(problem)) else cls.name
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        return family_config(cls.name, "", problem.dtype, arch, index64, math="", layout="",
+                             library="cuFFT")
+
     def own_workspace(self, problem, workspace_limit):
         return fft_conv.workspace_bytes(problem)
 
@@ -244,7 +375,7 @@ class Fft(CudaAlgorithm):
         if why:
             program.refuse(why)
         problem, operands = self.widened(problem, operands)
-        cost.warn_if_unverified(problem, backend.device, self.name)
+        cost.warn_if_unverified(self.choose_kernel, problem, backend.device)
         need = fft_conv.workspace_bytes(problem)
         if need > min(workspace_limit, backend.available_memory()):
             raise OutOfMemoryError(
@@ -263,6 +394,28 @@ class Separable(CudaAlgorithm):
 
     def kernel_applies(self, problem, device):
         return algorithms.separable_applies(problem, device)
+
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        """One direct launch per pass (its taps, its input read, its output written), at
+        ``direct``'s efficiency."""
+        peak, bw = device.peak_flops(problem.dtype), device.bandwidth
+        return sum(cost.direct_time(p, peak, bw, eff_of["direct"], device)
+                   for _, p in separable.pass_problems(problem))
+
+    @classmethod
+    def host_time(cls, problem):
+        """Each pass after the first adds its launch's host time (``cost.PASS_HOST_S``)."""
+        return (cost.HOST_S[cls.name]
+                + cost.PASS_HOST_S * (len(separable.pass_problems(problem)) - 1))
+
+    @classmethod
+    def efficiency_key(cls, problem, device):
+        return "direct"
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        return cost.direct_config(cls.name, problem, device, arch, index64)
 
     def own_workspace(self, problem, workspace_limit):
         return separable.workspace_bytes(problem)
@@ -292,6 +445,19 @@ class Winograd(CudaAlgorithm):
 
     def kernel_applies(self, problem, device):
         return winograd.can_implement(problem, device)
+
+    @classmethod
+    def device_time(cls, problem, device, eff_of):
+        w_flops, w_bytes, launches = winograd.work(problem)
+        return (w_flops / (device.peak_flops(problem.dtype) * eff_of["winograd"])
+                + w_bytes / device.bandwidth + launches * cost.LAUNCH_S)
+
+    @classmethod
+    def choose_kernel(cls, problem, device, arch, index64):
+        parts = tuple(family_config(cls.name, f, problem.dtype, arch, index64)
+                      for f in ("winograd_output", "winograd_weights"))
+        return family_config(cls.name, "winograd_input", problem.dtype, arch, index64,
+                             companions=parts, library=cost.gemm_library(device))
 
     def own_workspace(self, problem, workspace_limit):
         return winograd.workspace_bytes(problem, workspace_limit)

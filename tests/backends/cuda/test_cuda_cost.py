@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cupyconv._dtypes import BFLOAT16
-from cupyconv.backends.cuda import EmulatedRunner, cost
+from cupyconv.backends.cuda import EmulatedRunner, cost, implicit_choice, pricing
 
 #: The multistage dtypes: (dtype, precision, efficiency-key kind); bfloat16 reads float16's
 #: entries (its atom runs at the f16 atom's rate: ``cost.tensor_kind``).
@@ -32,14 +32,14 @@ def test_measured_values_replace_the_defaults_and_change_predictions(eff_file):
     p = ConvProblem.create(x_shape=(8, 64, 32, 32), w_shape=(64, 64, 3, 3), padding=1,
                            dtype="float32")
     device = EmulatedRunner.NOMINAL
-    before = cost.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
+    before = pricing.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
     eff_file.write_text(json.dumps({"device": device.name, "efficiency": {
         "implicit_gemm": cost.EFFICIENCY["implicit_gemm"] / 2, "bogus": 0.5, "gemm": 7}}))
     cost.efficiencies.cache_clear()
     eff = cost.efficiencies(device.name)
     assert eff["implicit_gemm"] == cost.EFFICIENCY["implicit_gemm"] / 2
     assert eff["gemm"] == cost.EFFICIENCY["gemm"] and "bogus" not in eff   # out of (0, 1]
-    after = cost.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
+    after = pricing.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
     host = cost.HOST_S["implicit_gemm"]               # the per-call host time stays
     assert after - host > 1.5 * (before - host)
 
@@ -53,20 +53,20 @@ def test_calibrate_recovers_the_efficiency_that_predicts_a_time(eff_file):
                                padding=1, dtype="float32")
     for name, want_key in [("implicit_gemm", "implicit_gemm"), ("gemm", "gemm"),
                            ("fft", "fft_mix"), ("winograd", "winograd"), ("direct", "direct")]:
-        model = cost.predict_times(layer, device, [name])[name]
-        key, fraction = cost.calibrate(layer, device, name, 3 * model)
+        model = pricing.predict_times(layer, device, [name])[name]
+        key, fraction = pricing.calibrate(layer, device, name, 3 * model)
         assert key == want_key
         assert fraction < cost.EFFICIENCY[key]                        # slower: less efficient
         eff = dict(cost.efficiencies(device.name), **{key: fraction})
-        again = cost.predict_times(layer, device, [name], efficiency=eff)[name]
+        again = pricing.predict_times(layer, device, [name], efficiency=eff)[name]
         assert again == pytest.approx(3 * model, rel=1e-6)
     single = ConvProblem.create(x_shape=(1, 1, 64, 64, 64), w_shape=(1, 1, 5, 5, 5),
                                 padding=2, dtype="float32")
-    assert cost.calibrate(single, device, "fft", 1.0)[0] == "fft"    # no mixing
-    assert cost.calibrate(layer, device, "gemm", 1e-9)[1] == 1.0      # faster than any model
+    assert pricing.calibrate(single, device, "fft", 1.0)[0] == "fft"    # no mixing
+    assert pricing.calibrate(layer, device, "gemm", 1e-9)[1] == 1.0      # faster than any model
     half = ConvProblem.create(x_shape=(4, 64, 24, 24, 24), w_shape=(64, 64, 3, 3, 3),
                               padding=1, dtype="float16")
-    assert cost.calibrate(half, device, "winograd", 1e-3) == ("winograd", None)  # no model
+    assert pricing.calibrate(half, device, "winograd", 1e-3) == ("winograd", None)  # no model
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"efficiency": 3}', "[1, 2]"])
@@ -97,11 +97,11 @@ def test_tensor_core_tiles_use_the_tensor_peak(eff_file, dtype, precision, atom)
     where none fits (C/G not a multiple of the tile's K) or on an older device."""
     import dataclasses
     device = EmulatedRunner.NOMINAL
-    fast = cost.predict_times(_layer(dtype, precision), device, ["implicit_gemm"])["implicit_gemm"]
+    fast = pricing.predict_times(_layer(dtype, precision), device, ["implicit_gemm"])["implicit_gemm"]
     odd = _layer(dtype, precision, channels=60)
-    unaligned = cost.predict_times(odd, device, ["implicit_gemm"])["implicit_gemm"]
+    unaligned = pricing.predict_times(odd, device, ["implicit_gemm"])["implicit_gemm"]
     old = dataclasses.replace(device, arch=70)
-    fma = cost.predict_times(_layer(dtype, precision), old, ["implicit_gemm"])["implicit_gemm"]
+    fma = pricing.predict_times(_layer(dtype, precision), old, ["implicit_gemm"])["implicit_gemm"]
     peak = cost.tensor_peak_flops(_layer(dtype, precision), device)
     assert peak == cost.TENSOR_FLOPS_PER_SM_CLOCK[80][atom] * device.sm_count * device.clock_hz
     assert cost.tensor_peak_flops(_layer(dtype, precision), old) is None
@@ -111,8 +111,8 @@ def test_tensor_core_tiles_use_the_tensor_peak(eff_file, dtype, precision, atom)
 def test_float32_highest_stays_on_the_fma_peak(eff_file):
     device = EmulatedRunner.NOMINAL
     assert cost.tensor_peak_flops(_layer("float32"), device) is None
-    highest = cost.predict_times(_layer("float32"), device, ["implicit_gemm", "gemm"])
-    tf32 = cost.predict_times(_layer("float32", "tf32"), device, ["implicit_gemm", "gemm"])
+    highest = pricing.predict_times(_layer("float32"), device, ["implicit_gemm", "gemm"])
+    tf32 = pricing.predict_times(_layer("float32", "tf32"), device, ["implicit_gemm", "gemm"])
     assert all(tf32[k] < highest[k] for k in highest)
 
 
@@ -124,13 +124,13 @@ def test_small_launches_are_slowed_by_their_fill_and_floored_by_host_time(eff_fi
 
     def rate(shape):
         p = ConvProblem.create(x_shape=(1, 1) + shape, w_shape=(1, 1, 31, 31), dtype="float64")
-        t = cost.predict_times(p, device, ["direct"])["direct"]
+        t = pricing.predict_times(p, device, ["direct"])["direct"]
         return p.flops / t, t
     small, t_small = rate((192, 192))
     large, _ = rate((2048, 2048))
     assert small < 0.5 * large
     tiny = ConvProblem.create(x_shape=(1, 1, 4), w_shape=(1, 1, 3), dtype="float32")
-    times = cost.predict_times(tiny, device, sorted(cost.HOST_S))
+    times = pricing.predict_times(tiny, device, sorted(cost.HOST_S))
     assert all(times[n] >= cost.HOST_S[n] for n in times)
     assert times["direct"] == min(times.values())
 
@@ -141,7 +141,7 @@ def test_multistage_tiles_charge_the_relayout(eff_file, dtype, precision, kind):
     its efficiency, and channels-first operands pay the re-layout pass over x and w
     (backends.cuda.relayout) that channels-last ones do not; C/G = 48 keeps the variant-2
     entry and no re-layout."""
-    from cupyconv.backends.cuda import relayout
+    from cupyconv.backends.cuda import pricing, relayout
     from cupyconv.core.problem import ConvProblem
     device = EmulatedRunner.NOMINAL
     def layer(channels=64, layout="channels_first"):     # 3-D: the device time dominates
@@ -151,14 +151,14 @@ def test_multistage_tiles_charge_the_relayout(eff_file, dtype, precision, kind):
         return ConvProblem.create(x_shape=x, w_shape=w, padding=1, dtype=dtype,
                                   precision=precision, layout=layout)
     first, last = layer(), layer(layout="channels_last")
-    assert cost.efficiency_key(first, device, "implicit_gemm") == "implicit_gemm_ms_" + kind
-    t_first, t_last = (cost.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
+    assert pricing.efficiency_key(first, device, "implicit_gemm") == "implicit_gemm_ms_" + kind
+    t_first, t_last = (pricing.predict_times(p, device, ["implicit_gemm"])["implicit_gemm"]
                        for p in (first, last))
     charge = relayout.relayout_bytes(first) / device.bandwidth + 2 * cost.LAUNCH_S
     assert t_first - t_last == pytest.approx(charge, rel=1e-9)
     assert t_last > cost.HOST_S["implicit_gemm"]
     odd = layer(channels=48)
-    assert cost.efficiency_key(odd, device, "implicit_gemm") == "implicit_gemm_tc_" + kind
+    assert pricing.efficiency_key(odd, device, "implicit_gemm") == "implicit_gemm_tc_" + kind
 
 
 @pytest.mark.parametrize("dtype,precision", [c[:2] for c in MULTISTAGE_KINDS])
@@ -178,12 +178,12 @@ def test_relayout_is_taken_only_when_it_pays(eff_file, dtype, precision):
     for scale in (1.0, 0.1, 0.01, 0.001):
         device = dataclasses.replace(EmulatedRunner.NOMINAL,
                                      bandwidth=EmulatedRunner.NOMINAL.bandwidth * scale)
-        best, base, relaid = cost._implicit_gemm_times(layer, device, eff, *peak(device))
+        best, base, relaid = implicit_choice.implicit_gemm_times(layer, device, eff, *peak(device))
         assert relaid is not None and best == min(base, relaid)
-        assert cost.predict_times(layer, device, ["implicit_gemm"])["implicit_gemm"] == best
-        pays = cost.relayout_pays(layer, device)
+        assert pricing.predict_times(layer, device, ["implicit_gemm"])["implicit_gemm"] == best
+        pays = implicit_choice.relayout_pays(layer, device)
         assert pays == (relaid < base)
-        verdicts.append((pays, cost.relayout_pays(layer, device, weights=False)))
+        verdicts.append((pays, implicit_choice.relayout_pays(layer, device, weights=False)))
         assert verdicts[-1][1] >= pays          # x alone: a smaller charge, the same gain
     assert verdicts[0] == (True, True) and verdicts[-1][0] is False, verdicts
     flips = [v[0] for v in verdicts]

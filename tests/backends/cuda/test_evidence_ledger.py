@@ -19,7 +19,7 @@ from cupyconv import config
 from cupyconv._dtypes import BFLOAT16
 from cupyconv._kernels import evidence, registry
 from cupyconv._kernels.kernel_config import gemm_config
-from cupyconv.backends.cuda import CudaBackend, cost
+from cupyconv.backends.cuda import CudaBackend, pricing
 from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem
 from cupyconv.dispatch.dispatcher import choose
@@ -154,11 +154,11 @@ def test_default_on_the_emulator_keeps_every_configuration(kernels):
     kernels("auto")
     problem = _problem(*CASES[1])
     device = StandInRunner(90).static
-    assert not evidence.is_verified(cost.kernel_config(problem, device))
+    assert not evidence.is_verified(pricing.kernel_config(problem, device))
     gpu = dataclasses.replace(device, hardware=True)
-    assert evidence.is_verified(cost.kernel_config(problem, gpu))
-    assert cost.kernel_config(problem, gpu, "gemm").library == "cupy.matmul"
-    assert cost.kernel_config(problem, device, "gemm").library == "cuBLAS strided-batched"
+    assert evidence.is_verified(pricing.kernel_config(problem, gpu))
+    assert pricing.kernel_config(problem, gpu, "gemm").library == "cupy.matmul"
+    assert pricing.kernel_config(problem, device, "gemm").library == "cuBLAS strided-batched"
 
 
 def test_ledger_holds_what_the_h200_runs_showed():

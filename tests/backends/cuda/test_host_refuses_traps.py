@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cupyconv._kernels import launch, registry, wgmma_launch, winograd_launch
-from cupyconv.backends.cuda import algorithms, EmulatedRunner
+from cupyconv.backends.cuda import EmulatedRunner, relayout
 from cupyconv.core.problem import ConvProblem
 
 
@@ -71,7 +71,7 @@ def test_wgmma_tile_needs_a_9_0_device():
     class Runner(EmulatedRunner):
         static = property(lambda self: dataclasses.replace(EmulatedRunner.NOMINAL, arch=80))
     x, w = _arrays(problem, True)
-    assert algorithms.wgmma_program(problem, x, w, Runner(), False) is None
+    assert relayout.wgmma_program(problem, x, w, Runner(), False) is None
 
 
 def test_winograd_piece_needs_m_within_alpha():

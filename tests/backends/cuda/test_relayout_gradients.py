@@ -23,7 +23,7 @@ from cupyconv._dtypes import BFLOAT16
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import wgmma_launch
 from cupyconv.backends import arrays as backend_arrays
-from cupyconv.backends.cuda import CudaBackend, cost, implicit_grads
+from cupyconv.backends.cuda import CudaBackend, implicit_choice, implicit_grads
 from cupyconv.core.problem import ConvProblem, Operands
 
 from helpers import first_and_repeated, small_ints, spy_kernels
@@ -41,8 +41,8 @@ TILE_OF_ARCH = {80: "implicit_gemm_multistage", 90: "implicit_gemm_wgmma"}
 @pytest.fixture(autouse=True)
 def relay_always(monkeypatch):
     """The re-layout taken whatever the cost model says: at these small sizes it does not
-    pay (``cost.relayout_pays``, tested in test_cuda_cost.py); the mechanism is tested."""
-    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
+    pay (``implicit_choice.relayout_pays``, tested in test_cuda_cost.py); the mechanism is tested."""
+    monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: True)
 
 
 #: ``(name, op, rank, dtype, groups, padding_mode)``: ranks 1-4, the three tensor-core
@@ -133,7 +133,7 @@ def test_tf32_rounding_is_the_programs(monkeypatch, arch, op, pays):
     program rounds them in the re-layout (no ``to_tf32`` copy), else they are rounded by
     host steps first and read as they are (not the channels-last tile); either way bit for
     bit the same call on operands rounded beforehand."""
-    monkeypatch.setattr(cost, "relayout_pays", lambda *a, **k: pays)
+    monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *a, **k: pays)
     problem = _problem(op, 2, F32, 2)
     rng = np.random.default_rng(7)
     x, w, dy = (rng.standard_normal(s).astype(F32)
@@ -183,7 +183,7 @@ def test_repeated_relaid_gradient_is_a_compiled_call(dev, rng, op):
 @pytest.mark.parametrize("op", ["grad_input", "grad_weight"])
 def test_unavailable_wgmma_cubin_falls_back_to_the_multistage_tile(monkeypatch, op):
     """On the 9.0 stand-in whose sm_90a cubin the loader cannot give
-    (``ArchSpecificUnavailable``, as ``algorithms.wgmma_program`` catches it for the forward
+    (``ArchSpecificUnavailable``, as ``relayout.wgmma_program`` catches it for the forward
     pass): the gradient's program takes the multistage tile on the same re-laid operands."""
     def unavailable(*args, **kwargs):
         raise ArchSpecificUnavailable("stand-in: no sm_90a cubin")

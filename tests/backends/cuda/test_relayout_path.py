@@ -16,7 +16,7 @@ import pytest
 import cupyconv
 from cupyconv._kernels import program, registry
 from cupyconv.backends import arrays as backend_arrays
-from cupyconv.backends.cuda import cost, relayout
+from cupyconv.backends.cuda import implicit_choice, relayout
 from cupyconv.dispatch import dispatcher
 
 from helpers import spy_kernels
@@ -28,9 +28,9 @@ BK = 32                           # the TF32 multistage tile's K-tile (channels)
 @pytest.fixture(autouse=True)
 def relay_always(monkeypatch):
     """The re-layout taken whatever the cost model says: at these small sizes it does not
-    pay (``cost.relayout_pays``, tested in test_cuda_cost.py), and the mechanism is
+    pay (``implicit_choice.relayout_pays``, tested in test_cuda_cost.py), and the mechanism is
     what is tested here."""
-    monkeypatch.setattr(cost, "relayout_pays", lambda *args, **kwargs: True)
+    monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: True)
 
 
 def _ints(rng, shape, scope=3):
@@ -56,7 +56,7 @@ def test_tf32_rounding_is_fused_into_the_relayout(dev, rng, monkeypatch, pays):
         ref = dev.to_host(cupyconv.conv(dev.to_dev(backend_arrays.to_tf32(x)),
                                         dev.to_dev(backend_arrays.to_tf32(w)), **geo))
         rounded, asked = [], []
-        monkeypatch.setattr(cost, "relayout_pays", lambda *a, **k: asked.append(a) or pays)
+        monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *a, **k: asked.append(a) or pays)
         for module in (relayout, dispatcher):
             real = module.to_tf32
             monkeypatch.setattr(module, "to_tf32",

@@ -3,7 +3,7 @@ GPU too, marked ``gpu``).
 
 The weight gradient's images are split into ``S`` parts run as the groups of one forward
 launch, the partials summed by ``splitk_reduce`` (``cuda_src/conv/splitk_reduce.cu``) in
-part order.  ``S`` is the cost model's (``cost.weight_gradient_splits``); the tests force
+part order.  ``S`` is the cost model's (``implicit_choice.weight_gradient_splits``); the tests force
 it through that function (the backend asks it on every normal-path call) on small
 shapes, whose own choice is 1.
 
@@ -22,7 +22,7 @@ import cupyconv
 from cupyconv._kernels import launch, program
 from cupyconv.api.compiled import CompiledCall, lookup
 from cupyconv.api.gradients import conv_grad_weight
-from cupyconv.backends.cuda import EmulatedRunner, cost, implicit_grads
+from cupyconv.backends.cuda import EmulatedRunner, cost, implicit_choice, implicit_grads, pricing
 from cupyconv.core.problem import ConvProblem
 from helpers import forget_launches, normal_path, small_ints
 
@@ -49,7 +49,7 @@ def forced(monkeypatch):
     """``forced(S)``: the backend's split-K is ``S`` from now on (and nothing is cached)."""
     def force(splits):
         forget_launches()
-        monkeypatch.setattr(cost, "weight_gradient_splits", lambda *a, **k: splits)
+        monkeypatch.setattr(implicit_choice, "weight_gradient_splits", lambda *a, **k: splits)
     yield force
     forget_launches()
 
@@ -105,7 +105,7 @@ def test_split_weight_gradient_is_exact_and_equals_the_unsplit_run(dev, forced, 
     bit for bit, and a second split run bit for bit (no atomics: deterministic)."""
     name, geo, mode, layout, dtype, precision, splits, n = case
     if precision == "tf32":      # the re-layout, which the model finds too dear this small
-        monkeypatch.setattr(cost, "relayout_pays", lambda *a, **k: True)
+        monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *a, **k: True)
     rng = np.random.default_rng(len(name))
     x, dy, w_shape = _operands(rng, geo, dtype, n, mode=mode)
     ref = _grad(_NumPy, geo, x.astype(np.float64), dy.astype(np.float64), w_shape, mode,
@@ -158,15 +158,15 @@ def test_the_cost_model_splits_long_reductions_on_grids_that_do_not_fill():
     grows; 1 where the grid fills the device (SMs from the device's attributes), for
     float16 (its partials would round) and for a forward problem."""
     device = EmulatedRunner.NOMINAL
-    splits = [cost.weight_gradient_splits(_wgrad(8, s), device) for s in (2, 32)]
+    splits = [implicit_choice.weight_gradient_splits(_wgrad(8, s), device) for s in (2, 32)]
     assert splits[0] == 1 and splits[1] > 1 and 8 % splits[1] == 0, splits
     one_sm = dataclasses.replace(device, sm_count=1)
-    assert cost.weight_gradient_splits(_wgrad(8, 32), one_sm) == 1
-    assert cost.weight_gradient_splits(_wgrad(8, 32, dtype="float16"), device) == 1
+    assert implicit_choice.weight_gradient_splits(_wgrad(8, 32), one_sm) == 1
+    assert implicit_choice.weight_gradient_splits(_wgrad(8, 32, dtype="float16"), device) == 1
     fwd = ConvProblem.create(x_shape=(8, 16, 32, 32, 32), w_shape=(16, 16, 3, 3, 3), padding=1)
-    assert cost.weight_gradient_splits(fwd, device) == 1
-    split = cost.predict_times(_wgrad(8, 32), device, ["implicit_gemm"])["implicit_gemm"]
-    whole = cost._implicit_gemm_times(_wgrad(8, 32), device, cost.efficiencies(device.name),
+    assert implicit_choice.weight_gradient_splits(fwd, device) == 1
+    split = pricing.predict_times(_wgrad(8, 32), device, ["implicit_gemm"])["implicit_gemm"]
+    whole = implicit_choice.implicit_gemm_times(_wgrad(8, 32), device, cost.efficiencies(device.name),
                                       device.peak_flops(np.float32), None, splits=1)[0]
     assert split < whole
 

@@ -17,7 +17,7 @@ import pytest
 from cupyconv._compile import loader
 from cupyconv._emulation import emulation_available
 from cupyconv._kernels import registry
-from cupyconv.backends.cuda import algorithms, cost
+from cupyconv.backends.cuda import algorithms, cost, pricing
 from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem
 
@@ -114,6 +114,6 @@ def test_cost_model_names_the_wgmma_estimate_on_9_0():
                                  padding_mode="constant", cval=0, layout="channels_first",
                                  dtype=F16)
     h200 = StandIn(90).static
-    assert cost.efficiency_key(problem, h200, "implicit_gemm") == "implicit_gemm_wg_float16"
-    assert cost.efficiency_key(problem, StandIn(80).static, "implicit_gemm") == "implicit_gemm_ms_float16"
+    assert pricing.efficiency_key(problem, h200, "implicit_gemm") == "implicit_gemm_wg_float16"
+    assert pricing.efficiency_key(problem, StandIn(80).static, "implicit_gemm") == "implicit_gemm_ms_float16"
     assert "implicit_gemm_wg_tf32" in cost.EFFICIENCY

@@ -28,7 +28,10 @@ from the medians and from the fastest rounds (the least disturbed by other load)
 Usage::
 
     python benchmarks/torch_layers.py [--device cpu|cuda] [--rounds 5] [--threads 1]
-        [--dtype float32 float64] [--clock wall|cpu] [--quick]
+        [--dtype float32 float64] [--clock wall|cpu] [--quick] [--cases TEXT]
+
+``--threads`` is every implementation's: torch's intra-op threads, the BLAS's and
+cupyconv's CPU lanes (``cupyconv.config.cpu_threads``).
 
 Prints a Markdown table; nothing is written to disk.
 """
@@ -159,8 +162,10 @@ def main(argv=None):
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch's and the BLAS's threads (CPU)")
+                        help="torch's, the BLAS's and cupyconv's threads (CPU)")
     parser.add_argument("--quick", action="store_true", help="two cases only")
+    parser.add_argument("--cases", default=None,
+                        help="only the cases whose name contains this text")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (time.process_time), for a "
                              "machine shared with other work (CPU runs only)")
@@ -173,6 +178,8 @@ def main(argv=None):
     if args.clock == "cpu" and args.device == "cuda":
         parser.error("--clock cpu times CPU runs only")
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    cases = [c for c in (QUICK if args.quick else CASES)
+             if args.cases is None or args.cases in c[0]]
     print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), "
           f"{args.rounds} rounds, {args.clock} clock; peers present: {', '.join(peers) or 'none'}\n")
     head = ("| case | dtype | pass | cupyconv.torch ms | direct ms | adapter cost (median / "
@@ -180,9 +187,8 @@ def main(argv=None):
             "(peer / cupyconv.torch) |")
     print(head)
     print("|" + "---|" * 7)
-    with threadpool_limits(args.threads):
-        for case, dtype, backward in itertools.product(
-                QUICK if args.quick else CASES, args.dtype, (False, True)):
+    with threadpool_limits(args.threads), cupyconv.config.cpu_threads_limit(args.threads):
+        for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
             t, best = measure(case, args.device, args.rounds, backward,
                               getattr(torch, dtype), clock)
             ours = t.pop("cupyconv.torch")

@@ -62,6 +62,9 @@ CASES = [
     ("5-D 7^5, 4->4, k3", 1, 4, 4, (7,) * 5, 3, 1, 1),
 ]
 QUICK = [CASES[1], CASES[4]]
+#: A layer whose convolution costs about as much as the calls around it: ``--overhead``
+#: times it many calls per sample, for the adapter's fixed cost per call in microseconds.
+TINY = ("3-D 4^3, 2->2, k3", 1, 2, 2, (4,) * 3, 3, 1, 1)
 
 
 def _optional(name):
@@ -132,7 +135,10 @@ def implementations(r, stride, padding, groups=1):
     return impls
 
 
-def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter):
+def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter,
+            repeat=1):
+    """``({implementation: median seconds per call}, fastest ours / fastest direct)``
+    over ``rounds`` rounds, each timing ``repeat`` calls of every implementation."""
     name, n, cin, cout, spatial, k, stride, padding = case
     gen = torch.Generator().manual_seed(0)
     r = len(spatial)
@@ -150,9 +156,10 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
             x.grad = w.grad = b.grad = None
             _sync(device)
             t0 = clock()
-            fn(x, w, b, backward)
+            for _ in range(repeat):
+                fn(x, w, b, backward)
             _sync(device)
-            samples[key].append(clock() - t0)
+            samples[key].append((clock() - t0) / repeat)
     return ({key: statistics.median(v) for key, v in samples.items()},
             min(samples["cupyconv.torch"]) / min(samples["cupyconv direct"]))
 
@@ -166,6 +173,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="two cases only")
     parser.add_argument("--cases", default=None,
                         help="only the cases whose name contains this text")
+    parser.add_argument("--overhead", action="store_true",
+                        help="instead: the adapter's fixed cost per call on a tiny layer")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (time.process_time), for a "
                              "machine shared with other work (CPU runs only)")
@@ -185,9 +194,11 @@ def main(argv=None):
     head = ("| case | dtype | pass | cupyconv.torch ms | direct ms | adapter cost (median / "
             "fastest) | peer ms "
             "(peer / cupyconv.torch) |")
-    print(head)
-    print("|" + "---|" * 7)
     with threadpool_limits(args.threads), cupyconv.config.cpu_threads_limit(args.threads):
+        if args.overhead:
+            return _overhead(args, clock)
+        print(head)
+        print("|" + "---|" * 7)
         for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
             t, best = measure(case, args.device, args.rounds, backward,
                               getattr(torch, dtype), clock)
@@ -199,6 +210,19 @@ def main(argv=None):
                   f"{ours * 1e3:.1f} | {direct * 1e3:.1f} | "
                   f"{(ours / direct - 1) * 100:+.1f}% / {(best - 1) * 100:+.1f}% | {peers} |",
                   flush=True)
+    return 0
+
+
+def _overhead(args, clock):
+    """Print the fixed cost table: :data:`TINY` timed 200 calls per sample."""
+    print("| case | dtype | pass | cupyconv.torch us | direct us | fixed cost us |")
+    print("|" + "---|" * 6)
+    for dtype, backward in itertools.product(args.dtype, (False, True)):
+        t, _ = measure(TINY, args.device, args.rounds, backward, getattr(torch, dtype),
+                       clock, repeat=200)
+        ours, direct = t["cupyconv.torch"] * 1e6, t["cupyconv direct"] * 1e6
+        print(f"| {TINY[0]} | {dtype} | {'fwd+bwd' if backward else 'fwd'} | {ours:.0f} | "
+              f"{direct:.0f} | {ours - direct:+.0f} |", flush=True)
     return 0
 
 

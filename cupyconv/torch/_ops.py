@@ -355,7 +355,8 @@ def _twin(name, impl, setup, backward):
         return out
     return type(name, (torch.autograd.Function,), {
         "__doc__": f"``{impl.__name__}`` with the autograd formula of its operator.",
-        "forward": staticmethod(forward), "backward": staticmethod(backward)})
+        "forward": staticmethod(forward), "backward": staticmethod(backward),
+        "impl": staticmethod(impl)})
 
 
 _TWINS = {
@@ -369,6 +370,11 @@ _TWINS = {
 
 
 def run(op, *args):
-    """``op(*args)`` for one of this module's operators: its autograd-function twin in
-    plain eager mode (:func:`_plain_eager`), else the registered operator."""
-    return _TWINS[op].apply(*args) if _plain_eager(args) else op(*args)
+    """``op(*args)`` for one of this module's operators: in plain eager mode
+    (:func:`_plain_eager`) its autograd-function twin, or with gradients off (a backward
+    pass without ``create_graph``, ``torch.no_grad``) its implementation alone; else the
+    registered operator."""
+    if not _plain_eager(args):
+        return op(*args)
+    twin = _TWINS[op]
+    return twin.apply(*args) if torch.is_grad_enabled() else twin.impl(*args)

@@ -21,7 +21,8 @@ weights and the bias) for 4-D and 5-D layers (and a 3-D one, against ``nn.Conv3d
 torchnd (GPL) and unfoldNd are optional peers, imported if present and never
 dependencies: ``pip install --target DIR torchnd unfoldnd einops`` and put ``DIR`` on
 ``PYTHONPATH`` for the run.  Each round times every implementation once, in turn
-(alternating, so load drifts hit all alike); the table has the medians over the rounds
+in a new seeded random order (alternating, so load drifts hit all alike, and each
+follows every other about as often); the table has the medians over the rounds
 and the ratios of the peers' times to ``cupyconv.torch``'s; the adapter's cost is given
 from the medians and from the fastest rounds (the least disturbed by other load).
 
@@ -41,6 +42,7 @@ import argparse
 import importlib
 import itertools
 import os
+import random
 import statistics
 import sys
 import time
@@ -151,8 +153,14 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
     for fn in impls.values():              # warm-up: compiled calls, caches, threads
         fn(x, w, b, backward)
     _sync(device)
+    order = random.Random(0)
     for _ in range(rounds):
-        for key, fn in impls.items():
+        # a new order each round: the implementation that runs after a peer's large
+        # buffers are freed starts cold (unfoldNd's cost the next call 0.5-1.5 ms)
+        keys = list(impls)
+        order.shuffle(keys)
+        for key in keys:
+            fn = impls[key]
             x.grad = w.grad = b.grad = None
             _sync(device)
             t0 = clock()

@@ -26,7 +26,8 @@ operator's twin instead: a :class:`torch.autograd.Function` with the same implem
 ``setup_context`` and backward, which skips the dispatcher's custom-operator layers (their
 Python autograd wrapper re-binds every argument against the schema on each call: about
 0.1 ms per forward call on the CPU, the larger part of the adapter's cost on small
-layers).  Everywhere else (FakeTensor, meta tensors, ``torch.compile``,
+layers); with gradients off (a backward pass without ``create_graph``, ``torch.no_grad``)
+it calls the implementation alone.  Everywhere else (FakeTensor, meta tensors, ``torch.compile``,
 ``torch.library.opcheck``, modes) the registered operator runs.
 """
 from __future__ import annotations

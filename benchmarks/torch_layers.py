@@ -21,14 +21,18 @@ weights and the bias) for 4-D and 5-D layers (and a 3-D one, against ``nn.Conv3d
 torchnd (GPL) and unfoldNd are optional peers, imported if present and never
 dependencies: ``pip install --target DIR torchnd unfoldnd einops`` and put ``DIR`` on
 ``PYTHONPATH`` for the run.  Each round times every implementation once, in turn
-(alternating, so load drifts hit all alike); the table has the medians over the rounds
+in a new seeded random order (alternating, so load drifts hit all alike, and each
+follows every other about as often); the table has the medians over the rounds
 and the ratios of the peers' times to ``cupyconv.torch``'s; the adapter's cost is given
 from the medians and from the fastest rounds (the least disturbed by other load).
 
 Usage::
 
     python benchmarks/torch_layers.py [--device cpu|cuda] [--rounds 5] [--threads 1]
-        [--dtype float32 float64] [--clock wall|cpu] [--quick]
+        [--dtype float32 float64] [--clock wall|cpu] [--quick] [--cases TEXT]
+
+``--threads`` is every implementation's: torch's intra-op threads, the BLAS's and
+cupyconv's CPU lanes (``cupyconv.config.cpu_threads``).
 
 Prints a Markdown table; nothing is written to disk.
 """
@@ -38,6 +42,7 @@ import argparse
 import importlib
 import itertools
 import os
+import random
 import statistics
 import sys
 import time
@@ -59,6 +64,9 @@ CASES = [
     ("5-D 7^5, 4->4, k3", 1, 4, 4, (7,) * 5, 3, 1, 1),
 ]
 QUICK = [CASES[1], CASES[4]]
+#: A layer whose convolution costs about as much as the calls around it: ``--overhead``
+#: times it many calls per sample, for the adapter's fixed cost per call in microseconds.
+TINY = ("3-D 4^3, 2->2, k3", 1, 2, 2, (4,) * 3, 3, 1, 1)
 
 
 def _optional(name):
@@ -129,7 +137,10 @@ def implementations(r, stride, padding, groups=1):
     return impls
 
 
-def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter):
+def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter,
+            repeat=1):
+    """``({implementation: median seconds per call}, fastest ours / fastest direct)``
+    over ``rounds`` rounds, each timing ``repeat`` calls of every implementation."""
     name, n, cin, cout, spatial, k, stride, padding = case
     gen = torch.Generator().manual_seed(0)
     r = len(spatial)
@@ -142,14 +153,21 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
     for fn in impls.values():              # warm-up: compiled calls, caches, threads
         fn(x, w, b, backward)
     _sync(device)
+    order = random.Random(0)
     for _ in range(rounds):
-        for key, fn in impls.items():
+        # a new order each round: the implementation that runs after a peer's large
+        # buffers are freed starts cold (unfoldNd's cost the next call 0.5-1.5 ms)
+        keys = list(impls)
+        order.shuffle(keys)
+        for key in keys:
+            fn = impls[key]
             x.grad = w.grad = b.grad = None
             _sync(device)
             t0 = clock()
-            fn(x, w, b, backward)
+            for _ in range(repeat):
+                fn(x, w, b, backward)
             _sync(device)
-            samples[key].append(clock() - t0)
+            samples[key].append((clock() - t0) / repeat)
     return ({key: statistics.median(v) for key, v in samples.items()},
             min(samples["cupyconv.torch"]) / min(samples["cupyconv direct"]))
 
@@ -159,8 +177,12 @@ def main(argv=None):
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch's and the BLAS's threads (CPU)")
+                        help="torch's, the BLAS's and cupyconv's threads (CPU)")
     parser.add_argument("--quick", action="store_true", help="two cases only")
+    parser.add_argument("--cases", default=None,
+                        help="only the cases whose name contains this text")
+    parser.add_argument("--overhead", action="store_true",
+                        help="instead: the adapter's fixed cost per call on a tiny layer")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (time.process_time), for a "
                              "machine shared with other work (CPU runs only)")
@@ -173,16 +195,19 @@ def main(argv=None):
     if args.clock == "cpu" and args.device == "cuda":
         parser.error("--clock cpu times CPU runs only")
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    cases = [c for c in (QUICK if args.quick else CASES)
+             if args.cases is None or args.cases in c[0]]
     print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), "
           f"{args.rounds} rounds, {args.clock} clock; peers present: {', '.join(peers) or 'none'}\n")
     head = ("| case | dtype | pass | cupyconv.torch ms | direct ms | adapter cost (median / "
             "fastest) | peer ms "
             "(peer / cupyconv.torch) |")
-    print(head)
-    print("|" + "---|" * 7)
-    with threadpool_limits(args.threads):
-        for case, dtype, backward in itertools.product(
-                QUICK if args.quick else CASES, args.dtype, (False, True)):
+    with threadpool_limits(args.threads), cupyconv.config.cpu_threads_limit(args.threads):
+        if args.overhead:
+            return _overhead(args, clock)
+        print(head)
+        print("|" + "---|" * 7)
+        for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
             t, best = measure(case, args.device, args.rounds, backward,
                               getattr(torch, dtype), clock)
             ours = t.pop("cupyconv.torch")
@@ -193,6 +218,19 @@ def main(argv=None):
                   f"{ours * 1e3:.1f} | {direct * 1e3:.1f} | "
                   f"{(ours / direct - 1) * 100:+.1f}% / {(best - 1) * 100:+.1f}% | {peers} |",
                   flush=True)
+    return 0
+
+
+def _overhead(args, clock):
+    """Print the fixed cost table: :data:`TINY` timed 200 calls per sample."""
+    print("| case | dtype | pass | cupyconv.torch us | direct us | fixed cost us |")
+    print("|" + "---|" * 6)
+    for dtype, backward in itertools.product(args.dtype, (False, True)):
+        t, _ = measure(TINY, args.device, args.rounds, backward, getattr(torch, dtype),
+                       clock, repeat=200)
+        ours, direct = t["cupyconv.torch"] * 1e6, t["cupyconv direct"] * 1e6
+        print(f"| {TINY[0]} | {dtype} | {'fwd+bwd' if backward else 'fwd'} | {ours:.0f} | "
+              f"{direct:.0f} | {ours - direct:+.0f} |", flush=True)
     return 0
 
 

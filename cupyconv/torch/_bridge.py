@@ -76,7 +76,7 @@ def _numpy_view(t):
 
 
 def _from_numpy(a):
-    if not a.flags.writeable or any(s < 0 for s in a.strides):
+    if not a.flags.writeable or (not a.flags.c_contiguous and min(a.strides, default=0) < 0):
         a = a.copy()               # torch.from_numpy takes writable, positive strides
     if a.dtype.name == "bfloat16":
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
@@ -93,13 +93,30 @@ def _cuda_stream(device):
         yield cupy
 
 
+_ACCEPTED = frozenset(SUPPORTED)
+
+
+def _checked_device(tensors):
+    """The operands' device: read off the first when every operand is a tensor of one
+    supported dtype on it (the common case, checked cheaply), else by
+    :func:`check_tensors`, which raises the error."""
+    given = [t for t in tensors if t is not None]
+    first = given[0]
+    if all(isinstance(t, torch.Tensor) for t in given):
+        dtype, device = first.dtype, first.device
+        if dtype in _ACCEPTED and device.type in ("cpu", "cuda") and all(
+                t.dtype == dtype and t.device == device for t in given):
+            return device
+    return check_tensors(**{f"operand {i}": t for i, t in enumerate(tensors)})
+
+
 def call(fn, *tensors):
     """``fn(*arrays)`` on the tensors' memory; its array result as a tensor (no copies).
 
     ``None`` passes through.  The result is contiguous (the operators promise torch
     contiguous outputs); a non-contiguous result is copied once.
     """
-    device = check_tensors(**{f"operand {i}": t for i, t in enumerate(tensors)})
+    device = _checked_device(tensors)
     if device.type == "cpu":
         out = _from_numpy(fn(*[None if t is None else _numpy_view(t) for t in tensors]))
     else:

@@ -100,8 +100,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     mode = args.normalize_padding_mode(padding_mode)
     if isinstance(cval, bool) or not isinstance(cval, (int, float)):
         raise TypeError(f"cval must be a real number; got {cval!r}")
-    y = _ops.conv(x, w, bias, list(stride), _flat(pads), list(dilation), groups, mode,
-                  float(cval), cl)
+    y = _ops.run(_ops.conv, x, w, bias, list(stride), _flat(pads), list(dilation), groups,
+                 mode, float(cval), cl)
     return y[0] if unbatched else y
 
 
@@ -131,6 +131,6 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         x, w, bias, stride, dilation, groups, layout, "(C_in, C_out/groups, *K)")
     pads, out_pad = normalize_transpose_padding(padding, output_padding, _spatial(x, cl),
                                                  _spatial(w, cl), stride, dilation)
-    y = _ops.conv_transpose(x, w, bias, list(stride), _flat(pads), list(out_pad),
-                            list(dilation), groups, cl)
+    y = _ops.run(_ops.conv_transpose, x, w, bias, list(stride), _flat(pads), list(out_pad),
+                 list(dilation), groups, cl)
     return y[0] if unbatched else y

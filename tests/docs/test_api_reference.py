@@ -1,7 +1,7 @@
 """The API reference (Sphinx + numpydoc, ``docs/conf.py``) builds without a warning.
 
 It renders the docstrings of the public API (``cupyconv``, ``cupyconv.ndimage``,
-``cupyconv.grad``, ``cupyconv.dask``, ``cupyconv.config``) and shows the committed
+``cupyconv.grad``, ``cupyconv.dask``, ``cupyconv.config``, ``cupyconv.torch``) and shows the committed
 benchmark plots; a broken numpydoc section, a missing image or a duplicated object
 fails here (``-W``: warnings are errors).  ~10 s on the 2-core VM.
 """
@@ -39,7 +39,18 @@ def _expected():
     return {"cupyconv": ["cupyconv." + n for n in top],
             "ndimage": ["cupyconv.ndimage." + n for n in cupyconv.ndimage.__all__],
             "dask": ["cupyconv.dask." + n for n in cupyconv.dask.__all__],
-            "grad": ["cupyconv.grad.convolve_vjp", "cupyconv.grad.correlate_vjp"]}
+            "grad": ["cupyconv.grad.convolve_vjp", "cupyconv.grad.correlate_vjp"],
+            **_torch_page()}
+
+
+def _torch_page():
+    """The ``cupyconv.torch`` page's names where torch is installed (the page is empty
+    without it)."""
+    try:
+        import cupyconv.torch
+    except ImportError:
+        return {}
+    return {"torch": ["cupyconv.torch." + n for n in cupyconv.torch.__all__]}
 
 
 def test_every_public_name_is_documented(html):

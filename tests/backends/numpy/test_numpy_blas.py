@@ -17,10 +17,12 @@ PATHS = ["mkl", "numpy"]
 
 def _on(path, mp):
     """Select the GEMM path under test on the monkeypatch ``mp``: oneMKL (skipped where
-    it does not load) or NumPy's."""
+    it does not load; used whatever the CPU's vendor) or NumPy's."""
     if path == "mkl":
-        if blas.mkl() is None:
+        funcs = blas.load_mkl()
+        if funcs is None:
             pytest.skip("oneMKL is not installed (pip install mkl) or CUPYCONV_MKL=0")
+        mp.setattr(blas, "mkl", lambda: funcs)
     else:
         mp.setattr(blas, "mkl", lambda: None)
 
@@ -89,8 +91,7 @@ CASES = [
 def test_gemm_blocks_agree_across_paths(name, xs, ws, geo, dtype, rng, monkeypatch):
     """conv and both gradients by gemm on oneMKL within the dtype's bound of the same
     calls on numpy.matmul (skipped without oneMKL)."""
-    if blas.mkl() is None:
-        pytest.skip("oneMKL is not installed (pip install mkl) or CUPYCONV_MKL=0")
+    _on("mkl", monkeypatch)
     x = rng.standard_normal(xs).astype(dtype)
     w = rng.standard_normal(ws).astype(dtype)
     y = cupyconv.conv(x, w, method="fft", **geo)
@@ -105,3 +106,22 @@ def test_gemm_blocks_agree_across_paths(name, xs, ws, geo, dtype, rng, monkeypat
     for a, b in zip(fast, calls()):
         tol = RTOL[dtype] * 10 * np.abs(b).max()
         np.testing.assert_allclose(a, b, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("intel", [True, False])
+@pytest.mark.parametrize("env", [None, "1", "0"])
+def test_mkl_is_used_on_intel_cpus_or_when_asked(intel, env, monkeypatch):
+    """oneMKL runs the blocks on an Intel CPU or under ``CUPYCONV_MKL=1``, never under
+    ``CUPYCONV_MKL=0``; elsewhere ``numpy.matmul`` (OpenBLAS) does."""
+    if blas.load_mkl() is None:
+        pytest.skip("oneMKL is not installed (pip install mkl) or CUPYCONV_MKL=0")
+    monkeypatch.setattr(blas, "intel_cpu", lambda: intel)
+    if env is None:
+        monkeypatch.delenv("CUPYCONV_MKL", raising=False)
+    else:
+        monkeypatch.setenv("CUPYCONV_MKL", env)
+    used = blas.mkl.__wrapped__()      # the policy, past the process-wide cache
+    want = env != "0" and (intel or env == "1")
+    assert (used is not None) is want
+    if want:
+        assert used is blas.load_mkl()

@@ -238,6 +238,27 @@ def test_docstrings_run():
     assert result.attempted >= 7 and result.failed == 0
 
 
+@pytest.mark.parametrize("fn", ["sobel", "prewitt", "laplace"])
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint16"])
+def test_small_integer_derivatives_sum_in_the_engine_as_scipy(fn, dtype, monkeypatch):
+    """Integer taps on 8/16-bit data sum exactly in float32, so on the CPU these passes
+    run in the engine rather than in ``scipy.ndimage`` (docs/semantics.md), and every
+    output (wrapped between the passes, every axis and mode) is SciPy's."""
+    from cupyconv.ndimage import common
+    calls = []
+    real = common._scipy_line
+    monkeypatch.setattr(common, "_scipy_line", lambda *a, **k: calls.append(1) or real(*a, **k))
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(len(fn) + len(dtype))
+    x = rng.integers(max(info.min, -3000), min(info.max, 3000) + 1, (40, 33, 70)).astype(dtype)
+    for mode in ("reflect", "constant", "nearest", "mirror", "wrap"):
+        for axis in ((0, 1, 2) if fn != "laplace" else (None,)):
+            kw = dict(mode=mode, cval=7) if axis is None else dict(axis=axis, mode=mode, cval=7)
+            np.testing.assert_array_equal(getattr(cndi, fn)(x, **kw),
+                                          getattr(sndi, fn)(x, **kw), err_msg=f"{mode} {axis}")
+    assert calls == []
+
+
 # ------------------------------------------------------------------ CUDA path
 #: (function, dtype, arguments): the derivative filters on the CUDA kernels.
 DEVICE_CASES = [

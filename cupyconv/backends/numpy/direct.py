@@ -15,7 +15,8 @@ multiply-add, slower than the tap loop, so N-D problems keep the loop.
 
 A single-channel problem whose kernel extends over one axis only (a 1-D pass
 along any axis: ``cupyconv.ndimage``'s 1-D filters, a separable pass) runs
-:func:`conv_line`, which sums in ``scipy.ndimage.correlate1d``'s order: an
+:func:`conv_line`, which reads the input without a padded copy (only the
+boundary rows are gathered) and sums in ``scipy.ndimage.correlate1d``'s order: an
 exactly symmetric (antisymmetric) odd kernel folds the pairs of taps,
 ``y = w_c x_c + sum_t (x_t +- x_{K-1-t}) w_t``, one multiply per pair; any
 other kernel starts from its last tap.  Float64 results are then bitwise

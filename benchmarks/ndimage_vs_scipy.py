@@ -5,7 +5,8 @@
 Each round times cupyconv and SciPy back to back on the same input (alternating which
 goes first), so the drift of a shared machine cancels; the ratio reported is the median
 of the per-round ratios ``t_scipy / t_cupyconv`` (above 1: cupyconv is faster), with the
-25th-75th percentile range, and the geometric mean over the suite.  Every case first
+25th-75th percentile range, and the geometric mean over the suite; the 1-minute load
+average is printed before and after.  Every case first
 checks that both give the same result (exactly for integer outputs).
 
 Suite: 2-D, 3-D and 4-D images, float32/float64/uint8, with Gaussian
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -72,6 +74,14 @@ def _call(module, func, x, arg, kw, rng_seed):
     return lambda: fn(x, arg, **kw)
 
 
+def _load():
+    """The 1-minute load average (``n/a`` where the OS does not report one)."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):
+        return "n/a"
+
+
 def _once(fn):
     t0 = time.perf_counter()
     fn()
@@ -119,6 +129,7 @@ def main(argv=None):
     cases = [c for c in (DERIVATIVES if opts.derivatives else CASES)
              if (not opts.quick or c[0] in QUICK or opts.derivatives)
              and (not opts.cases or c[0] in opts.cases)]
+    print(f"load average at the start: {_load()}")
     print(f"{'case':22s} {'dtype':8s} {'cupyconv ms':>12s} {'scipy ms':>10s} "
           f"{'scipy/ours':>10s} {'p25-p75':>13s}")
     rows = []
@@ -132,6 +143,7 @@ def main(argv=None):
     worst = min(rows, key=lambda r: r["ratio"])
     print(f"geometric mean scipy/ours: {geo:.2f}x; lowest {worst['ratio']:.2f}x "
           f"({worst['name']})")
+    print(f"load average at the end: {_load()}")
     if opts.json:
         with open(opts.json, "w", encoding="utf-8") as fh:
             json.dump(dict(rows=rows, geomean=geo), fh, indent=1)

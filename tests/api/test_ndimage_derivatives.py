@@ -238,6 +238,54 @@ def test_docstrings_run():
     assert result.attempted >= 7 and result.failed == 0
 
 
+@pytest.mark.parametrize("fn", ["sobel", "prewitt", "laplace"])
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint16"])
+def test_small_integer_derivatives_sum_in_the_engine_as_scipy(fn, dtype, monkeypatch):
+    """Integer taps on 8/16-bit data sum exactly in float32, so on the CPU these passes
+    run in the engine rather than in ``scipy.ndimage`` (docs/semantics.md), and every
+    output (wrapped between the passes, every axis and mode) is SciPy's."""
+    from cupyconv.ndimage import common
+    calls = []
+    real = common._scipy_line
+    monkeypatch.setattr(common, "_scipy_line", lambda *a, **k: calls.append(1) or real(*a, **k))
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(len(fn) + len(dtype))
+    x = rng.integers(max(info.min, -3000), min(info.max, 3000) + 1, (40, 33, 70)).astype(dtype)
+    for mode in ("reflect", "constant", "nearest", "mirror", "wrap"):
+        for axis in ((0, 1, 2) if fn != "laplace" else (None,)):
+            kw = dict(mode=mode, cval=7) if axis is None else dict(axis=axis, mode=mode, cval=7)
+            np.testing.assert_array_equal(getattr(cndi, fn)(x, **kw),
+                                          getattr(sndi, fn)(x, **kw), err_msg=f"{mode} {axis}")
+    assert calls == []
+
+
+@pytest.mark.parametrize("fn", ["gaussian_laplace", "gaussian_gradient_magnitude"])
+@pytest.mark.parametrize("shape", [(30, 41), (12, 13, 14), (5, 6, 7, 4)])
+def test_gaussian_sums_share_smoothing_passes_bit_for_bit(fn, shape, monkeypatch):
+    """With every axis filtered in one mode, the terms share the input smoothed along
+    the axes before theirs (n(n+1)/2 + n - 1 passes instead of n**2), and each term's
+    passes are still SciPy's in SciPy's order: float64 and integer outputs are SciPy's
+    bit for bit (per-axis sigma, truncate, radius and modes included)."""
+    from cupyconv.ndimage import derivatives
+    passes = []
+    real = derivatives.gaussian_filter1d
+    monkeypatch.setattr(derivatives, "gaussian_filter1d",
+                        lambda *a, **k: passes.append(1) or real(*a, **k))
+    rng = np.random.default_rng(sum(shape))
+    n = len(shape)
+    x = rng.standard_normal(shape) * 30
+    cases = [((1.5,), {}), (([0.7 + 0.4 * i for i in range(n)],), dict(mode="wrap")),
+             ((1.0,), dict(truncate=2.0, mode=["nearest"] * n)),
+             ((2.0,), dict(radius=[1 + i for i in range(n)], mode="constant", cval=4.0)),
+             ((1.2,), dict(output=np.int32, mode="mirror"))]
+    for args, kw in cases:
+        passes.clear()
+        ours, theirs = getattr(cndi, fn)(x, *args, **kw), getattr(sndi, fn)(x, *args, **kw)
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_array_equal(ours, theirs, err_msg=f"{args} {kw}")
+        assert len(passes) == n * (n + 1) // 2 + n - 1, (args, kw)
+
+
 # ------------------------------------------------------------------ CUDA path
 #: (function, dtype, arguments): the derivative filters on the CUDA kernels.
 DEVICE_CASES = [

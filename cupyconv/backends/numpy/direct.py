@@ -15,7 +15,8 @@ multiply-add, slower than the tap loop, so N-D problems keep the loop.
 
 A single-channel problem whose kernel extends over one axis only (a 1-D pass
 along any axis: ``cupyconv.ndimage``'s 1-D filters, a separable pass) runs
-:func:`conv_line`, which sums in ``scipy.ndimage.correlate1d``'s order: an
+:func:`conv_line`, which reads the input without a padded copy (only the
+boundary rows are gathered) and sums in ``scipy.ndimage.correlate1d``'s order: an
 exactly symmetric (antisymmetric) odd kernel folds the pairs of taps,
 ``y = w_c x_c + sum_t (x_t +- x_{K-1-t}) w_t``, one multiply per pair; any
 other kernel starts from its last tap.  Float64 results are then bitwise
@@ -222,7 +223,10 @@ def scipy_nd_applies(problem):
 
 
 def conv_line(problem, x, w, axis):
-    """A 1-D pass along spatial ``axis`` (:func:`line_axis`) in SciPy's summation order."""
+    """A 1-D pass along spatial ``axis`` (:func:`line_axis`) in SciPy's summation order,
+    read from the input itself (no padded copy): the outputs whose taps all fall inside
+    the input as contiguous runs (:func:`_interior_pieces`), the few rows at each end
+    from the boundary rows gathered (:func:`_boundary_rows`)."""
     k, n = problem.kernel_shape[axis], problem.out_shape[axis]
     taps = oriented_weights(problem, w).reshape(k)
     origins = _ndimage_origins(problem)
@@ -231,33 +235,114 @@ def conv_line(problem, x, w, axis):
         scipy_correlate1d(x, np.ascontiguousarray(taps), axis=2 + axis, output=y,
                           origin=origins[axis], **_ndimage_kw(problem))
         return y
-    y = zeros_result(problem, np, x.dtype)
-    xpad = pad_input(problem, x)
+    y = np.empty((problem.batch, 1) + problem.out_shape, dtype=x.dtype)
+    if y.size == 0:
+        return y
+    m, (pb, _) = problem.in_shape[axis], problem.padding[axis]
+    if m == 0:                   # constant padding only: the padded input is all cval
+        x, m, pb = pad_input(problem, x), sum(problem.padding[axis]), 0
+    outer = problem.batch * math.prod(problem.out_shape[:axis])
+    s = math.prod(problem.out_shape[axis + 1:])
+    x3, y3 = np.ascontiguousarray(x).reshape(outer, m, s), y.reshape(outer, n, s)
+    lo = min(pb, n)                          # rows [lo, hi): every tap inside the input
+    hi = max(lo, min(n, m - k + 1 + pb))
     sym = _symmetry(taps)
-    ax = 2 + axis
-    lead = (slice(None),) * ax
-    for part, off in line_chunks(y.shape, ax, [0] + [2 + i for i in range(problem.ndim)
-                                                     if i != axis]):
-        yc = y[part]
-        xc, first, m = (xpad[part], 0, n) if off is None else (xpad, off, yc.shape[ax])
-
-        def tap(t, xc=xc, first=first, m=m):
-            return xc[lead + (slice(first + t, first + t + m),)]
-
-        tmp = np.empty_like(yc)
-        if sym:
-            c = k // 2
-            np.multiply(tap(c), taps[c], out=yc)
-            for t in range(c):
-                (np.add if sym > 0 else np.subtract)(tap(t), tap(k - 1 - t), out=tmp)
-                tmp *= taps[t]
-                yc += tmp
-        else:
-            np.multiply(tap(k - 1), taps[k - 1], out=yc)
-            for t in range(k - 1):
-                np.multiply(tap(t), taps[t], out=tmp)
-                yc += tmp
+    tmp = np.empty(CHUNK, dtype=x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):     # SciPy's loops never warn
+        for out, source in (_interior_pieces(x3, y3, lo, hi, pb, s) if hi > lo else ()):
+            _tap_sum(out, source, taps, sym, tmp)
+        for first, stop in ((0, lo), (hi, n)):
+            for out, source, store in _boundary_rows(problem, x3, y3, axis, first, stop):
+                _tap_sum(out, source, taps, sym, tmp)
+                store()
     return y
+
+
+def _tap_sum(out, source, taps, sym, tmp):
+    """``out = sum_t taps[t] * source(t)`` in ``scipy.ndimage.correlate1d``'s order: a
+    symmetric (antisymmetric, ``sym`` -1) odd kernel from its centre tap, then
+    ``(x_t +- x_{K-1-t}) * w_t`` per pair; any other from its last tap, then the others
+    in order.  ``tmp``: a flat scratch array (a larger one is made if ``out`` needs it)."""
+    k = taps.shape[0]
+    tmp = (tmp[:out.size] if tmp.size >= out.size else np.empty(out.size, out.dtype)
+           ).reshape(out.shape)
+    if sym:
+        c = k // 2
+        np.multiply(source(c), taps[c], out=out)
+        fold = np.add if sym > 0 else np.subtract
+        for t in range(c):
+            fold(source(t), source(k - 1 - t), out=tmp)
+            tmp *= taps[t]
+            out += tmp
+    else:
+        np.multiply(source(k - 1), taps[k - 1], out=out)
+        for t in range(k - 1):
+            np.multiply(source(t), taps[t], out=tmp)
+            out += tmp
+
+
+def _interior_pieces(x3, y3, lo, hi, pb, s):
+    """``(out, source)`` pieces of about :data:`CHUNK` outputs covering rows ``[lo, hi)``
+    of every plane of ``y3`` ``(outer, n, s)``, ``source(t)`` the input that tap ``t``
+    reads (``x3`` ``(outer, m, s)`` C-contiguous).  Where input and output planes are
+    the same size the rows of all planes form one contiguous run (the rows between the
+    planes' interiors are computed too, from the wrong plane, and then overwritten by
+    :func:`_boundary_rows`); else one run per plane."""
+    outer, n, _ = y3.shape
+    m = x3.shape[1]
+    if n == m:
+        yr, xr = y3.reshape(1, -1), x3.reshape(1, -1)
+        first, length = lo * s, (outer - 1) * n * s + (hi - lo) * s
+        base = (lo - pb) * s - first     # tap 0 of output column j reads column j + base
+    else:
+        yr, xr = y3.reshape(outer, -1), x3.reshape(outer, -1)
+        first, length, base = lo * s, (hi - lo) * s, (lo - pb) * s - lo * s
+    rows, cols = max(1, CHUNK // length), min(length, CHUNK)
+    for r in range(0, yr.shape[0], rows):
+        for c in range(first, first + length, cols):
+            stop = min(first + length, c + cols)
+            out = yr[r:r + rows, c:stop]
+
+            def source(t, r=r, c=c, stop=stop):
+                return xr[r:r + rows, c + base + t * s:stop + base + t * s]
+            yield out, source
+
+
+def _boundary_rows(problem, x3, y3, axis, first, stop):
+    """``(out, source, store)`` pieces of rows ``[first, stop)`` of every plane of ``y3``
+    from the input rows their taps read, gathered with the boundary mode's map
+    (``numpy.pad`` of ``arange``, as :func:`~cupyconv.backends.arrays.pad_input` pads;
+    constant padding: ``cval``) into ``(rows, planes, s)`` blocks of about
+    :data:`CHUNK` elements, whose long axes are the inner ones; ``store()`` writes
+    ``out`` back into ``y3``."""
+    if stop <= first:
+        return
+    k, m = problem.kernel_shape[axis], problem.in_shape[axis]
+    pads = problem.padding[axis]
+    constant = problem.padding_mode == "constant"
+    index = (np.pad(np.arange(m), pads, mode="constant", constant_values=-1) if constant
+             else np.pad(np.arange(m), pads, mode=problem.padding_mode))[first:stop + k - 1]
+    outside = index < 0
+    index = np.where(outside, 0, index)
+    outer, _, s = y3.shape
+    rows = index.shape[0]
+    per_plane = rows * s
+    step, cols = ((max(1, CHUNK // per_plane), s) if per_plane <= CHUNK
+                  else (1, max(1, CHUNK // rows)))
+    xt = x3.transpose(1, 0, 2)
+    for o in range(0, outer, step):
+        for c in range(0, s, cols):
+            src = xt[index, o:o + step, c:c + cols]
+            if constant and outside.any():
+                src[outside] = problem.cval if src.dtype.kind == "c" else np.real(problem.cval)
+            out = np.empty((stop - first,) + src.shape[1:], src.dtype)
+
+            def source(t, src=src):
+                return src[t:t + stop - first]
+
+            def store(out=out, o=o, c=c):
+                y3[o:o + step, first:stop, c:c + cols] = out.transpose(1, 0, 2)
+            yield out, source, store
 
 
 def _scipy_correlate_applies(problem, x, w):

@@ -94,3 +94,41 @@ def test_integer_moving_averages_on_strided_axes_are_scipys(dtype, mode, rng, mo
     cupyconv.ndimage.uniform_filter1d(x, 9, axis=1, mode=mode)      # the last axis: SciPy
     cupyconv.ndimage.uniform_filter1d(x, common.ENGINE_WINDOW + 2, axis=0, mode=mode)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 200, 1), (40, 5, 50), (2, 3), (300, 70)])
+@pytest.mark.parametrize("mode", ["reflect", "mirror", "nearest", "wrap", "constant"])
+def test_passes_without_padded_copy_are_scipys_at_every_boundary(shape, mode, rng,
+                                                                   monkeypatch):
+    """The NumPy pass reads the unpadded input and gathers only the boundary rows: along
+    every axis (axes shorter than the kernel included), every origin, odd and even,
+    symmetric, antisymmetric and general kernels, float64 results are SciPy's bit for
+    bit (the NumPy pass runs along the contiguous axes too here)."""
+    monkeypatch.setattr(direct, "scipy_line_applies", lambda problem: False)
+    x = rng.standard_normal(shape)
+    half = rng.standard_normal(2)
+    kernels = (rng.standard_normal(1), rng.standard_normal(4), np.r_[half, 1.5, half[::-1]],
+               np.r_[half, 0.0, -half[::-1]], gaussian_kernel1d(1.5, 0, 6))
+    for axis in range(len(shape)):
+        for w in kernels:
+            k = w.shape[0]
+            for origin in sorted({-(k // 2), 0, (k - 1) // 2}):
+                kw = dict(axis=axis, mode=mode, cval=2.5, origin=origin)
+                np.testing.assert_array_equal(cupyconv.ndimage.correlate1d(x, w, **kw),
+                                              scipy.ndimage.correlate1d(x, w, **kw),
+                                              err_msg=f"{axis} {k} {kw}")
+
+
+@pytest.mark.parametrize("padding", [((0, 0),), ((2, 1),), ((6, 0),), ((0, 4),)])
+@pytest.mark.parametrize("padding_mode", ["constant", "reflect", "wrap", "edge"])
+def test_passes_with_other_output_sizes(padding, padding_mode, rng):
+    """A pass whose output rows differ from the input's (not SciPy's same size) runs one
+    run per plane: the tap loop agrees with the FFT."""
+    x = rng.standard_normal((3, 1, 40, 50))
+    for ks in ((5, 1), (1, 5)):
+        pads = padding + ((0, 0),) if ks[0] > 1 else ((0, 0),) + padding
+        w = rng.standard_normal((1, 1) + ks)
+        kw = dict(padding=pads, padding_mode=padding_mode)
+        got = cupyconv.conv(x, w, method="direct", **kw)
+        ref = cupyconv.conv(x, w, method="fft", **kw)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12 * np.abs(ref).max())

@@ -1,37 +1,69 @@
 """Import time of cupyconv against scipy.signal + scipy.ndimage, each in a fresh interpreter.
 
-``python -m benchmarks.import_time [--rounds 9]``
+``python -m benchmarks.import_time [--rounds 9] [--as-environment]``
 
 Alternates the two imports ``--rounds`` times (each child times its own ``import``
 statement with ``time.perf_counter``, so the interpreter's start-up is left out) and
 prints min/median/max of each and the median of the per-round ratios.
+
+Both sides import from a warm bytecode cache, as an installed package does (pip writes
+``.pyc`` files at install): the children share a temporary ``PYTHONPYCACHEPREFIX``,
+filled by one untimed import of each first.  Without that, an environment with
+``PYTHONDONTWRITEBYTECODE=1`` and a source checkout compiles every cupyconv module at
+every import while SciPy reads its installed bytecode; ``--as-environment`` measures that
+case (the children inherit the environment unchanged, no warm-up).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 SUBJECTS = {"cupyconv": "import cupyconv", "scipy": "import scipy.signal, scipy.ndimage"}
 
 
-def _seconds(statement):
+def import_seconds(statement, env):
+    """Seconds ``statement`` takes in a fresh interpreter of environment ``env`` (``None``:
+    this one's), as the child times it."""
     code = ("import time; t0 = time.perf_counter()\n" + statement
             + "\nprint(time.perf_counter() - t0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, env=env)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def cached_env(cache):
+    """The environment of a child that reads and writes bytecode under ``cache``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = cache
+    return env
+
+
+def _rounds(rounds, env):
+    """``{name: [seconds per round]}``, the subjects alternated."""
+    times = {name: [] for name in SUBJECTS}
+    for _ in range(rounds):
+        for name, statement in SUBJECTS.items():
+            times[name].append(import_seconds(statement, env))
+    return times
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--as-environment", action="store_true",
+                        help="inherit the environment's bytecode settings; no warm-up")
     opts = parser.parse_args(argv)
-    times = {name: [] for name in SUBJECTS}
-    for _ in range(opts.rounds):
-        for name, statement in SUBJECTS.items():
-            times[name].append(_seconds(statement))
+    if opts.as_environment:
+        times = _rounds(opts.rounds, None)
+    else:
+        with tempfile.TemporaryDirectory(prefix="import-time-pyc-") as cache:
+            env = cached_env(cache)
+            _rounds(1, env)                                 # fills the bytecode cache
+            times = _rounds(opts.rounds, env)
     print("| import | min s | median s | max s |\n|---|---:|---:|---:|")
     for name, ts in times.items():
         print(f"| {SUBJECTS[name]} | {min(ts):.3f} | {statistics.median(ts):.3f} "

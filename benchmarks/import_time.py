@@ -3,8 +3,11 @@
 ``python -m benchmarks.import_time [--rounds 9] [--as-environment]``
 
 Alternates the two imports ``--rounds`` times (each child times its own ``import``
-statement with ``time.perf_counter``, so the interpreter's start-up is left out) and
-prints min/median/max of each and the median of the per-round ratios.
+statement with ``time.perf_counter`` and ``time.process_time``, so the interpreter's
+start-up is left out) and prints min/median/max of the wall time of each, the median of
+its CPU time, the median of the per-round ratios of both, and the load average before
+and after.  On a shared machine the CPU-time ratio is the steadier one: other processes
+stretch the wall time of a child, not the CPU time it spends importing.
 
 Both sides import from a warm bytecode cache, as an installed package does (pip writes
 ``.pyc`` files at install): the children share a temporary ``PYTHONPYCACHEPREFIX``,
@@ -26,13 +29,14 @@ SUBJECTS = {"cupyconv": "import cupyconv", "scipy": "import scipy.signal, scipy.
 
 
 def import_seconds(statement, env):
-    """Seconds ``statement`` takes in a fresh interpreter of environment ``env`` (``None``:
-    this one's), as the child times it."""
-    code = ("import time; t0 = time.perf_counter()\n" + statement
-            + "\nprint(time.perf_counter() - t0)")
+    """``(wall, cpu)`` seconds ``statement`` takes in a fresh interpreter of environment
+    ``env`` (``None``: this one's), as the child times it."""
+    code = ("import time; t0, c0 = time.perf_counter(), time.process_time()\n" + statement
+            + "\nprint(time.perf_counter() - t0, time.process_time() - c0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env)
-    return float(out.stdout.strip().splitlines()[-1])
+    wall, cpu = out.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def cached_env(cache):
@@ -43,7 +47,7 @@ def cached_env(cache):
 
 
 def _rounds(rounds, env):
-    """``{name: [seconds per round]}``, the subjects alternated."""
+    """``{name: [(wall, cpu) seconds per round]}``, the subjects alternated."""
     times = {name: [] for name in SUBJECTS}
     for _ in range(rounds):
         for name, statement in SUBJECTS.items():
@@ -57,6 +61,7 @@ def main(argv=None):
     parser.add_argument("--as-environment", action="store_true",
                         help="inherit the environment's bytecode settings; no warm-up")
     opts = parser.parse_args(argv)
+    load = os.getloadavg()[0]
     if opts.as_environment:
         times = _rounds(opts.rounds, None)
     else:
@@ -64,13 +69,17 @@ def main(argv=None):
             env = cached_env(cache)
             _rounds(1, env)                                 # fills the bytecode cache
             times = _rounds(opts.rounds, env)
-    print("| import | min s | median s | max s |\n|---|---:|---:|---:|")
+    print("| import | min s | median s | max s | median CPU s |\n|---|---:|---:|---:|---:|")
     for name, ts in times.items():
-        print(f"| {SUBJECTS[name]} | {min(ts):.3f} | {statistics.median(ts):.3f} "
-              f"| {max(ts):.3f} |")
-    ratios = [a / b for a, b in zip(times["cupyconv"], times["scipy"])]
-    print(f"\nratio cupyconv / scipy per round: median {statistics.median(ratios):.2f} "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+        wall = [w for w, _ in ts]
+        print(f"| {SUBJECTS[name]} | {min(wall):.3f} | {statistics.median(wall):.3f} "
+              f"| {max(wall):.3f} | {statistics.median(c for _, c in ts):.3f} |")
+    print()
+    for i, kind in enumerate(("wall", "CPU")):
+        ratios = [a[i] / b[i] for a, b in zip(times["cupyconv"], times["scipy"])]
+        print(f"ratio cupyconv / scipy per round, {kind} time: median "
+              f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f})")
+    print(f"load average (1 min) before {load:.2f}, after {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._dtypes import is_half_float, is_inexact
 from .._kernels import program
+from .._kernels.scan_result import ScanResult
 from ..core.args import array_module_of
 
 __all__ = ["all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
@@ -100,7 +101,6 @@ def host_scan(arrays):
     """The :class:`~cupyconv._kernels.scan_launch.ScanResult` of ``arrays`` on the host
     (the NumPy backend's data scan): :func:`all_finite` per array, :func:`max_magnitude`
     of integer data (``None`` for floating data: no rule reads it on the host)."""
-    from .._kernels.scan_launch import ScanResult  # loads the kernel table: on first use
     return ScanResult(tuple(all_finite(a) for a in arrays),
                       tuple(max_magnitude(a) if a.dtype.kind in "biu" else None
                             for a in arrays))

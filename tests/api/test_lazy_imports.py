@@ -41,11 +41,13 @@ def test_import_loads_no_optional_dependency_and_not_the_cuda_path():
 
 
 def test_a_numpy_call_loads_no_optional_dependency_and_not_the_cuda_path():
-    """CPU calls (signal, layer, ndimage) keep the optional dependencies but threadpoolctl
-    (the CPU thread guard) and the CUDA path unloaded."""
+    """CPU calls (signal, layer, ndimage, an explicit fft, which scans its data for
+    non-finite values) keep the optional dependencies but threadpoolctl (the CPU thread guard) and
+    the CUDA path unloaded."""
     unloaded = tuple(m for m in OPTIONAL if m != "threadpoolctl") + CUDA_PATH
     loaded = _child("import sys, json, numpy as np, cupyconv\n"
                     "cupyconv.convolve(np.ones((8, 8), np.float32), np.ones((3, 3)), 'same')\n"
+                    "cupyconv.convolve(np.ones((16, 16)), np.ones((5, 5)), method='fft')\n"
                     "x, w = np.ones((1, 2, 9, 9), np.float32), np.ones((3, 2, 3, 3), np.float32)\n"
                     "cupyconv.conv(x, w, padding='same')\n"
                     "cupyconv.ndimage.uniform_filter(np.ones((8, 8), np.float16), 3)\n"

@@ -24,6 +24,7 @@ __all__ = [
 
 
 def __getattr__(name):
+    """A re-exported name of :data:`_HOMES`, its submodule imported on first access."""
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     home = _HOMES[name]

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Tuple
 
 import numpy as np
 
 from . import registry
 from .launch import grid_stride_blocks, kernel_for
 from .program import Check, Launch, Program
+from .scan_result import ScanResult
 from .._lru import cached
 
 __all__ = ["ScanResult", "WORDS", "MAX_OPERANDS", "scan_params_dtype", "scan_check",
@@ -47,18 +47,6 @@ WORDS = 1 + MAX_OPERANDS
 
 _I8 = np.dtype(np.int64)
 _INT32_MAX = 2 ** 31 - 1
-
-
-class ScanResult(NamedTuple):
-    """What one scan found, per operand (see the module docstring)."""
-
-    finite: Tuple[bool, ...]
-    magnitude: Tuple[object, ...]
-
-    @property
-    def all_finite(self):
-        """No operand holds a NaN or an infinity."""
-        return all(self.finite)
 
 
 @cached(maxsize=None)

@@ -25,7 +25,7 @@ from ..core.problem import ConvProblem, Operands
 from ..dispatch import available_backends, backend_for, choose, get_backend, run
 from ..dispatch.dispatcher import NON_FINITE_SPREAD
 from .. import config
-from .._kernels import evidence, program
+from .._kernels import program
 from .compiled import CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views, with_precision
 from .._typing import Array, ArrayLike, DTypeLike, IntOrSeq, Padding, Scalar, Shape
@@ -161,6 +161,7 @@ class ConvPlan:
         if select is None:
             return ""
         cfg = select(self.problem, self.algorithm)     # the layout as the dispatcher priced it
+        from .._kernels import evidence  # the CUDA path's kernel table: loaded with it
         return f"\nkernel: {cfg.describe()}; {evidence.status_line(cfg)}"
 
     def _path(self):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._dtypes import is_half_float, is_inexact
 from .._kernels import program
-from .._kernels.scan_launch import ScanResult
+from .._kernels.scan_result import ScanResult
 from ..core.args import array_module_of
 
 __all__ = ["all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",

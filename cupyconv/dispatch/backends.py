@@ -14,11 +14,8 @@ from typing import Any, Iterator, List
 
 import numpy as np
 
-from .._compile.compat import GPU_INSTALL
-from .._emulation import emulation_unavailable_reason
 from .._kernels import program
 from .._vocabulary import BACKENDS, describe_choices
-from ..backends.cuda import CudaBackend, runner_for
 from ..backends.numpy import NumpyBackend
 from .._lru import cached
 
@@ -81,10 +78,12 @@ def available_backends() -> List[str]:
 @cached(maxsize=1)
 def backend_reasons():
     """``{name: None if usable else reason}`` (probed once per process)."""
+    from .._emulation import emulation_unavailable_reason  # the CUDA path loads on first use
     return {"numpy": None, "cuda": _cuda_reason(), "emulated": emulation_unavailable_reason()}
 
 
 def _cuda_reason():
+    from .._compile.compat import GPU_INSTALL  # the CUDA path loads on first use
     try:
         import cupy  # optional dependency: probing whether it works is the point
     except ImportError as exc:
@@ -104,12 +103,19 @@ def _cuda_reason():
 
 @cached(maxsize=None)
 def _cuda_backend(device_id):
-    return CudaBackend(runner_for("cuda"))
+    return _cuda_path_backend("cuda")
 
 
 @cached(maxsize=1)
 def _emulated_backend():
-    return CudaBackend(runner_for("emulated"))
+    return _cuda_path_backend("emulated")
+
+
+def _cuda_path_backend(runner):
+    """A new :class:`~cupyconv.backends.cuda.CudaBackend` on the ``runner`` named
+    (the CUDA path's modules load here, on its first use)."""
+    from ..backends.cuda import CudaBackend, runner_for
+    return CudaBackend(runner_for(runner))
 
 
 _NUMPY = NumpyBackend()

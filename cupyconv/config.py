@@ -39,7 +39,7 @@ compiled_calls : bool
     When True (default), a repeated call of a public function with the same key (the
     arrays' shapes, strides, dtypes, alignment and device, every argument, these
     settings and the backend) replays the launch programs its first call ran, without
-    the dispatcher (``cupyconv.api.compiled``; docs/architecture.md).  False: every
+    the dispatcher (``cupyconv.api.compiled``; docs/programs.md).  False: every
     call takes the normal path (what ``benchmarks.host_path`` compares against).
 prebuilt_launches : bool
     When True, a compiled call on CuPy launches through ``cupy.cuda.driver.launchKernel``

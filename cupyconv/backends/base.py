@@ -79,6 +79,12 @@ class Algorithm:
         """Predicted seconds (the backend's cost model)."""
         raise NotImplementedError
 
+    def floor(self, problem) -> float:
+        """Seconds that :meth:`predict` never goes below for any problem (its fixed
+        cost), read without deriving any geometry: the chooser prices the candidates
+        cheapest floor first and leaves those whose floor already loses unpriced."""
+        return 0.0
+
     def run(self, problem, operands, workspace_limit, stats=None):
         """The result array (logical channels-first)."""
         raise NotImplementedError
@@ -153,6 +159,18 @@ class Backend(abc.ABC):
     def predict_times(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Predicted seconds per algorithm (the cost model)."""
         return {name: self.algorithm(name).predict(problem) for name in names}
+
+    def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
+        """Per algorithm, seconds its predicted time never goes below
+        (:meth:`Algorithm.floor`); 0 for all where :meth:`predict_times` is not the
+        algorithms' own (a backend replacing the cost model bounds nothing)."""
+        floors = dict.fromkeys(names, 0.0)
+        if type(self).predict_times is Backend.predict_times:
+            algorithms = self.algorithms
+            for name in floors:
+                if name in algorithms:
+                    floors[name] = algorithms[name].floor(problem)
+        return floors
 
     @abc.abstractmethod
     def default_workspace_limit(self) -> int:

@@ -98,6 +98,10 @@ class CudaAlgorithm(Algorithm):
         return cost.predict_times(self.computed(problem)[0], self.backend.device,
                                   [self.name])[self.name]
 
+    def floor(self, problem):
+        """Its host time per call (``cost.HOST_S``): the cost model's least prediction."""
+        return cost.HOST_S.get(self.name, 0.0)
+
     def compile_refusal(self, problem):
         if problem.op in self.compiled_ops:
             return ""

@@ -239,8 +239,7 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
             if len(pair) != 2:
                 raise ValueError(
                     f"padding[{i}] must be an int or a (before, after) pair, got {item!r}")
-            pads.append((as_int(pair[0], f"padding[{i}][0]"),
-                         as_int(pair[1], f"padding[{i}][1]")))
+            pads.append(_ints(pair, f"padding[{i}]"))
         pads = tuple(pads)
     for i, (b, a) in enumerate(pads):
         if b < 0 or a < 0:

@@ -304,9 +304,10 @@ class ConvProblem:
     def with_(self, **changes):
         """A copy with some fields replaced (no re-validation); ``self`` when nothing
         changes (the dispatcher's caches then reuse its hash)."""
-        if all(getattr(self, k) == v for k, v in changes.items()):
-            return self
-        return dataclasses.replace(self, **changes)
+        for k, v in changes.items():
+            if getattr(self, k) != v:
+                return dataclasses.replace(self, **changes)
+        return self
 
     def __repr__(self):
         geo = ", ".join(

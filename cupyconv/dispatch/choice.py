@@ -2,8 +2,8 @@
 
 The chooser asks each algorithm of the backend's table for a floor of its predicted
 time (``Backend.time_floors``: a constant per algorithm, no geometry derived) and prices
-the candidates (``can_implement``, workspace against the limit and the memory, the cost
-model) cheapest floor first.  It stops once the best that fits is settled (predicted
+the candidates (``Backend.assess``: ``can_implement``, workspace against the limit and
+the memory, the cost model) cheapest floor first.  It stops once the best that fits is settled (predicted
 faster than the floor of every candidate not asked yet, and within :data:`SLOW_SECONDS`:
 no memory refusal can then arise from the others) and, when the best has a data rule
 (``ALGORITHMS[name].needs``: its rule weighs it against the runner-up), the runner-up
@@ -181,16 +181,15 @@ class _Pricing:
         """Ask ``name`` everything the choice weighs (the eager chooser's loop body)."""
         problem, backend, limit = self.problem, self.backend, self.limit
         spec = ALGORITHMS[name]
-        ok, why = backend.can_implement(problem, name)
-        if not ok:
+        why, least, workspace, seconds = backend.assess(problem, name, limit)
+        if why is not None:
             self.rejected[name] = why
             return
         if spec.cval_refusal and not np.isfinite(complex(problem.cval)):
             self.rejected[name] = spec.cval_refusal
             return
-        least = backend.min_workspace_bytes(problem, name)
-        self.workspace[name] = backend.workspace_bytes(problem, name, limit)
-        need = self.result + self.workspace[name]
+        self.workspace[name] = workspace
+        need = self.result + workspace
         if least > limit:
             self.rejected[name] = self.unfit[name] = over_limit(least, limit)
             self.over.add(name)
@@ -200,7 +199,7 @@ class _Pricing:
                 "are available")
         else:
             self.fitting.append(name)
-        self.times.update(backend.predict_times(problem, (name,)))
+        self.times[name] = seconds
 
     def ranked(self):
         times, order = self.times, self.order

@@ -235,7 +235,8 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
                 v = as_int(item, f"padding[{i}]")
                 pads.append((v, v))
                 continue
-            pair = _sequence(item, f"padding[{i}]", "an int or a (before, after) pair")
+            pair = item if type(item) is tuple else _sequence(
+                item, f"padding[{i}]", "an int or a (before, after) pair")
             if len(pair) != 2:
                 raise ValueError(
                     f"padding[{i}] must be an int or a (before, after) pair, got {item!r}")

@@ -178,16 +178,17 @@ class _Pricing:
         self.fitting, self.unfit, self.workspace, self.over, self.times = [], {}, {}, set(), {}
 
     def price(self, name):
-        """Ask ``name`` everything the choice weighs (the eager chooser's loop body)."""
+        """Ask ``name`` everything the choice weighs (the eager chooser's loop body);
+        whether it fits."""
         problem, backend, limit = self.problem, self.backend, self.limit
         spec = ALGORITHMS[name]
         why, least, workspace, seconds = backend.assess(problem, name, limit)
         if why is not None:
             self.rejected[name] = why
-            return
+            return False
         if spec.cval_refusal and not np.isfinite(complex(problem.cval)):
             self.rejected[name] = spec.cval_refusal
-            return
+            return False
         self.workspace[name] = workspace
         need = self.result + workspace
         if least > limit:
@@ -200,6 +201,7 @@ class _Pricing:
         else:
             self.fitting.append(name)
         self.times[name] = seconds
+        return name not in self.unfit
 
     def ranked(self):
         times, order = self.times, self.order
@@ -257,13 +259,14 @@ def choose_lazily(problem, backend, limit):
     if result > available:          # no algorithm can run: ask none of them
         return Choice(None, (), {}, {}, limit, result_refusal(problem, result, available))
     pricing = _Pricing(problem, backend, limit, available, result)
+    ranked = ()
     while pricing.pending:
-        ranked = pricing.ranked()
         head = pricing.settled(ranked)
         if head:
             return Choice(ranked[0], ranked[:head], dict(pricing.times), {}, limit,
                           rest=pricing.complete)
-        pricing.price(pricing.pending.pop(0))
+        if pricing.price(pricing.pending.pop(0)):
+            ranked = pricing.ranked()
     ranked, times, rejected, by_workspace = pricing.complete()
     return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit,
                   pricing.refusal(ranked, times, rejected), by_workspace)

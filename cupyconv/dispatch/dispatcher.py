@@ -42,7 +42,7 @@ from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
 from ..backends.arrays import host_scan, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
-from ..backends.numpy.progress import cpu_progress
+from ..backends.numpy.progress import PROGRESS_SECONDS, cpu_progress
 from ..core.args import normalize_workspace_limit
 from ..core.problem import Operands
 from . import autotune
@@ -199,7 +199,9 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     others pass), and for ``fft`` first :func:`fft_safe`.  ``slack``: how many times its
     predicted time ``name`` may take on these values (``data_ok``).
     """
-    operands = getattr(operands, "for_algorithm", lambda _: operands)(name)
+    for_algorithm = getattr(operands, "for_algorithm", None)
+    if for_algorithm is not None:
+        operands = for_algorithm(name)
     if ALGORITHMS[name].scans_exactness:
         ok, why = fft_safe(problem, operands, backend)
         if not ok:
@@ -402,6 +404,8 @@ def _progress(problem, backend, method, workspace_limit, choice):
         seconds = _choices.get_or_compute(("seconds", method, problem, backend), lambda: (
             backend.predict_times(backend.prepare(problem, Operands())[0], (method,))
             .get(method)))
+    if seconds is None or not seconds > PROGRESS_SECONDS:      # no bar: nothing to set up
+        return contextlib.nullcontext()
     return cpu_progress(seconds, f"{problem.op} by {algorithm}")
 
 

@@ -54,8 +54,9 @@ class CudaAlgorithm(Algorithm):
     def widened(self, problem, operands):
         """``(problem, operands)`` as it computes them (a 16-bit problem in float32 unless
         native; the column path's col2vol would round again)."""
-        if problem.op in self.native_ops and not self.columns(problem):
-            return problem, operands
+        if problem.dtype.itemsize != 2 or (problem.op in self.native_ops
+                                           and not self.columns(problem)):
+            return problem, operands        # (only a 2-byte dtype can be a 16-bit float)
         return in_float32(problem, operands)
 
     def computed(self, problem):

@@ -103,17 +103,20 @@ def as_run(problem):
 WEIGHT_BLOCKS = 2
 
 
-def _target(problem, limit):
+def _target(problem, limit, least=None):
     """Block bytes aimed for: ``CHUNK_BYTES`` (times :data:`WEIGHT_BLOCKS` for a weight
-    gradient) or the limit if smaller, at least one position."""
+    gradient) or the limit if smaller, at least one position (``least``: the
+    :func:`min_workspace_bytes` of ``problem``, when known)."""
     chunk = CHUNK_BYTES * (WEIGHT_BLOCKS if problem.op == GRAD_WEIGHT else 1)
-    return max(min(limit, chunk), min(min_workspace_bytes(problem), limit))
+    least = min_workspace_bytes(problem) if least is None else least
+    return max(min(limit, chunk), min(least, limit))
 
 
 def workspace_bytes(problem, limit):
     """Column-buffer bytes under ``limit`` (blocks of about :data:`CHUNK_BYTES`)."""
-    whole = (_as_forward(problem) if forward_applies(problem) else problem).column_bytes()
-    return min(whole, max(_target(problem, limit), min_workspace_bytes(problem)))
+    run = as_run(problem)
+    least = position_bytes(run)
+    return min(run.column_bytes(), max(_target(problem, limit, least), least))
 
 
 def blocks(problem, limit):

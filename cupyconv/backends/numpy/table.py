@@ -40,7 +40,7 @@ class _NumpyAlgorithm(Algorithm):
         return cost.predict_times(problem, [self.name])[self.name]
 
     def floor(self, problem):
-        return sum([cost.CPU[key] for key in self.fixed_costs])
+        return sum(map(cost.CPU.__getitem__, self.fixed_costs))
 
     def compile_refusal(self, problem):
         return f"{self.name} ({problem.op}) on the numpy backend is not a host program yet"

@@ -247,9 +247,13 @@ class ConvProblem:
         w_size = self.out_channels * cg * taps
         padded_shape = tuple([s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding)])
         padded = math.prod(padded_shape)
-        logical = {"output": (self.batch, self.out_channels) + self.out_shape,
-                   "activation": (self.batch, self.in_channels) + self.in_shape,
-                   "filter": (self.out_channels, cg) + self.kernel_shape}[ROLES[self.op].c]
+        logical = ((self.batch, self.in_channels) + self.in_shape,
+                   (self.out_channels, cg) + self.kernel_shape,
+                   (self.batch, self.out_channels) + self.out_shape)
+        if self.layout == "channels_first":
+            shapes = logical
+        else:
+            shapes = tuple([layout_shape(self.layout, a[0], a[1], a[2:]) for a in logical])
         for name, value in (
                 ("taps", taps), ("gemm_m", gemm_m), ("gemm_n", kg), ("gemm_k", gemm_k),
                 ("gemm_mnk", mnk), ("output_size", output_size), ("is_complex", is_complex),
@@ -258,7 +262,8 @@ class ConvProblem:
                 ("is_empty", output_size == 0 or gemm_k == 0),
                 ("needs_int64", max(self.batch * self.in_channels * padded, x_size, w_size,
                                     output_size, self.groups * gemm_k * gemm_m) > INT32_MAX),
-                ("logical_result_shape", logical), ("_positions", positions),
+                ("logical_result_shape", logical[_RESULT[ROLES[self.op].c]]),
+                ("_shapes", shapes), ("_positions", positions),
                 ("_padded", padded_shape),
                 ("_hash", hash(tuple([getattr(self, f) for f in _FIELDS])))):
             set_(self, name, value)
@@ -267,30 +272,25 @@ class ConvProblem:
         return self._hash
 
     # ----------------------------------------------------------------- shapes
-    def _full(self, lead, chan, spatial):
-        return layout_shape(self.layout, lead, chan, spatial)
-
     @property
     def x_shape(self):
         """Full input shape in ``layout`` order."""
-        return self._full(self.batch, self.in_channels, self.in_shape)
+        return self._shapes[0]
 
     @property
     def w_shape(self):
         """Full weight shape in ``layout`` order."""
-        return self._full(self.out_channels, self.in_channels // self.groups,
-                          self.kernel_shape)
+        return self._shapes[1]
 
     @property
     def y_shape(self):
         """Full output shape in ``layout`` order."""
-        return self._full(self.batch, self.out_channels, self.out_shape)
+        return self._shapes[2]
 
     @property
     def result_shape(self):
         """Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c)."""
-        return {"output": self.y_shape, "activation": self.x_shape,
-                "filter": self.w_shape}[ROLES[self.op].c]
+        return self._shapes[_RESULT[ROLES[self.op].c]]
 
     def column_bytes(self, batch_chunk=None):
         """Bytes of the vol2col buffer for ``batch_chunk`` images (all groups)."""
@@ -324,6 +324,8 @@ class ConvProblem:
 
 
 _FIELDS = tuple([f.name for f in dataclasses.fields(ConvProblem)])
+#: Index of each role's array in ``(x, w, y)``.
+_RESULT = {"activation": 0, "filter": 1, "output": 2}
 
 
 def _other_layout(layout, x_shape, w_shape):

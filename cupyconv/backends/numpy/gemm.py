@@ -168,8 +168,8 @@ def padded_last(problem, x):
         lead = (slice(None),) * (1 + a)
         out[lead + (slice(0, b),)] = cval
         out[lead + (slice(n - after, n),)] = cval
-    inside = out[(slice(None),) + tuple(slice(b, b + n) for (b, _), n in
-                                        zip(problem.padding, problem.in_shape))]
+    inside = out[(slice(None),) + tuple([slice(b, b + n) for (b, _), n in
+                                         zip(problem.padding, problem.in_shape)])]
     src = np.moveaxis(x, 1, -1)
     step = max(1, PAD_PIECE // max(1, math.prod(src.shape[2:])))
     pieces = [(n, slice(i, i + step)) for n in range(problem.batch)
@@ -190,8 +190,8 @@ def windows_last(problem, xcl):
     sn, sp, sc = xcl.strides[0], xcl.strides[1:-1], xcl.strides[-1]
     shape = ((problem.batch,) + tuple(problem.out_shape) + tuple(problem.kernel_shape)
              + (g, cg))
-    strides = ((sn,) + tuple(st * s for st, s in zip(problem.stride, sp))
-               + tuple(d * s for d, s in zip(problem.dilation, sp)) + (cg * sc, sc))
+    strides = ((sn,) + tuple([st * s for st, s in zip(problem.stride, sp)])
+               + tuple([d * s for d, s in zip(problem.dilation, sp)]) + (cg * sc, sc))
     return as_strided(xcl, shape=shape, strides=strides, writeable=False)
 
 

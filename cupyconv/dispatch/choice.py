@@ -237,8 +237,8 @@ class _Pricing:
 
     def refusal(self, ranked, times, rejected):
         problem, unfit = self.problem, self.unfit
-        if unfit:
-            best = min(unfit, key=times.get)
+        if unfit:       # the first of the fastest in the vocabulary's order
+            best = min([n for n in self.names if n in unfit], key=times.get)
             slow = times[ranked[0]] if ranked else math.inf
             if not ranked or (slow > SLOW_SECONDS and slow > SLOWDOWN_LIMIT * times[best]):
                 return MemoryError(_refusal(problem, best, unfit[best],

@@ -16,9 +16,10 @@ dispatcher on every call), a *first call* with a key the compiled-call cache has
 (the normal path plus recording and compiling), and a *repeated* call (the compiled call
 when the case compiles, else the normal path, with the reason); host microseconds (the
 median over ``--rounds`` of ``timeit``'s autorange mean; first calls: the median of
-single calls), and per call the launches and GEMMs (stubbed) and the allocations,
-synchronisations and copies each way of ``cupyconv._kernels.program.accounting``.  NumPy
-data of the shapes the GPU benchmarks use, plus two planned layers.
+single calls, five per round, at least 15), and per call the launches and GEMMs
+(stubbed) and the allocations, synchronisations and copies each way of
+``cupyconv._kernels.program.accounting``.  NumPy data of the shapes the GPU benchmarks
+use, plus two planned layers.
 
 A *first call, choice unmade* is a first call with the dispatcher's choices forgotten
 as well (``dispatch.dispatcher.clear_cache``): the chooser prices the candidates again,
@@ -195,7 +196,7 @@ def _first_call(fn, rounds, choices=False):
     forgotten too, so the chooser prices the candidates again (as on a new signature;
     the memoised problems and launch programs stay warm)."""
     samples = []
-    for _ in range(max(rounds, 3)):
+    for _ in range(max(5 * rounds, 15)):        # single calls: noisier than autorange's
         _reset()
         if choices:
             dispatcher.clear_cache()

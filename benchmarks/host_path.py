@@ -16,15 +16,21 @@ dispatcher on every call), a *first call* with a key the compiled-call cache has
 (the normal path plus recording and compiling), and a *repeated* call (the compiled call
 when the case compiles, else the normal path, with the reason); host microseconds (the
 median over ``--rounds`` of ``timeit``'s autorange mean; first calls: the median of
-single calls), and per call the launches and GEMMs (stubbed) and the allocations,
-synchronisations and copies each way of ``cupyconv._kernels.program.accounting``.  NumPy
-data of the shapes the GPU benchmarks use, plus two planned layers.
+single calls, five per round, at least 15), and per call the launches and GEMMs
+(stubbed) and the allocations, synchronisations and copies each way of
+``cupyconv._kernels.program.accounting``.  NumPy data of the shapes the GPU benchmarks
+use, plus two planned layers.
 
-``--baseline REF`` also times the repeated calls with cupyconv as of git ``REF`` (its
-``cupyconv`` and ``cuda_src`` in a temporary directory, run by this same benchmark file
-in a subprocess, so both sides have the same cases and stubs), the two sides taking
-turns ``--alternations`` times; each side's figure is the median of its turns, and the
-table gains the baseline's column and the ratio (a loaded machine moves both alike).
+A *first call, choice unmade* is a first call with the dispatcher's choices forgotten
+as well (``dispatch.dispatcher.clear_cache``): the chooser prices the candidates again,
+as on a call of a new signature (the memoised problems and programs stay warm).
+
+``--baseline REF`` also times the first calls (both kinds) and the repeated calls with
+cupyconv as of git ``REF`` (its ``cupyconv`` and ``cuda_src`` in a temporary directory,
+run by this same benchmark file in a subprocess, so both sides have the same cases and
+stubs), the two sides taking turns ``--alternations`` times; each side's figure is the
+median of its turns, and the table gains the baseline's columns and the ratios (a loaded
+machine moves both alike).
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ from cupyconv._emulation import EmulatedFunction
 from cupyconv._kernels import program
 from cupyconv.api import compiled
 from cupyconv.backends.cuda import runners
+from cupyconv.dispatch import dispatcher
 
 from .baseline_tree import baseline_tree
 
@@ -183,12 +190,16 @@ def _per_call(fn, rounds):
     return 1e6 * statistics.median(samples)
 
 
-def _first_call(fn, rounds):
+def _first_call(fn, rounds, choices=False):
     """Host us of a call whose key is new (the dispatcher's caches and modules warm):
-    the normal path plus recording and compiling."""
+    the normal path plus recording and compiling; ``choices``: the dispatcher's choices
+    forgotten too, so the chooser prices the candidates again (as on a new signature;
+    the memoised problems and launch programs stay warm)."""
     samples = []
-    for _ in range(max(rounds, 3)):
+    for _ in range(max(5 * rounds, 15)):        # single calls: noisier than autorange's
         _reset()
+        if choices:
+            dispatcher.clear_cache()
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
@@ -226,11 +237,12 @@ def measure(rounds):
                 today_us = _per_call(fn, rounds)
                 cupyconv.config.compiled_calls = True
                 first_us = _first_call(fn, rounds)
+                chosen_us = _first_call(fn, rounds, choices=True)
                 fn()
                 again = _counts(fn, counts)
                 rows.append(dict(case=name, today_us=today_us, first_us=first_us,
-                                 repeated_us=_per_call(fn, rounds), today=today,
-                                 repeated=again, path=_path()))
+                                 chosen_us=chosen_us, repeated_us=_per_call(fn, rounds),
+                                 today=today, repeated=again, path=_path()))
         finally:
             cupyconv.config.compiled_calls = saved
     return rows
@@ -280,20 +292,50 @@ def _baseline_rows(tree, rounds):
         return json.load(fh)
 
 
+#: The timed columns of a row: today's path, a first call (its choice made, then
+#: unmade) and a repeated call; and the baseline's columns' names.
+TIMED = ("today_us", "first_us", "chosen_us", "repeated_us")
+LABELS = dict(first_us="first", chosen_us="first, choice unmade", repeated_us="repeated")
+
+
 def _median_rows(turns):
     """One row per case: the first turn's, its times the medians over the turns."""
     rows = [dict(r) for r in turns[0]]
     for i, row in enumerate(rows):
-        for k in ("today_us", "first_us", "repeated_us"):
+        for k in TIMED:
             row[k] = statistics.median(t[i][k] for t in turns)
     return rows
+
+
+def table(rows, base=None, commit=None):
+    """The Markdown table's lines; with ``base`` (``case -> row`` of the baseline
+    ``commit``), its first calls (both kinds) and repeated calls beside ours, and the
+    ratios ours / theirs."""
+    compared = TIMED[1:]
+    extra = "".join(f" {commit} {LABELS[k]} us | ratio |" for k in compared) if base else ""
+    lines = ["| call | today us | first call us | first call, choice unmade us | repeated us | "
+             "path of a repeated call | today: launches, GEMMs, allocations, syncs, copies "
+             "d2h/h2d | repeated: the same |" + extra,
+             "|---|---:|---:|---:|---:|---|---|---|" + ("---:|---:|" * len(compared)
+                                                       if base else "")]
+    for r in rows:
+        cells = ""
+        if base and r["case"] in base:
+            b = base[r["case"]]
+            cells = "".join(f" {b[k]:.1f} | {r[k] / b[k]:.2f} |" if k in b else " | |"
+                            for k in compared)
+        lines.append(f"| {r['case']} | {r['today_us']:.1f} | {r['first_us']:.1f} | "
+                     f"{r['chosen_us']:.1f} | {r['repeated_us']:.1f} | {r['path']} | "
+                     f"{_fmt(r['today'])} | {_fmt(r['repeated'])} |" + cells)
+    return lines
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.host_path", description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", help="also write the rows here")
-    ap.add_argument("--baseline", help="git commit whose repeated calls to time as well")
+    ap.add_argument("--baseline", help="git commit whose first and repeated calls to time "
+                    "as well")
     ap.add_argument("--alternations", type=int, default=2,
                     help="turns each side takes with --baseline")
     opts = ap.parse_args(argv)
@@ -310,19 +352,7 @@ def main(argv=None):
         rows, base = _median_rows(ours), {r["case"]: r for r in _median_rows(theirs)}
     else:
         rows = measure(opts.rounds)
-    extra = f" {commit} repeated us | ratio |" if base else ""
-    print("| call | today us | first call us | repeated us | path of a repeated call | "
-          "today: launches, GEMMs, allocations, syncs, copies d2h/h2d | repeated: the same |"
-          + extra)
-    print("|---|---:|---:|---:|---|---|---|" + ("---:|---:|" if base else ""))
-    for r in rows:
-        cells = ""
-        if base and r["case"] in base:
-            b = base[r["case"]]["repeated_us"]
-            cells = f" {b:.1f} | {r['repeated_us'] / b:.2f} |"
-        print(f"| {r['case']} | {r['today_us']:.1f} | {r['first_us']:.1f} | "
-              f"{r['repeated_us']:.1f} | {r['path']} | {_fmt(r['today'])} | "
-              f"{_fmt(r['repeated'])} |" + cells)
+    print("\n".join(table(rows, base, commit if base else None)))
     if opts.json:
         with open(opts.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -214,7 +214,7 @@ class CompiledCall:
         #: with ``view = (offset, shape, strides, dtype)`` (the allocation C-contiguous).
         self.result = result
         self.xp = xp
-        self.programs = tuple(p for p, _ in steps)
+        self.programs = tuple([p for p, _ in steps])
         #: ``(i, bytes)`` of the call's arrays that no program reads (``axes=``, ``origin=``
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
@@ -236,13 +236,13 @@ class CompiledCall:
             + [a for p, _ in steps for _, a in p.constants])
         #: per step: ``(program, constants, whole call arrays, the other sources)``, the
         #: binding sorted once by kind (a repeated call's replay walks the short lists)
-        self._bindings = tuple(
+        self._bindings = tuple([
             (prog, {n: s[1] for n, s in binding if s[0] == "const"},
-             tuple((n, s[1]) for n, s in binding
-                   if s[0] == "arg" and not s[3] and s[4] is None),
-             tuple((n, s) for n, s in binding
-                   if s[0] == "prev" or (s[0] == "arg" and (s[3] or s[4] is not None))))
-            for prog, binding in steps)
+             tuple([(n, s[1]) for n, s in binding
+                    if s[0] == "arg" and not s[3] and s[4] is None]),
+             tuple([(n, s) for n, s in binding
+                    if s[0] == "prev" or (s[0] == "arg" and (s[3] or s[4] is not None))]))
+            for prog, binding in steps])
 
     @property
     def device_bytes(self):
@@ -315,7 +315,7 @@ def _compile(rec, arrays, result, promise=False):
     steps, reads = [], []               # reads: sources of the values the host read
     for prog, bound, touched in rec.steps:
         binding, whole = [], prog.whole_operands
-        for name in prog.operands + tuple(n for n, _, _ in prog.allocations):
+        for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
             a = bound.get(name, False)
             if a is False:                          # allocated by the program
                 made.append((len(steps), name, touched[name]))

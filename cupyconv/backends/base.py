@@ -15,7 +15,7 @@ import functools
 import contextlib
 import math
 import os
-from typing import Dict, Iterable, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
@@ -78,6 +78,20 @@ class Algorithm:
     def predict(self, problem) -> float:
         """Predicted seconds (the backend's cost model)."""
         raise NotImplementedError
+
+    def assess(self, problem, workspace_limit) -> Tuple[Optional[str], int, int, float]:
+        """See :meth:`Backend.assess`."""
+        ok, why = self.can_implement(problem)
+        if not ok:
+            return why, 0, 0, math.inf
+        return (None, self.min_workspace(problem), self.workspace(problem, workspace_limit),
+                self.predict(problem))
+
+    def floor(self, problem) -> float:
+        """Seconds that :meth:`predict` never goes below for any problem (its fixed
+        cost), read without deriving any geometry: the chooser prices the candidates
+        cheapest floor first and leaves those whose floor already loses unpriced."""
+        return 0.0
 
     def run(self, problem, operands, workspace_limit, stats=None):
         """The result array (logical channels-first)."""
@@ -153,6 +167,33 @@ class Backend(abc.ABC):
     def predict_times(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Predicted seconds per algorithm (the cost model)."""
         return {name: self.algorithm(name).predict(problem) for name in names}
+
+    def assess(self, problem, algorithm,
+               workspace_limit) -> Tuple[Optional[str], int, int, float]:
+        """``(reason, least workspace, workspace under the limit, predicted seconds)``:
+        the chooser's four questions about one candidate in one call (``reason``: why
+        it cannot run ``problem``, the rest then not asked; ``None`` when it can).  The
+        algorithm's own answers unless a subclass replaces one of the four methods."""
+        if not _replaced(type(self)):
+            return self.algorithm(algorithm).assess(problem, workspace_limit)
+        ok, why = self.can_implement(problem, algorithm)
+        if not ok:
+            return why, 0, 0, math.inf
+        return (None, self.min_workspace_bytes(problem, algorithm),
+                self.workspace_bytes(problem, algorithm, workspace_limit),
+                self.predict_times(problem, (algorithm,))[algorithm])
+
+    def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
+        """Per algorithm, seconds its predicted time never goes below
+        (:meth:`Algorithm.floor`); 0 for all where :meth:`predict_times` is not the
+        algorithms' own (a backend replacing the cost model bounds nothing)."""
+        floors = dict.fromkeys(names, 0.0)
+        if not _replaced(type(self), ("predict_times",)):
+            algorithms = self.algorithms
+            for name in floors:
+                if name in algorithms:
+                    floors[name] = algorithms[name].floor(problem)
+        return floors
 
     @abc.abstractmethod
     def default_workspace_limit(self) -> int:
@@ -237,6 +278,19 @@ class Backend(abc.ABC):
 
     def synchronize(self) -> None:
         """Wait for queued work (timing)."""
+
+
+#: The per-algorithm questions a backend answers by asking its table.
+_QUESTIONS = ("can_implement", "min_workspace_bytes", "workspace_bytes", "predict_times")
+
+
+def _replaced(cls, names=_QUESTIONS):
+    """Whether ``cls`` answers one of ``names`` otherwise than :class:`Backend` (a scripted
+    backend, a test's stubbed cost model): its table's answers then do not stand for it."""
+    for name in names:
+        if getattr(cls, name) is not getattr(Backend, name):
+            return True
+    return False
 
 
 def _rescan(scan, decide, *arrays):

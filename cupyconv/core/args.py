@@ -153,10 +153,19 @@ def _sequence(value, name, what):
     return tuple(value)
 
 
+def _ints(items, name, minimum=None):
+    """The tuple ``items`` as Python ints, each checked as :func:`as_int` checks it
+    (``name[i]`` in a message); plain ints in range pass as they are."""
+    low = -MAX_EXTENT if minimum is None else max(minimum, -MAX_EXTENT)
+    for v in items:
+        if type(v) is not int or not low <= v <= MAX_EXTENT:
+            return tuple([as_int(v, f"{name}[{i}]", minimum) for i, v in enumerate(items)])
+    return items
+
+
 def normalize_shape(shape, name):
     """A shape argument: a sequence of non-negative ints."""
-    items = _sequence(shape, name, "a sequence of ints")
-    return tuple(as_int(v, f"{name}[{i}]", minimum=0) for i, v in enumerate(items))
+    return _ints(_sequence(shape, name, "a sequence of ints"), name, minimum=0)
 
 
 def normalize_per_axis(value, ndim, name, minimum=1):
@@ -168,7 +177,7 @@ def normalize_per_axis(value, ndim, name, minimum=1):
         if len(values) != ndim:
             raise ValueError(
                 f"{name} must have one entry per spatial axis ({ndim}), got {len(values)}")
-        values = tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(values))
+        values = _ints(values, name)
     for i, v in enumerate(values):
         if v < minimum:
             what = {"stride": "non-positive stride is not supported",
@@ -226,12 +235,12 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
                 v = as_int(item, f"padding[{i}]")
                 pads.append((v, v))
                 continue
-            pair = _sequence(item, f"padding[{i}]", "an int or a (before, after) pair")
+            pair = item if type(item) is tuple else _sequence(
+                item, f"padding[{i}]", "an int or a (before, after) pair")
             if len(pair) != 2:
                 raise ValueError(
                     f"padding[{i}] must be an int or a (before, after) pair, got {item!r}")
-            pads.append((as_int(pair[0], f"padding[{i}][0]"),
-                         as_int(pair[1], f"padding[{i}][1]")))
+            pads.append(_ints(pair, f"padding[{i}]"))
         pads = tuple(pads)
     for i, (b, a) in enumerate(pads):
         if b < 0 or a < 0:

@@ -31,7 +31,6 @@ Output extent per spatial axis ``i``::
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Tuple
 
@@ -54,10 +53,6 @@ def layout_shape(layout, lead, chan, spatial):
     if layout == "channels_first":
         return (lead, chan) + tuple(spatial)
     return (lead,) + tuple(spatial) + (chan,)
-
-
-def _prod(values) -> int:
-    return int(math.prod(int(v) for v in values))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +94,31 @@ class ConvProblem:
         Gradients only: use the adjoint (conjugate transpose) for complex
         data, PyTorch's convention; ``False`` gives the plain transpose that
         ``conv_transpose`` needs.
+
+    Derived once when the problem is made (plain attributes):
+
+    taps : int
+        Number of kernel taps, ``prod(KS)``.
+    gemm_m, gemm_n, gemm_k : int
+        The forward GEMM (the kernels' geometry): output positions ``N * prod(O)``,
+        output channels per group ``K / G``, reduction length ``(C / G) * prod(KS)``
+        (vol2col rows).
+    gemm_mnk : tuple of int
+        ``(M, N, K)`` of ``op``'s implicit GEMM per group (module docstring table).
+    output_size : int
+        Number of forward output elements.
+    is_complex : bool
+    flops : int
+        Counted floating-point operations of ``op`` (a multiply-add is 2, complex 8).
+    bytes_moved : int
+        Compulsory traffic: read the two operands once, write the result once.
+    is_empty : bool
+        The forward output or its reduction is empty: every op is then a zero (or
+        empty) result and no kernel runs.
+    needs_int64 : bool
+        Some extent or element offset passes ``2**31 - 1``.
+    logical_result_shape : tuple of int
+        Channels-first shape of the array ``op`` computes.
     """
 
     ndim: int
@@ -205,138 +225,89 @@ class ConvProblem:
                    conjugate=bool(conjugate),
                    precision=args.normalize_precision(precision, dtype))
 
+    def __post_init__(self):
+        # the derived quantities, computed once per problem: the chooser, the cost models
+        # and the launchers read them many times on a call's first pass
+        set_ = object.__setattr__
+        cg, kg = self.in_channels // self.groups, self.out_channels // self.groups
+        taps = math.prod(map(int, self.kernel_shape))
+        positions = math.prod(map(int, self.out_shape))
+        inputs = math.prod(map(int, self.in_shape))
+        gemm_m = self.batch * positions
+        gemm_k = cg * taps
+        output_size = self.batch * self.out_channels * positions
+        if self.op == GRAD_INPUT:
+            mnk = (self.batch * inputs, cg, kg * taps)
+        elif self.op == GRAD_WEIGHT:
+            mnk = (kg, cg * taps, gemm_m)
+        else:
+            mnk = (gemm_m, kg, cg * taps)
+        is_complex = self.dtype.kind == "c"
+        x_size = self.batch * self.in_channels * inputs
+        w_size = self.out_channels * cg * taps
+        padded_shape = tuple([s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding)])
+        padded = math.prod(padded_shape)
+        logical = ((self.batch, self.in_channels) + self.in_shape,
+                   (self.out_channels, cg) + self.kernel_shape,
+                   (self.batch, self.out_channels) + self.out_shape)
+        if self.layout == "channels_first":
+            shapes = logical
+        else:
+            shapes = tuple([layout_shape(self.layout, a[0], a[1], a[2:]) for a in logical])
+        for name, value in (
+                ("taps", taps), ("gemm_m", gemm_m), ("gemm_n", kg), ("gemm_k", gemm_k),
+                ("gemm_mnk", mnk), ("output_size", output_size), ("is_complex", is_complex),
+                ("flops", (8 if is_complex else 2) * self.groups * mnk[0] * mnk[1] * mnk[2]),
+                ("bytes_moved", self.dtype.itemsize * (x_size + w_size + output_size)),
+                ("is_empty", output_size == 0 or gemm_k == 0),
+                ("needs_int64", max(self.batch * self.in_channels * padded, x_size, w_size,
+                                    output_size, self.groups * gemm_k * gemm_m) > INT32_MAX),
+                ("logical_result_shape", logical[_RESULT[ROLES[self.op].c]]),
+                ("_shapes", shapes), ("_positions", positions),
+                ("_padded", padded_shape),
+                ("_hash", hash(tuple([getattr(self, f) for f in _FIELDS])))):
+            set_(self, name, value)
+
     def __hash__(self):
-        # computed once: the dispatcher's caches hash the same problem on every call
-        cached = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
-            object.__setattr__(self, "_hash", cached)
-        return cached
+        return self._hash
 
     # ----------------------------------------------------------------- shapes
-    def _full(self, lead, chan, spatial):
-        return layout_shape(self.layout, lead, chan, spatial)
-
     @property
     def x_shape(self):
         """Full input shape in ``layout`` order."""
-        return self._full(self.batch, self.in_channels, self.in_shape)
+        return self._shapes[0]
 
     @property
     def w_shape(self):
         """Full weight shape in ``layout`` order."""
-        return self._full(self.out_channels, self.in_channels // self.groups,
-                          self.kernel_shape)
+        return self._shapes[1]
 
     @property
     def y_shape(self):
         """Full output shape in ``layout`` order."""
-        return self._full(self.batch, self.out_channels, self.out_shape)
+        return self._shapes[2]
 
     @property
     def result_shape(self):
         """Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c)."""
-        return {"output": self.y_shape, "activation": self.x_shape,
-                "filter": self.w_shape}[ROLES[self.op].c]
-
-    @property
-    def logical_result_shape(self):
-        """Channels-first shape of the array ``op`` computes."""
-        return {"output": (self.batch, self.out_channels) + self.out_shape,
-                "activation": (self.batch, self.in_channels) + self.in_shape,
-                "filter": (self.out_channels, self.in_channels // self.groups)
-                + self.kernel_shape}[ROLES[self.op].c]
-
-    @functools.cached_property
-    def is_empty(self):
-        """True when the forward output or its reduction is empty: every op is then
-        a zero (or empty) result and no kernel runs."""
-        return self.output_size == 0 or self.gemm_k == 0
-
-    @property
-    def output_size(self):
-        """Number of forward output elements."""
-        return self.batch * self.out_channels * _prod(self.out_shape)
-
-    # ------------------------------------------------------------------- gemm
-    @property
-    def gemm_m(self):
-        """Forward GEMM M (the kernels' geometry): output positions, ``N * prod(O)``."""
-        return self.batch * _prod(self.out_shape)
-
-    @property
-    def gemm_n(self):
-        """Forward GEMM N: output channels per group, ``K / G``."""
-        return self.out_channels // self.groups
-
-    @property
-    def gemm_k(self):
-        """Forward GEMM K: reduction length, ``(C / G) * prod(KS)`` (vol2col rows)."""
-        return (self.in_channels // self.groups) * _prod(self.kernel_shape)
-
-    @property
-    def gemm_mnk(self):
-        """``(M, N, K)`` of ``op``'s implicit GEMM per group (module docstring table)."""
-        cg, kg, taps = self.in_channels // self.groups, self.gemm_n, self.taps
-        if self.op == GRAD_INPUT:
-            return self.batch * _prod(self.in_shape), cg, kg * taps
-        if self.op == GRAD_WEIGHT:
-            return kg, cg * taps, self.gemm_m
-        return self.gemm_m, kg, cg * taps
-
-    @property
-    def taps(self):
-        """Number of kernel taps, ``prod(KS)``."""
-        return _prod(self.kernel_shape)
-
-    @property
-    def is_complex(self):
-        return self.dtype.kind == "c"
-
-    @property
-    def flops(self):
-        """Counted floating-point operations of ``op`` (a multiply-add is 2, complex 8)."""
-        per_mac = 8 if self.is_complex else 2
-        m, n, k = self.gemm_mnk
-        return per_mac * self.groups * m * n * k
-
-    @property
-    def bytes_moved(self):
-        """Compulsory traffic: read the two operands once, write the result once."""
-        item = self.dtype.itemsize
-        x = self.batch * self.in_channels * _prod(self.in_shape)
-        w = self.out_channels * (self.in_channels // self.groups) * self.taps
-        return item * (x + w + self.output_size)
+        return self._shapes[_RESULT[ROLES[self.op].c]]
 
     def column_bytes(self, batch_chunk=None):
         """Bytes of the vol2col buffer for ``batch_chunk`` images (all groups)."""
         nb = self.batch if batch_chunk is None else batch_chunk
-        return (self.dtype.itemsize * self.groups * self.gemm_k * nb
-                * _prod(self.out_shape))
+        return self.dtype.itemsize * self.groups * self.gemm_k * nb * self._positions
 
     def padded_shape(self):
         """Per-axis extent of the padded input, ``S + pb + pa``."""
-        return tuple(s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding))
-
-    @property
-    def needs_int64(self):
-        """True when any extent or element offset passes ``2**31 - 1``."""
-        padded = [s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding)]
-        sizes = (
-            self.batch * self.in_channels * _prod(padded),
-            self.batch * self.in_channels * _prod(self.in_shape),
-            self.out_channels * (self.in_channels // self.groups) * self.taps,
-            self.output_size,
-            self.groups * self.gemm_k * self.gemm_m,
-        )
-        return max(sizes) > INT32_MAX
+        return self._padded
 
     def with_(self, **changes):
         """A copy with some fields replaced (no re-validation); ``self`` when nothing
         changes (the dispatcher's caches then reuse its hash)."""
-        if all(getattr(self, k) == v for k, v in changes.items()):
-            return self
-        return dataclasses.replace(self, **changes)
+        for k, v in changes.items():
+            if getattr(self, k) != v:
+                return dataclasses.replace(self, **changes)
+        return self
 
     def __repr__(self):
         geo = ", ".join(
@@ -350,6 +321,11 @@ class ConvProblem:
                 + (f", mode={self.padding_mode}" if self.padding_mode != "constant" else "")
                 + f", {self.dtype}, {'conv' if self.flip else 'xcorr'}"
                 + (f", op={self.op}" if self.op != FORWARD else "") + ")")
+
+
+_FIELDS = tuple([f.name for f in dataclasses.fields(ConvProblem)])
+#: Index of each role's array in ``(x, w, y)``.
+_RESULT = {"activation": 0, "filter": 1, "output": 2}
 
 
 def _other_layout(layout, x_shape, w_shape):

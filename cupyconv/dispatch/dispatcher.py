@@ -32,7 +32,6 @@ import dataclasses
 import math
 import sys
 import warnings
-from typing import Dict, Tuple
 
 import numpy as np
 
@@ -43,43 +42,20 @@ from .._lru import LRU
 from .._vocabulary import ALGORITHMS, describe_choices
 from ..backends.arrays import host_scan, to_tf32, zeros_result
 from ..backends.base import OutOfMemoryError
-from ..backends.numpy.progress import cpu_progress
+from ..backends.numpy.progress import PROGRESS_SECONDS, cpu_progress
 from ..core.args import normalize_workspace_limit
 from ..core.problem import Operands
 from . import autotune
+from .choice import (SLOW_SECONDS, SLOWDOWN_LIMIT, Choice, choose_lazily, describe,
+                     over_limit, result_bytes, result_refusal)
 
 __all__ = ["Choice", "choose", "run", "precheck", "ranked_for_data", "data_rule", "fft_safe", "clear_cache",
            "resolve_limit", "CHOICE_CACHE_SIZE", "SLOWDOWN_LIMIT", "SLOW_SECONDS"]
 
 #: Data-free choices kept (problem, backend, workspace limit).
 CHOICE_CACHE_SIZE = 1024
-#: ``auto`` raises MemoryError instead of running the best algorithm that fits
-#: when it is predicted this many times slower than one that does not fit ...
-SLOWDOWN_LIMIT = 100.0
-#: ... and would take longer than this many seconds.
-SLOW_SECONDS = 60.0
 
 _choices = LRU(CHOICE_CACHE_SIZE)
-
-
-@dataclasses.dataclass(frozen=True)
-class Choice:
-    """What the chooser decided for one problem on one backend, without data."""
-
-    #: the algorithm to run (first of ``ranked``).
-    algorithm: str
-    #: candidates that fit, cheapest predicted first.
-    ranked: Tuple[str, ...]
-    #: predicted seconds of every implementable candidate.
-    times: Dict[str, float]
-    #: algorithm -> why it is not a candidate.
-    rejected: Dict[str, str]
-    #: workspace limit in bytes the choice was made under.
-    limit: int
-    #: why ``auto`` must not run at all (a MemoryError or ValueError), or ``None``.
-    refusal: Exception = None
-    #: fallback order after an out-of-memory: by decreasing workspace.
-    by_workspace: Tuple[str, ...] = ()
 
 
 def resolve_limit(workspace_limit, backend):
@@ -90,99 +66,21 @@ def resolve_limit(workspace_limit, backend):
     return backend.default_workspace_limit() if limit is None else limit
 
 
-def _result_bytes(problem):
-    return math.prod(problem.logical_result_shape) * problem.dtype.itemsize
-
-
-def _describe(problem):
-    return (f"{problem.op} of x{problem.x_shape} * w{problem.w_shape} -> y{problem.y_shape} "
-            f"({problem.dtype})")
-
-
-def _refusal(problem, best, why, fallback, seconds, over_limit):
-    hint = (f"method={fallback!r} fits but is predicted to take {seconds:.3g} s; pass it "
-            "explicitly to run it anyway, " if fallback else "")
-    return (f"{_describe(problem)}: the fastest algorithm {best!r} {why}; {hint}"
-            "process the data in pieces with cupyconv.dask"
-            + (", or raise workspace_limit" if over_limit else ""))
-
-
-def _result_refusal(problem, result, available):
-    """Why a result of ``result`` bytes cannot be computed in ``available`` bytes (no
-    workspace limit helps: the result itself does not fit)."""
-    return MemoryError(
-        f"{_describe(problem)}: the result alone needs {result} bytes "
-        f"({result / 2**30:.3g} GiB) but {available} bytes are available; process the data "
-        "in pieces with cupyconv.dask (for example over the batch or an output axis)")
-
-
 def _check_result(problem, backend):
     """``(available, result bytes)``; raises when the result alone cannot fit."""
     available = backend.available_memory()
-    result = _result_bytes(problem)
+    result = result_bytes(problem)
     if result > available:
-        raise _result_refusal(problem, result, available)
+        raise result_refusal(problem, result, available)
     return available, result
 
 
 def _memory_refusal(problem, method, result, workspace, available):
     return MemoryError(
-        f"{_describe(problem)}: method={method!r} needs {result + workspace} bytes "
+        f"{describe(problem)}: method={method!r} needs {result + workspace} bytes "
         f"(result {result} + workspace {workspace}) but {available} bytes are "
         "available; choose a method with less workspace (method='direct' needs none), "
         "or process the data in pieces with cupyconv.dask")
-
-
-def _choose(problem, backend, limit):
-    available = backend.available_memory()
-    result = _result_bytes(problem)
-    if result > available:          # no algorithm can run: ask none of them
-        return Choice(None, (), {}, {}, limit, _result_refusal(problem, result, available))
-    rejected, fitting, unfit, workspace, over_limit = {}, [], {}, {}, set()
-    for name in backend.algorithm_names():
-        spec = ALGORITHMS[name]
-        if not spec.serves(problem.op, backend.name):
-            rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
-            continue
-        ok, why = backend.can_implement(problem, name)
-        if not ok:
-            rejected[name] = why
-            continue
-        if spec.cval_refusal and not np.isfinite(complex(problem.cval)):
-            rejected[name] = spec.cval_refusal
-            continue
-        least = backend.min_workspace_bytes(problem, name)
-        workspace[name] = backend.workspace_bytes(problem, name, limit)
-        need = result + workspace[name]
-        if least > limit:
-            rejected[name] = unfit[name] = _over_limit(least, limit)
-            over_limit.add(name)
-        elif need > available:
-            rejected[name] = unfit[name] = (f"needs {need} bytes (result + workspace) but "
-                                            f"{available} bytes are available")
-        else:
-            fitting.append(name)
-    times = backend.predict_times(problem, fitting + list(unfit))
-    ranked = tuple(sorted(fitting, key=lambda n: times[n]))
-    refusal = None
-    if unfit:
-        best = min(unfit, key=times.get)
-        slow = times[ranked[0]] if ranked else math.inf
-        if not ranked or (slow > SLOW_SECONDS and slow > SLOWDOWN_LIMIT * times[best]):
-            refusal = MemoryError(_refusal(problem, best, unfit[best],
-                                           ranked[0] if ranked else None, slow,
-                                           best in over_limit))
-    elif not ranked:
-        refusal = ValueError(f"no algorithm can run {_describe(problem)} on {backend.name}: "
-                             + "; ".join(f"{k}: {v}" for k, v in rejected.items()))
-    by_workspace = tuple(sorted(ranked, key=lambda n: -workspace[n]))
-    return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit, refusal,
-                  by_workspace)
-
-
-def _over_limit(least, limit):
-    return (f"needs at least {least} bytes of workspace but the workspace limit is "
-            f"{limit} bytes")
 
 
 def choose(problem, backend, workspace_limit=None) -> Choice:
@@ -196,7 +94,7 @@ def choose(problem, backend, workspace_limit=None) -> Choice:
     # the backend object itself, never its id(): a backend made after another was freed
     # (dispatch.backends.reset, a test's runner with a memory limit) may reuse the id
     key = (problem, backend, given, config.winograd_max_error_growth, config.kernels)
-    return _choices.get_or_compute(key, lambda: _choose(
+    return _choices.get_or_compute(key, lambda: choose_lazily(
         problem, backend, resolve_limit(workspace_limit, backend)))
 
 
@@ -254,11 +152,22 @@ def _scanned(operands):
 
 def _slack(choice, ranked, i, every):
     """How many times its predicted time candidate ``i`` may take on the data and still
-    beat the next one (infinite when every candidate is timed or none follows)."""
-    if every or i + 1 >= len(ranked):
+    beat the next one (infinite when every candidate is timed, none follows, or it has no
+    data rule to weigh it)."""
+    if every or not ALGORITHMS[ranked[i]].needs or not _has(ranked, i + 1):
         return math.inf
-    mine, nxt = choice.times.get(ranked[i], 0.0), choice.times.get(ranked[i + 1], math.inf)
+    mine, nxt = choice.time_of(ranked[i], 0.0), choice.time_of(ranked[i + 1], math.inf)
     return nxt / mine if mine > 0 else math.inf
+
+
+def _has(ranked, i):
+    """Whether ``ranked`` has an entry ``i`` (a lazy choice's head: without pricing the
+    rest)."""
+    try:
+        ranked[i]
+    except IndexError:
+        return False
+    return True
 
 
 class _Tf32Operands:
@@ -290,7 +199,9 @@ def data_rule(problem, name, operands, backend=None, slack=math.inf):
     others pass), and for ``fft`` first :func:`fft_safe`.  ``slack``: how many times its
     predicted time ``name`` may take on these values (``data_ok``).
     """
-    operands = getattr(operands, "for_algorithm", lambda _: operands)(name)
+    for_algorithm = getattr(operands, "for_algorithm", None)
+    if for_algorithm is not None:
+        operands = for_algorithm(name)
     if ALGORITHMS[name].scans_exactness:
         ok, why = fft_safe(problem, operands, backend)
         if not ok:
@@ -312,11 +223,15 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
     against the one after.  Each rule runs at most once per candidate and slack, and
     only where it can change the outcome (a data scan allocates no temporary).
     Raises the choice's refusal, if any, and a ``ValueError`` naming every refusal
-    when no candidate is left.
+    when no candidate is left.  Returns a list, or, when no candidate was dropped, the
+    choice's own ranking (a sequence: a lazy choice prices its candidates past the
+    head only when they are read).
     """
     if choice.refusal is not None:
         raise type(choice.refusal)(*choice.refusal.args)
-    ranked, verdicts, refused = list(choice.ranked), {}, {}
+    # the choice's ranking as it is while no candidate is dropped (a lazy choice prices
+    # the rest only when asked past its head)
+    ranked, verdicts, refused = choice.ranked, {}, {}
 
     def verdict(i):
         name, slack = ranked[i], _slack(choice, ranked, i, every)
@@ -328,18 +243,20 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
         return verdicts[key][0], slack
 
     i = 0
-    while i < len(ranked) and (every or i == 0):
+    while (every or i == 0) and _has(ranked, i):
         ok, slack = verdict(i)
         if ok:
             i += 1
         elif not every and math.isfinite(slack) and not verdict(i + 1)[0]:
+            ranked = list(ranked)
             ranked.pop(i + 1)          # the next goes; ask this one again with more slack
         else:
+            ranked = list(ranked)
             ranked.pop(i)
-    if not ranked:
-        raise ValueError(f"{_describe(problem)}: no candidate can run on these operands ("
+    if not _has(ranked, 0):
+        raise ValueError(f"{describe(problem)}: no candidate can run on these operands ("
                          + "; ".join(f"{k}: {v}" for k, v in refused.items()) + ")")
-    return ranked
+    return list(ranked) if isinstance(ranked, tuple) else ranked
 
 
 # ------------------------------------------------------------------------- run
@@ -478,15 +395,17 @@ def _progress(problem, backend, method, workspace_limit, choice):
         return contextlib.nullcontext()
     if choice is not None:
         algorithm = choice.algorithm if method == "auto" else method
-        seconds = choice.times.get(algorithm)
+        seconds = choice.time_of(algorithm)
     elif method == "auto":
         choice = choose(backend.prepare(problem, Operands())[0], backend, workspace_limit)
-        algorithm, seconds = choice.algorithm, choice.times.get(choice.algorithm)
+        algorithm, seconds = choice.algorithm, choice.time_of(choice.algorithm)
     else:           # an explicit method prices itself alone, once per problem (the LRU)
         algorithm = method
         seconds = _choices.get_or_compute(("seconds", method, problem, backend), lambda: (
             backend.predict_times(backend.prepare(problem, Operands())[0], (method,))
             .get(method)))
+    if seconds is None or not seconds > PROGRESS_SECONDS:      # no bar: nothing to set up
+        return contextlib.nullcontext()
     return cpu_progress(seconds, f"{problem.op} by {algorithm}")
 
 
@@ -508,7 +427,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
             limit, runs = _explicit_verdict(prepared, backend, method, workspace_limit)
         if not runs:
             least = backend.min_workspace_bytes(prepared, method)
-            tried.append(f"{method}: {_over_limit(least, limit)}")
+            tried.append(f"{method}: {over_limit(least, limit)}")
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = _Tf32Operands(problem, operands, backend)   # (some round them themselves)
@@ -558,7 +477,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
         if stats is not None:
             stats.update(algorithm=name, fallbacks=tried)
         return result, name
-    raise OutOfMemoryError(f"{_describe(problem)}: every algorithm ran out of memory: "
+    raise OutOfMemoryError(f"{describe(problem)}: every algorithm ran out of memory: "
                            + "; ".join(tried))
 
 

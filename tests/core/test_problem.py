@@ -117,6 +117,26 @@ def test_gemm_mnk_per_op():
 
 
 @pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
+def test_a_changed_copy_derives_its_quantities_again(layout):
+    """The derived quantities are made with the problem: a copy with other fields
+    (``with_``, ``dataclasses.replace``) has those of a problem created so."""
+    shapes = (dict(x_shape=(2, 6, 9, 8), w_shape=(4, 3, 3, 2)) if layout == "channels_first"
+              else dict(x_shape=(2, 9, 8, 6), w_shape=(4, 3, 2, 3)))
+    made = {op: ConvProblem.create(op=op, groups=2, layout=layout, **shapes) for op in OPS}
+    derived = ("taps", "gemm_m", "gemm_n", "gemm_k", "gemm_mnk", "output_size", "flops",
+               "bytes_moved", "is_empty", "needs_int64", "logical_result_shape",
+               "result_shape", "x_shape", "w_shape", "y_shape", "is_complex")
+    for op in OPS:
+        for copy in (made[FORWARD].with_(op=op), dataclasses.replace(made[FORWARD], op=op)):
+            assert copy == made[op] and hash(copy) == hash(made[op])
+            for name in derived:
+                assert getattr(copy, name) == getattr(made[op], name), (op, name)
+    wide = made[FORWARD].with_(dtype=np.dtype(np.complex128))
+    assert wide.is_complex and wide.bytes_moved == 2 * made[FORWARD].bytes_moved
+    assert wide.flops == 4 * made[FORWARD].flops
+
+
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
 def test_result_shape_per_op(layout):
     """The array each op computes: y, x or w (layout order and channels-first)."""
     if layout == "channels_first":

@@ -8,6 +8,7 @@ import pytest
 import cupyconv
 from cupyconv._vocabulary import ALGORITHMS, OPS
 from cupyconv.backends.base import Algorithm
+from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import backends, dispatcher
 
 
@@ -56,10 +57,18 @@ def test_explicit_method_asks_only_that_algorithm(name, method, monkeypatch, res
 
 
 @pytest.mark.parametrize("name", _backends())
-def test_auto_asks_every_algorithm_of_the_table(name, monkeypatch, restore_config):
+def test_auto_asks_the_algorithms_whose_floor_can_win_and_the_rest_when_read(
+        name, monkeypatch, restore_config):
     backend = backends.backend_for(np, name)
     spy = _Spy(backend, monkeypatch)
     dispatcher.clear_cache()
     with cupyconv.use_backend(name):
         cupyconv.conv(np.ones((1, 2, 9, 8)), np.ones((3, 2, 3, 3)), padding=1)
+    problem = ConvProblem.create(x_shape=(1, 2, 9, 8), w_shape=(3, 2, 3, 3), padding=1)
+    choice = dispatcher.choose(backend.prepare(problem, Operands())[0], backend)
+    floors = backend.time_floors(problem, list(backend.algorithms))
+    unasked = set(backend.algorithms) - set(spy.asked)
+    assert choice.algorithm in spy.asked
+    assert all(floors[n] > choice.time_of(choice.algorithm) for n in unasked)
+    assert set(choice.times) | set(choice.rejected) == set(ALGORITHMS)   # read: all asked
     assert set(spy.asked) == set(backend.algorithms)

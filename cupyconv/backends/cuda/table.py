@@ -58,8 +58,9 @@ class CudaAlgorithm(Algorithm):
     def widened(self, problem, operands):
         """``(problem, operands)`` as it computes them (a 16-bit problem in float32 unless
         native; the column path's col2vol would round again)."""
-        if problem.op in self.native_ops and not self.columns(problem):
-            return problem, operands
+        if problem.dtype.itemsize != 2 or (problem.op in self.native_ops
+                                           and not self.columns(problem)):
+            return problem, operands        # (only a 2-byte dtype can be a 16-bit float)
         return in_float32(problem, operands)
 
     def computed(self, problem):
@@ -138,6 +139,10 @@ class CudaAlgorithm(Algorithm):
     def kernel_config(cls, problem, device):
         """:meth:`choose_kernel`, memoised (``cost.kernel_config``)."""
         return cost.kernel_config(cls.choose_kernel, problem, device)
+
+    def floor(self, problem):
+        """Its host time per call (``cost.HOST_S``): the cost model's least prediction."""
+        return cost.HOST_S.get(self.name, 0.0)
 
     def compile_refusal(self, problem):
         if problem.op in self.compiled_ops:

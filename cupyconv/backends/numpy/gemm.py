@@ -103,17 +103,20 @@ def as_run(problem):
 WEIGHT_BLOCKS = 2
 
 
-def _target(problem, limit):
+def _target(problem, limit, least=None):
     """Block bytes aimed for: ``CHUNK_BYTES`` (times :data:`WEIGHT_BLOCKS` for a weight
-    gradient) or the limit if smaller, at least one position."""
+    gradient) or the limit if smaller, at least one position (``least``: the
+    :func:`min_workspace_bytes` of ``problem``, when known)."""
     chunk = CHUNK_BYTES * (WEIGHT_BLOCKS if problem.op == GRAD_WEIGHT else 1)
-    return max(min(limit, chunk), min(min_workspace_bytes(problem), limit))
+    least = min_workspace_bytes(problem) if least is None else least
+    return max(min(limit, chunk), min(least, limit))
 
 
 def workspace_bytes(problem, limit):
     """Column-buffer bytes under ``limit`` (blocks of about :data:`CHUNK_BYTES`)."""
-    whole = (_as_forward(problem) if forward_applies(problem) else problem).column_bytes()
-    return min(whole, max(_target(problem, limit), min_workspace_bytes(problem)))
+    run = as_run(problem)
+    least = position_bytes(run)
+    return min(run.column_bytes(), max(_target(problem, limit, least), least))
 
 
 def blocks(problem, limit):
@@ -165,8 +168,8 @@ def padded_last(problem, x):
         lead = (slice(None),) * (1 + a)
         out[lead + (slice(0, b),)] = cval
         out[lead + (slice(n - after, n),)] = cval
-    inside = out[(slice(None),) + tuple(slice(b, b + n) for (b, _), n in
-                                        zip(problem.padding, problem.in_shape))]
+    inside = out[(slice(None),) + tuple([slice(b, b + n) for (b, _), n in
+                                         zip(problem.padding, problem.in_shape)])]
     src = np.moveaxis(x, 1, -1)
     step = max(1, PAD_PIECE // max(1, math.prod(src.shape[2:])))
     pieces = [(n, slice(i, i + step)) for n in range(problem.batch)
@@ -187,8 +190,8 @@ def windows_last(problem, xcl):
     sn, sp, sc = xcl.strides[0], xcl.strides[1:-1], xcl.strides[-1]
     shape = ((problem.batch,) + tuple(problem.out_shape) + tuple(problem.kernel_shape)
              + (g, cg))
-    strides = ((sn,) + tuple(st * s for st, s in zip(problem.stride, sp))
-               + tuple(d * s for d, s in zip(problem.dilation, sp)) + (cg * sc, sc))
+    strides = ((sn,) + tuple([st * s for st, s in zip(problem.stride, sp)])
+               + tuple([d * s for d, s in zip(problem.dilation, sp)]) + (cg * sc, sc))
     return as_strided(xcl, shape=shape, strides=strides, writeable=False)
 
 

@@ -33,8 +33,14 @@ class _NumpyAlgorithm(Algorithm):
     """An algorithm on the CPU: priced by ``backends/numpy/cost.py``; its operands in
     the compute dtype (an integer activation widened once)."""
 
+    #: ``cost.CPU`` keys whose sum the cost model's prediction never goes below.
+    fixed_costs = ("call",)
+
     def predict(self, problem):
         return cost.predict_times(problem, [self.name])[self.name]
+
+    def floor(self, problem):
+        return sum(map(cost.CPU.__getitem__, self.fixed_costs))
 
     def compile_refusal(self, problem):
         return f"{self.name} ({problem.op}) on the numpy backend is not a host program yet"
@@ -55,6 +61,9 @@ class Direct(_NumpyAlgorithm):
     """The tap loop: no decision on the data, so a host program a compiled call replays."""
 
     name = "direct"
+
+    def floor(self, problem):
+        return min(cost.CPU["compiled_call"], cost.CPU["call"])
 
     def compile_refusal(self, problem):
         return "" if problem.op == FORWARD else super().compile_refusal(problem)
@@ -79,6 +88,7 @@ class Gemm(_NumpyAlgorithm):
     """Column buffer and BLAS, chunked to the workspace limit."""
 
     name = "gemm"
+    fixed_costs = ("call", "gemm_call")
 
     def workspace(self, problem, workspace_limit=None):
         limit = (self.backend.default_workspace_limit() if workspace_limit is None
@@ -97,6 +107,7 @@ class Fft(_NumpyAlgorithm):
     program)."""
 
     name = "fft"
+    fixed_costs = ("call", "fft_call")
 
     def workspace(self, problem, workspace_limit=None):
         return fft_conv.workspace_bytes(problem)
@@ -117,6 +128,7 @@ class Separable(_NumpyAlgorithm):
     """1-D passes per axis of a kernel that is a short sum of outer products."""
 
     name = "separable"
+    fixed_costs = ("call", "separable_call")
 
     def applies(self, problem):
         if not separable.applies(problem):
@@ -146,6 +158,7 @@ class Winograd(_NumpyAlgorithm):
     """Winograd minimal filtering on NumPy arrays."""
 
     name = "winograd"
+    fixed_costs = ("call", "winograd_piece")
 
     def applies(self, problem):
         return winograd_conv.can_implement(problem)

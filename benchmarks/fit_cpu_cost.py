@@ -12,7 +12,9 @@ blocks, column elements, multiply-adds, the narrow-GEMM terms and the copy's con
 runs spread over ``min(cores, blocks)``; tap-loop multiply-adds and chunk taps for the
 depthwise path).  The FFT is not fitted: its measured / predicted ratios are printed per
 path (SciPy's single-signal ``fftconvolve``, the batched transforms), from which
-``fft_scipy_axis`` and ``fft_batched`` were set.
+``fft_scipy_axis`` and ``fft_batched`` were set.  Where the blocks run ``numpy.matmul``
+(oneMKL off: ``backends/numpy/blas.mkl``) the gemm ratio fit scales ``matmul_work``,
+the factor on the oneMKL-fitted work terms.
 Prints the fitted values next to the ones in force, then each case's measured and
 predicted milliseconds with the constants in force.  The machine this runs on decides
 the numbers: a loaded machine fits slower constants (say so where they are committed).
@@ -43,6 +45,8 @@ CASES = [
     ("3-D 8->8 24^3", (2, 8, 24, 24, 24), (8, 8, 3, 3, 3), 1, 1, 1, "forward"),
     ("1-D 128->128 1024 k5", (16, 128, 1024), (128, 128, 5), 1, 2, 1, "forward"),
     ("4-D 16->16 12^4", (2, 16, 12, 12, 12, 12), (16, 16, 3, 3, 3, 3), 1, 1, 1, "forward"),
+    ("4-D 4->8 10^4", (2, 4, 10, 10, 10, 10), (8, 4, 3, 3, 3, 3), 1, 1, 1, "forward"),
+    ("4-D 8->8 12^4 dw", (1, 8, 12, 12, 12, 12), (8, 8, 3, 3, 3, 3), 1, 1, 1, "grad_weight"),
     ("2-D depthwise gemm", (8, 64, 56, 56), (64, 1, 3, 3), 64, 1, 1, "forward"),
     ("2-D 64->64 56^2 dw", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "grad_weight"),
     ("3-D 32->32 32^3 dw", (2, 32, 32, 32, 32), (32, 32, 3, 3, 3), 1, 1, 1, "grad_weight"),
@@ -76,7 +80,7 @@ SINGLE = [
 ]
 #: Channelled forward layers of :data:`CASES` whose FFT is timed too (the others' FFT
 #: takes seconds).
-FFT_LAYERS = ("2-D 16->16 32^2", "3-D 8->8 24^3", "2-D 3->32 64^2")
+FFT_LAYERS = ("2-D 16->16 32^2", "3-D 8->8 24^3", "2-D 3->32 64^2", "4-D 4->8 10^4")
 
 
 def _problem(xs, ws, groups, padding, stride, op, dtype, padding_mode="constant"):
@@ -189,6 +193,8 @@ def main(argv=None):
                 if a == algo and (algo != "gemm" or p.groups < p.in_channels)
                 and (algo != "direct" or p.ndim > 1 or p.in_channels > 1)]
         factor = math.exp(float(np.mean(logs)))
+        if algo == "gemm" and cost.blas.mkl() is None:
+            keys = ("matmul_work",)      # numpy.matmul: its factor on the oneMKL-fitted terms
         print(f"\nratio fit, {algo}: measured / predicted {factor:.2f} (geometric mean of "
               f"{len(logs)}): " + ", ".join(f"{k} {cost.CPU[k] * factor:.3g}" for k in keys))
     for path, pick in (("single signal (fft_scipy_axis)", True),

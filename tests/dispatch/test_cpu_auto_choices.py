@@ -81,6 +81,25 @@ def test_a_few_output_channels_on_onemkl_plan_the_fft(on_mkl, monkeypatch):
     assert plan.algorithm == ("fft" if on_mkl else "gemm")
 
 
+@pytest.mark.parametrize("op", ["forward", "grad_weight"])
+def test_a_4d_layer_on_numpy_matmul_runs_gemm_where_it_beats_the_fft(op, monkeypatch):
+    """4-D 8->8 12^4 3^4, batch 1, on one core with the blocks on ``numpy.matmul``
+    (OpenBLAS; oneMKL off, as on an AMD CPU): gemm measured 9.1 ms forward and 8.2 for
+    the weight gradient against the FFT's 10.8 and 18.8 (process CPU time, load 1.9,
+    docs/benchmarks/cpu_cost_fit.md); priced with the oneMKL-fitted work terms alone
+    (``cost.CPU["matmul_work"]`` 1) ``auto`` ran the FFT."""
+    monkeypatch.setattr(cost, "workers", lambda: 1)
+    monkeypatch.setattr(cost.blas, "mkl", lambda: None)
+    dispatcher.clear_cache()
+    problem = ConvProblem.create(x_shape=(1, 8, 12, 12, 12, 12), w_shape=(8, 8, 3, 3, 3, 3),
+                                 padding=1, dtype=np.float32, op=op)
+    try:
+        ranked = dispatcher.choose(problem, backend_for(np)).ranked
+    finally:
+        dispatcher.clear_cache()
+    assert ranked[0] == "gemm" and ranked.index("fft") == 1, ranked
+
+
 @pytest.mark.parametrize("channels", [2, 8, 15])
 def test_onemkl_narrow_products_cost_more_per_multiply_add(channels, on_mkl):
     """gemm's multiply-add terms for K = 2-15 output channels, against the same layer at

@@ -76,6 +76,13 @@ CPU = dict(
                             # CPU time, load 2-5, 2026-12-07, blocks of 2304 x 216 as the
                             # 3-D 8->8 24^3 layer's: 2.6-4.5x the block_mac + narrow_mac
                             # rate; the layer's GEMMs measured 4.96 ms against 1.54 priced)
+    matmul_work=0.77,       # the work terms' factor (column, block_mac, the narrow terms,
+                            # column_run) where the blocks' GEMMs run numpy.matmul (OpenBLAS;
+                            # oneMKL off: blas.mkl()), the constants above being fitted on
+                            # oneMKL: `taskset -c 1 python -m benchmarks.fit_cpu_cost
+                            # --rounds 3 --cpu-time` on the AMD EPYC VM, 2026-12-07 07:32,
+                            # load 2.1: the 26 channelled layers measured 0.77x the
+                            # prediction (geometric mean; 3-D and 4-D 0.6-0.75x, 2-D 0.8-1.2x)
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=3.0e-10,  # one tap of the depthwise tap loop per output (float32; float64
@@ -220,7 +227,8 @@ def gemm_terms(problem):
     each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
     ``mkl_mac`` where the GEMMs run on oneMKL, ``mkl_narrow`` where oneMKL's products
     are 2 to :data:`MKL_NARROW` - 1 output channels wide; the copy's contiguous runs,
-    :func:`column_run`, whatever the dtype), over ``min(cores, blocks)``."""
+    :func:`column_run`, whatever the dtype), over ``min(cores, blocks)``; every count but
+    the blocks' times ``matmul_work`` where the GEMMs run ``numpy.matmul``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
@@ -237,9 +245,10 @@ def gemm_terms(problem):
     # depthwise layer as gemm, 64 groups, measured 36 ms on one core against the 10.5
     # its work terms predict
     calls = nblocks * (problem.groups if on_mkl else 1)
-    return [calls / cores, cplx * cols * scale * 2 / cores, macs / cores,
-            narrow if rows else 0.0, 0.0 if rows else narrow,
-            cols / max(1, column_run(problem)) / cores]
+    work = 1.0 if on_mkl else CPU["matmul_work"]
+    return [calls / cores] + [work * n for n in (
+        cplx * cols * scale * 2 / cores, macs / cores, narrow if rows else 0.0,
+        0.0 if rows else narrow, cols / max(1, column_run(problem)) / cores)]
 
 
 def gemm_serial(problem):

@@ -52,6 +52,11 @@ class Algorithm:
     #: ``method=`` name (a key of ``_vocabulary.ALGORITHMS``).
     name = ""
 
+    #: Whether its forward sums start from +0.0, so that a zero result is +0.0 even where
+    #: every product is -0.0 (the CUDA kernels' accumulators); False where a sum may
+    #: start from a product (the CPU tap loop keeps that sign) or where a library sums.
+    plus_zero_sums = False
+
     def __init__(self, backend, name=None):
         self.backend = backend
         self.name = name or self.name
@@ -245,6 +250,11 @@ class Backend(abc.ABC):
         ``precision="tf32"`` (the dispatcher then hands it the unrounded ones); default
         False: the dispatcher rounds them."""
         return self.algorithm(algorithm).rounds_tf32(problem)
+
+    def plus_zero_sums(self, algorithm) -> bool:
+        """Whether ``algorithm``'s forward sums start from +0.0
+        (:attr:`Algorithm.plus_zero_sums`): its zero results are +0.0 already."""
+        return self.algorithm(algorithm).plus_zero_sums
 
     def prepare_filter(self, problem, algorithm, w):
         """``w`` (the channels-first logical view :meth:`prepare` made) prepared once for

@@ -402,7 +402,9 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
     conjugated as the caller needs) and store it into ``output``; ``divide`` scales the
     sum afterwards (the uniform filter's exact sum, then one division, as SciPy).
     ``plus_zero``: a zero result is +0.0, as SciPy's N-D ``correlate``, whose sums start
-    from +0.0 (its 1-D passes start from a tap's product, as the engine's tap loop)."""
+    from +0.0 (its 1-D passes start from a tap's product, as the engine's tap loop); a
+    host step makes it so unless the algorithm that ran sums from +0.0 itself
+    (``Backend.plus_zero_sums``: the CUDA kernels)."""
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
@@ -426,10 +428,11 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
     method = "auto"
     if (output.dtype.kind in "biu" and dtype.kind == "f") or _line_on_cpu(backend, weights):
         method = tap_sum(call.problem, operands, backend)
-    y, _ = run(call.problem, operands, backend, method=method)
+    y, algorithm = run(call.problem, operands, backend, method=method)
     y = call.finish(y, xp)
     if divide is not None:                 # a host step: a compiled call replays it
         y = program.host_step("divide", functools.partial(_divided, divide), y)
+    plus_zero = plus_zero and not backend.plus_zero_sums(algorithm)
     return store_output(_signed_zero(y, plus_zero), output, xp)
 
 

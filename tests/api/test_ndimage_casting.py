@@ -206,3 +206,32 @@ def test_signed_zeros_as_documented():
                 s, c = case(sndi), case(cndi)
                 np.testing.assert_array_equal(np.signbit(c), np.signbit(s), err_msg=backend)
                 np.testing.assert_array_equal(c, s)
+
+
+#: Weights the emulated backend's ``auto`` runs on the direct kernel and as separable
+#: passes (positive, so every product with a -0.0 input is -0.0).
+ZERO_SUM_WEIGHTS = {"direct": np.arange(1.0, 10.0).reshape(3, 3) ** 2,
+                    "separable": np.outer([1.0, 2.0, 1.0], [1.0, 3.0, 1.0])}
+
+
+@pytest.mark.parametrize("kernel", sorted(ZERO_SUM_WEIGHTS))
+def test_cuda_kernels_give_plus_zero_without_a_pass_over_the_result(kernel, monkeypatch,
+                                                                    restore_config):
+    """The CUDA kernels' sums start from +0.0, so an N-D ``correlate`` of only -0.0
+    products is SciPy's +0.0 with no host pass over the result; the CPU tap loop, whose
+    sums start from a product, takes that pass."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("the emulated CUDA backend is unavailable")
+    from cupyconv.ndimage import common
+    passes = []
+    real = common._plus_zero
+    monkeypatch.setattr(common, "_plus_zero", lambda y: passes.append(y.shape) or real(y))
+    restore_config.compiled_calls = False
+    x, w = np.full((9, 11), -0.0), ZERO_SUM_WEIGHTS[kernel]
+    expected = sndi.correlate(x, w)
+    for backend, wanted in (("numpy", 1), ("emulated", 0)):
+        passes.clear()
+        with cupyconv.use_backend(backend):
+            y = cndi.correlate(x, w)
+        np.testing.assert_array_equal(np.signbit(y), np.signbit(expected), err_msg=backend)
+        assert len(passes) == wanted, backend

@@ -180,6 +180,7 @@ class CudaAlgorithm(Algorithm):
 
 class Direct(CudaAlgorithm):
     name = "direct"
+    plus_zero_sums = True      # the kernels' accumulators start from +0.0
     native_ops = _FORWARD
 
     def kernel_applies(self, problem, device):
@@ -203,6 +204,7 @@ class ImplicitGemm(CudaAlgorithm):
     input gradients that are not convolutions of ``dy`` through the column buffer."""
 
     name = "implicit_gemm"
+    plus_zero_sums = True      # the kernels' accumulators start from +0.0
     native_ops = _ALL_OPS
     compiled_ops = _ALL_OPS
 
@@ -396,6 +398,7 @@ class Separable(CudaAlgorithm):
     """One direct-kernel launch per axis and term (:mod:`.separable`)."""
 
     name = "separable"
+    plus_zero_sums = True      # the kernels' accumulators start from +0.0
 
     def kernel_applies(self, problem, device):
         return algorithms.separable_applies(problem, device)

@@ -60,8 +60,9 @@ class Algorithm:
     def can_implement(self, problem) -> Tuple[bool, str]:
         """``(True, "")`` or ``(False, reason)``: the vocabulary's ops and backends, then
         :meth:`applies`.  O(rank): no loop over sizes."""
-        why = self.spec.refusal(problem.op, self.backend.name)
-        return (False, why) if why else self.applies(problem)
+        if (problem.op, self.backend.name) in self.spec.served:
+            return self.applies(problem)
+        return False, self.spec.refusal(problem.op, self.backend.name)
 
     def applies(self, problem) -> Tuple[bool, str]:
         """The algorithm's own checks of a problem it serves."""
@@ -174,8 +175,15 @@ class Backend(abc.ABC):
         the chooser's four questions about one candidate in one call (``reason``: why
         it cannot run ``problem``, the rest then not asked; ``None`` when it can).  The
         algorithm's own answers unless a subclass replaces one of the four methods."""
-        if not _replaced(type(self)):
-            return self.algorithm(algorithm).assess(problem, workspace_limit)
+        cls = type(self)
+        if (cls.can_implement is Backend.can_implement       # not _replaced(cls), inline
+                and cls.min_workspace_bytes is Backend.min_workspace_bytes
+                and cls.workspace_bytes is Backend.workspace_bytes
+                and cls.predict_times is Backend.predict_times):
+            entry = self.algorithms.get(algorithm)
+            if entry is not None:
+                return entry.assess(problem, workspace_limit)
+            return Algorithm(self, algorithm).assess(problem, workspace_limit)
         ok, why = self.can_implement(problem, algorithm)
         if not ok:
             return why, 0, 0, math.inf

@@ -175,21 +175,20 @@ class Backend(abc.ABC):
         the chooser's four questions about one candidate in one call (``reason``: why
         it cannot run ``problem``, the rest then not asked; ``None`` when it can).  The
         algorithm's own answers unless a subclass replaces one of the four methods."""
-        cls = type(self)
-        if (cls.can_implement is Backend.can_implement       # not _replaced(cls), inline
-                and cls.min_workspace_bytes is Backend.min_workspace_bytes
-                and cls.workspace_bytes is Backend.workspace_bytes
-                and cls.predict_times is Backend.predict_times):
-            entry = self.algorithms.get(algorithm)
-            if entry is not None:
-                return entry.assess(problem, workspace_limit)
-            return Algorithm(self, algorithm).assess(problem, workspace_limit)
+        if not _replaced(type(self)):
+            return self.algorithm(algorithm).assess(problem, workspace_limit)
         ok, why = self.can_implement(problem, algorithm)
         if not ok:
             return why, 0, 0, math.inf
         return (None, self.min_workspace_bytes(problem, algorithm),
                 self.workspace_bytes(problem, algorithm, workspace_limit),
                 self.predict_times(problem, (algorithm,))[algorithm])
+
+    def assessors(self) -> Dict[str, Algorithm]:
+        """The table entries whose :meth:`Algorithm.assess` is this backend's
+        :meth:`assess` (the chooser asks them directly): :attr:`algorithms`, or ``{}``
+        where a subclass replaces :meth:`assess` or one of its four questions."""
+        return {} if _replaced(type(self), _QUESTIONS + ("assess",)) else self.algorithms
 
     def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Per algorithm, seconds its predicted time never goes below

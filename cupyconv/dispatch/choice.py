@@ -175,6 +175,7 @@ class _Pricing:
         # cheapest floor first, ties in the vocabulary's order
         self.pending = sorted(serving, key=floors.__getitem__)
         self.floors, self.order = floors, {n: i for i, n in enumerate(self.names)}
+        self.assessors = backend.assessors()
         self.lock, self.done = threading.Lock(), None
         self.fitting, self.unfit, self.workspace, self.over, self.times = [], {}, {}, set(), {}
 
@@ -183,7 +184,9 @@ class _Pricing:
         whether it fits."""
         problem, backend, limit = self.problem, self.backend, self.limit
         spec = ALGORITHMS[name]
-        why, least, workspace, seconds = backend.assess(problem, name, limit)
+        entry = self.assessors.get(name)
+        why, least, workspace, seconds = (backend.assess(problem, name, limit) if entry is None
+                                          else entry.assess(problem, limit))
         if why is not None:
             self.rejected[name] = why
             return False

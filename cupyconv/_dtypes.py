@@ -57,6 +57,8 @@ def is_bfloat16(dtype) -> bool:
 
 def is_half_float(dtype) -> bool:
     """True for float16 and bfloat16."""
+    if isinstance(dtype, np.dtype) and dtype.itemsize != 2:
+        return False
     return is_bfloat16(dtype) or np.dtype(dtype) == _FLOAT16
 
 

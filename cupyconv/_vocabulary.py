@@ -93,11 +93,20 @@ class Algorithm:
     #: says so); "" when it does not.
     spreads: str = ""
 
+    #: ``(op, backend)`` pairs it computes (derived: a set read instead of a call).
+    served: FrozenSet[Tuple[str, str]] = dataclasses.field(init=False, repr=False,
+                                                          compare=False)
+
+    def __post_init__(self):
+        limited = dict(self.limited)
+        object.__setattr__(self, "served", frozenset(
+            (op, backend) for op in self.ops for backend in limited.get(op, self.backends)))
+
     def serves(self, op: str, backend: str = None) -> bool:
         """Whether the algorithm computes ``op`` (on ``backend``, if given)."""
-        if op not in self.ops:
-            return False
-        return backend is None or backend in dict(self.limited).get(op, self.backends)
+        if backend is None:
+            return op in self.ops
+        return (op, backend) in self.served
 
     def refusal(self, op: str, backend: str) -> str:
         """Why the algorithm does not compute ``op`` on ``backend`` ("" when it does)."""

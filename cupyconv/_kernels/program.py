@@ -60,7 +60,9 @@ class Launch:
     def __post_init__(self):
         # ``pick(bound)``: the slots' arrays in one C call where every slot is a name (two
         # or more: ``itemgetter`` of one returns the item, not a tuple); else ``None``
-        names = len(self.slots) > 1 and all(type(s) is str for s in self.slots)
+        names = len(self.slots) > 1
+        for s in self.slots:
+            names = names and type(s) is str
         object.__setattr__(self, "pick", operator.itemgetter(*self.slots) if names else None)
 
 
@@ -160,18 +162,18 @@ class Program:
     @property
     def launches(self):
         """The kernel launches among the steps (a :class:`Check`'s included)."""
-        return tuple(s.launch if type(s) is Check else s for s in self.steps
-                     if type(s) is Launch or type(s) is Check)
+        return tuple([s.launch if type(s) is Check else s for s in self.steps
+                      if type(s) is Launch or type(s) is Check])
 
     @property
     def checks(self):
         """The data checks among the steps."""
-        return tuple(s for s in self.steps if type(s) is Check)
+        return tuple([s for s in self.steps if type(s) is Check])
 
     @property
     def calls(self):
         """The library calls among the steps."""
-        return tuple(s for s in self.steps if type(s) is Call)
+        return tuple([s for s in self.steps if type(s) is Call])
 
     @property
     def whole_operands(self):
@@ -179,7 +181,7 @@ class Program:
         only through their pointer."""
         if self.host is not None:
             return frozenset(self.operands)
-        return frozenset(getattr(s, "name", s) for c in self.calls for s in c.inputs)
+        return frozenset([getattr(s, "name", s) for c in self.calls for s in c.inputs])
 
     @property
     def workspace_count(self):

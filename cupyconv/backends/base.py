@@ -65,8 +65,9 @@ class Algorithm:
     def can_implement(self, problem) -> Tuple[bool, str]:
         """``(True, "")`` or ``(False, reason)``: the vocabulary's ops and backends, then
         :meth:`applies`.  O(rank): no loop over sizes."""
-        why = self.spec.refusal(problem.op, self.backend.name)
-        return (False, why) if why else self.applies(problem)
+        if (problem.op, self.backend.name) in self.spec.served:
+            return self.applies(problem)
+        return False, self.spec.refusal(problem.op, self.backend.name)
 
     def applies(self, problem) -> Tuple[bool, str]:
         """The algorithm's own checks of a problem it serves."""
@@ -187,6 +188,12 @@ class Backend(abc.ABC):
         return (None, self.min_workspace_bytes(problem, algorithm),
                 self.workspace_bytes(problem, algorithm, workspace_limit),
                 self.predict_times(problem, (algorithm,))[algorithm])
+
+    def assessors(self) -> Dict[str, Algorithm]:
+        """The table entries whose :meth:`Algorithm.assess` is this backend's
+        :meth:`assess` (the chooser asks them directly): :attr:`algorithms`, or ``{}``
+        where a subclass replaces :meth:`assess` or one of its four questions."""
+        return {} if _replaced(type(self), _QUESTIONS + ("assess",)) else self.algorithms
 
     def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Per algorithm, seconds its predicted time never goes below

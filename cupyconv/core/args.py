@@ -165,15 +165,20 @@ def _ints(items, name, minimum=None):
 
 def normalize_shape(shape, name):
     """A shape argument: a sequence of non-negative ints."""
-    return _ints(_sequence(shape, name, "a sequence of ints"), name, minimum=0)
+    if type(shape) is not tuple:
+        shape = _sequence(shape, name, "a sequence of ints")
+    return _ints(shape, name, minimum=0)
 
 
 def normalize_per_axis(value, ndim, name, minimum=1):
     """Normalise ``stride``/``dilation`` (int or one int per axis) to a tuple."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+    if type(value) is int and abs(value) <= MAX_EXTENT:     # as_int's checks passed
+        values = (value,) * ndim
+    elif isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         values = (as_int(value, name),) * ndim
     else:
-        values = _sequence(value, name, f"an int or a sequence of {ndim} ints")
+        values = value if type(value) is tuple else _sequence(
+            value, name, f"an int or a sequence of {ndim} ints")
         if len(values) != ndim:
             raise ValueError(
                 f"{name} must have one entry per spatial axis ({ndim}), got {len(values)}")
@@ -216,6 +221,8 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
         raise ValueError(
             f"padding must be an int, a sequence, 'valid' or 'same' (any case); got "
             f"{padding!r}")
+    if type(padding) is tuple and len(padding) == ndim and _plain_pairs(padding):
+        return padding
     if isinstance(padding, numbers.Integral) and not isinstance(padding, (bool, np.bool_)):
         v = as_int(padding, "padding")
         pads = ((v, v),) * ndim
@@ -247,6 +254,19 @@ def normalize_padding(padding, ndim, in_shape, kernel_shape, stride, dilation):
             raise ValueError(
                 f"negative padding is not supported; got padding[{i}]=({b}, {a})")
     return pads
+
+
+def _plain_pairs(pads):
+    """Whether ``pads`` is ``((before, after), ...)`` of plain ints in range, as
+    :func:`normalize_padding` returns it (it is then returned as it is)."""
+    for pair in pads:
+        if type(pair) is not tuple or len(pair) != 2:
+            return False
+        b, a = pair
+        if (type(b) is not int or type(a) is not int or not 0 <= b <= MAX_EXTENT
+                or not 0 <= a <= MAX_EXTENT):
+            return False
+    return True
 
 
 def normalize_transpose_padding(padding, output_padding, s, ks, stride, dilation):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import Tuple
 
 import numpy as np
@@ -245,7 +246,10 @@ class ConvProblem:
         is_complex = self.dtype.kind == "c"
         x_size = self.batch * self.in_channels * inputs
         w_size = self.out_channels * cg * taps
-        padded_shape = tuple([s + pb + pa for s, (pb, pa) in zip(self.in_shape, self.padding)])
+        padded_shape = []
+        for s, (pb, pa) in zip(self.in_shape, self.padding):
+            padded_shape.append(s + pb + pa)
+        padded_shape = tuple(padded_shape)
         padded = math.prod(padded_shape)
         logical = ((self.batch, self.in_channels) + self.in_shape,
                    (self.out_channels, cg) + self.kernel_shape,
@@ -265,7 +269,7 @@ class ConvProblem:
                 ("logical_result_shape", logical[_RESULT[ROLES[self.op].c]]),
                 ("_shapes", shapes), ("_positions", positions),
                 ("_padded", padded_shape),
-                ("_hash", hash(tuple([getattr(self, f) for f in _FIELDS])))):
+                ("_hash", hash(_field_values(self)))):
             set_(self, name, value)
 
     def __hash__(self):
@@ -324,6 +328,8 @@ class ConvProblem:
 
 
 _FIELDS = tuple([f.name for f in dataclasses.fields(ConvProblem)])
+#: ``problem -> (its field values)`` in one C call (the hash's key).
+_field_values = operator.attrgetter(*_FIELDS)
 #: Index of each role's array in ``(x, w, y)``.
 _RESULT = {"activation": 0, "filter": 1, "output": 2}
 

@@ -130,14 +130,17 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
             raise ValueError(
                 f"in1 and in2 must be non-empty along the convolution axes; got "
                 f"in1.shape={shape1}, in2.shape={shape2} (axis {a})")
-    batch_axes = tuple(a for a in range(nd) if a not in axes)
+    batch_axes = tuple([a for a in range(nd) if a not in axes])
     for a in batch_axes:
         if shape1[a] != shape2[a] and 1 not in (shape1[a], shape2[a]):
             raise ValueError(
                 f"incompatible shapes for in1 and in2: {shape1} and {shape2} "
                 f"(axis {a} is not convolved and must match or be 1)")
-    s1 = tuple(shape1[a] for a in axes)
-    s2 = tuple(shape2[a] for a in axes)
+    s1, s2 = [], []
+    for a in axes:
+        s1.append(shape1[a])
+        s2.append(shape2[a])
+    s1, s2 = tuple(s1), tuple(s2)
     swap = False
     if mode == "valid" and not all(a >= b for a, b in zip(s1, s2)):
         if not all(b >= a for a, b in zip(s1, s2)):
@@ -146,16 +149,20 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
                 f"in every dimension; got in1.shape={shape1}, in2.shape={shape2}")
         swap, shape1, shape2, s1, s2 = True, shape2, shape1, s2, s1   # scipy's swap
     # broadcast: a 1 takes the other extent, including 0 (an empty batch)
-    batch_shape = tuple(shape1[a] if shape2[a] == 1 else shape2[a] for a in batch_axes)
+    batch_shape, per_kernel = [], False
+    for a in batch_axes:
+        batch_shape.append(shape1[a] if shape2[a] == 1 else shape2[a])
+        per_kernel = per_kernel or shape2[a] != 1
+    batch_shape = tuple(batch_shape)
     nb = math.prod(batch_shape)
-    per_kernel = nb > 0 and any(shape2[a] != 1 for a in batch_axes)
-    if mode == "full":
-        padding = tuple((k - 1, k - 1) for k in s2)
-    elif mode == "same":
-        padding = tuple(((k - 1) // 2, k // 2) if same_after else (k // 2, (k - 1) // 2)
-                        for k in s2)
-    else:
-        padding = 0
+    per_kernel = nb > 0 and per_kernel
+    padding = []
+    for k in s2:
+        if mode == "full":
+            padding.append((k - 1, k - 1))
+        elif mode == "same":
+            padding.append(((k - 1) // 2, k // 2) if same_after else (k // 2, (k - 1) // 2))
+    padding = tuple(padding) if mode in ("full", "same") else 0
     problem = ConvProblem.create(
         x_shape=((1, nb) if per_kernel else (nb, 1)) + s1, w_shape=(
             (nb, 1) if per_kernel else (1, 1)) + s2,
@@ -164,6 +171,6 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
         dtype=args.problem_dtype(result), flip=True)
     order = batch_axes + tuple(axes)
     full = batch_shape + problem.out_shape
-    result_shape = tuple(full[i] for i in np.argsort(order))
+    result_shape = tuple([full[i] for i in np.argsort(order)])
     return SignalCall(result, result_shape, tuple(axes), correlate, swap, batch_shape,
                       order, per_kernel, problem)

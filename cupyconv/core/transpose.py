@@ -157,8 +157,8 @@ def _grad_input(problem, whole):
 def _result_window(problem):
     """The first ``KS`` positions per axis, reversed for a flipped (``convolve``) problem."""
     if problem.flip:
-        return tuple(slice(k - 1, None, -1) for k in problem.kernel_shape)
-    return tuple(slice(0, k) for k in problem.kernel_shape)
+        return tuple([slice(k - 1, None, -1) for k in problem.kernel_shape])
+    return tuple([slice(0, k) for k in problem.kernel_shape])
 
 
 def _grad_weight_whole(problem):
@@ -185,7 +185,7 @@ def _grad_weight(problem, splits):
         padding_mode=problem.padding_mode, cval=problem.cval, groups=splits,
         dtype=problem.dtype, precision=problem.precision)
     return Transposed(fwd, "activation", "output", (1,) * problem.ndim,
-                      tuple(slice(0, n) for n in in_shape), _result_window(problem),
+                      tuple([slice(0, n) for n in in_shape]), _result_window(problem),
                       conjugate=_adjoint(problem), per_group=True, splits=splits)
 
 

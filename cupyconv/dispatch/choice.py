@@ -165,8 +165,9 @@ class _Pricing:
         self.problem, self.backend, self.limit = problem, backend, limit
         self.available, self.result = available, result
         self.names, self.rejected, serving = backend.algorithm_names(), {}, []
+        pair = (problem.op, backend.name)
         for name in self.names:
-            if ALGORITHMS[name].serves(problem.op, backend.name):
+            if pair in ALGORITHMS[name].served:
                 serving.append(name)
             else:
                 self.rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
@@ -174,6 +175,7 @@ class _Pricing:
         # cheapest floor first, ties in the vocabulary's order
         self.pending = sorted(serving, key=floors.__getitem__)
         self.floors, self.order = floors, {n: i for i, n in enumerate(self.names)}
+        self.assessors = backend.assessors()
         self.lock, self.done = threading.Lock(), None
         self.fitting, self.unfit, self.workspace, self.over, self.times = [], {}, {}, set(), {}
 
@@ -182,7 +184,9 @@ class _Pricing:
         whether it fits."""
         problem, backend, limit = self.problem, self.backend, self.limit
         spec = ALGORITHMS[name]
-        why, least, workspace, seconds = backend.assess(problem, name, limit)
+        entry = self.assessors.get(name)
+        why, least, workspace, seconds = (backend.assess(problem, name, limit) if entry is None
+                                          else entry.assess(problem, limit))
         if why is not None:
             self.rejected[name] = why
             return False
@@ -204,8 +208,14 @@ class _Pricing:
         return name not in self.unfit
 
     def ranked(self):
-        times, order = self.times, self.order
-        return tuple([n for _, _, n in sorted([(times[n], order[n], n) for n in self.fitting])])
+        times, order, keyed = self.times, self.order, []
+        for n in self.fitting:
+            keyed.append((times[n], order[n], n))
+        keyed.sort()
+        ranked = []
+        for key in keyed:
+            ranked.append(key[2])
+        return tuple(ranked)
 
     def settled(self, ranked):
         """How many of the first that fit are settled (beat every candidate not priced

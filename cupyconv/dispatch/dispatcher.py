@@ -60,10 +60,12 @@ _choices = LRU(CHOICE_CACHE_SIZE)
 
 def resolve_limit(workspace_limit, backend):
     """The workspace limit in force: the call's, ``config``'s, or the backend's default."""
-    limit = normalize_workspace_limit(workspace_limit)
-    if limit is None:
-        limit = normalize_workspace_limit(config.workspace_limit, "cupyconv.config.workspace_limit")
-    return backend.default_workspace_limit() if limit is None else limit
+    if workspace_limit is not None:
+        return normalize_workspace_limit(workspace_limit)
+    if config.workspace_limit is not None:
+        return normalize_workspace_limit(config.workspace_limit,
+                                         "cupyconv.config.workspace_limit")
+    return backend.default_workspace_limit()
 
 
 def _check_result(problem, backend):
@@ -381,7 +383,8 @@ def run(problem, operands, backend, *, method="auto", workspace_limit=None, stat
     -------
     (result, algorithm)
     """
-    normalize_workspace_limit(workspace_limit)          # checked even when nothing runs
+    if workspace_limit is not None:                     # checked even when nothing runs
+        normalize_workspace_limit(workspace_limit)
     if problem.is_empty:
         return zeros_result(problem, backend.xp), "direct"
     with backend.call_scope(), _progress(problem, backend, method, workspace_limit, choice):

@@ -102,7 +102,7 @@ class CudaBackend(Backend):
         operands = in_compute_dtype(problem, operands)     # the kernels take one dtype
         arrays = {}
         for role in ("activation", "filter", "output"):
-            a = operands.get(role)
+            a = getattr(operands, role)
             if a is None:
                 continue
             if a.dtype == np.uint64:

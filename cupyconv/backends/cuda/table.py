@@ -66,6 +66,8 @@ class CudaAlgorithm(Algorithm):
     def computed(self, problem):
         """``(the problem it computes, bytes of its float32 copies of x, w and y)``: what
         the checks and the workspace judge, so a float16 problem is ranked as it runs."""
+        if problem.dtype.itemsize != 2:         # as :meth:`widened`: computed as it is
+            return problem, 0
         wide, _ = self.widened(problem, Operands())
         return wide, (wide.bytes_moved if wide is not problem else 0)
 

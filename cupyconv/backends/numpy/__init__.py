@@ -30,6 +30,8 @@ class NumpyBackend(Backend):
     def prepare(self, problem, operands):
         """float16 computes in float32 on the CPU (NumPy has no float-accumulating half
         arithmetic): the operands are cast once and rounded back once by the caller."""
+        if problem.dtype.itemsize != 2:     # only a 2-byte dtype can be a 16-bit float
+            return problem, operands
         return in_float32(problem, operands)
 
     def default_workspace_limit(self):

@@ -21,7 +21,7 @@ from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, l
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
 from .threads import workers
 
-__all__ = ["predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms",
+__all__ = ["predict", "predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms",
            "column_run", "GEMM_KEYS"]
 
 #: CPU constants (seconds).
@@ -275,7 +275,9 @@ def _gemm(problem, cplx):
     counts = gemm_terms(problem)
     if problem.dtype.kind in "biu":
         counts[2] *= c["nonblas"] / c["block_mac"]
-    work = sum(n * c[key] for n, key in zip(counts, GEMM_KEYS))
+    work = 0.0
+    for n, key in zip(counts, GEMM_KEYS):
+        work += n * c[key]
     return c["call"] + c["gemm_call"] + work + gemm_serial(problem)
 
 
@@ -311,7 +313,9 @@ def _fft(problem, cplx):
         npts = 2 * lengths[0] * -(-problem.in_shape[0] // lengths[0])
     # one pass per axis; long lines fall out of cache (fitted: a 65536-point
     # 1-D rfft costs ~5x more per point*log2 than the lines of a 60^3 one)
-    per_point = sum(math.log2(max(n, 2)) * (1 + n / c["fft_line"]) for n in lengths)
+    per_point = 0.0
+    for n in lengths:
+        per_point += math.log2(max(n, 2)) * (1 + n / c["fft_line"])
     cg, kg = problem.in_channels // problem.groups, problem.gemm_n
     transforms = (problem.batch * problem.in_channels + problem.out_channels * cg
                   + problem.batch * problem.out_channels)
@@ -391,7 +395,14 @@ _MODELS = {"direct": _direct, "implicit_gemm": _direct, "gemm": _gemm, "fft": _f
            "separable": _separable, "winograd": _winograd}
 
 
+def predict(problem, name):
+    """Predicted seconds of ``name`` on the CPU backend."""
+    return _MODELS[name](problem, 4.0 if problem.is_complex else 1.0)
+
+
 def predict_times(problem, names):
     """``{name: predicted seconds}`` on the CPU backend."""
-    cplx = 4.0 if problem.is_complex else 1.0
-    return {name: _MODELS[name](problem, cplx) for name in names}
+    times = {}
+    for name in names:
+        times[name] = predict(problem, name)
+    return times

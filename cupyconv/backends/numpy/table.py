@@ -37,7 +37,7 @@ class _NumpyAlgorithm(Algorithm):
     fixed_costs = ("call",)
 
     def predict(self, problem):
-        return cost.predict_times(problem, [self.name])[self.name]
+        return cost.predict(problem, self.name)
 
     def floor(self, problem):
         return sum(map(cost.CPU.__getitem__, self.fixed_costs))

@@ -90,7 +90,8 @@ def parallel_map(fn, items, lanes=None):
     blocks of ~0.2 ms).  The first exception stops the lanes and is raised.
     """
     items = list(items)
-    lanes = workers() if lanes is None else min(lanes, workers())
+    available = workers()
+    lanes = available if lanes is None else min(lanes, available)
     controller = blas_controller()
     if len(items) < 2 or lanes < 2 or controller is None or getattr(
             _ACTIVE, "inside", False):

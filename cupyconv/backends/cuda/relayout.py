@@ -52,7 +52,7 @@ from ..._lru import cached
 
 __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
            "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
-           "forward_choice", "tile_program", "wgmma_program"]
+           "forward_choice", "tile_program", "operand_config", "wgmma_program"]
 
 #: Prepared (frozen) weights: key of the logical view -> a weak reference to it.
 _FROZEN: "dict" = {}
@@ -225,12 +225,34 @@ def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool
     return w
 
 
-def tile_program(problem, x, w, runner, flags):
+def tile_program(problem, x, w, runner, flags, config=None):
     """The forward program of the implicit GEMM on these operands (re-laid or as they
     are): the sm_90a wgmma tile where it runs (:func:`wgmma_program`), else the portable
-    tiles (``flags``: ``algorithms.tensor_core_flags``)."""
+    tile of ``config`` (default :func:`operand_config`: the selection on these operands)
+    built as it is (``flags``: ``algorithms.tensor_core_flags``)."""
     prog = wgmma_program(problem, x, w, runner, flags["tf32"])
-    return prog or launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
+    if prog is not None:
+        return prog
+    if config is None:
+        config = operand_config(problem, x, w, runner.static, flags)
+    return launch.implicit_gemm_program(runner.loader, problem, x, w, tf32=flags["tf32"],
+                                        config=config)
+
+
+def operand_config(problem, x, w, device, flags):
+    """The :class:`~cupyconv._kernels.kernel_config.KernelConfig` of the portable implicit
+    GEMM on the forward ``problem`` with these operands (re-laid or as they are) on
+    ``device``: the tile of ``launch.gemm_tile_for`` (a channels-last tile where the
+    operands are channels-last readable; ``flags``: ``algorithms.tensor_core_flags``)."""
+    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    tile = launch.gemm_tile_for(problem, xs, ws, x, w, **flags)
+    return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
+                        launch.choose_index64(problem))
+
+
+@cached(maxsize=256)
+def _gemm_config(tile, dtype, arch, index64):
+    return gemm_config(tile, dtype, arch, index64)
 
 
 def wgmma_program(problem, x, w, runner, tf32):

@@ -268,6 +268,6 @@ def wgmma_program(problem, x, w, runner, tf32):
             gemm_config(tile, problem.dtype, evidence.arch_class(runner.static.arch, True)))):
         return None
     try:
-        return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tf32=tf32)
+        return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tile=tile, tf32=tf32)
     except ArchSpecificUnavailable:
         return None

@@ -9,7 +9,10 @@ import pytest
 import cupyconv
 from cupyconv._kernels import launch, registry
 from cupyconv._kernels.kernel_config import gemm_config
+from cupyconv.backends.cuda import CudaBackend
+from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem
+from cupyconv.dispatch import backends
 from helpers import spy_kernels
 
 pytestmark = pytest.mark.skipif("emulated" not in cupyconv.available_backends(),
@@ -51,6 +54,17 @@ def test_explained_kernel_is_the_one_launched(monkeypatch, dtype, precision, lay
     line = plan.explain().splitlines()[-1]
     shown = f"kernel: {family}, {'x'.join(map(str, tile[:3]))} variant {tile[3]},"
     assert line.startswith(shown), (line, family, tile)
+
+
+@pytest.mark.parametrize("dtype, precision", CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("channels", [16, 64])
+def test_explained_kernel_is_the_one_launched_on_9_0(monkeypatch, dtype, precision, channels):
+    """On a compute capability 9.0 stand-in, channels-last operands read as they are: the
+    wgmma tile where it applies (whole 128-byte K-tiles), else the channels-last twin."""
+    backend = CudaBackend(StandInRunner(90))
+    monkeypatch.setattr(backends, "_emulated_backend", lambda: backend)
+    test_explained_kernel_is_the_one_launched(monkeypatch, dtype, precision, "channels_last",
+                                              channels)
 
 
 class _Module:

@@ -26,11 +26,12 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .._lru import memoized
-from . import direct_axes, evidence, registry
-from .addressing import addressable, data_pointer, device_alignment
-from .kernel_config import gemm_config
+from . import direct_axes, registry
+from .addressing import addressable, device_alignment
 from .params import logical_strides, pack_conv_params
 from .program import Launch, Program, execute
+from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
+                          multistage_reason, multistage_tile, operand_tile)
 
 __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
@@ -38,7 +39,7 @@ __all__ = [
     "direct_smem_layout", "direct_tap_chunk", "direct_tile", "kernel_for", "run_vol2col", "run_col2vol",
     "implicit_gemm_tile", "multistage_reason", "multistage_tile", "channels_last_tile", "run_implicit_gemm_fprop", "run_direct", "direct_program",
     "direct_program_on", "contiguous_strides",
-    "implicit_gemm_program", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
+    "implicit_gemm_program", "gemm_tile_for", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
 ]
 
@@ -330,82 +331,6 @@ def col2vol_step(module, problem, xs, n0, n_count, slots, alpha=1, beta=0, index
     return Launch(k, (grid_stride_blocks(total),), (registry.THREADS,), 0, p, tuple(slots))
 
 
-def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False,
-                       verified_on: Optional[str] = None) -> Tuple[int, int, int, int]:
-    """The tile :func:`run_implicit_gemm_fprop` takes for ``problem``: the largest the
-    problem fills (many rows, enough channels), tensor-core tiles first where allowed
-    (:func:`registry.tensor_core_tile`), else the smallest (most CTAs), tap-aligned first.
-    Never the channels-last variants 3, 4 (multistage), 9 and 10 (float64 DMMA): the
-    launcher takes them for a chosen variant-2 (6, 7) tile when the operands allow
-    (:func:`channels_last_tile`).  ``verified_on`` (an arch class of :mod:`.evidence`):
-    only tiles verified on hardware of that class, where one can run the problem."""
-    cpg = problem.in_channels // problem.groups
-    usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
-              and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
-              and not registry.tile_variant(t).channels_last]
-    if verified_on is not None:
-        usable = [t for t in usable if evidence.is_verified(
-            gemm_config(t, problem.dtype, verified_on))] or usable
-    usable.sort(key=lambda t: not registry.tile_variant(t).tensor_cores)   # tensor cores first
-    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-    return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1],
-                                                           -registry.tile_variant(t).number))
-
-
-def channels_last_reason(problem, xs, ws, x, w) -> str:
-    """Why the channels-last tensor-core variant (tile variant 3) cannot read ``x`` and
-    ``w`` (``""`` when it can): its slices are 16-byte copies of consecutive channels, so
-    both channel strides must be 1 and every other stride and both start addresses
-    multiples of 16 bytes.  (``xs``/``ws``: :func:`operand_strides`.)"""
-    chunk = 16 // np.dtype(problem.dtype).itemsize
-    (x_lead, x_c, x_sp), (w_lead, w_c, w_sp) = xs[0], ws[0]
-    if x_c != 1 or w_c != 1:
-        return "the channels of x and w are not contiguous (channel strides must be 1)"
-    if any(int(st) % chunk for st in (x_lead, w_lead) + tuple(x_sp) + tuple(w_sp)):
-        return f"a stride of x or w is not a multiple of 16 bytes ({chunk} elements)"
-    if data_pointer(x) % 16 or data_pointer(w) % 16:
-        return "x or w does not start on a 16-byte boundary"
-    return ""
-
-
-def multistage_reason(problem, tile, tf32: bool) -> str:
-    """Why the multistage tile ``tile`` (variant :data:`registry.MULTISTAGE`) cannot run
-    ``problem`` on operands :func:`channels_last_reason` accepts (``""`` when it can):
-    whole K-tiles of ``BK`` channels per group, and for float32 operands rounded to TF32
-    beforehand (``tf32``: its loop never rounds)."""
-    cpg = problem.in_channels // problem.groups
-    if cpg % tile[2]:
-        return f"in_channels/groups ({cpg}) is not a multiple of its K-tile ({tile[2]} channels)"
-    if np.dtype(problem.dtype) == np.float32 and not tf32:
-        return "float32 needs operands rounded to TF32 beforehand (tf32=True)"
-    return ""
-
-
-def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
-    """The multistage tile the launcher takes in place of a tensor-core tile on operands
-    :func:`channels_last_reason` accepts: the 128x128 one where the problem fills it (as
-    :func:`implicit_gemm_tile` asks: at least 64 row tiles, half its width of columns),
-    else the small one; ``None`` when none can run it."""
-    usable = [t for t in registry.gemm_tiles(problem.dtype)
-              if registry.is_multistage(t) and not multistage_reason(problem, t, tf32)]
-    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-    return (fits or usable[-1:] or [None])[0]
-
-
-def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
-    """The tile run for ``tile`` on operands :func:`channels_last_reason` accepts (launcher
-    and cost model): for variant 2 the :func:`multistage_tile`, else its twin 3; for the
-    float64 DMMA 6, 7 their twins 9, 10 (``registry.channels_last_twin``); else ``None``."""
-    variant = registry.tile_variant(tile)
-    if variant.twin is None:
-        return None
-    twin = tuple(tile[:3]) + (variant.twin,)
-    if variant.family == "implicit_gemm_fprop":          # 2: the multistage tile first
-        compiled = twin in registry.gemm_tiles(problem.dtype)
-        return (multistage_tile(problem, tf32) or twin) if compiled else None
-    return twin
-
-
 def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0,
                             tile: Optional[Tuple[int, int, int, int]] = None,
                             index64: Optional[bool] = None, mma: bool = False,
@@ -429,40 +354,68 @@ def run_implicit_gemm_fprop(module, problem, x, w, y, bias=None, alpha=1, beta=0
 
 
 def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
-                          tile=None, index64=None, mma=False, tf32=False, verified_on=None) -> Program:
+                          tile=None, index64=None, mma=False, tf32=False, verified_on=None,
+                          config=None) -> Program:
     """The :class:`~.program.Program` of :func:`run_implicit_gemm_fprop` on these operands
     (checked here; memoised per problem, strides, operand alignment and options).  With
-    ``y=None`` the program allocates a contiguous ``y``; ``verified_on``: :func:`implicit_gemm_tile`'s."""
+    ``y=None`` the program allocates a contiguous ``y``.  ``config``: the
+    :class:`~.kernel_config.KernelConfig` the backend's selection made, whose tile (and
+    64-bit indices, where it has them) is built as it is, checked once like an explicit
+    ``tile``; without either, the tile of :func:`gemm_tile_for` (``mma``, ``tf32``,
+    ``verified_on``: its switches)."""
     _require(can_implement_implicit_gemm(problem))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
     xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
     ys = y_strides(problem, y)
-    explicit = tile is not None
-    keep = {} if verified_on is None else {"verified_on": verified_on}
-    tile = registry.checked_tile(problem.dtype, tile) if explicit else implicit_gemm_tile(problem, mma, tf32, **keep)
-    reason = channels_last_reason(problem, xs, ws, x, w) if registry.asks_layout(tile) else ""
+    if config is not None:
+        tile, index64 = config.gemm_tile, index64 or config.index64 or None
+    explicit, reason = tile is not None, ""
+    if explicit:
+        tile = registry.checked_tile(problem.dtype, tile)
+        reason = channels_last_reason(problem, xs, ws, x, w) if registry.asks_layout(tile) else ""
+    else:
+        tile = gemm_tile_for(problem, xs, ws, x, w, mma, tf32, verified_on)
     bias_stride, has_bias = bias_args(bias)
     return _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                                 tile, explicit, reason, index64, bool(tf32))
 
 
+def gemm_tile_for(problem, xs, ws, x, w, mma=False, tf32=False, verified_on=None):
+    """The tile the implicit GEMM runs ``problem`` with on operands ``x``, ``w`` (``xs``,
+    ``ws``: :func:`operand_strides`): :func:`implicit_gemm_tile`, or its channels-last
+    counterpart where :func:`channels_last_reason` accepts the operands
+    (``tile_choice.operand_tile``; the backend's selection asks it, the builder takes
+    what it gives)."""
+    keep = {} if verified_on is None else {"verified_on": verified_on}
+    tile = implicit_gemm_tile(problem, mma, tf32, **keep)
+    readable = not (registry.asks_layout(tile) and channels_last_reason(problem, xs, ws, x, w))
+    return operand_tile(problem, tile, tf32, readable)
+
+
 @memoized()
 def _implicit_gemm_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
                          tile, explicit, channels_last, index64, tf32):
+    """The program of ``tile``; an ``explicit`` one (given, or a selection's record) is
+    checked once against the problem and the operands (``channels_last``: why they are
+    not channels-last readable)."""
+    if explicit:
+        _check_tile(problem, tile, channels_last, tf32)
+    return gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
+                             tile, index64, tf32)
+
+
+def _check_tile(problem, tile, channels_last, tf32):
+    """``ValueError`` where the explicit ``tile`` cannot run ``problem`` on its operands."""
     cpg = problem.in_channels // problem.groups
-    if not explicit and not channels_last:       # operands the 16-byte copies can read
-        tile = registry.checked_tile(problem.dtype, channels_last_tile(problem, tile, tf32) or tile)
     if not registry.gemm_tile_fits(tile, cpg):
         raise ValueError(f"tile {tile} is a tap-aligned variant, which needs in_channels/groups "
                          f"({cpg}) to be a multiple of {tile[2]}")
-    if explicit and registry.tile_variant(tile).channels_last and channels_last:
+    if registry.tile_variant(tile).channels_last and channels_last:
         raise ValueError(f"tile {tile} is a channels-last tensor-core variant: {channels_last}")
     reason = multistage_reason(problem, tile, tf32) if registry.is_multistage(tile) else ""
     if reason:
         raise ValueError(f"tile {tile} is the multistage tensor-core variant: {reason}")
-    return gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
-                             tile, index64, tf32)
 
 
 def gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta, tile,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..._kernels import evidence, launch, registry, wgmma_launch
+from ..._kernels import evidence, launch, registry, tile_choice, wgmma_launch
 from ..._kernels.kernel_config import family_config, gemm_config
 from ..._lru import cached
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
@@ -211,14 +211,20 @@ def _multistage(problem, fwd, device):
 
 
 def choose_kernel(problem, device, arch, index64):
-    """The implicit GEMM's :class:`KernelConfig`: :func:`_implicit_forward`'s tile, or the
-    channels-last tile :func:`relayout_pays` takes in its place (the wgmma tile an sm_90a
-    configuration), the weight gradient's split-K, the column pass of an input gradient
-    that is not a convolution of ``dy``."""
+    """The implicit GEMM's :class:`KernelConfig` on C-contiguous operands in
+    ``problem.layout``: :func:`_implicit_forward`'s tile, or the channels-last tile that
+    takes its place (the wgmma tile an sm_90a configuration) where a forward problem's
+    operands are channels-last readable as they are
+    (``tile_choice.contiguous_reads_channels_last``) or :func:`relayout_pays`; the weight
+    gradient's split-K, the column pass of an input gradient that is not a convolution of
+    ``dy``.  On other operands the launch asks ``relayout.operand_config``."""
     splits = weight_gradient_splits(problem, device)
     fwd, tile = _implicit_forward(problem, device, splits)
     relaid = (False, False)
-    if (cost.tensor_peak_flops(problem, device) and _relaid_from(tile)
+    if (problem.op == FORWARD and _relaid_from(tile)
+            and tile_choice.contiguous_reads_channels_last(problem)):
+        tile = _channels_last_tile(problem, fwd, tile, device)[0] or tile  # read as they are
+    elif (cost.tensor_peak_flops(problem, device) and _relaid_from(tile)
             and _multistage(problem, fwd, device) and relayout_pays(problem, device)):
         tile = _channels_last_tile(problem, fwd, tile, device)[0]
         channels_first = problem.layout != "channels_last"

@@ -52,7 +52,7 @@ from ..._lru import cached
 
 __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
            "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
-           "forward_choice", "tile_program", "wgmma_program"]
+           "forward_choice", "tile_program", "operand_config", "wgmma_tile"]
 
 #: Prepared (frozen) weights: key of the logical view -> a weak reference to it.
 _FROZEN: "dict" = {}
@@ -225,27 +225,57 @@ def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool
     return w
 
 
-def tile_program(problem, x, w, runner, flags):
+def tile_program(problem, x, w, runner, flags, config=None):
     """The forward program of the implicit GEMM on these operands (re-laid or as they
-    are): the sm_90a wgmma tile where it runs (:func:`wgmma_program`), else the portable
-    tiles (``flags``: ``algorithms.tensor_core_flags``)."""
-    prog = wgmma_program(problem, x, w, runner, flags["tf32"])
-    return prog or launch.implicit_gemm_program(runner.loader, problem, x, w, **flags)
+    are): the record ``config`` (default :func:`operand_config`: the selection on these
+    operands; ``flags``: ``algorithms.tensor_core_flags``) built as it is; a wgmma record
+    whose cubin the loader cannot give (``ArchSpecificUnavailable``: missing, refused by
+    the driver, another device; the loader keeps the reason for ``info``,
+    ``loader.arch_specific_refusals()``) gives way to the portable tile's."""
+    if config is None:
+        config = operand_config(problem, x, w, runner.static, flags)
+    if config.math == "wgmma":
+        try:
+            return wgmma_launch.wgmma_program(runner.loader, problem, x, w,
+                                              tile=config.gemm_tile, tf32=flags["tf32"])
+        except ArchSpecificUnavailable:
+            config = _portable_config(problem, x, w, runner.static, flags)
+    return launch.implicit_gemm_program(runner.loader, problem, x, w, tf32=flags["tf32"],
+                                        config=config)
 
 
-def wgmma_program(problem, x, w, runner, tf32):
-    """The program of the sm_90a wgmma tile (``_kernels/wgmma_launch``) where it runs
-    ``problem`` on these operands on the runner's device (compute capability 9.0 only),
-    else ``None``: also where the evidence ledger keeps the choice to verified tiles and
-    this one is not (``_kernels.evidence``), and when the loader cannot give its cubin
-    (missing, refused by the driver, another device: ``ArchSpecificUnavailable``), whose
-    reason the loader keeps for ``info`` (``loader.arch_specific_refusals()``); the caller
-    then runs the portable tiles."""
-    tile = wgmma_launch.wgmma_applies(problem, x, w, tf32, runner.static.arch)
-    if tile is None or (evidence.verified_only(runner.static.hardware) and not evidence.is_verified(
-            gemm_config(tile, problem.dtype, evidence.arch_class(runner.static.arch, True)))):
+def operand_config(problem, x, w, device, flags):
+    """The :class:`~cupyconv._kernels.kernel_config.KernelConfig` of the implicit GEMM on
+    the forward ``problem`` with these operands (re-laid or as they are) on ``device``: the
+    wgmma tile where it runs (:func:`wgmma_tile`), else the portable tile of
+    ``launch.gemm_tile_for`` (a channels-last tile where the operands are channels-last
+    readable; ``flags``: ``algorithms.tensor_core_flags``)."""
+    tile = wgmma_tile(problem, x, w, device, flags["tf32"])
+    if tile is not None:
+        return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),
+                            launch.choose_index64(problem))
+    return _portable_config(problem, x, w, device, flags)
+
+
+def _portable_config(problem, x, w, device, flags):
+    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    tile = launch.gemm_tile_for(problem, xs, ws, x, w, **flags)
+    return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
+                        launch.choose_index64(problem))
+
+
+@cached(maxsize=256)
+def _gemm_config(tile, dtype, arch, index64):
+    return gemm_config(tile, dtype, arch, index64)
+
+
+def wgmma_tile(problem, x, w, device, tf32):
+    """The sm_90a wgmma tile (``_kernels/wgmma_launch``) where it runs ``problem`` on these
+    operands on ``device`` (compute capability 9.0 only), else ``None``: also where the
+    evidence ledger keeps the choice to verified tiles and this one is not
+    (``_kernels.evidence``)."""
+    tile = wgmma_launch.wgmma_applies(problem, x, w, tf32, device.arch)
+    if tile is None or (evidence.verified_only(device.hardware) and not evidence.is_verified(
+            gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True)))):
         return None
-    try:
-        return wgmma_launch.wgmma_program(runner.loader, problem, x, w, tf32=tf32)
-    except ArchSpecificUnavailable:
-        return None
+    return tile

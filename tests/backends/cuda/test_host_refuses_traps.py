@@ -62,8 +62,8 @@ def test_multistage_tile_needs_whole_k_tiles_and_rounded_tf32():
 
 
 def test_wgmma_tile_needs_a_9_0_device():
-    """implicit_gemm_wgmma.cu: sm_90a only: no tile elsewhere, and the CUDA path's wgmma
-    program is ``None`` on a compute capability 8.0 device."""
+    """implicit_gemm_wgmma.cu: sm_90a only: no tile elsewhere, and the CUDA path's
+    selection takes no wgmma tile on a compute capability 8.0 device."""
     problem = _problem(64, 64, np.float16)
     assert wgmma_launch.wgmma_tile(problem, False, 80) is None
     assert wgmma_launch.wgmma_tile(problem, False, 90) is not None
@@ -71,7 +71,7 @@ def test_wgmma_tile_needs_a_9_0_device():
     class Runner(EmulatedRunner):
         static = property(lambda self: dataclasses.replace(EmulatedRunner.NOMINAL, arch=80))
     x, w = _arrays(problem, True)
-    assert relayout.wgmma_program(problem, x, w, Runner(), False) is None
+    assert relayout.wgmma_tile(problem, x, w, Runner().static, False) is None
 
 
 def test_winograd_piece_needs_m_within_alpha():

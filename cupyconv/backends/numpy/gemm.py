@@ -52,7 +52,8 @@ __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "b
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
            "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS", "block_start",
-           "CHUNK_BYTES", "PAD_PIECE"]
+           "CHUNK_BYTES", "PAD_PIECE", "flat_axes", "FLAT_MIN_RUN",
+           "FLAT_MAX_WASTE"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache
 #: (2 MiB on the development VM), where BLAS reads it fastest (float32 ``(64, 576) @ (576,
@@ -123,8 +124,11 @@ def blocks(problem, limit):
     first axis whose remaining box fits is split into runs, so the buffer stays under
     the limit down to a single output position.
     """
-    sizes = (problem.batch,) + tuple(problem.out_shape)
-    per_position = position_bytes(problem)
+    return _boxes((problem.batch,) + tuple(problem.out_shape), position_bytes(problem), limit)
+
+
+def _boxes(sizes, per_position, limit):
+    """:func:`blocks` over an index box ``sizes`` of ``per_position`` bytes each."""
     for axis in range(len(sizes)):
         block = per_position * math.prod(sizes[axis + 1:])
         if block <= limit or axis == len(sizes) - 1:
@@ -250,6 +254,139 @@ def columns(problem, view, index, scratch=None):
     return cols.reshape(problem.groups, -1, math.prod(box)), box
 
 
+#: Least run, in elements, of the column copy of :func:`columns` below which the forward
+#: builds its columns on the extended grid instead (:func:`flat_axes`).
+FLAT_MIN_RUN = 32
+#: Most extra GEMM work the extended grid may add (its positions over the output's).
+FLAT_MAX_WASTE = 1.3
+
+
+def flat_axes(problem):
+    """How many trailing axes the forward's columns flatten on the extended grid, or 0.
+
+    On the padded grid a tap of the trailing ``e`` axes is a flat offset, so the columns
+    of one (channel, tap) over a run of output rows are one contiguous slice of the
+    padded input: its positions are those of the output's trailing box laid out on the
+    padded grid (``(O_{r-e} - 1) * prod(P_{r-e+1:}) + ...``), the extra ones computed and
+    cropped.  Taken for a stride-1 trailing box where :func:`columns`' runs (a tap row's
+    channels) are shorter than :data:`FLAT_MIN_RUN`: the fewest ``e >= 2`` axes whose
+    run reaches it, while the extra positions stay within :data:`FLAT_MAX_WASTE`.
+    """
+    r = problem.ndim
+    run = problem.kernel_shape[-1] * problem.in_channels // problem.groups
+    if (r < 2 or problem.dilation[-1] != 1 or run >= FLAT_MIN_RUN or problem.is_empty
+            or problem.op != FORWARD):
+        return 0
+    padded, out = problem.padded_shape(), tuple(problem.out_shape)
+    for e in range(2, r + 1):
+        if any(s != 1 for s in problem.stride[r - e:]):
+            return 0
+        length = _flat_length(padded[r - e:], out[r - e:])
+        if length / math.prod(out[r - e:]) > FLAT_MAX_WASTE:
+            return 0
+        if length >= FLAT_MIN_RUN:
+            return e
+    return 0
+
+
+def _flat_length(padded, out):
+    """Flat positions from the first output to the last of a box ``out`` on ``padded``."""
+    return 1 + sum((o - 1) * math.prod(padded[a + 1:]) for a, o in enumerate(out))
+
+
+def _flat_lead_bytes(problem, e):
+    """Column bytes of one lead position's extended row (the flat path's least block)."""
+    r = problem.ndim
+    return position_bytes(problem) * tuple(problem.out_shape)[r - e] * math.prod(
+        problem.padded_shape()[r - e + 1:])
+
+
+def _flat_source(problem, x, e):
+    """``(view, full)``: the forward's window view ``(N, G, C/G, *O_lead, *KS, full)`` of
+    the padded input on the extended grid of the trailing ``e`` axes (:func:`flat_axes`);
+    ``full = O_{r-e} * prod(P_{r-e+1:})`` positions per lead box, the padded input copied
+    into a buffer whose zero tail the last positions past the image read."""
+    r, g = problem.ndim, problem.groups
+    cg = problem.in_channels // g
+    padded, out = problem.padded_shape(), tuple(problem.out_shape)
+    full = _flat_lead_bytes(problem, e) // position_bytes(problem)
+    shape = (problem.batch, problem.in_channels) + padded
+    size = math.prod(shape)
+    buf = np.empty(size + full, dtype=x.dtype)
+    buf[size:] = 0
+    if problem.padding_mode == "constant":         # the faces, then the inside: one pass
+        cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
+        whole = buf[:size].reshape(shape)
+        for a, ((b, after), n) in enumerate(zip(problem.padding, padded)):
+            lead = (slice(None),) * (2 + a)
+            whole[lead + (slice(0, b),)] = cval
+            whole[lead + (slice(n - after, n),)] = cval
+        whole[(slice(None),) * 2 + tuple(
+            slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))] = x
+    else:
+        buf[:size].reshape(shape)[...] = pad_input(problem, x)
+    item = buf.itemsize
+    sp = [item * math.prod(padded[a + 1:]) for a in range(r)]
+    sc = item * math.prod(padded)
+    shape = ((problem.batch, g, cg) + out[:r - e] + tuple(problem.kernel_shape) + (full,))
+    strides = ((sc * problem.in_channels, cg * sc, sc)
+               + tuple(st * s for st, s in zip(problem.stride[:r - e], sp))
+               + tuple(d * s for d, s in zip(problem.dilation, sp)) + (item,))
+    return as_strided(buf, shape=shape, strides=strides, writeable=False), full
+
+
+def _flat_blocks(problem, e, full, limit):
+    """Blocks over ``(N, *O_lead)`` of :func:`_flat_source`'s positions (``full`` each)."""
+    sizes = (problem.batch,) + tuple(problem.out_shape)[:problem.ndim - e]
+    return list(_boxes(sizes, position_bytes(problem) * full, limit))
+
+
+def _flat_forward(problem, x, w, limit, stats, e):
+    """The forward on the extended grid of the trailing ``e`` axes (:func:`flat_axes`):
+    per block ``W . cols`` per group, ``cols`` one contiguous copy per (channel, tap) and
+    lead row, the extended positions cropped as the result is written into ``y``."""
+    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
+    y = np.empty(problem.logical_result_shape, dtype=x.dtype)
+    with _phase(stats, "pad"):
+        view, full = _flat_source(problem, x, e)
+    wmat = np.ascontiguousarray(grouped_weights(problem, oriented_weights(problem, w))
+                                ).reshape(g, kg, -1)
+    out, padded = tuple(problem.out_shape), problem.padded_shape()
+    trail = (out[r - e],) + padded[r - e + 1:]
+    crop = tuple(slice(0, o) for o in out[r - e:])
+    yg = y.reshape((problem.batch, g, kg) + out)
+    lead = r - e
+    scratch = Scratch()
+
+    def block(index):
+        part = view[_grouped(index)]                         # (nb, G, Cg, *Ob, *KS, full)
+        order = ((1, 2) + tuple(range(3 + lead, 3 + lead + r)) + (0,)
+                 + tuple(range(3, 3 + lead)) + (3 + lead + r,))
+        src = part.transpose(order)                          # (G, Cg, *KS, nb, *Ob, full)
+        with _phase(stats, "column copy"):
+            cols = scratch.take("columns", (src.size,), src.dtype).reshape(src.shape)
+            np.copyto(cols, src)
+        box = part.shape[:1] + part.shape[3:3 + lead]
+        res = scratch.take("product", (g * kg * math.prod(box) * full,), y.dtype)
+        res = res.reshape(g, kg, -1)
+        with _phase(stats, "GEMM"):
+            matmul_into(wmat, cols.reshape(g, wmat.shape[2], -1), res)
+        with _phase(stats, "write back"):
+            res = res.reshape((g, kg) + box + trail)
+            dst = yg[index[:1] + (slice(None), slice(None)) + index[1:]]
+            dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
+        return cols.nbytes
+
+    limit = min(limit, problem.column_bytes())   # the extended grid's waste included
+    target, lanes = _target(problem, limit), workers()
+    if min(target, limit // lanes) < position_bytes(problem) * full:
+        lanes = 1
+    indices = _flat_blocks(problem, e, full, min(target, limit // lanes))
+    lanes = max(1, min(lanes, len(indices)))
+    _note(stats, parallel_map(block, indices, lanes), lanes)
+    return y
+
+
 def block_start(problem, index):
     """The flat output position (within one image) of block ``index``'s first one: the
     block's positions of each image are that and the next ``prod(box[1:])``
@@ -318,6 +455,9 @@ class _Timer:
 def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
+    e = flat_axes(problem)
+    if e and _flat_lead_bytes(problem, e) <= min(limit, problem.column_bytes()):
+        return _flat_forward(problem, x, w, limit, stats, e)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     with _phase(stats, "pad"):
         view = column_source(problem, x)

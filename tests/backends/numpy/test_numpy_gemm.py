@@ -168,3 +168,41 @@ def test_padded_last_is_numpys_pad_channels_last(x_shape, padding, cval, piece, 
     got = gemm.padded_last(problem, x)
     assert got.flags.c_contiguous
     np.testing.assert_array_equal(got, np.moveaxis(want, 1, -1))
+
+
+#: (x shape, w shape, geometry) whose forward builds its columns on the extended grid
+#: (:func:`gemm.flat_axes`): few channels, a stride-1 trailing box; asymmetric and
+#: boundary-mode padding, a non-zero cval, a strided lead axis, 2-D to 5-D.
+FLAT_CASES = [
+    ((2, 2, 6, 5, 7, 6), (3, 2, 3, 3, 3, 3), dict(padding=1)),
+    ((1, 3, 5, 9, 8), (2, 3, 3, 2, 3), dict(padding=((1, 0), (2, 1), (0, 2)), cval=2.0)),
+    ((2, 1, 7, 6, 9), (4, 1, 3, 3, 3), dict(padding=1, padding_mode="reflect",
+                                              stride=(2, 1, 1))),
+    ((3, 2, 11, 12), (2, 2, 3, 3), dict(padding=((2, 2), (1, 1)), dilation=(2, 1))),
+    ((1, 1, 3, 3, 4, 6, 8), (2, 1, 2, 2, 2, 2, 3), dict(padding=1)),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES)
+@pytest.mark.parametrize("rows", [1, 3, None])
+def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkeypatch):
+    """The extended-grid forward equals the reference exactly (small integers), in
+    blocks of one or three lead rows or whole, its workspace under the limit and the
+    column bytes."""
+    ran = []
+    flat = gemm._flat_forward
+    monkeypatch.setattr(gemm, "_flat_forward", lambda *a: ran.append(1) or flat(*a))
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    problem = _problem(x, w, **geo)
+    e = gemm.flat_axes(problem)
+    assert e >= 2
+    whole = problem.column_bytes()
+    limit = whole if rows is None else rows * gemm._flat_lead_bytes(problem, e)
+    stats = {}
+    got = gemm.run(problem, Operands(activation=x, filter=w), limit, stats)
+    assert ran
+    assert 0 < stats["peak_workspace"] <= min(limit, whole)
+    np.testing.assert_array_equal(got, ref_conv(x, w, **geo))
+    np.testing.assert_array_equal(
+        cupyconv.conv(x, w, method="gemm", workspace_limit=limit, **geo), got)

@@ -22,7 +22,10 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
   forward; any other runs ``W^H dy`` per block and adds each tap's columns into a
   zero-padded input (a strided slice per tap; the slices of one tap never overlap),
   the padding folded back onto the source elements
-  (:func:`~cupyconv.backends.arrays.fold_padding`).
+  (:func:`~cupyconv.backends.arrays.fold_padding`);
+- where those copies or adds would run over short rows (few channels, short output
+  rows), the forward and the col2im run on extended grids instead
+  (:mod:`~cupyconv.backends.numpy.gemm_grid`: one contiguous slice per channel and tap).
 
 A block's bytes aim at :data:`CHUNK_BYTES` (about the L2 cache of one core: the GEMM
 reads its columns from cache; :data:`WEIGHT_BLOCKS` times that for the weight gradient,
@@ -32,28 +35,26 @@ down to one output position (:func:`plan_blocks`).  No reduction depends on thre
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-import time
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
-from ..base import OutOfMemoryError
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
+from .gemm_grid import (boxes, flat_axes, flat_forward, flat_lead_bytes, grouped_index,
+                        note_workspace, phase_grad_input, phase_row_bytes, phase_timer,
+                        position_bytes, scatter_axes)
 from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
            "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS", "block_start",
-           "CHUNK_BYTES", "PAD_PIECE", "flat_axes", "FLAT_MIN_RUN",
-           "FLAT_MAX_WASTE"]
+           "CHUNK_BYTES", "PAD_PIECE"]
 
 #: Column-buffer block the CPU aims for under a larger limit: about one core's L2 cache
 #: (2 MiB on the development VM), where BLAS reads it fastest (float32 ``(64, 576) @ (576,
@@ -64,11 +65,6 @@ __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "b
 #: 22.5, 1-D 25.4 / 24.3 against 26.0 / 25.7 (4 MiB: 1-D 28.8).  A default limit (half
 #: the host's memory) is never taken whole by one buffer.
 CHUNK_BYTES = 2**21
-
-
-def position_bytes(problem):
-    """Column bytes of one output position (all groups): the smallest block."""
-    return problem.dtype.itemsize * problem.groups * problem.gemm_k
 
 
 def forward_applies(problem):
@@ -124,29 +120,7 @@ def blocks(problem, limit):
     first axis whose remaining box fits is split into runs, so the buffer stays under
     the limit down to a single output position.
     """
-    return _boxes((problem.batch,) + tuple(problem.out_shape), position_bytes(problem), limit)
-
-
-def _boxes(sizes, per_position, limit):
-    """:func:`blocks` over an index box ``sizes`` of ``per_position`` bytes each."""
-    for axis in range(len(sizes)):
-        block = per_position * math.prod(sizes[axis + 1:])
-        if block <= limit or axis == len(sizes) - 1:
-            break
-    if block > limit:
-        raise OutOfMemoryError(
-            f"workspace_limit={limit} bytes cannot hold the columns of one output position "
-            f"({block} bytes); raise the limit or use method='direct'")
-    run = max(1, limit // max(block, 1))
-    for prefix in np.ndindex(*sizes[:axis]):
-        for i0 in range(0, sizes[axis], run):
-            yield tuple(slice(i, i + 1) for i in prefix) + (
-                slice(i0, min(sizes[axis], i0 + run)),)
-
-
-def _grouped(index):
-    """A block's index into ``(N, G, C/G, *O, ...)`` arrays."""
-    return index[:1] + (slice(None), slice(None)) + index[1:]
+    return boxes((problem.batch,) + tuple(problem.out_shape), position_bytes(problem), limit)
 
 
 #: Elements per piece of :func:`padded_last`'s copy on the pool (the copy is a transpose
@@ -240,7 +214,7 @@ def columns(problem, view, index, scratch=None):
         src = view[index]                                       # (nb, *Ob, *KS, 1, C)
         box = src.shape[:1 + r]
     else:
-        part = view[_grouped(index)]                            # (nb, G, Cg, *Ob, *KS)
+        part = view[grouped_index(index)]                            # (nb, G, Cg, *Ob, *KS)
         order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
         src = part.transpose(order)                             # (G, Cg, *KS, nb, *Ob)
         box = part.shape[:1] + part.shape[3:3 + r]
@@ -252,139 +226,6 @@ def columns(problem, view, index, scratch=None):
     if positions_as_rows(problem):
         return cols.reshape(1, math.prod(box), -1), box
     return cols.reshape(problem.groups, -1, math.prod(box)), box
-
-
-#: Least run, in elements, of the column copy of :func:`columns` below which the forward
-#: builds its columns on the extended grid instead (:func:`flat_axes`).
-FLAT_MIN_RUN = 32
-#: Most extra GEMM work the extended grid may add (its positions over the output's).
-FLAT_MAX_WASTE = 1.3
-
-
-def flat_axes(problem):
-    """How many trailing axes the forward's columns flatten on the extended grid, or 0.
-
-    On the padded grid a tap of the trailing ``e`` axes is a flat offset, so the columns
-    of one (channel, tap) over a run of output rows are one contiguous slice of the
-    padded input: its positions are those of the output's trailing box laid out on the
-    padded grid (``(O_{r-e} - 1) * prod(P_{r-e+1:}) + ...``), the extra ones computed and
-    cropped.  Taken for a stride-1 trailing box where :func:`columns`' runs (a tap row's
-    channels) are shorter than :data:`FLAT_MIN_RUN`: the fewest ``e >= 2`` axes whose
-    run reaches it, while the extra positions stay within :data:`FLAT_MAX_WASTE`.
-    """
-    r = problem.ndim
-    run = problem.kernel_shape[-1] * problem.in_channels // problem.groups
-    if (r < 2 or problem.dilation[-1] != 1 or run >= FLAT_MIN_RUN or problem.is_empty
-            or problem.op != FORWARD):
-        return 0
-    padded, out = problem.padded_shape(), tuple(problem.out_shape)
-    for e in range(2, r + 1):
-        if any(s != 1 for s in problem.stride[r - e:]):
-            return 0
-        length = _flat_length(padded[r - e:], out[r - e:])
-        if length / math.prod(out[r - e:]) > FLAT_MAX_WASTE:
-            return 0
-        if length >= FLAT_MIN_RUN:
-            return e
-    return 0
-
-
-def _flat_length(padded, out):
-    """Flat positions from the first output to the last of a box ``out`` on ``padded``."""
-    return 1 + sum((o - 1) * math.prod(padded[a + 1:]) for a, o in enumerate(out))
-
-
-def _flat_lead_bytes(problem, e):
-    """Column bytes of one lead position's extended row (the flat path's least block)."""
-    r = problem.ndim
-    return position_bytes(problem) * tuple(problem.out_shape)[r - e] * math.prod(
-        problem.padded_shape()[r - e + 1:])
-
-
-def _flat_source(problem, x, e):
-    """``(view, full)``: the forward's window view ``(N, G, C/G, *O_lead, *KS, full)`` of
-    the padded input on the extended grid of the trailing ``e`` axes (:func:`flat_axes`);
-    ``full = O_{r-e} * prod(P_{r-e+1:})`` positions per lead box, the padded input copied
-    into a buffer whose zero tail the last positions past the image read."""
-    r, g = problem.ndim, problem.groups
-    cg = problem.in_channels // g
-    padded, out = problem.padded_shape(), tuple(problem.out_shape)
-    full = _flat_lead_bytes(problem, e) // position_bytes(problem)
-    shape = (problem.batch, problem.in_channels) + padded
-    size = math.prod(shape)
-    buf = np.empty(size + full, dtype=x.dtype)
-    buf[size:] = 0
-    if problem.padding_mode == "constant":         # the faces, then the inside: one pass
-        cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
-        whole = buf[:size].reshape(shape)
-        for a, ((b, after), n) in enumerate(zip(problem.padding, padded)):
-            lead = (slice(None),) * (2 + a)
-            whole[lead + (slice(0, b),)] = cval
-            whole[lead + (slice(n - after, n),)] = cval
-        whole[(slice(None),) * 2 + tuple(
-            slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))] = x
-    else:
-        buf[:size].reshape(shape)[...] = pad_input(problem, x)
-    item = buf.itemsize
-    sp = [item * math.prod(padded[a + 1:]) for a in range(r)]
-    sc = item * math.prod(padded)
-    shape = ((problem.batch, g, cg) + out[:r - e] + tuple(problem.kernel_shape) + (full,))
-    strides = ((sc * problem.in_channels, cg * sc, sc)
-               + tuple(st * s for st, s in zip(problem.stride[:r - e], sp))
-               + tuple(d * s for d, s in zip(problem.dilation, sp)) + (item,))
-    return as_strided(buf, shape=shape, strides=strides, writeable=False), full
-
-
-def _flat_blocks(problem, e, full, limit):
-    """Blocks over ``(N, *O_lead)`` of :func:`_flat_source`'s positions (``full`` each)."""
-    sizes = (problem.batch,) + tuple(problem.out_shape)[:problem.ndim - e]
-    return list(_boxes(sizes, position_bytes(problem) * full, limit))
-
-
-def _flat_forward(problem, x, w, limit, stats, e):
-    """The forward on the extended grid of the trailing ``e`` axes (:func:`flat_axes`):
-    per block ``W . cols`` per group, ``cols`` one contiguous copy per (channel, tap) and
-    lead row, the extended positions cropped as the result is written into ``y``."""
-    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
-    y = np.empty(problem.logical_result_shape, dtype=x.dtype)
-    with _phase(stats, "pad"):
-        view, full = _flat_source(problem, x, e)
-    wmat = np.ascontiguousarray(grouped_weights(problem, oriented_weights(problem, w))
-                                ).reshape(g, kg, -1)
-    out, padded = tuple(problem.out_shape), problem.padded_shape()
-    trail = (out[r - e],) + padded[r - e + 1:]
-    crop = tuple(slice(0, o) for o in out[r - e:])
-    yg = y.reshape((problem.batch, g, kg) + out)
-    lead = r - e
-    scratch = Scratch()
-
-    def block(index):
-        part = view[_grouped(index)]                         # (nb, G, Cg, *Ob, *KS, full)
-        order = ((1, 2) + tuple(range(3 + lead, 3 + lead + r)) + (0,)
-                 + tuple(range(3, 3 + lead)) + (3 + lead + r,))
-        src = part.transpose(order)                          # (G, Cg, *KS, nb, *Ob, full)
-        with _phase(stats, "column copy"):
-            cols = scratch.take("columns", (src.size,), src.dtype).reshape(src.shape)
-            np.copyto(cols, src)
-        box = part.shape[:1] + part.shape[3:3 + lead]
-        res = scratch.take("product", (g * kg * math.prod(box) * full,), y.dtype)
-        res = res.reshape(g, kg, -1)
-        with _phase(stats, "GEMM"):
-            matmul_into(wmat, cols.reshape(g, wmat.shape[2], -1), res)
-        with _phase(stats, "write back"):
-            res = res.reshape((g, kg) + box + trail)
-            dst = yg[index[:1] + (slice(None), slice(None)) + index[1:]]
-            dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
-        return cols.nbytes
-
-    limit = min(limit, problem.column_bytes())   # the extended grid's waste included
-    target, lanes = _target(problem, limit), workers()
-    if min(target, limit // lanes) < position_bytes(problem) * full:
-        lanes = 1
-    indices = _flat_blocks(problem, e, full, min(target, limit // lanes))
-    lanes = max(1, min(lanes, len(indices)))
-    _note(stats, parallel_map(block, indices, lanes), lanes)
-    return y
 
 
 def block_start(problem, index):
@@ -421,45 +262,15 @@ def plan_blocks(problem, limit):
     return indices, max(1, min(lanes, len(indices)))
 
 
-def _note(stats, sizes, lanes):
-    """Record the workspace in use: the largest block's bytes of ``sizes`` (one per
-    block; at least one) times the blocks in flight."""
-    stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes) * lanes)
-
-
-def _phase(stats, name):
-    """A timer for ``name`` when ``stats`` holds a ``"phases"`` dict (the seconds of each
-    call appended to ``stats["phases"][name]``, and added to the running thread's total
-    in ``stats["phases"]["threads"][thread name]``; ``python -m benchmarks.cpu_vs_torch
-    --phases``), else a no-op."""
-    phases = stats.get("phases")
-    if phases is None:
-        return contextlib.nullcontext()
-    return _Timer(phases.setdefault(name, []), phases.setdefault("threads", {}))
-
-
-class _Timer:
-    def __init__(self, into, threads):
-        self.into, self.threads = into, threads
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        took = time.perf_counter() - self.start
-        self.into.append(took)
-        name = threading.current_thread().name
-        self.threads[name] = self.threads.get(name, 0.0) + took
-
-
 def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
     e = flat_axes(problem)
-    if e and _flat_lead_bytes(problem, e) <= min(limit, problem.column_bytes()):
-        return _flat_forward(problem, x, w, limit, stats, e)
+    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    if e and flat_lead_bytes(problem, e) <= capped:
+        return flat_forward(problem, x, w, capped, _target(problem, capped), stats, e)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
-    with _phase(stats, "pad"):
+    with phase_timer(stats, "pad"):
         view = column_source(problem, x)
     g, kg = problem.groups, problem.gemm_n
     wmat = weight_matrix(problem, w)
@@ -469,12 +280,12 @@ def _forward(problem, x, w, limit, stats):
     scratch = Scratch()
 
     def block(index):
-        with _phase(stats, "column copy"):
+        with phase_timer(stats, "column copy"):
             cols, box = columns(problem, view, index, scratch)
         start, per = block_start(problem, index), math.prod(box[1:])
         images = range(index[0].start, index[0].start + box[0])
         if not rows:                       # (G, Kg, positions), straight into y's rows
-            with _phase(stats, "GEMM"):
+            with phase_timer(stats, "GEMM"):
                 for i, n in enumerate(images):
                     matmul_into(wmat, cols[:, :, i * per:(i + 1) * per],
                                 yg[n, :, :, start:start + per])
@@ -483,15 +294,15 @@ def _forward(problem, x, w, limit, stats):
         # 288 positions, (288, 864) @ (864, 32): 111 GFLOP/s against 88-95 for the
         # transposed product written into y's rows), then transposed into y
         res = scratch.take("product", (cols.shape[1], kg), y.dtype)
-        with _phase(stats, "GEMM"):
+        with phase_timer(stats, "GEMM"):
             matmul_into(cols[0], wmat[0], res)
-        with _phase(stats, "write back"):
+        with phase_timer(stats, "write back"):
             for i, n in enumerate(images):
                 yg[n, 0, :, start:start + per] = res[i * per:(i + 1) * per].T
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)
-    _note(stats, parallel_map(block, indices, lanes), lanes)
+    note_workspace(stats, parallel_map(block, indices, lanes), lanes)
     return y
 
 
@@ -508,6 +319,10 @@ def _grad_input(problem, dy, w, limit, stats):
         problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)
     wt = np.ascontiguousarray(_adjoint(problem, wmat).transpose(0, 2, 1))  # (G, Cg*taps, Kg)
+    e = scatter_axes(problem)
+    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    if e and phase_row_bytes(problem, e) <= capped and np.isfinite(wt).all():
+        return phase_grad_input(problem, dy, wt, capped, _target(problem, capped), stats, e)
     padded = problem.padded_shape()
     xpad = np.zeros((problem.batch, problem.in_channels) + padded, dtype=problem.dtype)
     target = xpad.reshape((problem.batch, g, cg) + padded)
@@ -515,7 +330,7 @@ def _grad_input(problem, dy, w, limit, stats):
     spatial = tuple(range(3, 3 + r))
 
     def columns_of(index):                                         # in parallel
-        part = dyg[_grouped(index)]                                # (nb, G, Kg, *Ob)
+        part = dyg[grouped_index(index)]                                # (nb, G, Kg, *Ob)
         box = part.shape[:1] + part.shape[3:]
         dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
         col = matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
@@ -537,7 +352,7 @@ def _grad_input(problem, dy, w, limit, stats):
     for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
         wave = indices[first:first + lanes]
         cols = parallel_map(columns_of, wave, lanes)
-        _note(stats, [col.nbytes for col, _ in cols], lanes)
+        note_workspace(stats, [col.nbytes for col, _ in cols], lanes)
         for index, (col, box) in zip(wave, cols):
             scatter(index, col, box)
     return fold_padding(problem, xpad)
@@ -554,14 +369,14 @@ def _grad_weight(problem, x, dy, limit, stats):
 
     def block(index):
         cols, _ = columns(problem, view, index, scratch)
-        dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
+        dyc = np.ascontiguousarray(dyg[grouped_index(index)].transpose((1, 2, 0) + spatial))
         cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
         part = matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))
         return part, cols.nbytes                  # (G, Kg, taps * C) or (G, Kg, Cg * taps)
 
     indices, lanes = plan_blocks(problem, limit)
     parts = parallel_map(block, indices, lanes)
-    _note(stats, [n for _, n in parts], lanes)
+    note_workspace(stats, [n for _, n in parts], lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part

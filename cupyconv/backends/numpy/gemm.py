@@ -45,7 +45,8 @@ from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input,
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
-from .gemm_grid import (boxes, flat_axes, flat_forward, flat_lead_bytes, grouped_index,
+from .gemm_grid import (boxes, flat_axes, flat_forward, flat_grad_weight, flat_lead_bytes,
+                        grouped_index,
                         note_workspace, phase_grad_input, phase_row_bytes, phase_timer,
                         position_bytes, scatter_axes)
 from .threads import Scratch, parallel_map, workers
@@ -361,6 +362,14 @@ def _grad_input(problem, dy, w, limit, stats):
 def _grad_weight(problem, x, dy, limit, stats):
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
+    e, capped = flat_axes(problem), min(limit, problem.column_bytes())
+    if e and problem.dtype.itemsize < 8 and flat_lead_bytes(problem, e) <= capped \
+            and np.isfinite(x).all():
+        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e,
+                                            lambda a: _adjoint(problem, a))
+        note_workspace(stats, sizes, lanes)
+        dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
+        return np.ascontiguousarray(oriented_weights(problem, dw))
     view = column_source(problem, x)
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
     rows = positions_as_rows(problem)

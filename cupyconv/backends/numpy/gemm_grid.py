@@ -23,7 +23,7 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..._vocabulary import FORWARD
+from ..._vocabulary import GRAD_INPUT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input
 from ..base import OutOfMemoryError
 from .blas import matmul, matmul_into
@@ -31,7 +31,8 @@ from .threads import Scratch, parallel_map, workers
 
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
-           "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input"]
+           "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
+           "flat_grad_weight"]
 
 
 def position_bytes(problem):
@@ -102,7 +103,8 @@ FLAT_MAX_WASTE = 1.3
 
 
 def flat_axes(problem):
-    """How many trailing axes the forward's columns flatten on the extended grid, or 0.
+    """How many trailing axes the columns of a forward or weight gradient flatten on the
+    extended grid, or 0.
 
     On the padded grid a tap of the trailing ``e`` axes is a flat offset, so the columns
     of one (channel, tap) over a run of output rows are one contiguous slice of the
@@ -115,7 +117,7 @@ def flat_axes(problem):
     r = problem.ndim
     run = problem.kernel_shape[-1] * problem.in_channels // problem.groups
     if (r < 2 or problem.dilation[-1] != 1 or run >= FLAT_MIN_RUN or problem.is_empty
-            or problem.op != FORWARD):
+            or problem.op == GRAD_INPUT):
         return 0
     padded, out = problem.padded_shape(), tuple(problem.out_shape)
     for e in range(2, r + 1):
@@ -340,3 +342,28 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
     return fold_padding(problem, xpad)
 
 
+def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):
+    """The weight gradient on the extended grid (:func:`flat_axes`), ``(G, C/G * taps,
+    K/G)`` (transposed): per block ``adjoint(cols) . dy^T`` with ``dy`` zero at the
+    extended positions (``x`` finite, so they add nothing), the blocks summed in block
+    order (``(C * taps, positions) @ (positions, K)``: one core, float32, 49 GFLOP/s
+    against 25 for ``dy . cols^H`` on these columns).  The caller takes it for float32
+    only: in float64 that product ran 21-24 GFLOP/s against the channels-last columns'
+    32 (4-D 12^4 layer, one core: 14.9 ms against 12.8; float32 10.5 against 10.5, 4-D
+    10^4 6.0 against 8.1, 5-D 7^5 11.8 against 16.5)."""
+    view, full = _flat_source(problem, x, e)
+    ext = _extended(problem, dy, problem.padded_shape(), e)   # (N, G, Kg, *O_lead, full)
+    scratch = Scratch()
+
+    def block(index):
+        cols, _ = _flat_columns(problem, view, index, scratch, e)
+        dyc = np.ascontiguousarray(np.moveaxis(ext[grouped_index(index)], 0, 2)).reshape(
+            problem.groups, problem.gemm_n, -1)
+        return matmul(adjoint(cols), dyc.transpose(0, 2, 1)), cols.nbytes
+
+    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    parts = parallel_map(block, indices, lanes)
+    dw = parts[0][0]
+    for part, _ in parts[1:]:                                      # in block order
+        dw = dw + part
+    return dw, [n for _, n in parts], lanes

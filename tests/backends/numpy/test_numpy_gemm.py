@@ -185,6 +185,15 @@ FLAT_CASES = [
 ]
 
 
+def _flat_limit(problem, rows):
+    """``(column bytes, limit)``: the limit holding ``rows`` extended lead rows (whole
+    when None) of a problem :func:`gemm_grid.flat_axes` takes."""
+    e = gemm_grid.flat_axes(problem)
+    assert e >= 2
+    whole = problem.column_bytes()
+    return whole, whole if rows is None else rows * gemm_grid.flat_lead_bytes(problem, e)
+
+
 @pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES)
 @pytest.mark.parametrize("rows", [1, 3, None])
 def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkeypatch):
@@ -197,10 +206,7 @@ def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkey
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, **geo)
-    e = gemm_grid.flat_axes(problem)
-    assert e >= 2
-    whole = problem.column_bytes()
-    limit = whole if rows is None else rows * gemm_grid.flat_lead_bytes(problem, e)
+    whole, limit = _flat_limit(problem, rows)
     stats = {}
     got = gemm.run(problem, Operands(activation=x, filter=w), limit, stats)
     assert ran
@@ -263,3 +269,35 @@ def test_phase_grid_input_gradient_with_non_finite_weights_is_the_tap_loops(rng,
         want = gemm.run(problem, Operands(filter=w, output=dy), 2**30, {})
     np.testing.assert_array_equal(got, want)
     assert not np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES)
+@pytest.mark.parametrize("rows", [1, None])
+def test_extended_grid_weight_gradient_is_the_column_path(x_shape, w_shape, geo, rows, rng,
+                                                          monkeypatch):
+    """float32 on small integers (exact): the extended-grid weight gradient equals the
+    channels-last columns' bitwise, blocked or whole, under the limit; a non-finite input
+    takes the channels-last path (its extended positions would meet ``dy``'s zeros)."""
+    ran = []
+    flat = gemm.flat_grad_weight
+    monkeypatch.setattr(gemm, "flat_grad_weight", lambda *a: ran.append(1) or flat(*a))
+    x = small_ints(rng, x_shape, np.float32)
+    w = small_ints(rng, w_shape, np.float32)
+    problem = _problem(x, w, op="grad_weight", **geo)
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float32)
+    whole, limit = _flat_limit(problem, rows)
+    stats = {}
+    got = gemm.run(problem, Operands(activation=x, output=dy), limit, stats)
+    assert ran and 0 < stats["peak_workspace"] <= min(limit, whole)
+    first = x[(0,) * x.ndim].copy()
+    x[(0,) * x.ndim] = np.nan
+    with np.errstate(invalid="ignore"):
+        nan_got = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
+        monkeypatch.setattr(gemm_grid, "flat_axes", lambda problem: 0)
+        monkeypatch.setattr(gemm, "flat_axes", lambda problem: 0)
+        nan_want = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
+        x[(0,) * x.ndim] = first
+        want = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
+    assert len(ran) == 1
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(nan_got, nan_want)

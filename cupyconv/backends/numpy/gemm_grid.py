@@ -8,6 +8,8 @@ the output's rows are computed too (the grid's extra width, at most
 :data:`FLAT_MAX_WASTE` of the output's) and cropped:
 
 - forward (:func:`flat_forward`): the columns of the padded input on its own grid;
+- float32 weight gradient (:func:`flat_grad_weight`): the same columns, ``dy`` zero at
+  the extra positions;
 - col2im input gradient (:func:`phase_grad_input`): on each phase grid of the stride,
   each tap's columns added as one slice per lead row, ``dy`` zero between its rows.
 

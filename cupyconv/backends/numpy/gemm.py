@@ -22,7 +22,10 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
   forward; any other runs ``W^H dy`` per block and adds each tap's columns into a
   zero-padded input (a strided slice per tap; the slices of one tap never overlap),
   the padding folded back onto the source elements
-  (:func:`~cupyconv.backends.arrays.fold_padding`).
+  (:func:`~cupyconv.backends.arrays.fold_padding`);
+- where those copies or adds would run over short rows (few channels, short output
+  rows), the forward and the col2im run on extended grids instead
+  (:mod:`~cupyconv.backends.numpy.gemm_grid`: one contiguous slice per channel and tap).
 
 A block's bytes aim at :data:`CHUNK_BYTES` (about the L2 cache of one core: the GEMM
 reads its columns from cache; :data:`WEIGHT_BLOCKS` times that for the weight gradient,
@@ -32,20 +35,20 @@ down to one output position (:func:`plan_blocks`).  No reduction depends on thre
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-import time
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
-from ..base import OutOfMemoryError
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
+from .gemm_grid import (boxes, flat_axes, flat_forward, flat_grad_weight, flat_lead_bytes,
+                        grouped_index,
+                        note_workspace, phase_grad_input, phase_row_bytes, phase_timer,
+                        position_bytes, scatter_axes)
 from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
@@ -63,11 +66,6 @@ __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "b
 #: 22.5, 1-D 25.4 / 24.3 against 26.0 / 25.7 (4 MiB: 1-D 28.8).  A default limit (half
 #: the host's memory) is never taken whole by one buffer.
 CHUNK_BYTES = 2**21
-
-
-def position_bytes(problem):
-    """Column bytes of one output position (all groups): the smallest block."""
-    return problem.dtype.itemsize * problem.groups * problem.gemm_k
 
 
 def forward_applies(problem):
@@ -126,26 +124,7 @@ def blocks(problem, limit):
     first axis whose remaining box fits is split into runs, so the buffer stays under
     the limit down to a single output position.
     """
-    sizes = (problem.batch,) + tuple(problem.out_shape)
-    per_position = position_bytes(problem)
-    for axis in range(len(sizes)):
-        block = per_position * math.prod(sizes[axis + 1:])
-        if block <= limit or axis == len(sizes) - 1:
-            break
-    if block > limit:
-        raise OutOfMemoryError(
-            f"workspace_limit={limit} bytes cannot hold the columns of one output position "
-            f"({block} bytes); raise the limit or use method='direct'")
-    run = max(1, limit // max(block, 1))
-    for prefix in np.ndindex(*sizes[:axis]):
-        for i0 in range(0, sizes[axis], run):
-            yield tuple(slice(i, i + 1) for i in prefix) + (
-                slice(i0, min(sizes[axis], i0 + run)),)
-
-
-def _grouped(index):
-    """A block's index into ``(N, G, C/G, *O, ...)`` arrays."""
-    return index[:1] + (slice(None), slice(None)) + index[1:]
+    return boxes((problem.batch,) + tuple(problem.out_shape), position_bytes(problem), limit)
 
 
 #: Elements per piece of :func:`padded_last`'s copy on the pool (the copy is a transpose
@@ -239,7 +218,7 @@ def columns(problem, view, index, scratch=None):
         src = view[index]                                       # (nb, *Ob, *KS, 1, C)
         box = src.shape[:1 + r]
     else:
-        part = view[_grouped(index)]                            # (nb, G, Cg, *Ob, *KS)
+        part = view[grouped_index(index)]                            # (nb, G, Cg, *Ob, *KS)
         order = (1, 2) + tuple(range(3 + r, 3 + 2 * r)) + (0,) + tuple(range(3, 3 + r))
         src = part.transpose(order)                             # (G, Cg, *KS, nb, *Ob)
         box = part.shape[:1] + part.shape[3:3 + r]
@@ -287,42 +266,15 @@ def plan_blocks(problem, limit):
     return indices, max(1, min(lanes, len(indices)))
 
 
-def _note(stats, sizes, lanes):
-    """Record the workspace in use: the largest block's bytes of ``sizes`` (one per
-    block; at least one) times the blocks in flight."""
-    stats["peak_workspace"] = max(stats.get("peak_workspace", 0), max(sizes) * lanes)
-
-
-def _phase(stats, name):
-    """A timer for ``name`` when ``stats`` holds a ``"phases"`` dict (the seconds of each
-    call appended to ``stats["phases"][name]``, and added to the running thread's total
-    in ``stats["phases"]["threads"][thread name]``; ``python -m benchmarks.cpu_vs_torch
-    --phases``), else a no-op."""
-    phases = stats.get("phases")
-    if phases is None:
-        return contextlib.nullcontext()
-    return _Timer(phases.setdefault(name, []), phases.setdefault("threads", {}))
-
-
-class _Timer:
-    def __init__(self, into, threads):
-        self.into, self.threads = into, threads
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        took = time.perf_counter() - self.start
-        self.into.append(took)
-        name = threading.current_thread().name
-        self.threads[name] = self.threads.get(name, 0.0) + took
-
-
 def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
+    e = flat_axes(problem)
+    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    if e and flat_lead_bytes(problem, e) <= capped:
+        return flat_forward(problem, x, w, capped, _target(problem, capped), stats, e)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
-    with _phase(stats, "pad"):
+    with phase_timer(stats, "pad"):
         view = column_source(problem, x)
     g, kg = problem.groups, problem.gemm_n
     wmat = weight_matrix(problem, w)
@@ -332,12 +284,12 @@ def _forward(problem, x, w, limit, stats):
     scratch = Scratch()
 
     def block(index):
-        with _phase(stats, "column copy"):
+        with phase_timer(stats, "column copy"):
             cols, box = columns(problem, view, index, scratch)
         start, per = block_start(problem, index), math.prod(box[1:])
         images = range(index[0].start, index[0].start + box[0])
         if not rows:                       # (G, Kg, positions), straight into y's rows
-            with _phase(stats, "GEMM"):
+            with phase_timer(stats, "GEMM"):
                 for i, n in enumerate(images):
                     matmul_into(wmat, cols[:, :, i * per:(i + 1) * per],
                                 yg[n, :, :, start:start + per])
@@ -346,15 +298,15 @@ def _forward(problem, x, w, limit, stats):
         # 288 positions, (288, 864) @ (864, 32): 111 GFLOP/s against 88-95 for the
         # transposed product written into y's rows), then transposed into y
         res = scratch.take("product", (cols.shape[1], kg), y.dtype)
-        with _phase(stats, "GEMM"):
+        with phase_timer(stats, "GEMM"):
             matmul_into(cols[0], wmat[0], res)
-        with _phase(stats, "write back"):
+        with phase_timer(stats, "write back"):
             for i, n in enumerate(images):
                 yg[n, 0, :, start:start + per] = res[i * per:(i + 1) * per].T
         return cols.nbytes
 
     indices, lanes = plan_blocks(problem, limit)
-    _note(stats, parallel_map(block, indices, lanes), lanes)
+    note_workspace(stats, parallel_map(block, indices, lanes), lanes)
     return y
 
 
@@ -371,6 +323,10 @@ def _grad_input(problem, dy, w, limit, stats):
         problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)
     wt = np.ascontiguousarray(_adjoint(problem, wmat).transpose(0, 2, 1))  # (G, Cg*taps, Kg)
+    e = scatter_axes(problem)
+    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    if e and phase_row_bytes(problem, e) <= capped and np.isfinite(wt).all():
+        return phase_grad_input(problem, dy, wt, capped, _target(problem, capped), stats, e)
     padded = problem.padded_shape()
     xpad = np.zeros((problem.batch, problem.in_channels) + padded, dtype=problem.dtype)
     target = xpad.reshape((problem.batch, g, cg) + padded)
@@ -378,7 +334,7 @@ def _grad_input(problem, dy, w, limit, stats):
     spatial = tuple(range(3, 3 + r))
 
     def columns_of(index):                                         # in parallel
-        part = dyg[_grouped(index)]                                # (nb, G, Kg, *Ob)
+        part = dyg[grouped_index(index)]                                # (nb, G, Kg, *Ob)
         box = part.shape[:1] + part.shape[3:]
         dyc = np.ascontiguousarray(part.transpose((1, 2, 0) + spatial))
         col = matmul(wt, dyc.reshape(g, kg, -1))               # (G, Cg*taps, M)
@@ -400,7 +356,7 @@ def _grad_input(problem, dy, w, limit, stats):
     for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
         wave = indices[first:first + lanes]
         cols = parallel_map(columns_of, wave, lanes)
-        _note(stats, [col.nbytes for col, _ in cols], lanes)
+        note_workspace(stats, [col.nbytes for col, _ in cols], lanes)
         for index, (col, box) in zip(wave, cols):
             scatter(index, col, box)
     return fold_padding(problem, xpad)
@@ -409,6 +365,14 @@ def _grad_input(problem, dy, w, limit, stats):
 def _grad_weight(problem, x, dy, limit, stats):
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
+    e, capped = flat_axes(problem), min(limit, problem.column_bytes())
+    if e and problem.dtype.itemsize < 8 and flat_lead_bytes(problem, e) <= capped \
+            and np.isfinite(x).all():
+        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e,
+                                            lambda a: _adjoint(problem, a))
+        note_workspace(stats, sizes, lanes)
+        dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
+        return np.ascontiguousarray(oriented_weights(problem, dw))
     view = column_source(problem, x)
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
     rows = positions_as_rows(problem)
@@ -417,14 +381,14 @@ def _grad_weight(problem, x, dy, limit, stats):
 
     def block(index):
         cols, _ = columns(problem, view, index, scratch)
-        dyc = np.ascontiguousarray(dyg[_grouped(index)].transpose((1, 2, 0) + spatial))
+        dyc = np.ascontiguousarray(dyg[grouped_index(index)].transpose((1, 2, 0) + spatial))
         cols = _adjoint(problem, cols)            # rows: (1, M, taps*C); else (G, R, M)
         part = matmul(dyc.reshape(g, kg, -1), cols if rows else cols.transpose(0, 2, 1))
         return part, cols.nbytes                  # (G, Kg, taps * C) or (G, Kg, Cg * taps)
 
     indices, lanes = plan_blocks(problem, limit)
     parts = parallel_map(block, indices, lanes)
-    _note(stats, [n for _, n in parts], lanes)
+    note_workspace(stats, [n for _, n in parts], lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part

@@ -4,12 +4,14 @@ does not depend on the chunking; the backend's workspace answers.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import cupyconv
 from cupyconv.backends.base import OutOfMemoryError
-from cupyconv.backends.numpy import NumpyBackend, gemm
+from cupyconv.backends.numpy import NumpyBackend, gemm, gemm_grid
 from cupyconv.core.problem import ConvProblem, Operands
 from helpers import ref_conv, small_ints
 
@@ -168,3 +170,134 @@ def test_padded_last_is_numpys_pad_channels_last(x_shape, padding, cval, piece, 
     got = gemm.padded_last(problem, x)
     assert got.flags.c_contiguous
     np.testing.assert_array_equal(got, np.moveaxis(want, 1, -1))
+
+
+#: (x shape, w shape, geometry) whose forward builds its columns on the extended grid
+#: (:func:`gemm_grid.flat_axes`): few channels, a stride-1 trailing box; asymmetric and
+#: boundary-mode padding, a non-zero cval, a strided lead axis, 2-D to 5-D.
+FLAT_CASES = [
+    ((2, 2, 6, 5, 7, 6), (3, 2, 3, 3, 3, 3), dict(padding=1)),
+    ((1, 3, 5, 9, 8), (2, 3, 3, 2, 3), dict(padding=((1, 0), (2, 1), (0, 2)), cval=2.0)),
+    ((2, 1, 7, 6, 9), (4, 1, 3, 3, 3), dict(padding=1, padding_mode="reflect",
+                                              stride=(2, 1, 1))),
+    ((3, 2, 11, 12), (2, 2, 3, 3), dict(padding=((2, 2), (1, 1)), dilation=(2, 1))),
+    ((1, 1, 3, 3, 4, 6, 8), (2, 1, 2, 2, 2, 2, 3), dict(padding=1)),
+]
+
+
+def _flat_limit(problem, rows):
+    """``(column bytes, limit)``: the limit holding ``rows`` extended lead rows (whole
+    when None) of a problem :func:`gemm_grid.flat_axes` takes."""
+    e = gemm_grid.flat_axes(problem)
+    assert e >= 2
+    whole = problem.column_bytes()
+    return whole, whole if rows is None else rows * gemm_grid.flat_lead_bytes(problem, e)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES)
+@pytest.mark.parametrize("rows", [1, 3, None])
+def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkeypatch):
+    """The extended-grid forward equals the reference exactly (small integers), in
+    blocks of one or three lead rows or whole, its workspace under the limit and the
+    column bytes."""
+    ran = []
+    flat = gemm.flat_forward
+    monkeypatch.setattr(gemm, "flat_forward", lambda *a: ran.append(1) or flat(*a))
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    problem = _problem(x, w, **geo)
+    whole, limit = _flat_limit(problem, rows)
+    stats = {}
+    got = gemm.run(problem, Operands(activation=x, filter=w), limit, stats)
+    assert ran
+    assert 0 < stats["peak_workspace"] <= min(limit, whole)
+    np.testing.assert_array_equal(got, ref_conv(x, w, **geo))
+    np.testing.assert_array_equal(
+        cupyconv.conv(x, w, method="gemm", workspace_limit=limit, **geo), got)
+
+
+#: (x shape, w shape, geometry) whose col2im input gradient runs on the stride's phase
+#: grids (:func:`gemm_grid.scatter_axes`): strides 2 and 3, dilation, asymmetric and boundary-
+#: mode padding, 3-D and 4-D.
+PHASE_CASES = [
+    ((2, 2, 9, 8, 11, 10), (3, 2, 3, 3, 3, 3), dict(stride=2, padding=1)),
+    ((1, 3, 7, 12, 14), (2, 3, 2, 3, 3), dict(stride=(1, 2, 3), dilation=(1, 2, 2),
+                                              padding=((0, 1), (2, 1), (1, 3)))),
+    ((2, 2, 6, 9, 8), (2, 2, 3, 3, 3), dict(padding=1, padding_mode="reflect")),
+    ((1, 4, 6, 7, 13), (4, 2, 3, 2, 3), dict(stride=(2, 2, 2), padding=2, groups=2,
+                                             padding_mode="wrap")),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", PHASE_CASES)
+@pytest.mark.parametrize("rows", [1, 3, None])
+def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows, rng,
+                                                    monkeypatch):
+    """On small integers the phase-grid col2im equals the per-tap scatter bitwise,
+    blocked or whole, under the limit, and is the forward's exact adjoint."""
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    problem = _problem(x, w, op="grad_input", **geo)
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float64)
+    ops = Operands(activation=x, filter=w, output=dy)
+    e = gemm_grid.scatter_axes(problem)
+    assert e >= 2 and not gemm.forward_applies(problem)
+    whole = problem.column_bytes()
+    row = whole // (problem.batch * math.prod(problem.out_shape[:problem.ndim - e]))
+    limit = whole if rows is None else rows * 2 * row      # a lead row's extended columns
+    stats = {}
+    got = gemm.run(problem, ops, limit, stats)
+    assert 0 < stats["peak_workspace"] <= limit
+    monkeypatch.setattr(gemm, "scatter_axes", lambda problem: 0)
+    np.testing.assert_array_equal(got, gemm.run(problem, ops, limit, {}))
+    assert float(np.vdot(ref_conv(x, w, **geo), dy)) == float(np.vdot(x, got))
+
+
+def test_phase_grid_input_gradient_with_non_finite_weights_is_the_tap_loops(rng,
+                                                                          monkeypatch):
+    """A non-finite weight gives the per-tap scatter's result (the extended positions'
+    zeros would meet it, and wrapped padding would fold their NaN onto the input), NaN
+    and infinity where that has them."""
+    x_shape, w_shape, geo = PHASE_CASES[3]
+    w = small_ints(rng, w_shape, np.float64)
+    w[0, 1, 1, 1, 2] = np.inf
+    problem = _problem(np.empty(x_shape), w, op="grad_input", **geo)
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float64)
+    with np.errstate(invalid="ignore"):             # infinity times zero in the GEMM
+        got = gemm.run(problem, Operands(filter=w, output=dy), 2**30, {})
+        monkeypatch.setattr(gemm, "scatter_axes", lambda problem: 0)
+        want = gemm.run(problem, Operands(filter=w, output=dy), 2**30, {})
+    np.testing.assert_array_equal(got, want)
+    assert not np.isfinite(got).all()
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES)
+@pytest.mark.parametrize("rows", [1, None])
+def test_extended_grid_weight_gradient_is_the_column_path(x_shape, w_shape, geo, rows, rng,
+                                                          monkeypatch):
+    """float32 on small integers (exact): the extended-grid weight gradient equals the
+    channels-last columns' bitwise, blocked or whole, under the limit; a non-finite input
+    takes the channels-last path (its extended positions would meet ``dy``'s zeros)."""
+    ran = []
+    flat = gemm.flat_grad_weight
+    monkeypatch.setattr(gemm, "flat_grad_weight", lambda *a: ran.append(1) or flat(*a))
+    x = small_ints(rng, x_shape, np.float32)
+    w = small_ints(rng, w_shape, np.float32)
+    problem = _problem(x, w, op="grad_weight", **geo)
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float32)
+    whole, limit = _flat_limit(problem, rows)
+    stats = {}
+    got = gemm.run(problem, Operands(activation=x, output=dy), limit, stats)
+    assert ran and 0 < stats["peak_workspace"] <= min(limit, whole)
+    first = x[(0,) * x.ndim].copy()
+    x[(0,) * x.ndim] = np.nan
+    with np.errstate(invalid="ignore"):
+        nan_got = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
+        monkeypatch.setattr(gemm_grid, "flat_axes", lambda problem: 0)
+        monkeypatch.setattr(gemm, "flat_axes", lambda problem: 0)
+        nan_want = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
+        x[(0,) * x.ndim] = first
+        want = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
+    assert len(ran) == 1
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(nan_got, nan_want)

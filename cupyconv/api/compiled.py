@@ -24,8 +24,7 @@ come from (through the programs that made them, a widening copy for one) are fou
 too: a call's array or an array an object holds (:func:`~cupyconv._kernels.program.held`)
 has its bytes compared on every replay when it is a small NumPy array, and the call
 never replays otherwise; a constant made from the key alone needs no comparison.
-A decision that is a program's
-:class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning, or
+A decision that is a program's :class:`~cupyconv._kernels.program.Check` (the one-flag scan deciding a warning, or
 ``auto``'s fft rule) compiles and replays; a check that decides expects its recorded
 outcome on replay (:class:`~cupyconv._kernels.program.Expect`), and data that decide
 otherwise take the normal path (``program.Diverged``); a :func:`compiled_method`'s

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from typing import Tuple
+from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 
@@ -141,6 +141,20 @@ class ConvProblem:
     op: str = FORWARD
     conjugate: bool = True
     precision: str = "highest"
+
+    if TYPE_CHECKING:       # derived once in __post_init__ (class docstring), not fields
+        taps: int
+        gemm_m: int
+        gemm_n: int
+        gemm_k: int
+        gemm_mnk: Tuple[int, int, int]
+        output_size: int
+        is_complex: bool
+        flops: int
+        bytes_moved: int
+        is_empty: bool
+        needs_int64: bool
+        logical_result_shape: Tuple[int, ...]
 
     # ------------------------------------------------------------------ build
     @classmethod

@@ -253,16 +253,20 @@ def grid_columns(problem):
 
 
 def gemm_terms(problem):
-    """gemm's parallel work per core, by constant: ``[block (per block, and per group
-    on oneMKL), column, block_mac,
-    narrow_mac, narrow_cols, column_run]`` counts (column elements and multiply-adds in float64
-    units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
-    (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
-    each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
-    ``mkl_mac`` where the GEMMs run on oneMKL, ``mkl_narrow`` where oneMKL's products
-    are 2 to :data:`MKL_NARROW` - 1 output channels wide; the copy's contiguous runs,
-    :func:`column_run`, whatever the dtype), over ``min(cores, blocks)``; every count but
-    the blocks' times ``matmul_work`` where the GEMMs run ``numpy.matmul``."""
+    """gemm's parallel work per core, by constant (:data:`GEMM_KEYS`): ``[block (per
+    block, and per group on oneMKL), column, block_mac, narrow_mac, narrow_cols,
+    column_run, grid_column, grid_mac, grid_narrow]`` counts (column elements and
+    multiply-adds in float64 units: float32 half; complex four multiply-adds; the
+    narrow term grows as ``1 / (K/G)``, BLAS's efficiency on a GEMM a few output
+    channels wide, one constant for each column orientation,
+    :func:`.gemm.positions_as_rows`; the multiply-adds times ``mkl_mac`` where the GEMMs
+    run on oneMKL, ``mkl_narrow`` where oneMKL's products are 2 to :data:`MKL_NARROW` - 1
+    output channels wide; the copy's contiguous runs, :func:`column_run` or an extended
+    lead row, whatever the dtype), over ``min(cores, blocks)``; every count but the
+    blocks' times ``matmul_work`` where the GEMMs run ``numpy.matmul``.  On an extended
+    grid (:func:`grid_columns`) its extra positions scale the elements and multiply-adds,
+    and the forward and weight gradient count the ``grid_`` terms in place of
+    ``column``, ``block_mac`` and ``narrow_cols``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0

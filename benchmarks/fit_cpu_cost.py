@@ -55,7 +55,8 @@ CASES = [
 ]
 #: The gemm constants per unit of work, which the ratio fit scales (``block`` and the
 #: fixed costs are Python, not the machine's rate).
-GEMM_WORK = ("column", "block_mac", "narrow_mac", "narrow_cols", "column_run")
+GEMM_WORK = ("column", "block_mac", "narrow_mac", "narrow_cols", "column_run", "grid_column",
+             "grid_mac", "grid_narrow")
 #: (name, x shape, kernel): depthwise layers for the tap loop
 DEPTHWISE = [
     ("depthwise 2-D 64ch 56^2 3x3", (8, 64, 56, 56), (3, 3)),

@@ -33,12 +33,16 @@ def test_fit_terms_are_the_cost_model(case, dtype):
     want = (cost.CPU["call"] + cost.CPU["gemm_call"] + cost.gemm_serial(p)
             + sum(n * cost.CPU[k] for n, k in zip(terms, cost.GEMM_KEYS)))
     assert cost.predict_times(p, ["gemm"])["gemm"] == pytest.approx(want, rel=1e-12)
-    assert all(n > 0 for n in terms[:3]) and len(terms) == len(cost.GEMM_KEYS)
+    assert terms[0] > 0 and len(terms) == len(cost.GEMM_KEYS)
     named = dict(zip(cost.GEMM_KEYS, terms))
-    narrow = (named["narrow_mac"], named["narrow_cols"])
-    if not gemm.positions_as_rows(p):
-        narrow = narrow[::-1]                        # (its, the other)
-    assert narrow[0] > 0 and narrow[1] == 0          # one narrow constant per orientation
+    grid = cost.grid_columns(p) is not None and p.op != "grad_input"
+    copy, mac = ("grid_column", "grid_mac") if grid else ("column", "block_mac")
+    assert named[copy] > 0 and named[mac] > 0        # one copy and one GEMM rate per path
+    assert sum(named[k] > 0 for k in ("column", "grid_column", "block_mac", "grid_mac")) == 2
+    # one narrow constant per orientation
+    assert sum(named[k] > 0 for k in ("narrow_mac", "narrow_cols", "grid_narrow")) == 1
+    if not grid:
+        assert named["narrow_mac" if gemm.positions_as_rows(p) else "narrow_cols"] > 0
     assert named["column_run"] > 0
 
 

@@ -23,7 +23,9 @@ SIGNAL_CASES = [
     ("1-D 65536 k3", (65536,), (3,), "direct"),
     ("2-D 256^2 3x3", (256, 256), (3, 3), "direct"),
     ("2-D 512^2 3x3", (512, 512), (3, 3), "direct"),
-    ("3-D 64^3 3^3", (64, 64, 64), (3, 3, 3), "direct"),
+    # gemm's columns on the extended grid (one slice per tap and image): 1.56 ms against
+    # the tap loop's 1.57 (docs/benchmarks/auto_vs_fastest.md)
+    ("3-D 64^3 3^3", (64, 64, 64), (3, 3, 3), "gemm"),
     ("2-D 128^2 31x31", (128, 128), (31, 31), "fft"),
     ("3-D 48^3 7^3", (48, 48, 48), (7, 7, 7), "fft"),
 ]
@@ -48,16 +50,26 @@ def test_auto_runs_the_fitted_choice_for_single_channel_convolve(name, shape, ke
                                                               else "direct")
 
 
-@pytest.mark.parametrize("shape,kernel", [((512, 512), (5, 5)), ((64, 64, 64), (3, 3, 3))])
-def test_ndimage_convolve_ranks_the_tap_loop_above_gemm_and_fft(shape, kernel, cores):
-    """ndimage's mirrored boundary (``symmetric``): the tap loop, not gemm or the FFT
+@pytest.mark.parametrize("shape,kernel,first", [
+    ((512, 512), (5, 5), ("direct", "implicit_gemm")),
+    ((64, 64, 64), (3, 3, 3), ("direct", "implicit_gemm", "gemm")),
+], ids=["2-D 512^2 5x5", "3-D 64^3 3^3"])
+def test_ndimage_convolve_ranks_the_tap_loop_or_grid_gemm_above_the_fft(shape, kernel, first,
+                                                                        cores):
+    """ndimage's mirrored boundary (``symmetric``): the tap loop, not gemm (7.8 ms against
+    1.4 on 512^2 5x5) or the FFT; on 64^3 3^3 gemm's columns on the extended grid measured
+    1.72 ms against the tap loop's 1.59 and the FFT's 3.3-3.6, either of the two first
     (``separable`` ranks first by the model and is asked of the data)."""
     problem = ConvProblem.create(x_shape=(1, 1) + shape, w_shape=(1, 1) + kernel,
                                  padding=[k // 2 for k in kernel], padding_mode="symmetric",
                                  dtype=np.float32)
     ranked = [a for a in dispatcher.choose(problem, backend_for(np)).ranked
               if a != "separable"]
-    assert ranked[0] in ("direct", "implicit_gemm") and "gemm" in ranked[2:], ranked
+    assert ranked[0] in first, ranked
+    if "gemm" in first:
+        assert ranked.index("fft") > max(ranked.index(a) for a in ("direct", "gemm")), ranked
+    else:
+        assert "gemm" in ranked[2:], ranked
 
 
 @pytest.fixture(params=[True, False], ids=["oneMKL", "numpy.matmul"])
@@ -100,6 +112,29 @@ def test_a_4d_layer_on_numpy_matmul_runs_gemm_where_it_beats_the_fft(op, monkeyp
     assert ranked[0] == "gemm" and ranked.index("fft") == 1, ranked
 
 
+@pytest.mark.parametrize("shape,w_shape,dtype", [
+    ((2, 4, 10, 10, 10, 10), (8, 4, 3, 3, 3, 3), np.float32),
+    ((1, 8, 12, 12, 12, 12), (8, 8, 3, 3, 3, 3), np.float64),
+], ids=["4-D 4->8 10^4 float32", "4-D 8->8 12^4 float64"])
+def test_few_channel_4d_forwards_run_gemm_on_the_extended_grid(shape, w_shape, dtype,
+                                                                monkeypatch):
+    """benchmarks/torch_layers.py's 4-D layers, forward, on one core with the blocks on
+    ``numpy.matmul``: gemm's columns on the extended grid (``cost.grid_columns``) measured
+    3.7-3.8 ms against the FFT's 4.6-8.9 (10^4 float32) and 12.0 against 15.7 (12^4
+    float64; process CPU time, load 0.5-0.7, docs/benchmarks/cpu_cost_fit.md); priced as
+    the channels-last columns ``auto`` ran the FFT on both."""
+    monkeypatch.setattr(cost, "workers", lambda: 1)
+    monkeypatch.setattr(cost.blas, "mkl", lambda: None)
+    dispatcher.clear_cache()
+    problem = ConvProblem.create(x_shape=shape, w_shape=w_shape, padding=1, dtype=dtype)
+    try:
+        ranked = dispatcher.choose(problem, backend_for(np)).ranked
+    finally:
+        dispatcher.clear_cache()
+    assert cost.grid_columns(problem) is not None
+    assert ranked[0] == "gemm" and ranked.index("fft") == 1, ranked
+
+
 @pytest.mark.parametrize("channels", [2, 8, 15])
 def test_onemkl_narrow_products_cost_more_per_multiply_add(channels, on_mkl):
     """gemm's multiply-add terms for K = 2-15 output channels, against the same layer at
@@ -109,7 +144,7 @@ def test_onemkl_narrow_products_cost_more_per_multiply_add(channels, on_mkl):
         p = ConvProblem.create(x_shape=(2, 8, 24, 24, 24), w_shape=(k, 8, 3, 3, 3),
                                padding=1, dtype=np.float32)
         terms = dict(zip(cost.GEMM_KEYS, cost.gemm_terms(p)))
-        return terms["block_mac"] / k
+        return (terms["block_mac"] + terms["grid_mac"]) / k
     ratio = per_mac(channels) / per_mac(16)
     want = cost.CPU["mkl_narrow"] / cost.CPU["mkl_mac"] if on_mkl else 1.0
     assert ratio == pytest.approx(want)
@@ -125,9 +160,11 @@ def test_the_tap_loop_ranks_above_separable_passes_on_small_3x3_problems(
     cost per pass (``separable_pass``) and per output row and tap of the last axis
     (``separable_run``) made them measure 0.24-0.27 ms against the tap loop's 0.21 on
     256^2 3x3, 0.81-0.85 against 0.55-0.65 on the depthwise layer (one core), so ``auto``
-    asks no data check of the kernel on these calls."""
+    asks no data check of the kernel on these calls.  On the depthwise layer gemm's
+    columns on the extended grid (one slice per channel and tap) measured 0.40 ms, ahead
+    of both (docs/benchmarks/auto_vs_fastest.md)."""
     problem = ConvProblem.create(x_shape=x_shape, w_shape=w_shape, groups=groups, padding=1,
                                  dtype=np.float32)
     ranked = dispatcher.choose(problem, backend_for(np)).ranked
-    assert ranked[0] in ("direct", "implicit_gemm")
+    assert ranked[0] in (("direct", "implicit_gemm") if groups == 1 else ("gemm",)), ranked
     assert ranked.index("separable") > ranked.index("direct")

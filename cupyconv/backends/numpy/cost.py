@@ -16,7 +16,7 @@ import numpy as np
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import transpose
 from .. import fft, fft_conv, winograd_conv
-from . import blas, gemm, separable
+from . import blas, gemm, gemm_grid, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
 from .threads import workers
@@ -83,6 +83,18 @@ CPU = dict(
                             # --rounds 3 --cpu-time` on the AMD EPYC VM, 2026-12-07 07:32,
                             # load 2.1: the 26 channelled layers measured 0.77x the
                             # prediction (geometric mean; 3-D and 4-D 0.6-0.75x, 2-D 0.8-1.2x)
+    # gemm's forward and float32 weight gradient on the extended grid (grid_columns,
+    # backends/numpy/gemm_grid.py): the columns one contiguous slice per (channel, tap) and
+    # lead row, the product W . cols (cols . dy^T); in place of column, block_mac and
+    # narrow_cols there.  Fitted 2026-12-07 08:09 on the 15 such cases of `taskset -c 1
+    # python -m benchmarks.fit_cpu_cost --rounds 3 --cpu-time` (AMD EPYC VM, numpy.matmul,
+    # load 0.5-0.7): NNLS on their time less the other terms, relative to the measured;
+    # 0.87-1.14x but the float64 depthwise layer as gemm (64 groups), 0.57x.  The old
+    # terms priced these 1.6-2.9x the measured time (4-D 4->8 10^4 float32 5.9 ms for 3.6,
+    # single-channel 3-D 64^3 3^3 4.3 for 1.5)
+    grid_column=2.05e-10,   # one element of the copy, float64 (float32 half)
+    grid_mac=8.0e-11,       # one multiply-add of W . cols, float64 (float32 half)
+    grid_narrow=6.3e-11,    # ... plus this over K/G
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=3.0e-10,  # one tap of the depthwise tap loop per output (float32; float64
@@ -218,37 +230,72 @@ def column_run(problem):
     return problem.out_shape[-1]
 
 
+def grid_columns(problem):
+    """``(waste, run)`` where gemm builds the columns of the problem it runs
+    (:func:`_gemm_problem`) on an extended grid (:mod:`.gemm_grid`): its positions over
+    the output's, and the elements of one contiguous slice of the copy (an extended lead
+    row); else ``None``.  The forward and the float32 weight gradient take the padded
+    input's grid (:func:`.gemm_grid.flat_axes`), a strided input gradient the stride's
+    phase grids (:func:`.gemm_grid.scatter_axes`); workspace limits are not priced."""
+    r, out = problem.ndim, tuple(problem.out_shape)
+    if problem.op == GRAD_INPUT:
+        e = gemm_grid.scatter_axes(problem)
+        grid, least = gemm_grid.phase_grid(problem), gemm_grid.phase_row_bytes
+    else:
+        e = gemm_grid.flat_axes(problem)
+        if problem.op == GRAD_WEIGHT and problem.dtype.itemsize >= 8:
+            e = 0
+        grid, least = problem.padded_shape(), gemm_grid.flat_lead_bytes
+    if not e or least(problem, e) > problem.column_bytes():
+        return None
+    full = out[r - e] * math.prod(grid[r - e + 1:])
+    return full / math.prod(out[r - e:]), full
+
+
 def gemm_terms(problem):
-    """gemm's parallel work per core, by constant: ``[block (per block, and per group
-    on oneMKL), column, block_mac,
-    narrow_mac, narrow_cols, column_run]`` counts (column elements and multiply-adds in float64
-    units: float32 half; complex four multiply-adds; the narrow term grows as ``1 /
-    (K/G)``, BLAS's efficiency on a GEMM a few output channels wide, one constant for
-    each column orientation, :func:`.gemm.positions_as_rows`; the multiply-adds times
-    ``mkl_mac`` where the GEMMs run on oneMKL, ``mkl_narrow`` where oneMKL's products
-    are 2 to :data:`MKL_NARROW` - 1 output channels wide; the copy's contiguous runs,
-    :func:`column_run`, whatever the dtype), over ``min(cores, blocks)``; every count but
-    the blocks' times ``matmul_work`` where the GEMMs run ``numpy.matmul``."""
+    """gemm's parallel work per core, by constant (:data:`GEMM_KEYS`): ``[block (per
+    block, and per group on oneMKL), column, block_mac, narrow_mac, narrow_cols,
+    column_run, grid_column, grid_mac, grid_narrow]`` counts (column elements and
+    multiply-adds in float64 units: float32 half; complex four multiply-adds; the
+    narrow term grows as ``1 / (K/G)``, BLAS's efficiency on a GEMM a few output
+    channels wide, one constant for each column orientation,
+    :func:`.gemm.positions_as_rows`; the multiply-adds times ``mkl_mac`` where the GEMMs
+    run on oneMKL, ``mkl_narrow`` where oneMKL's products are 2 to :data:`MKL_NARROW` - 1
+    output channels wide; the copy's contiguous runs, :func:`column_run` or an extended
+    lead row, whatever the dtype), over ``min(cores, blocks)``; every count but the
+    blocks' times ``matmul_work`` where the GEMMs run ``numpy.matmul``.  On an extended
+    grid (:func:`grid_columns`) its extra positions scale the elements and multiply-adds,
+    and the forward and weight gradient count the ``grid_`` terms in place of
+    ``column``, ``block_mac`` and ``narrow_cols``."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
-    cols = problem.groups * problem.gemm_k * problem.gemm_m
+    grid = grid_columns(problem)
+    waste, run = grid if grid else (1.0, column_run(problem))
+    cols = problem.groups * problem.gemm_k * problem.gemm_m * waste
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
     on_mkl = blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES
     rows = gemm.positions_as_rows(problem)
     fast = 1.0 if not on_mkl else CPU["mkl_narrow"] if (
-        rows and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
-    macs = cplx * _macs(problem) * scale * fast
+        (rows or grid) and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
+    if grid and problem.op != GRAD_INPUT:
+        # W . cols on the extended grid; its weight gradient cols . dy^T, K the narrow side
+        rows = problem.op == GRAD_WEIGHT
+    macs = cplx * _macs(problem) * scale * fast * waste
     narrow = macs / problem.gemm_n / cores
     # oneMKL is called once per group and block from Python (blas.matmul_into): the
     # depthwise layer as gemm, 64 groups, measured 36 ms on one core against the 10.5
     # its work terms predict
     calls = nblocks * (problem.groups if on_mkl else 1)
     work = 1.0 if on_mkl else CPU["matmul_work"]
+    copied = cplx * cols * scale * 2 / cores
+    flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
     return [calls / cores] + [work * n for n in (
-        cplx * cols * scale * 2 / cores, macs / cores, narrow if rows else 0.0,
-        0.0 if rows else narrow, cols / max(1, column_run(problem)) / cores)]
+        0.0 if flat else copied, 0.0 if flat else macs / cores, narrow if rows else 0.0,
+        0.0 if rows or flat else narrow, cols / max(1, run) / cores,
+        copied if flat else 0.0, macs / cores if flat else 0.0,
+        narrow if flat and not rows else 0.0)]
 
 
 def gemm_serial(problem):
@@ -257,14 +304,16 @@ def gemm_serial(problem):
     if problem.op != GRAD_INPUT or gemm.forward_applies(problem):
         return 0.0
     c = CPU
-    cols = problem.groups * problem.gemm_k * problem.gemm_m
+    grid = grid_columns(problem)
+    cols = problem.groups * problem.gemm_k * problem.gemm_m * (grid[0] if grid else 1.0)
     scale = _real_bytes(problem) / 8
     cplx = 4.0 if problem.is_complex else 1.0
     return cplx * cols * c["col2im"] * scale * 2 + _blocks(problem) * problem.taps * c["chunk_tap"]
 
 
 #: The constants of :func:`gemm_terms`' counts, in order.
-GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_cols", "column_run")
+GEMM_KEYS = ("block", "column", "block_mac", "narrow_mac", "narrow_cols", "column_run",
+             "grid_column", "grid_mac", "grid_narrow")
 
 
 def _gemm(problem, cplx):
@@ -274,7 +323,8 @@ def _gemm(problem, cplx):
     c = CPU
     counts = gemm_terms(problem)
     if problem.dtype.kind in "biu":
-        counts[2] *= c["nonblas"] / c["block_mac"]
+        mac = GEMM_KEYS.index("grid_mac")
+        counts[2], counts[mac] = (counts[2] + counts[mac]) * c["nonblas"] / c["block_mac"], 0.0
     work = 0.0
     for n, key in zip(counts, GEMM_KEYS):
         work += n * c[key]

@@ -202,7 +202,8 @@ def _flat_plan(problem, e, full, limit, target):
     if min(target, limit // lanes) < per_row:
         lanes = 1
     sizes = (problem.batch,) + tuple(problem.out_shape)[:problem.ndim - e]
-    indices = list(boxes(sizes, per_row, min(target, limit // lanes)))
+    # a lead row is the least block: past the target where it is larger (within limit)
+    indices = list(boxes(sizes, per_row, max(per_row, min(target, limit // lanes))))
     return indices, max(1, min(lanes, len(indices)))
 
 

@@ -255,7 +255,9 @@ AUTO_CASES = [
     ("3-D 32->32 32^3", (2, 32, 32, 32, 32), (32, 32, 3, 3, 3), 1, "gemm"),
     ("1-D 128->128 1024 k5", (16, 128, 1024), (128, 128, 5), 1, "gemm"),
     ("4-D 16->16 12^4", (2, 16, 12, 12, 12, 12), (16, 16, 3, 3, 3, 3), 1, "gemm"),
-    ("depthwise 64ch 56^2", (8, 64, 56, 56), (64, 1, 3, 3), 64, "direct"),
+    # gemm's columns on the extended grid tie with the tap loop here: 4.6-5.0 ms against
+    # 4.7-4.8 on both cores, 3.3-3.9 against 4.7 on one (float32, load 0.5-0.9)
+    ("depthwise 64ch 56^2", (8, 64, 56, 56), (64, 1, 3, 3), 64, ("direct", "gemm")),
 ]
 
 
@@ -267,8 +269,8 @@ def test_auto_ranks_the_measured_fastest_first(name, xs, ws, groups, want):
     p = ConvProblem.create(x_shape=xs, w_shape=ws, groups=groups, padding=ws[-1] // 2,
                            dtype=np.float32)
     ranked = [a for a in choose(p, NumpyBackend()).ranked if a != "separable"]
-    assert ranked[0] == want, ranked
-    assert math.isfinite(NumpyBackend().predict_times(p, [want])[want])
+    assert ranked[0] in (want if isinstance(want, tuple) else (want,)), ranked
+    assert math.isfinite(NumpyBackend().predict_times(p, [ranked[0]])[ranked[0]])
 
 
 def _square_sum(n):

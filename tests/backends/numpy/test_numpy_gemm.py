@@ -216,6 +216,25 @@ def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkey
         cupyconv.conv(x, w, method="gemm", workspace_limit=limit, **geo), got)
 
 
+@pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES[:2])
+def test_extended_grid_rows_past_the_block_target_run_one_per_block(x_shape, w_shape, geo,
+                                                                     rng, monkeypatch):
+    """An extended lead row larger than the bytes a block aims at (``gemm.CHUNK_BYTES``,
+    set below one row here; the depthwise 8 x 64 x 56^2 float32 layer's row is 7.5 MB
+    against 2 MiB) is the least block: the forward runs one row per block under the
+    default limit instead of raising a memory error."""
+    monkeypatch.setattr(gemm, "CHUNK_BYTES", 64)
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    problem = _problem(x, w, **geo)
+    row = gemm_grid.flat_lead_bytes(problem, gemm_grid.flat_axes(problem))
+    assert row > gemm.CHUNK_BYTES
+    stats = {}
+    got = gemm.run(problem, Operands(activation=x, filter=w), problem.column_bytes(), stats)
+    assert stats["peak_workspace"] <= row * 2          # a row per block, per lane
+    np.testing.assert_array_equal(got, ref_conv(x, w, **geo))
+
+
 #: (x shape, w shape, geometry) whose col2im input gradient runs on the stride's phase
 #: grids (:func:`gemm_grid.scatter_axes`): strides 2 and 3, dilation, asymmetric and boundary-
 #: mode padding, 3-D and 4-D.

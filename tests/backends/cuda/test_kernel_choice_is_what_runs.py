@@ -94,3 +94,13 @@ def test_builder_builds_the_record_it_is_given(monkeypatch, dtype):
     with pytest.raises(ValueError, match="channels-last"):      # x is channels-first
         launch.implicit_gemm_program(_Module(), problem, x, w,
                                      config=gemm_config(twin, dtype, "sm_80-89"))
+
+
+@pytest.mark.parametrize("dtype, precision", CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("channels", [16, 64])
+def test_explained_kernel_is_the_one_launched_on_9_0_verified_only(
+        monkeypatch, restore_config, dtype, precision, channels):
+    """Where the evidence ledger keeps the choice to verified kernels, the priced record
+    and the launched one leave out the same unverified tiles (the wgmma tile on 9.0)."""
+    restore_config.kernels = "verified"
+    test_explained_kernel_is_the_one_launched_on_9_0(monkeypatch, dtype, precision, channels)

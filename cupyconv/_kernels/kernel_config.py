@@ -20,7 +20,7 @@ import numpy as np
 
 from . import registry
 
-__all__ = ["KernelConfig", "tile_math", "tile_stages", "gemm_config", "family_config"]
+__all__ = ["KernelConfig", "tile_math", "gemm_config", "family_config"]
 
 
 def tile_math(tile, dtype) -> str:
@@ -33,11 +33,6 @@ def tile_math(tile, dtype) -> str:
     if kind == np.float64:
         return "DMMA"
     return "TF32" if kind == np.float32 else "HMMA"
-
-
-def tile_stages(tile) -> int:
-    """Shared-memory pipeline stages of an implicit-GEMM ``tile`` (1: registers only)."""
-    return registry.tile_stages(tile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,9 +102,9 @@ def gemm_config(tile, dtype, arch, index64=False, relayout=(False, False), split
                                         index64))
     if splits > 1:
         companions.append(family_config(algorithm, "splitk_reduce", dtype, arch, index64))
+    variant = registry.tile_variant(tile)
     return KernelConfig(
-        algorithm, registry.gemm_family(tile), name, arch, registry.tile_variant(tile).number, tile[:3],
-        tile_math(tile, dtype),
-        "channels_last" if registry.tile_variant(tile).channels_last else "channels_first",
-        tile_stages(tile), bool(index64), tuple(bool(r) for r in relayout), int(splits),
+        algorithm, variant.family, name, arch, variant.number, tile[:3],
+        tile_math(tile, dtype), "channels_last" if variant.channels_last else "channels_first",
+        registry.tile_stages(tile), bool(index64), tuple(bool(r) for r in relayout), int(splits),
         tuple(companions))

@@ -121,12 +121,8 @@ def forward_program(problem, xp, y_dtype, constant):
     steps = (
         Call(functools.partial(_source, problem, work), ("x",), "src"),
         Call(functools.partial(_kernel, problem, work, xp), ("w",), "wk"),
-        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
-                               prune=fft.forward_prunes(src_shape, lengths, xp)),
-             ("src",), "fx"),
-        Call(functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
-                               prune=fft.forward_prunes(w_shape, lengths, xp)),
-             ("wk",), "fw"),
+        _transform(xp, lengths, cplx, src_shape, "src", "fx"),
+        _transform(xp, lengths, cplx, w_shape, "wk", "fw"),
         Call(functools.partial(_product, problem, xp), ("fx", "fw"), "fy"),
         Call(functools.partial(_inverse, lengths, tuple(index), cplx, y_dtype.kind in "biu",
                                xp, fft.inverse_prunes(spectrum, lengths, index, xp)),
@@ -134,6 +130,19 @@ def forward_program(problem, xp, y_dtype, constant):
     return Program("fft", ("x", "w"), (("y", tuple(problem.logical_result_shape), y_dtype),),
                    steps, "y",
                    constants=tuple(constants))
+
+
+def _transform(xp, lengths, cplx, shape, source, spectrum):
+    """The program step computing ``spectrum`` from ``source`` (of ``shape``): on NumPy
+    into this thread's reused buffer (:func:`.fft.forward_into`), on CuPy pruned as
+    :func:`.fft.forward_prunes` decides."""
+    if xp is np:
+        fn = functools.partial(fft.forward_into, lengths=lengths, complex_input=cplx,
+                               role=spectrum)
+    else:
+        fn = functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
+                               prune=fft.forward_prunes(shape, lengths, xp))
+    return Call(fn, (source,), spectrum)
 
 
 def clear_program_cache():
@@ -167,6 +176,9 @@ def _product(problem, xp, fx, fw):
     if cg == 1 and kg == 1:
         fx *= fw[:, :, 0][None]              # the Cg == 1 slot becomes Kg == 1
         fy = fx
+    elif xp is np:                           # into this thread's reused buffer
+        fy = fft.scratch("fy", (problem.batch, g, kg) + fx.shape[3:], fx.dtype)
+        np.einsum("ngc...,gkc...->ngk...", fx, fw, out=fy)
     else:
         fy = xp.einsum("ngc...,gkc...->ngk...", fx, fw)
     return fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
@@ -177,7 +189,12 @@ def _inverse(lengths, index, cplx, exact, xp, prune, fy, y, *arrays):
     program's constants ``arrays``, in axis order)."""
     given = iter(arrays)
     index = [i if isinstance(i, slice) else next(given) for i in index]
-    if not exact:
+    if xp is np:                             # fy is this call's own: transformed in place
+        if not exact:
+            fft.inverse_from(fy, lengths, index, cplx, out=y)
+        else:
+            y[...] = np.rint(fft.inverse_from(fy, lengths, index, cplx, None))
+    elif not exact:
         fft.pruned_inverse(fy, lengths, index, cplx, xp, out=y, prune=prune)
     else:
         y[...] = xp.rint(fft.pruned_inverse(fy, lengths, index, cplx, xp, prune=prune))

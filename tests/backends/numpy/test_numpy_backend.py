@@ -144,6 +144,48 @@ def test_pruned_transforms_equal_the_full_ones(shape, lengths, complex_, rng):
     np.testing.assert_allclose(inv, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape,lengths", [((3, 2, 5), (8, 4, 9)), ((2, 1, 1, 6), (6, 5, 8)),
+                                           ((1, 20, 20), (30, 30)), ((2, 7), (12,))])
+@pytest.mark.parametrize("complex_", [False, True])
+def test_transforms_in_reused_buffers_equal_the_full_ones(shape, lengths, complex_, rng):
+    """``forward_into``/``inverse_from`` (NumPy's spectra in per-thread buffers, passes in
+    place) equal ``rfftn``/``irfftn`` on a second call with other values, whatever the
+    first left in the buffer; the window may be index arrays (wrapped starts)."""
+    r = len(lengths)
+    axes = tuple(range(-r, 0))
+    index = [slice(1, n - 1, 2) for n in lengths[:-1]] + [np.arange(-2, 3) % lengths[-1]]
+    for _ in range(2):
+        a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if complex_ else 0)
+        f = fft.forward_into(a, lengths, complex_, role="test")
+        full = (np.fft.fftn if complex_ else np.fft.rfftn)(a, s=lengths, axes=axes)
+        np.testing.assert_allclose(f, full, rtol=1e-12, atol=1e-12 * np.abs(full).max())
+        assert f is fft.scratch("test", full.shape, full.dtype)
+        want = (np.fft.ifftn if complex_ else np.fft.irfftn)(full, s=lengths, axes=axes)
+        want = want[(Ellipsis,) + tuple(index)]
+        out = np.empty(want.shape, want.dtype)
+        assert fft.inverse_from(f, lengths, index, complex_, out) is out
+        np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
+def test_fft_results_do_not_share_the_reused_buffers(rng):
+    """A forward and a weight gradient by FFT, each called twice on other values: the first
+    results stay as they were (they are the caller's arrays, not the reused spectra)."""
+    for op in ("forward", "grad_weight", "grad_input"):
+        p = _problem((2, 3, 6, 5), (4, 3, 3, 3), op=op, padding=1)
+        first = Operands(activation=rng.standard_normal(p.x_shape),
+                         filter=rng.standard_normal(p.w_shape),
+                         output=rng.standard_normal(p.y_shape))
+        a = BE.run(p, "fft", first, 2**30)
+        kept = a.copy()
+        second = Operands(activation=rng.standard_normal(p.x_shape),
+                          filter=rng.standard_normal(p.w_shape),
+                          output=rng.standard_normal(p.y_shape))
+        b = BE.run(p, "fft", second, 2**30)
+        np.testing.assert_array_equal(a, kept)
+        np.testing.assert_allclose(b, BE.run(p, "gemm", second, 2**30), rtol=1e-10,
+                                   atol=1e-10 * np.abs(b).max())
+
+
 def test_pruning_is_for_the_cpu_and_large_device_boxes():
     """NumPy prunes a kernel that fills little of its box; CuPy (any other array module)
     makes one n-D cuFFT call below ``DEVICE_PRUNE_POINTS`` points (each 1-D pass is a call

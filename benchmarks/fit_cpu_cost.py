@@ -46,6 +46,7 @@ CASES = [
     ("1-D 128->128 1024 k5", (16, 128, 1024), (128, 128, 5), 1, 2, 1, "forward"),
     ("4-D 16->16 12^4", (2, 16, 12, 12, 12, 12), (16, 16, 3, 3, 3, 3), 1, 1, 1, "forward"),
     ("4-D 4->8 10^4", (2, 4, 10, 10, 10, 10), (8, 4, 3, 3, 3, 3), 1, 1, 1, "forward"),
+    ("5-D 4->4 7^5", (1, 4, 7, 7, 7, 7, 7), (4, 4, 3, 3, 3, 3, 3), 1, 1, 1, "forward"),
     ("4-D 8->8 12^4 dw", (1, 8, 12, 12, 12, 12), (8, 8, 3, 3, 3, 3), 1, 1, 1, "grad_weight"),
     ("2-D depthwise gemm", (8, 64, 56, 56), (64, 1, 3, 3), 64, 1, 1, "forward"),
     ("2-D 64->64 56^2 dw", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1, 1, "grad_weight"),
@@ -79,9 +80,10 @@ SINGLE = [
     ("ndimage 2-D 512^2 5x5", (1, 1, 512, 512), (5, 5), "symmetric"),
     ("ndimage 3-D 64^3 3^3", (1, 1, 64, 64, 64), (3, 3, 3), "symmetric"),
 ]
-#: Channelled forward layers of :data:`CASES` whose FFT is timed too (the others' FFT
-#: takes seconds).
-FFT_LAYERS = ("2-D 16->16 32^2", "3-D 8->8 24^3", "2-D 3->32 64^2", "4-D 4->8 10^4")
+#: Channelled forward layers of :data:`CASES` whose FFT is timed too, for each operation
+#: (the others' FFT takes seconds).
+FFT_LAYERS = ("2-D 16->16 32^2", "3-D 8->8 24^3", "2-D 3->32 64^2", "4-D 4->8 10^4",
+              "5-D 4->4 7^5")
 
 
 def _problem(xs, ws, groups, padding, stride, op, dtype, padding_mode="constant"):
@@ -145,8 +147,10 @@ def main(argv=None):
             times.append(t - fixed - cost.gemm_serial(p))
             rows.append((f"{name} {dtype}", p, "gemm", t))
             if name in FFT_LAYERS and op == "forward":
-                rows.append((f"{name} {dtype}", p, "fft",
-                             _time(p, "fft", opts.rounds, opts.cpu_time)))
+                for fop in ("forward", "grad_input", "grad_weight"):
+                    q = p.with_(op=fop)
+                    rows.append((f"{name} {fop} {dtype}", q, "fft",
+                                 _time(q, "fft", opts.rounds, opts.cpu_time)))
     for name, p in singles:
         feats.append(cost.gemm_terms(p))
         t = _time(p, "gemm", opts.rounds, opts.cpu_time)

@@ -33,7 +33,7 @@ from ..core.transpose import forward_operands, transpose, weights_window
 from . import fft
 from .arrays import fold_padding, oriented_weights, pad_input, zeros_result
 
-__all__ = ["transposed_forward", "workspace_bytes", "forward_program", "clear_program_cache",
+__all__ = ["transposed_forward", "transform_lengths", "workspace_bytes", "forward_program", "clear_program_cache",
            "run"]
 
 
@@ -41,6 +41,12 @@ def transposed_forward(problem):
     """The forward problem whose FFT computes ``problem``: itself for ``forward``, else
     its whole transposition (:func:`~cupyconv.core.transpose.transpose`)."""
     return problem if problem.op == FORWARD else transpose(problem, whole=True).forward
+
+
+def transform_lengths(problem):
+    """The transform lengths of a forward ``problem``'s FFT (:func:`.fft.fft_window`: as
+    short as the wanted outputs allow, not the full linear convolution)."""
+    return fft.fft_window(problem, _source_shape(problem), _shift(problem), _span(problem))[0]
 
 
 def workspace_bytes(problem):

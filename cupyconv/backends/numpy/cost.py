@@ -110,6 +110,9 @@ CPU = dict(
     nonblas=1.0e-9,         # one integer matmul multiply-add (no BLAS)
     fft=0.2e-9,             # per point * log2(line length) of one real FFT pass
     fft_line=14000,         # line length at which a pass costs twice per point
+    fft_short=25.0,         # per line of a batched transform's pass, in units of `fft` (a
+                            # point * log2): pocketfft's cost per line, which lines of 7-12
+                            # points (4-D, 5-D layers) feel (fitted with fft_batched below)
     fft_elem=1.0e-9,        # per point per array: products, padding, gathers
     fft_einsum=2.0e-9,      # per complex multiply-add of the channel contraction (was 4e-9:
                             # 2026-12-07, one core, process CPU time, load 6-7, fft on the
@@ -147,11 +150,15 @@ CPU = dict(
                             # trails (0.24-0.27 ms against 0.21)
     fft_call=5.5e-5,        # extra fixed cost of fft: three transforms, windowing (measured
                             # 55-60 us for 8-point to 8^2-point problems)
-    fft_batched=0.75,       # factor on the work of the batched transforms and contraction
-                            # (backends/fft_conv; channelled layers: one core, process CPU
-                            # time, load 7, 2026-12-07, 1-D to 4-D, 4 to 64 channels, both
-                            # precisions: measured 0.57-0.98x the prediction, geometric
-                            # mean 0.75)
+    fft_batched=0.67,       # factor on the work of the batched transforms and contraction
+                            # (backends/fft_conv).  With fft_short, fitted 2026-12-07 on the
+                            # transform lengths fft_conv.transform_lengths runs (before: the
+                            # full linear convolution's, 1.3-4.2x the points of a gradient)
+                            # and its reused spectra: `taskset -c 0 python -m
+                            # benchmarks.fit_cpu_cost --rounds 3 --cpu-time`, one core,
+                            # process CPU time, load 1.5, 2-D to 5-D layers, every operation,
+                            # both precisions: predicted 0.78-1.25x measured (without
+                            # fft_short 0.71-1.42x, 5-D 0.7x, 2-D up to 1.4x); was 0.75
     fft_scipy_axis=0.3,     # a single signal's FFT (scipy.signal.fftconvolve,
                             # direct.single_signal) costs this much more per axis past two
                             # (the same runs: 2-D 0.96-1.17x the prediction, 3-D 0.66-0.79x,
@@ -355,7 +362,11 @@ def _fft(problem, cplx):
         # a boundary other than zeros is materialised first (numpy.pad: a padded copy)
         extra = (problem.batch * problem.in_channels * math.prod(problem.padded_shape())
                  * c["copy"])
-    lengths = [fft.fast_len(s + pb + pa) for s, (pb, pa) in zip(problem.in_shape, problem.padding)]
+    if single_signal(problem):      # scipy.signal.fftconvolve: the full linear convolution
+        lengths = [fft.fast_len(s + pb + pa)
+                   for s, (pb, pa) in zip(problem.in_shape, problem.padding)]
+    else:
+        lengths = fft_conv.transform_lengths(problem)
     npts = math.prod(lengths)
     span = [d * (k - 1) + 1 for d, k in zip(problem.dilation, problem.kernel_shape)]
     if fft.overlap_add_applies(problem, problem.in_shape, span):
@@ -364,8 +375,9 @@ def _fft(problem, cplx):
     # one pass per axis; long lines fall out of cache (fitted: a 65536-point
     # 1-D rfft costs ~5x more per point*log2 than the lines of a 60^3 one)
     per_point = 0.0
+    short = 0.0 if single_signal(problem) else c["fft_short"]
     for n in lengths:
-        per_point += math.log2(max(n, 2)) * (1 + n / c["fft_line"])
+        per_point += math.log2(max(n, 2)) * (1 + n / c["fft_line"]) + short / n
     cg, kg = problem.in_channels // problem.groups, problem.gemm_n
     transforms = (problem.batch * problem.in_channels + problem.out_channels * cg
                   + problem.batch * problem.out_channels)

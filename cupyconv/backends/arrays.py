@@ -6,15 +6,40 @@ of NumPy or CuPy (the module is taken from the array).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .._dtypes import is_half_float, is_inexact
 from .._kernels import program
+from .._lru import LRU
 from .._kernels.scan_result import ScanResult
 from ..core.args import array_module_of
 
-__all__ = ["all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
+__all__ = ["reused", "all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
            "oriented_weights", "grouped_weights", "zeros_result", "axis_index"]
+
+
+#: Bytes of all threads' :func:`reused` buffers together; a buffer past the bound is
+#: made afresh each call.
+REUSED_BYTES = 64 << 20
+_REUSED = LRU(64, maxbytes=REUSED_BYTES, size=lambda a: a.nbytes)
+
+
+def reused(role, shape, dtype):
+    """An uninitialised NumPy array of ``shape`` and ``dtype`` that the calling thread
+    gets again on its next request with the same ``role`` (the use: buffers alive at
+    once take different roles), least recently used dropped past :data:`REUSED_BYTES`
+    (``cupyconv.clear_caches`` drops them all).  For a call's temporaries of a few
+    megabytes: glibc maps such blocks afresh and unmaps them at each free, and their page
+    faults cost as much as the work on few-channel 4-D layers.  Never a result: the
+    caller's next call overwrites it."""
+    key = (threading.get_ident(), role, tuple(shape), np.dtype(dtype))
+    buf = _REUSED.get(key)
+    if buf is None:
+        buf = np.empty(shape, dtype)
+        _REUSED.put(key, buf)
+    return buf
 
 
 def pad_input(problem, x):

@@ -17,7 +17,7 @@ lets the inverse drop unwanted lines before the next axis:
 The results equal ``rfftn(a, s=L)`` and ``irfftn(F, s=L)[window]``.
 
 On NumPy the spectra go into buffers each thread reuses from call to call
-(:func:`scratch`, :func:`forward_into`, :func:`inverse_from`): the passes run
+(:func:`.arrays.reused`, :func:`forward_into`, :func:`inverse_from`): the passes run
 in place there, zero-extending each axis just before its pass.  A fresh
 spectrum per call is memory the allocator maps and unmaps each time (glibc
 returns large freed blocks to the system), and its page faults cost as much
@@ -26,17 +26,16 @@ as the transforms on few-channel 4-D layers.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 from scipy import fft as sfft
 from scipy.fftpack import next_fast_len
 from scipy.signal import oaconvolve
 
-from .._lru import LRU
+from .arrays import reused
 
 __all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse", "forward_prunes",
-           "inverse_prunes", "little_to_prune", "scratch", "forward_into", "inverse_from",
+           "inverse_prunes", "little_to_prune", "forward_into", "inverse_from",
            "overlap_add_applies", "overlap_add"]
 
 #: Transforms of at least this many points (all lines together) use every
@@ -141,34 +140,15 @@ def pruned_inverse(f, lengths, index, complex_output, xp, out=None, prune=None):
     return _written(_take(res, index[-1], -1, xp), out, xp)
 
 
-#: Bytes of all threads' reused spectrum buffers together (:func:`scratch`); a buffer
-#: past the bound is made afresh each call.
-SCRATCH_BYTES = 64 << 20
-_SCRATCH = LRU(64, maxbytes=SCRATCH_BYTES, size=lambda a: a.nbytes)
-
-
-def scratch(role, shape, dtype):
-    """An uninitialised NumPy array of ``shape`` and ``dtype`` that the calling thread
-    gets again on its next request with the same ``role`` (the use: buffers alive at
-    once take different roles), least recently used dropped past
-    :data:`SCRATCH_BYTES` (``cupyconv.clear_caches`` drops them all)."""
-    key = (threading.get_ident(), role, tuple(shape), np.dtype(dtype))
-    buf = _SCRATCH.get(key)
-    if buf is None:
-        buf = np.empty(shape, dtype)
-        _SCRATCH.put(key, buf)
-    return buf
-
-
 def forward_into(a, lengths, complex_input, role):
     """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes of a NumPy
-    array, in a :func:`scratch` buffer of ``role``: the last axis's transform on ``a``'s
+    array, in a :func:`.arrays.reused` buffer of ``role``: the last axis's transform on ``a``'s
     extent copied into the buffer's corner, then a complex pass in place along each other
     axis over the lines that hold data, its zero extension written just before."""
     r = len(lengths)
     lead = a.ndim - r
     spectrum = tuple(lengths[:-1]) + (lengths[-1] if complex_input else lengths[-1] // 2 + 1,)
-    out = scratch(role, a.shape[:lead] + spectrum, np.result_type(a.dtype, np.complex64))
+    out = reused(role, a.shape[:lead] + spectrum, np.result_type(a.dtype, np.complex64))
     workers = _module(np, math.prod(lengths) * math.prod(a.shape[:lead]))[1]["workers"]
     first = (sfft.fft if complex_input else sfft.rfft)(a, n=lengths[-1], axis=-1,
                                                        workers=workers)
@@ -185,7 +165,7 @@ def forward_into(a, lengths, complex_input, role):
 
 def inverse_from(f, lengths, index, complex_output, out):
     """:func:`pruned_inverse` of a NumPy spectrum ``f`` that it may overwrite (a
-    :func:`scratch` buffer): the leading axes' inverse passes run in place, each on the
+    :func:`.arrays.reused` buffer): the leading axes' inverse passes run in place, each on the
     lines the previous passes kept."""
     r = len(lengths)
     workers = _module(np, math.prod(f.shape))[1]["workers"]

@@ -31,7 +31,7 @@ from .._vocabulary import FORWARD, GRAD_INPUT
 from ..core.args import array_module_of
 from ..core.transpose import forward_operands, transpose, weights_window
 from . import fft
-from .arrays import fold_padding, oriented_weights, pad_input, zeros_result
+from .arrays import fold_padding, oriented_weights, pad_input, reused, zeros_result
 
 __all__ = ["transposed_forward", "transform_lengths", "workspace_bytes", "forward_program", "clear_program_cache",
            "run"]
@@ -183,7 +183,7 @@ def _product(problem, xp, fx, fw):
         fx *= fw[:, :, 0][None]              # the Cg == 1 slot becomes Kg == 1
         fy = fx
     elif xp is np:                           # into this thread's reused buffer
-        fy = fft.scratch("fy", (problem.batch, g, kg) + fx.shape[3:], fx.dtype)
+        fy = reused("fy", (problem.batch, g, kg) + fx.shape[3:], fx.dtype)
         np.einsum("ngc...,gkc...->ngk...", fx, fw, out=fy)
     else:
         fy = xp.einsum("ngc...,gkc...->ngk...", fx, fw)

@@ -159,7 +159,7 @@ def test_transforms_in_reused_buffers_equal_the_full_ones(shape, lengths, comple
         f = fft.forward_into(a, lengths, complex_, role="test")
         full = (np.fft.fftn if complex_ else np.fft.rfftn)(a, s=lengths, axes=axes)
         np.testing.assert_allclose(f, full, rtol=1e-12, atol=1e-12 * np.abs(full).max())
-        assert f is fft.scratch("test", full.shape, full.dtype)
+        assert f is arrays.reused("test", full.shape, full.dtype)
         want = (np.fft.ifftn if complex_ else np.fft.irfftn)(full, s=lengths, axes=axes)
         want = want[(Ellipsis,) + tuple(index)]
         out = np.empty(want.shape, want.dtype)

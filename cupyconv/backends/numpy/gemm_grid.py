@@ -26,7 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import GRAD_INPUT
-from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input
+from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, reused
 from ..base import OutOfMemoryError
 from .blas import matmul, matmul_into
 from .threads import Scratch, parallel_map, workers
@@ -301,8 +301,9 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
     full = phase_row_bytes(problem, e) // position_bytes(problem)
     length = _flat_length(grid[lead:], out[lead:])
     ext = _extended(problem, dy, grid, e)
-    phases = np.zeros(tuple(problem.stride) + (problem.batch, g, cg) + grid[:lead]
-                      + (math.prod(grid[lead:]),), dtype=problem.dtype)
+    phases = reused("phase grids", tuple(problem.stride) + (problem.batch, g, cg)
+                    + grid[:lead] + (math.prod(grid[lead:]),), problem.dtype)
+    phases.fill(0)
     taps = []
     for tap in np.ndindex(*problem.kernel_shape):
         pos = [t * d for t, d in zip(tap, problem.dilation)]
@@ -334,15 +335,30 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
         note_workspace(stats, [col.nbytes for col in cols], lanes)
         for index, col in zip(wave, cols):
             scatter(index, col)
-    xpad = np.empty((problem.batch, problem.in_channels) + problem.padded_shape(),
-                    dtype=problem.dtype)
-    target_x = xpad.reshape((problem.batch, g, cg) + problem.padded_shape())
+    return _interleaved(problem, phases, grid)
+
+
+def _interleaved(problem, phases, grid):
+    """The input gradient from its phase grids: interleaved into the padded input and
+    folded (:func:`~cupyconv.backends.arrays.fold_padding`), or with zero padding
+    straight into the input's window."""
+    g, cg = problem.groups, problem.in_channels // problem.groups
+    window = problem.padding_mode == "constant"
+    shape = tuple(problem.in_shape) if window else problem.padded_shape()
+    start = [pb if window else 0 for pb, _ in problem.padding]
+    res = np.empty((problem.batch, problem.in_channels) + shape, dtype=problem.dtype)
+    target = res.reshape((problem.batch, g, cg) + shape)
     for phase in np.ndindex(*problem.stride):
-        dst = target_x[(slice(None),) * 3 + tuple(slice(p, None, s) for p, s in
-                                                  zip(phase, problem.stride))]
-        src = phases[phase].reshape((problem.batch, g, cg) + grid)
-        dst[...] = src[(slice(None),) * 3 + tuple(slice(0, n) for n in dst.shape[3:])]
-    return fold_padding(problem, xpad)
+        dst, src = [], []
+        for p, s, b, n in zip(phase, problem.stride, start, shape):
+            m = max(0, -(-(b - p) // s))           # the phase's first row at or past b
+            dst.append(slice(p + s * m - b, None, s))
+            src.append(m)
+        part = target[(slice(None),) * 3 + tuple(dst)]
+        grids = phases[phase].reshape((problem.batch, g, cg) + grid)
+        part[...] = grids[(slice(None),) * 3 + tuple(slice(m, m + n)
+                                                     for m, n in zip(src, part.shape[3:]))]
+    return res if window else fold_padding(problem, res)
 
 
 def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):

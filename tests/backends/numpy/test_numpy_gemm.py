@@ -245,6 +245,7 @@ PHASE_CASES = [
     ((2, 2, 6, 9, 8), (2, 2, 3, 3, 3), dict(padding=1, padding_mode="reflect")),
     ((1, 4, 6, 7, 13), (4, 2, 3, 2, 3), dict(stride=(2, 2, 2), padding=2, groups=2,
                                              padding_mode="wrap")),
+    ((1, 2, 9, 10, 7), (2, 2, 3, 3, 3), dict(stride=2, padding=((3, 0), (2, 3), (1, 4)))),
 ]
 
 

@@ -10,9 +10,10 @@ and the FFT on each, so that a refit keeps their crossovers), and fits
 work each timing counts (the model of :func:`cupyconv.backends.numpy.cost.predict_times`:
 blocks, column elements, multiply-adds, the narrow-GEMM terms and the copy's contiguous
 runs spread over ``min(cores, blocks)``; tap-loop multiply-adds and chunk taps for the
-depthwise path).  The FFT is not fitted: its measured / predicted ratios are printed per
-path (SciPy's single-signal ``fftconvolve``, the batched transforms), from which
-``fft_scipy_axis`` and ``fft_batched`` were set.  Where the blocks run ``numpy.matmul``
+depthwise path).  The FFT's measured / predicted ratios are printed per path (SciPy's
+single-signal ``fftconvolve``, the batched transforms), from which ``fft_scipy_axis`` was
+set; ``fft_short`` and ``fft_batched`` are fitted on the batched transforms (every
+operation of the :data:`FFT_LAYERS`).  Where the blocks run ``numpy.matmul``
 (oneMKL off: ``backends/numpy/blas.mkl``) the gemm ratio fit scales ``matmul_work``,
 the factor on the oneMKL-fitted work terms.
 Prints the fitted values next to the ones in force, then each case's measured and
@@ -122,6 +123,28 @@ def _shrink(xs, small):
     return xs if not small else xs[:2] + tuple(max(s // 2, 4) for s in xs[2:])
 
 
+def _fit_fft_short(timed):
+    """Print the batched FFT's ``fft_short`` (per line of a pass) that best fits ``timed``
+    (``(problem, seconds)``), each candidate with ``fft_batched`` at the geometric mean of
+    measured / predicted: the spread of the log ratios, least first."""
+    from cupyconv.backends.numpy import cost
+    if not timed:
+        return
+    keep = cost.CPU["fft_short"], cost.CPU["fft_batched"]
+    fits = []
+    try:
+        for short in (0, 5, 10, 15, 20, 25, 30, 40):
+            cost.CPU["fft_short"], cost.CPU["fft_batched"] = short, 1.0
+            logs = [math.log(t / cost.predict(p, "fft")) for p, t in timed]
+            batched = math.exp(float(np.mean(logs)))
+            fits.append((float(np.std(logs)), short, batched))
+    finally:
+        cost.CPU["fft_short"], cost.CPU["fft_batched"] = keep
+    spread, short, batched = min(fits)
+    print(f"\nfft, batched: fft_short {short}, fft_batched {batched:.2f} fit best (spread of "
+          f"log(measured / predicted) {spread:.3f}; in force {keep[0]}, {keep[1]})")
+
+
 def main(argv=None):
     from cupyconv.backends.numpy import cost
     from cupyconv.backends.numpy.direct import single_signal
@@ -202,6 +225,7 @@ def main(argv=None):
             keys = ("matmul_work",)      # numpy.matmul: its factor on the oneMKL-fitted terms
         print(f"\nratio fit, {algo}: measured / predicted {factor:.2f} (geometric mean of "
               f"{len(logs)}): " + ", ".join(f"{k} {cost.CPU[k] * factor:.3g}" for k in keys))
+    _fit_fft_short([(p, t) for _, p, a, t in rows if a == "fft" and not single_signal(p)])
     for path, pick in (("single signal (fft_scipy_axis)", True),
                        ("batched (fft_batched)", False)):
         logs = [math.log(t / cost.predict_times(p, ["fft"])["fft"]) for _, p, a, t in rows

@@ -140,42 +140,69 @@ def pruned_inverse(f, lengths, index, complex_output, xp, out=None, prune=None):
     return _written(_take(res, index[-1], -1, xp), out, xp)
 
 
-def forward_into(a, lengths, complex_input, role):
+def forward_into(a, lengths, complex_input, role, prune=True):
     """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes of a NumPy
-    array, in a :func:`.arrays.reused` buffer of ``role``: the last axis's transform on ``a``'s
-    extent copied into the buffer's corner, then a complex pass in place along each other
-    axis over the lines that hold data, its zero extension written just before."""
+    array, in a :func:`.arrays.reused` buffer of ``role``: the last axis's transform on
+    ``a``'s extent copied into the buffer's corner, then a complex pass in place along each
+    other axis over the lines that hold data, its zero extension written just before.
+    The passes run in :func:`pruned_forward`'s order where ``prune`` (:func:`forward_prunes`),
+    else in ``rfftn``'s or ``fftn``'s (the leading axis first; ``fftn``'s last axis too),
+    so that the results are theirs bitwise."""
     r = len(lengths)
     lead = a.ndim - r
     spectrum = tuple(lengths[:-1]) + (lengths[-1] if complex_input else lengths[-1] // 2 + 1,)
     out = reused(role, a.shape[:lead] + spectrum, np.result_type(a.dtype, np.complex64))
     workers = _module(np, math.prod(lengths) * math.prod(a.shape[:lead]))[1]["workers"]
-    first = (sfft.fft if complex_input else sfft.rfft)(a, n=lengths[-1], axis=-1,
-                                                       workers=workers)
-    extent = list(a.shape[lead:-1])
-    out[(Ellipsis,) + tuple(slice(0, e) for e in extent) + (slice(None),)] = first
-    for k in range(r - 2, -1, -1):
-        view = out[(Ellipsis,) + tuple(slice(0, e) for e in extent[:k])
-                   + (slice(None),) * (r - k)]
+    if complex_input and not prune:         # fftn's order: every axis, the leading first
+        extent, order = list(a.shape[lead:]), range(r)
+        out[(Ellipsis,) + tuple(slice(0, e) for e in extent)] = a
+    else:
+        extent = list(a.shape[lead:-1]) + [spectrum[-1]]
+        order = range(r - 2, -1, -1) if prune else range(r - 1)
+        out[(Ellipsis,) + tuple(slice(0, e) for e in extent)] = (
+            sfft.fft if complex_input else sfft.rfft)(a, n=lengths[-1], axis=-1,
+                                                      workers=workers)
+    for k in order:
+        view = out[(Ellipsis,) + tuple(slice(None) if j == k else slice(0, e)
+                                       for j, e in enumerate(extent))]
         view[(slice(None),) * (lead + k) + (slice(extent[k], None),)] = 0
         sfft.fft(view, axis=lead + k, overwrite_x=True, workers=workers)
         extent[k] = lengths[k]
     return out
 
 
-def inverse_from(f, lengths, index, complex_output, out):
+def inverse_from(f, lengths, index, complex_output, out, prune=True):
     """:func:`pruned_inverse` of a NumPy spectrum ``f`` that it may overwrite (a
-    :func:`.arrays.reused` buffer): the leading axes' inverse passes run in place, each on the
-    lines the previous passes kept."""
+    :func:`.arrays.reused` buffer): the leading axes' inverse passes run in place, each on
+    the lines the previous passes kept.  Where not ``prune`` (:func:`inverse_prunes`) the
+    ``1/N`` is applied once, where ``irfftn``/``ifftn`` apply it (the last pass of a real
+    output, the first of a complex one), so that the results are theirs bitwise."""
     r = len(lengths)
     workers = _module(np, math.prod(f.shape))[1]["workers"]
+    whole = not prune and r > 1
+    norm = "forward" if whole else "backward"       # "forward": the inverse unscaled
+    fct = _norm_factor(lengths, f.real.dtype) if whole else None
     res = f
     for axis in range(-r, -1):
-        res = sfft.ifft(res, axis=axis, overwrite_x=True, workers=workers)
+        res = sfft.ifft(res, axis=axis, overwrite_x=True, norm=norm, workers=workers)
+        if whole and complex_output and axis == -r:
+            res *= fct
         res = _take(res, index[axis], axis, np)
     last = sfft.ifft if complex_output else sfft.irfft
-    res = last(res, n=lengths[-1], axis=-1, overwrite_x=True, workers=workers)
-    return _written(_take(res, index[-1], -1, np), out, np)
+    res = _take(last(res, n=lengths[-1], axis=-1, overwrite_x=True, norm=norm,
+                     workers=workers), index[-1], -1, np)
+    if whole and not complex_output:
+        if out is None:
+            return res * fct
+        np.multiply(res, fct, out=out)
+        return out
+    return _written(res, out, np)
+
+
+def _norm_factor(lengths, dtype):
+    """pocketfft's ``1/N`` of an inverse over ``lengths``: ``N`` divided in long double,
+    rounded once to ``dtype``."""
+    return (np.longdouble(1) / np.longdouble(math.prod(lengths))).astype(dtype)
 
 
 def _written(a, out, xp):

@@ -140,14 +140,16 @@ def forward_program(problem, xp, y_dtype, constant):
 
 def _transform(xp, lengths, cplx, shape, source, spectrum):
     """The program step computing ``spectrum`` from ``source`` (of ``shape``): on NumPy
-    into this thread's reused buffer (:func:`.fft.forward_into`), on CuPy pruned as
-    :func:`.fft.forward_prunes` decides."""
+    into this thread's reused buffer (:func:`.fft.forward_into`), on CuPy by
+    :func:`.fft.pruned_forward`; pruned (in that order) as :func:`.fft.forward_prunes`
+    decides."""
+    prune = fft.forward_prunes(shape, lengths, xp)
     if xp is np:
         fn = functools.partial(fft.forward_into, lengths=lengths, complex_input=cplx,
-                               role=spectrum)
+                               role=spectrum, prune=prune)
     else:
         fn = functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
-                               prune=fft.forward_prunes(shape, lengths, xp))
+                               prune=prune)
     return Call(fn, (source,), spectrum)
 
 
@@ -197,9 +199,9 @@ def _inverse(lengths, index, cplx, exact, xp, prune, fy, y, *arrays):
     index = [i if isinstance(i, slice) else next(given) for i in index]
     if xp is np:                             # fy is this call's own: transformed in place
         if not exact:
-            fft.inverse_from(fy, lengths, index, cplx, out=y)
+            fft.inverse_from(fy, lengths, index, cplx, out=y, prune=prune)
         else:
-            y[...] = np.rint(fft.inverse_from(fy, lengths, index, cplx, None))
+            y[...] = np.rint(fft.inverse_from(fy, lengths, index, cplx, None, prune=prune))
     elif not exact:
         fft.pruned_inverse(fy, lengths, index, cplx, xp, out=y, prune=prune)
     else:

@@ -145,26 +145,34 @@ def test_pruned_transforms_equal_the_full_ones(shape, lengths, complex_, rng):
 
 
 @pytest.mark.parametrize("shape,lengths", [((3, 2, 5), (8, 4, 9)), ((2, 1, 1, 6), (6, 5, 8)),
-                                           ((1, 20, 20), (30, 30)), ((2, 7), (12,))])
+                                           ((1, 20, 20), (30, 30)), ((2, 7), (12,)),
+                                           ((2, 3, 5, 6, 7), (8, 9, 10))])
 @pytest.mark.parametrize("complex_", [False, True])
-def test_transforms_in_reused_buffers_equal_the_full_ones(shape, lengths, complex_, rng):
+@pytest.mark.parametrize("prune", [True, False])
+def test_transforms_in_reused_buffers_equal_the_full_ones(shape, lengths, complex_, prune,
+                                                          rng):
     """``forward_into``/``inverse_from`` (NumPy's spectra in per-thread buffers, passes in
     place) equal ``rfftn``/``irfftn`` on a second call with other values, whatever the
-    first left in the buffer; the window may be index arrays (wrapped starts)."""
+    first left in the buffer, and the transforms that allocate (``pruned_forward``,
+    ``pruned_inverse``, the n-D calls where not pruned) bitwise; the window may be index
+    arrays (wrapped starts)."""
     r = len(lengths)
     axes = tuple(range(-r, 0))
     index = [slice(1, n - 1, 2) for n in lengths[:-1]] + [np.arange(-2, 3) % lengths[-1]]
     for _ in range(2):
         a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if complex_ else 0)
-        f = fft.forward_into(a, lengths, complex_, role="test")
+        f = fft.forward_into(a, lengths, complex_, role="test", prune=prune)
         full = (np.fft.fftn if complex_ else np.fft.rfftn)(a, s=lengths, axes=axes)
         np.testing.assert_allclose(f, full, rtol=1e-12, atol=1e-12 * np.abs(full).max())
+        np.testing.assert_array_equal(f, fft.pruned_forward(a, lengths, complex_, np, prune))
         assert f is arrays.reused("test", full.shape, full.dtype)
         want = (np.fft.ifftn if complex_ else np.fft.irfftn)(full, s=lengths, axes=axes)
         want = want[(Ellipsis,) + tuple(index)]
+        same = fft.pruned_inverse(f.copy(), lengths, index, complex_, np, prune=prune)
         out = np.empty(want.shape, want.dtype)
-        assert fft.inverse_from(f, lengths, index, complex_, out) is out
+        assert fft.inverse_from(f, lengths, index, complex_, out, prune) is out
         np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(out, same)
 
 
 def test_fft_results_do_not_share_the_reused_buffers(rng):

@@ -157,8 +157,8 @@ CPU = dict(
                             # and its reused spectra: `taskset -c 0 python -m
                             # benchmarks.fit_cpu_cost --rounds 3 --cpu-time`, one core,
                             # process CPU time, load 1.5, 2-D to 5-D layers, every operation,
-                            # both precisions: predicted 0.78-1.25x measured (without
-                            # fft_short 0.71-1.42x, 5-D 0.7x, 2-D up to 1.4x); was 0.75
+                            # both precisions: predicted 0.78-1.25x measured (fft_short 0,
+                            # this refit: 0.71-1.42x, 5-D 0.7x, 2-D up to 1.4x); was 0.75
     fft_scipy_axis=0.3,     # a single signal's FFT (scipy.signal.fftconvolve,
                             # direct.single_signal) costs this much more per axis past two
                             # (the same runs: 2-D 0.96-1.17x the prediction, 3-D 0.66-0.79x,

@@ -194,6 +194,27 @@ def test_fft_results_do_not_share_the_reused_buffers(rng):
                                    atol=1e-10 * np.abs(b).max())
 
 
+def test_fft_calls_from_several_threads_keep_their_own_buffers(rng):
+    """The reused buffers are per thread: FFT forwards and weight gradients run at once
+    from four threads, on other values each, give what they give one at a time."""
+    import concurrent.futures
+    p = _problem((2, 3, 9, 7, 6), (4, 3, 3, 3, 3), padding=1)
+    q = p.with_(op="grad_weight")
+    jobs = [Operands(activation=rng.standard_normal(p.x_shape),
+                     filter=rng.standard_normal(p.w_shape),
+                     output=rng.standard_normal(p.y_shape)) for _ in range(8)]
+    want = [(BE.run(p, "fft", o, 2**30), BE.run(q, "fft", o, 2**30)) for o in jobs]
+
+    def both(o):
+        return [(BE.run(p, "fft", o, 2**30), BE.run(q, "fft", o, 2**30)) for _ in range(5)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for (y, dw), got in zip(want, pool.map(both, jobs)):
+            for gy, gdw in got:
+                np.testing.assert_array_equal(gy, y)
+                np.testing.assert_array_equal(gdw, dw)
+
+
 def test_pruning_is_for_the_cpu_and_large_device_boxes():
     """NumPy prunes a kernel that fills little of its box; CuPy (any other array module)
     makes one n-D cuFFT call below ``DEVICE_PRUNE_POINTS`` points (each 1-D pass is a call

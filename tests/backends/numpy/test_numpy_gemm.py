@@ -251,10 +251,14 @@ PHASE_CASES = [
 
 @pytest.mark.parametrize("x_shape,w_shape,geo", PHASE_CASES)
 @pytest.mark.parametrize("rows", [1, 3, None])
-def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows, rng,
-                                                    monkeypatch):
+@pytest.mark.parametrize("one_core", [False, True], ids=["cores", "one core"])
+def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows, one_core,
+                                                    rng, monkeypatch):
     """On small integers the phase-grid col2im equals the per-tap scatter bitwise,
-    blocked or whole, under the limit, and is the forward's exact adjoint."""
+    blocked or whole, under the limit, and is the forward's exact adjoint; on one core
+    also where whole images' grids add tap by tap (``TAP_BY_TAP_WASTE``)."""
+    if one_core:
+        monkeypatch.setattr(gemm_grid, "workers", lambda: 1)
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, op="grad_input", **geo)

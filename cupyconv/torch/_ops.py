@@ -40,6 +40,7 @@ from torch import Tensor
 
 import cupyconv
 from cupyconv.api.conv import conv_problem
+from cupyconv.core.transpose import conv_transpose_geometry
 
 from . import _bridge
 
@@ -252,26 +253,14 @@ conv_transpose = torch.library.custom_op("cupyconv::conv_transpose", _transpose_
                                          mutates_args=())
 
 
-def transpose_shape(x_shape, w_shape, stride, padding, output_padding, dilation, groups,
-                    channels_last):
-    """The output shape of ``conv_transpose`` (PyTorch's formula)."""
-    ks, s = _spatial(w_shape, channels_last), _spatial(x_shape, channels_last)
-    out = [(s[i] - 1) * stride[i] - padding[2 * i] - padding[2 * i + 1]
-           + dilation[i] * (ks[i] - 1) + output_padding[i] + 1 for i in range(len(s))]
-    c_out = w_shape[-1 if channels_last else 1] * groups
-    return _with_channels(x_shape[0], out, c_out, channels_last)
-
-
 @conv_transpose.register_fake
 def _(x, w, bias, stride, padding, output_padding, dilation, groups, channels_last):
     _bridge.check_tensors(x=x, w=w, bias=bias)
-    c_in = x.shape[-1 if channels_last else 1]
-    if w.shape[0] != c_in or c_in % groups:     # cupyconv.conv_transpose's messages
-        raise ValueError(f"w has {w.shape[0]} input channels (axis 0) but x has "
-                         f"C_in={c_in}" if w.shape[0] != c_in else
-                         f"x has C_in={c_in} channels, not divisible by groups={groups}")
-    return x.new_empty(transpose_shape(x.shape, w.shape, stride, padding, output_padding,
-                                       dilation, groups, channels_last))
+    shape, _ = conv_transpose_geometry(
+        tuple(x.shape), tuple(w.shape), tuple(stride), _pairs(padding),
+        tuple(output_padding), tuple(dilation), groups,
+        "channels_last" if channels_last else "channels_first")
+    return x.new_empty(shape)
 
 
 def _transpose_setup(ctx, inputs, output):

@@ -88,7 +88,7 @@ def _conv_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[int],
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
     if cval:
         geo["cval"] = cval
-    return _bridge.call(lambda a, b, c: cupyconv.conv(a, b, c, **geo), x, w, bias)
+    return _bridge.call(cupyconv.conv, (x, w, bias), **geo)
 
 
 conv = torch.library.custom_op("cupyconv::conv", _conv_impl, mutates_args=())
@@ -149,8 +149,7 @@ def _grad_input_impl(dy: Tensor, w: Tensor, input_shape: list[int], stride: list
                      padding_mode: str, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_input`` on tensors."""
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
-    return _bridge.call(
-        lambda a, b: cupyconv.conv_grad_input(a, b, tuple(input_shape), **geo), dy, w)
+    return _bridge.call(cupyconv.conv_grad_input, (dy, w), tuple(input_shape), **geo)
 
 
 grad_input = torch.library.custom_op("cupyconv::conv_grad_input", _grad_input_impl,
@@ -182,8 +181,7 @@ def _grad_weight_impl(x: Tensor, dy: Tensor, weight_shape: list[int], stride: li
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
     if cval:
         geo["cval"] = cval
-    return _bridge.call(lambda a, b: cupyconv.conv_grad_weight(
-        a, b, tuple(weight_shape), **geo), x, dy)
+    return _bridge.call(cupyconv.conv_grad_weight, (x, dy), tuple(weight_shape), **geo)
 
 
 grad_weight = torch.library.custom_op("cupyconv::conv_grad_weight", _grad_weight_impl,
@@ -212,7 +210,7 @@ grad_weight.register_autograd(_grad_weight_backward, setup_context=_setup)
 def _grad_bias_impl(dy: Tensor, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_bias`` on tensors."""
     layout = "channels_last" if channels_last else "channels_first"
-    return _bridge.call(lambda a: cupyconv.conv_grad_bias(a, layout=layout), dy)
+    return _bridge.call(cupyconv.conv_grad_bias, (dy,), layout=layout)
 
 
 grad_bias = torch.library.custom_op("cupyconv::conv_grad_bias", _grad_bias_impl,
@@ -245,8 +243,8 @@ def _transpose_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[i
                     groups: int, channels_last: bool) -> Tensor:
     """``cupyconv.conv_transpose`` on tensors."""
     geo = _geometry(stride, padding, dilation, groups, "constant", channels_last)
-    return _bridge.call(lambda a, b, c: cupyconv.conv_transpose(
-        a, b, c, output_padding=tuple(output_padding), **geo), x, w, bias)
+    return _bridge.call(cupyconv.conv_transpose, (x, w, bias),
+                        output_padding=tuple(output_padding), **geo)
 
 
 conv_transpose = torch.library.custom_op("cupyconv::conv_transpose", _transpose_impl,
@@ -310,15 +308,21 @@ conv_transpose.register_autograd(_transpose_backward, setup_context=_transpose_s
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+try:
+    _DISPATCH_MODES = torch._C._len_torch_dispatch_stack
+    _FUNCTORCH_LEVEL = torch._C._functorch.maybe_current_level
+except AttributeError:             # pragma: no cover - a torch without these queries
+    _DISPATCH_MODES = _FUNCTORCH_LEVEL = None
+_COMPILING = torch.compiler.is_compiling
+_HAS_TORCH_FUNCTION = torch.overrides.has_torch_function
+
+
 def _modes_or_transforms():
     """Whether a dispatch mode or a functorch transform (``vmap``, ``grad``) is active,
     or this torch cannot tell (then the registered operator runs)."""
-    state = torch._C
-    try:
-        return (state._len_torch_dispatch_stack() > 0
-                or state._functorch.maybe_current_level() is not None)
-    except AttributeError:         # pragma: no cover - a torch without these queries
+    if _DISPATCH_MODES is None:    # pragma: no cover
         return True
+    return _DISPATCH_MODES() > 0 or _FUNCTORCH_LEVEL() is not None
 
 
 def _plain_eager(args):
@@ -326,12 +330,15 @@ def _plain_eager(args):
     not traced by ``torch.compile``, every tensor a plain CPU or CUDA ``Tensor`` or
     ``Parameter`` with no ``__torch_function__`` override or mode, no dispatch mode and
     no functorch transform."""
-    if torch.compiler.is_compiling():
+    if _COMPILING() or _modes_or_transforms():
         return False
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    return (all(type(t) in _PLAIN and t.device.type in ("cpu", "cuda") for t in tensors)
-            and not torch.overrides.has_torch_function(tensors)
-            and not _modes_or_transforms())
+    tensors = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if type(a) not in _PLAIN or not (a.is_cpu or a.is_cuda):
+                return False
+            tensors.append(a)
+    return not _HAS_TORCH_FUNCTION(tensors)
 
 
 def _twin(name, impl, setup, backward):

@@ -34,7 +34,7 @@ def _autocast(x, w, bias):
 def _prepare(x, w, bias, stride, dilation, groups, layout, what):
     """Checked operands and the shared geometry: ``(x, w, bias, unbatched, r, cl, ...)``."""
     x, w, bias = _autocast(x, w, bias)
-    _bridge.check_tensors(x=x, w=w, bias=bias)
+    _bridge.device_of((x, w, bias), ("x", "w", "bias"))
     unbatched = x.ndim == w.ndim - 1
     if unbatched:                          # PyTorch's unbatched (C, *S): a batch of one
         x = x.unsqueeze(0)

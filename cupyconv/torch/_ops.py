@@ -44,7 +44,8 @@ from cupyconv.core.transpose import conv_transpose_geometry
 
 from . import _bridge
 
-__all__ = ["conv", "conv_transpose", "grad_input", "grad_weight", "grad_bias", "run"]
+__all__ = ["conv", "conv_transpose", "grad_input", "grad_weight", "grad_bias", "run",
+           "modes_or_transforms"]
 
 
 def _pairs(padding):
@@ -59,17 +60,24 @@ def _with_channels(n, spatial, c, channels_last):
     return [n, *spatial, c] if channels_last else [n, c, *spatial]
 
 
+def _uniform(values):
+    """``values`` as one int when all are equal (the form ``cupyconv`` checks fastest)."""
+    first = values[0]
+    return first if values.count(first) == len(values) else tuple(values)
+
+
 def _geometry(stride, padding, dilation, groups, padding_mode, channels_last):
     """The keyword arguments of a ``cupyconv`` call for this geometry, defaults left out
-    and a symmetric padding given per axis (the short forms are the cheapest to check)."""
+    and a symmetric padding given per axis, each as one int where all axes agree (the
+    short forms are the cheapest to check)."""
     geo = {}
-    if any(s != 1 for s in stride):
-        geo["stride"] = tuple(stride)
+    if stride.count(1) != len(stride):
+        geo["stride"] = _uniform(stride)
     if any(padding):
         before, after = padding[0::2], padding[1::2]
-        geo["padding"] = tuple(before) if before == after else _pairs(padding)
-    if any(d != 1 for d in dilation):
-        geo["dilation"] = tuple(dilation)
+        geo["padding"] = _uniform(before) if before == after else _pairs(padding)
+    if dilation.count(1) != len(dilation):
+        geo["dilation"] = _uniform(dilation)
     if groups != 1:
         geo["groups"] = groups
     if padding_mode != "constant":
@@ -317,7 +325,7 @@ _COMPILING = torch.compiler.is_compiling
 _HAS_TORCH_FUNCTION = torch.overrides.has_torch_function
 
 
-def _modes_or_transforms():
+def modes_or_transforms():
     """Whether a dispatch mode or a functorch transform (``vmap``, ``grad``) is active,
     or this torch cannot tell (then the registered operator runs)."""
     if _DISPATCH_MODES is None:    # pragma: no cover
@@ -330,7 +338,7 @@ def _plain_eager(args):
     not traced by ``torch.compile``, every tensor a plain CPU or CUDA ``Tensor`` or
     ``Parameter`` with no ``__torch_function__`` override or mode, no dispatch mode and
     no functorch transform."""
-    if _COMPILING() or _modes_or_transforms():
+    if _COMPILING() or modes_or_transforms():
         return False
     tensors = []
     for a in args:

@@ -121,18 +121,23 @@ def device_of(tensors, names=None):
 
 
 def call(fn, tensors, *args, **kwargs):
-    """``fn(*arrays, *args, **kwargs)`` on the memory of ``tensors``; its array result as
-    a tensor (no copies).
+    """``fn(*arrays, *args, **kwargs)`` on the memory of ``tensors``; its array result
+    (or each of a tuple of them) as a tensor, without copies.
 
-    ``None`` passes through.  The result is contiguous (the operators promise torch
-    contiguous outputs); a non-contiguous result is copied once.
+    ``None`` passes through.  A result is contiguous (the operators promise torch
+    contiguous outputs); a non-contiguous one is copied once.
     """
     device = device_of(tensors)
     if device.type == "cpu":
-        out = _from_numpy(fn(*[None if t is None else _numpy_view(t) for t in tensors],
-                             *args, **kwargs))
-    else:
-        with _cuda_stream(device) as cupy:
-            out = torch.from_dlpack(fn(*[None if t is None else cupy.from_dlpack(t.detach())
-                                         for t in tensors], *args, **kwargs))
+        return _tensors(fn(*[None if t is None else _numpy_view(t) for t in tensors],
+                           *args, **kwargs), _from_numpy)
+    with _cuda_stream(device) as cupy:
+        return _tensors(fn(*[None if t is None else cupy.from_dlpack(t.detach())
+                             for t in tensors], *args, **kwargs), torch.from_dlpack)
+
+
+def _tensors(out, wrap):
+    if type(out) is tuple:
+        return tuple(None if a is None else _tensors(a, wrap) for a in out)
+    out = wrap(out)
     return out if out.is_contiguous() else out.contiguous()

@@ -138,9 +138,26 @@ def _grad_weight(x, dy, shape, geo, cval=0.0):
     return run(grad_weight, x, dy, list(shape), *geo[:5], cval, geo[5])
 
 
+def _conv_gradients(dy, x, w, need, geo, cval):
+    """The gradients of ``conv`` that ``need`` asks for, as its operators compute them,
+    in one pass over the bridge (one array view of each tensor): a backward pass that
+    records no graph needs no operator calls."""
+    kw = _geometry(*geo)
+    layout = "channels_last" if geo[5] else "channels_first"
+
+    def gradients(dya, xa, wa):
+        return (cupyconv.conv_grad_input(dya, wa, xa.shape, **kw) if need[0] else None,
+                cupyconv.conv_grad_weight(xa, dya, wa.shape, **kw, **(
+                    {"cval": cval} if cval else {})) if need[1] else None,
+                cupyconv.conv_grad_bias(dya, layout=layout) if need[2] else None)
+    return _bridge.call(gradients, (dy, x, w))
+
+
 def _conv_backward(ctx, dy):
     x, w = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and _plain_eager((dy, x, w)):
+        return _conv_gradients(dy, x, w, need, ctx.geo, ctx.cval) + (None,) * 7
     dx = _grad_input(dy, w, x.shape, ctx.geo) if need[0] else None
     dw = _grad_weight(x, dy, w.shape, ctx.geo, ctx.cval) if need[1] else None
     db = run(grad_bias, dy, ctx.geo[5]) if need[2] else None

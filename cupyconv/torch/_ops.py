@@ -28,7 +28,10 @@ Python autograd wrapper re-binds every argument against the schema on each call:
 0.1 ms per forward call on the CPU, the larger part of the adapter's cost on small
 layers); with gradients off (a backward pass without ``create_graph``, ``torch.no_grad``)
 it calls the implementation alone.  Everywhere else (FakeTensor, meta tensors, ``torch.compile``,
-``torch.library.opcheck``, modes) the registered operator runs.
+``torch.library.opcheck``, modes) the registered operator runs.  A backward of ``conv``
+with gradients off in plain eager mode calls the three ``cupyconv`` gradients itself, on
+one array view of each tensor (:func:`_conv_gradients`): the same calls the operators'
+implementations make.
 """
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def _numpy_view(t):
 def _from_numpy(a):
     if not a.flags.writeable or (not a.flags.c_contiguous and min(a.strides, default=0) < 0):
         a = a.copy()               # torch.from_numpy takes writable, positive strides
-    if a.dtype.kind != "f":        # ml_dtypes' bfloat16 (kind "V"): torch has no NumPy twin
+    if a.dtype.kind == "V":        # ml_dtypes' bfloat16: torch has no NumPy twin
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 

@@ -12,12 +12,18 @@ from . import _bridge, _ops
 __all__ = ["conv", "conv_transpose"]
 
 
+#: Whether autocast is on for any device (one query; ``True`` where torch cannot tell).
+_ANY_AUTOCAST = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
+
 def _autocast(x, w, bias):
     """The operands cast as ``torch.nn.functional.conv3d``'s under ``torch.autocast``.
 
     When autocast is on for the tensors' device, float16/bfloat16/float32 operands are
     cast to its dtype (float64 stays, as autocast leaves double precision alone).
     """
+    if not _ANY_AUTOCAST():
+        return x, w, bias
     device = getattr(x, "device", None)
     if device is None or device.type not in ("cpu", "cuda") or not \
             torch.is_autocast_enabled(device.type):

@@ -29,10 +29,13 @@ from the medians and from the fastest rounds (the least disturbed by other load)
 Usage::
 
     python benchmarks/torch_layers.py [--device cpu|cuda] [--rounds 5] [--threads 1]
-        [--dtype float32 float64] [--clock wall|cpu] [--quick] [--cases TEXT]
+        [--dtype float32 float64] [--clock wall|cpu] [--quick] [--cases TEXT] [--overhead]
 
 ``--threads`` is every implementation's: torch's intra-op threads, the BLAS's and
 cupyconv's CPU lanes (``cupyconv.config.cpu_threads``).
+
+``--overhead`` times ``cupyconv.torch`` and the direct calls only, on a tiny layer and on
+the cases, for the adapter's own cost in microseconds and in percent of the direct calls.
 
 Prints a Markdown table; nothing is written to disk.
 """
@@ -90,6 +93,32 @@ def _arrays(*tensors):
     return numpy, [t.detach().numpy() for t in tensors]
 
 
+def _least_autograd(geo):
+    """A bare :class:`torch.autograd.Function` around the direct calls (CPU): what any
+    autograd wrapper of them costs at least (no checks, no custom operator, no double
+    backward)."""
+    class Least(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            ctx.save_for_backward(x, w)
+            xa, wa, ba = (t.numpy() for t in (x, w, b))
+            return torch.from_numpy(cupyconv.conv(xa, wa, ba, **geo))
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w = ctx.saved_tensors
+            xa, wa, dya = x.numpy(), w.numpy(), dy.numpy()
+            return (torch.from_numpy(cupyconv.conv_grad_input(dya, wa, xa.shape, **geo)),
+                    torch.from_numpy(cupyconv.conv_grad_weight(xa, dya, wa.shape, **geo)),
+                    torch.from_numpy(cupyconv.conv_grad_bias(dya)))
+
+    def run(x, w, b, backward):
+        y = Least.apply(x, w, b)
+        if backward:
+            y.backward(torch.ones_like(y))
+    return run
+
+
 def implementations(r, stride, padding, groups=1):
     """``{name: fn(x, w, b, backward)}`` of every implementation available."""
     geo = dict(stride=stride, padding=padding)
@@ -138,9 +167,10 @@ def implementations(r, stride, padding, groups=1):
 
 
 def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter,
-            repeat=1):
+            repeat=1, only=None):
     """``({implementation: median seconds per call}, fastest ours / fastest direct)``
-    over ``rounds`` rounds, each timing ``repeat`` calls of every implementation."""
+    over ``rounds`` rounds, each timing ``repeat`` calls of every implementation (of
+    those named in ``only``, when given)."""
     name, n, cin, cout, spatial, k, stride, padding = case
     gen = torch.Generator().manual_seed(0)
     r = len(spatial)
@@ -149,6 +179,10 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
         return torch.randn(shape, generator=gen, dtype=dtype).to(device).requires_grad_()
     x, w, b = make((n, cin) + spatial), make((cout, cin) + (k,) * r), make((cout,))
     impls = implementations(r, stride, padding)
+    if only is not None:
+        impls = {key: fn for key, fn in impls.items() if key in only}
+        if "least autograd" in only:
+            impls["least autograd"] = _least_autograd(dict(stride=stride, padding=padding))
     samples = {key: [] for key in impls}
     for fn in impls.values():              # warm-up: compiled calls, caches, threads
         fn(x, w, b, backward)
@@ -182,7 +216,8 @@ def main(argv=None):
     parser.add_argument("--cases", default=None,
                         help="only the cases whose name contains this text")
     parser.add_argument("--overhead", action="store_true",
-                        help="instead: the adapter's fixed cost per call on a tiny layer")
+                        help="instead: the adapter's cost over the direct calls only, on "
+                             "a tiny layer (its fixed cost per call) and on the cases")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (time.process_time), for a "
                              "machine shared with other work (CPU runs only)")
@@ -222,15 +257,27 @@ def main(argv=None):
 
 
 def _overhead(args, clock):
-    """Print the fixed cost table: :data:`TINY` timed 200 calls per sample."""
-    print("| case | dtype | pass | cupyconv.torch us | direct us | fixed cost us |")
-    print("|" + "---|" * 6)
-    for dtype, backward in itertools.product(args.dtype, (False, True)):
-        t, _ = measure(TINY, args.device, args.rounds, backward, getattr(torch, dtype),
-                       clock, repeat=200)
+    """Print the adapter's cost table: ``cupyconv.torch`` against the direct calls, and
+    the least an autograd wrapper of them costs (:func:`_least_autograd`, CPU only), on
+    :data:`TINY` (200 calls per sample: the fixed cost per call) and on each case
+    selected (``--cases``, ``--quick``; 3 calls per sample), alternating in each round."""
+    print("| case | dtype | pass | cupyconv.torch us | direct us | adapter cost us | "
+          "adapter cost % (median / fastest) | least autograd wrapper, cost us |")
+    print("|" + "---|" * 8)
+    cases = [TINY] + ([c for c in (QUICK if args.quick else CASES)
+                       if args.cases is None or args.cases in c[0]])
+    only = ("cupyconv.torch", "cupyconv direct") + (
+        ("least autograd",) if args.device == "cpu" else ())
+    for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
+        t, best = measure(case, args.device, args.rounds, backward, getattr(torch, dtype),
+                          clock, repeat=200 if case is TINY else 3, only=only)
         ours, direct = t["cupyconv.torch"] * 1e6, t["cupyconv direct"] * 1e6
-        print(f"| {TINY[0]} | {dtype} | {'fwd+bwd' if backward else 'fwd'} | {ours:.0f} | "
-              f"{direct:.0f} | {ours - direct:+.0f} |", flush=True)
+        least = t.get("least autograd")
+        least = "-" if least is None else f"{least * 1e6 - direct:+.0f}"
+        print(f"| {case[0]} | {dtype} | {'fwd+bwd' if backward else 'fwd'} | {ours:.0f} | "
+              f"{direct:.0f} | {ours - direct:+.0f} | "
+              f"{(ours / direct - 1) * 100:+.1f}% / {(best - 1) * 100:+.1f}% | {least} |",
+              flush=True)
     return 0
 
 

@@ -12,7 +12,7 @@ import contextlib
 import numpy as np
 import torch
 
-__all__ = ["SUPPORTED", "check_tensors", "call"]
+__all__ = ["SUPPORTED", "check_tensors", "device_of", "call"]
 
 #: The dtypes the adapter accepts (those of ``torch.nn.functional.conv3d``'s real path).
 SUPPORTED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -69,16 +69,15 @@ def _bfloat16():
 
 
 def _numpy_view(t):
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_bfloat16())
-    return t.numpy()
+    if t.dtype is torch.bfloat16:
+        return t.detach().view(torch.int16).numpy().view(_bfloat16())
+    return t.numpy(force=True)     # detached; a view of a CPU tensor of a real dtype
 
 
 def _from_numpy(a):
     if not a.flags.writeable or (not a.flags.c_contiguous and min(a.strides, default=0) < 0):
         a = a.copy()               # torch.from_numpy takes writable, positive strides
-    if a.dtype.name == "bfloat16":
+    if a.dtype.kind == "V":        # ml_dtypes' bfloat16: torch has no NumPy twin
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)
 
@@ -96,31 +95,49 @@ def _cuda_stream(device):
 _ACCEPTED = frozenset(SUPPORTED)
 
 
-def _checked_device(tensors):
-    """The operands' device: read off the first when every operand is a tensor of one
-    supported dtype on it (the common case, checked cheaply), else by
-    :func:`check_tensors`, which raises the error."""
-    given = [t for t in tensors if t is not None]
-    first = given[0]
-    if all(isinstance(t, torch.Tensor) for t in given):
-        dtype, device = first.dtype, first.device
-        if dtype in _ACCEPTED and device.type in ("cpu", "cuda") and all(
-                t.dtype == dtype and t.device == device for t in given):
-            return device
-    return check_tensors(**{f"operand {i}": t for i, t in enumerate(tensors)})
-
-
-def call(fn, *tensors):
-    """``fn(*arrays)`` on the tensors' memory; its array result as a tensor (no copies).
-
-    ``None`` passes through.  The result is contiguous (the operators promise torch
-    contiguous outputs); a non-contiguous result is copied once.
-    """
-    device = _checked_device(tensors)
-    if device.type == "cpu":
-        out = _from_numpy(fn(*[None if t is None else _numpy_view(t) for t in tensors]))
+def device_of(tensors, names=None):
+    """The operands' device: read off the first when every operand (``None`` skipped) is
+    a tensor of one supported dtype on one CPU or CUDA device (the common case, checked
+    cheaply), else by :func:`check_tensors` under ``names`` (default ``operand i``), which
+    raises its error or answers a meta device."""
+    first = None
+    for t in tensors:
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            break
+        if first is None:
+            first = t
+            dtype, device = t.dtype, t.device
+            if dtype not in _ACCEPTED or device.type not in ("cpu", "cuda"):
+                break
+        elif t.dtype != dtype or t.device != device:
+            break
     else:
-        with _cuda_stream(device) as cupy:
-            out = torch.from_dlpack(fn(*[None if t is None else cupy.from_dlpack(t.detach())
-                                         for t in tensors]))
+        if first is not None:
+            return device
+    names = names or [f"operand {i}" for i in range(len(tensors))]
+    return check_tensors(**dict(zip(names, tensors)))
+
+
+def call(fn, tensors, *args, **kwargs):
+    """``fn(*arrays, *args, **kwargs)`` on the memory of ``tensors``; its array result
+    (or each of a tuple of them) as a tensor, without copies.
+
+    ``None`` passes through.  A result is contiguous (the operators promise torch
+    contiguous outputs); a non-contiguous one is copied once.
+    """
+    device = device_of(tensors)
+    if device.type == "cpu":
+        return _tensors(fn(*[None if t is None else _numpy_view(t) for t in tensors],
+                           *args, **kwargs), _from_numpy)
+    with _cuda_stream(device) as cupy:
+        return _tensors(fn(*[None if t is None else cupy.from_dlpack(t.detach())
+                             for t in tensors], *args, **kwargs), torch.from_dlpack)
+
+
+def _tensors(out, wrap):
+    if type(out) is tuple:
+        return tuple(None if a is None else _tensors(a, wrap) for a in out)
+    out = wrap(out)
     return out if out.is_contiguous() else out.contiguous()

@@ -28,7 +28,10 @@ Python autograd wrapper re-binds every argument against the schema on each call:
 0.1 ms per forward call on the CPU, the larger part of the adapter's cost on small
 layers); with gradients off (a backward pass without ``create_graph``, ``torch.no_grad``)
 it calls the implementation alone.  Everywhere else (FakeTensor, meta tensors, ``torch.compile``,
-``torch.library.opcheck``, modes) the registered operator runs.
+``torch.library.opcheck``, modes) the registered operator runs.  A backward of ``conv``
+with gradients off in plain eager mode calls the three ``cupyconv`` gradients itself, on
+one array view of each tensor (:func:`_conv_gradients`): the same calls the operators'
+implementations make.
 """
 from __future__ import annotations
 
@@ -40,10 +43,12 @@ from torch import Tensor
 
 import cupyconv
 from cupyconv.api.conv import conv_problem
+from cupyconv.core.transpose import conv_transpose_geometry
 
 from . import _bridge
 
-__all__ = ["conv", "conv_transpose", "grad_input", "grad_weight", "grad_bias", "run"]
+__all__ = ["conv", "conv_transpose", "grad_input", "grad_weight", "grad_bias", "run",
+           "modes_or_transforms"]
 
 
 def _pairs(padding):
@@ -58,17 +63,24 @@ def _with_channels(n, spatial, c, channels_last):
     return [n, *spatial, c] if channels_last else [n, c, *spatial]
 
 
+def _uniform(values):
+    """``values`` as one int when all are equal (the form ``cupyconv`` checks fastest)."""
+    first = values[0]
+    return first if values.count(first) == len(values) else tuple(values)
+
+
 def _geometry(stride, padding, dilation, groups, padding_mode, channels_last):
     """The keyword arguments of a ``cupyconv`` call for this geometry, defaults left out
-    and a symmetric padding given per axis (the short forms are the cheapest to check)."""
+    and a symmetric padding given per axis, each as one int where all axes agree (the
+    short forms are the cheapest to check)."""
     geo = {}
-    if any(s != 1 for s in stride):
-        geo["stride"] = tuple(stride)
+    if stride.count(1) != len(stride):
+        geo["stride"] = _uniform(stride)
     if any(padding):
         before, after = padding[0::2], padding[1::2]
-        geo["padding"] = tuple(before) if before == after else _pairs(padding)
-    if any(d != 1 for d in dilation):
-        geo["dilation"] = tuple(dilation)
+        geo["padding"] = _uniform(before) if before == after else _pairs(padding)
+    if dilation.count(1) != len(dilation):
+        geo["dilation"] = _uniform(dilation)
     if groups != 1:
         geo["groups"] = groups
     if padding_mode != "constant":
@@ -87,7 +99,7 @@ def _conv_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[int],
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
     if cval:
         geo["cval"] = cval
-    return _bridge.call(lambda a, b, c: cupyconv.conv(a, b, c, **geo), x, w, bias)
+    return _bridge.call(cupyconv.conv, (x, w, bias), **geo)
 
 
 conv = torch.library.custom_op("cupyconv::conv", _conv_impl, mutates_args=())
@@ -129,9 +141,26 @@ def _grad_weight(x, dy, shape, geo, cval=0.0):
     return run(grad_weight, x, dy, list(shape), *geo[:5], cval, geo[5])
 
 
+def _conv_gradients(dy, x, w, need, geo, cval):
+    """The gradients of ``conv`` that ``need`` asks for, as its operators compute them,
+    in one pass over the bridge (one array view of each tensor): a backward pass that
+    records no graph needs no operator calls."""
+    kw = _geometry(*geo)
+    layout = "channels_last" if geo[5] else "channels_first"
+
+    def gradients(dya, xa, wa):
+        return (cupyconv.conv_grad_input(dya, wa, xa.shape, **kw) if need[0] else None,
+                cupyconv.conv_grad_weight(xa, dya, wa.shape, **kw, **(
+                    {"cval": cval} if cval else {})) if need[1] else None,
+                cupyconv.conv_grad_bias(dya, layout=layout) if need[2] else None)
+    return _bridge.call(gradients, (dy, x, w))
+
+
 def _conv_backward(ctx, dy):
     x, w = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and _plain_eager((dy, x, w)):
+        return _conv_gradients(dy, x, w, need, ctx.geo, ctx.cval) + (None,) * 7
     dx = _grad_input(dy, w, x.shape, ctx.geo) if need[0] else None
     dw = _grad_weight(x, dy, w.shape, ctx.geo, ctx.cval) if need[1] else None
     db = run(grad_bias, dy, ctx.geo[5]) if need[2] else None
@@ -148,8 +177,7 @@ def _grad_input_impl(dy: Tensor, w: Tensor, input_shape: list[int], stride: list
                      padding_mode: str, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_input`` on tensors."""
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
-    return _bridge.call(
-        lambda a, b: cupyconv.conv_grad_input(a, b, tuple(input_shape), **geo), dy, w)
+    return _bridge.call(cupyconv.conv_grad_input, (dy, w), tuple(input_shape), **geo)
 
 
 grad_input = torch.library.custom_op("cupyconv::conv_grad_input", _grad_input_impl,
@@ -181,8 +209,7 @@ def _grad_weight_impl(x: Tensor, dy: Tensor, weight_shape: list[int], stride: li
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
     if cval:
         geo["cval"] = cval
-    return _bridge.call(lambda a, b: cupyconv.conv_grad_weight(
-        a, b, tuple(weight_shape), **geo), x, dy)
+    return _bridge.call(cupyconv.conv_grad_weight, (x, dy), tuple(weight_shape), **geo)
 
 
 grad_weight = torch.library.custom_op("cupyconv::conv_grad_weight", _grad_weight_impl,
@@ -211,7 +238,7 @@ grad_weight.register_autograd(_grad_weight_backward, setup_context=_setup)
 def _grad_bias_impl(dy: Tensor, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_bias`` on tensors."""
     layout = "channels_last" if channels_last else "channels_first"
-    return _bridge.call(lambda a: cupyconv.conv_grad_bias(a, layout=layout), dy)
+    return _bridge.call(cupyconv.conv_grad_bias, (dy,), layout=layout)
 
 
 grad_bias = torch.library.custom_op("cupyconv::conv_grad_bias", _grad_bias_impl,
@@ -244,34 +271,22 @@ def _transpose_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[i
                     groups: int, channels_last: bool) -> Tensor:
     """``cupyconv.conv_transpose`` on tensors."""
     geo = _geometry(stride, padding, dilation, groups, "constant", channels_last)
-    return _bridge.call(lambda a, b, c: cupyconv.conv_transpose(
-        a, b, c, output_padding=tuple(output_padding), **geo), x, w, bias)
+    return _bridge.call(cupyconv.conv_transpose, (x, w, bias),
+                        output_padding=tuple(output_padding), **geo)
 
 
 conv_transpose = torch.library.custom_op("cupyconv::conv_transpose", _transpose_impl,
                                          mutates_args=())
 
 
-def transpose_shape(x_shape, w_shape, stride, padding, output_padding, dilation, groups,
-                    channels_last):
-    """The output shape of ``conv_transpose`` (PyTorch's formula)."""
-    ks, s = _spatial(w_shape, channels_last), _spatial(x_shape, channels_last)
-    out = [(s[i] - 1) * stride[i] - padding[2 * i] - padding[2 * i + 1]
-           + dilation[i] * (ks[i] - 1) + output_padding[i] + 1 for i in range(len(s))]
-    c_out = w_shape[-1 if channels_last else 1] * groups
-    return _with_channels(x_shape[0], out, c_out, channels_last)
-
-
 @conv_transpose.register_fake
 def _(x, w, bias, stride, padding, output_padding, dilation, groups, channels_last):
     _bridge.check_tensors(x=x, w=w, bias=bias)
-    c_in = x.shape[-1 if channels_last else 1]
-    if w.shape[0] != c_in or c_in % groups:     # cupyconv.conv_transpose's messages
-        raise ValueError(f"w has {w.shape[0]} input channels (axis 0) but x has "
-                         f"C_in={c_in}" if w.shape[0] != c_in else
-                         f"x has C_in={c_in} channels, not divisible by groups={groups}")
-    return x.new_empty(transpose_shape(x.shape, w.shape, stride, padding, output_padding,
-                                       dilation, groups, channels_last))
+    shape, _ = conv_transpose_geometry(
+        tuple(x.shape), tuple(w.shape), tuple(stride), _pairs(padding),
+        tuple(output_padding), tuple(dilation), groups,
+        "channels_last" if channels_last else "channels_first")
+    return x.new_empty(shape)
 
 
 def _transpose_setup(ctx, inputs, output):
@@ -321,15 +336,21 @@ conv_transpose.register_autograd(_transpose_backward, setup_context=_transpose_s
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _modes_or_transforms():
+try:
+    _DISPATCH_MODES = torch._C._len_torch_dispatch_stack
+    _FUNCTORCH_LEVEL = torch._C._functorch.maybe_current_level
+except AttributeError:             # pragma: no cover - a torch without these queries
+    _DISPATCH_MODES = _FUNCTORCH_LEVEL = None
+_COMPILING = torch.compiler.is_compiling
+_HAS_TORCH_FUNCTION = torch.overrides.has_torch_function
+
+
+def modes_or_transforms():
     """Whether a dispatch mode or a functorch transform (``vmap``, ``grad``) is active,
     or this torch cannot tell (then the registered operator runs)."""
-    state = torch._C
-    try:
-        return (state._len_torch_dispatch_stack() > 0
-                or state._functorch.maybe_current_level() is not None)
-    except AttributeError:         # pragma: no cover - a torch without these queries
+    if _DISPATCH_MODES is None:    # pragma: no cover
         return True
+    return _DISPATCH_MODES() > 0 or _FUNCTORCH_LEVEL() is not None
 
 
 def _plain_eager(args):
@@ -337,12 +358,15 @@ def _plain_eager(args):
     not traced by ``torch.compile``, every tensor a plain CPU or CUDA ``Tensor`` or
     ``Parameter`` with no ``__torch_function__`` override or mode, no dispatch mode and
     no functorch transform."""
-    if torch.compiler.is_compiling():
+    if _COMPILING() or modes_or_transforms():
         return False
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    return (all(type(t) in _PLAIN and t.device.type in ("cpu", "cuda") for t in tensors)
-            and not torch.overrides.has_torch_function(tensors)
-            and not _modes_or_transforms())
+    tensors = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if type(a) not in _PLAIN or not (a.is_cpu or a.is_cuda):
+                return False
+            tensors.append(a)
+    return not _HAS_TORCH_FUNCTION(tensors)
 
 
 def _twin(name, impl, setup, backward):

@@ -12,12 +12,18 @@ from . import _bridge, _ops
 __all__ = ["conv", "conv_transpose"]
 
 
+#: Whether autocast is on for any device (one query; ``True`` where torch cannot tell).
+_ANY_AUTOCAST = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
+
 def _autocast(x, w, bias):
     """The operands cast as ``torch.nn.functional.conv3d``'s under ``torch.autocast``.
 
     When autocast is on for the tensors' device, float16/bfloat16/float32 operands are
     cast to its dtype (float64 stays, as autocast leaves double precision alone).
     """
+    if not _ANY_AUTOCAST():
+        return x, w, bias
     device = getattr(x, "device", None)
     if device is None or device.type not in ("cpu", "cuda") or not \
             torch.is_autocast_enabled(device.type):
@@ -31,32 +37,93 @@ def _autocast(x, w, bias):
     return cast(x), cast(w), cast(bias)
 
 
-def _prepare(x, w, bias, stride, dilation, groups, layout, what):
-    """Checked operands and the shared geometry: ``(x, w, bias, unbatched, r, cl, ...)``."""
-    x, w, bias = _autocast(x, w, bias)
-    _bridge.check_tensors(x=x, w=w, bias=bias)
-    unbatched = x.ndim == w.ndim - 1
+def _shapes(x_shape, w_shape, stride, dilation, groups, layout, what):
+    """``(unbatched, x_shape, cl, stride, dilation, groups)``: the geometry both
+    functions share, checked, ``x_shape`` with its batch axis."""
+    unbatched = len(x_shape) == len(w_shape) - 1
     if unbatched:                          # PyTorch's unbatched (C, *S): a batch of one
-        x = x.unsqueeze(0)
-    r = w.ndim - 2
-    if x.ndim != w.ndim or not 1 <= r <= MAX_RANK:
+        x_shape = (1, *x_shape)
+    r = len(w_shape) - 2
+    if len(x_shape) != len(w_shape) or not 1 <= r <= MAX_RANK:
         raise ValueError(
             f"x must be (N, C, *spatial) or unbatched (C, *spatial) and w {what} with 1 to "
-            f"{MAX_RANK} spatial axes; got x.ndim={x.ndim + (-1 if unbatched else 0)}, "
-            f"w.ndim={w.ndim}")
+            f"{MAX_RANK} spatial axes; got x.ndim={len(x_shape) - unbatched}, "
+            f"w.ndim={len(w_shape)}")
     cl = args.normalize_layout(layout) == "channels_last"
     stride = args.normalize_per_axis(stride, r, "stride")
     dilation = args.normalize_per_axis(dilation, r, "dilation")
     groups = args.as_int(groups, "groups", minimum=1)
-    return x, w, bias, unbatched, cl, stride, dilation, groups
+    return unbatched, x_shape, cl, stride, dilation, groups
 
 
 def _flat(pairs):
-    return [int(p) for pair in pairs for p in pair]
+    return tuple(int(p) for pair in pairs for p in pair)
 
 
-def _spatial(t, cl):
-    return tuple(t.shape[1:-1]) if cl else tuple(t.shape[2:])
+def _spatial(shape, cl):
+    return tuple(shape[1:-1]) if cl else tuple(shape[2:])
+
+
+def _conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_mode, cval,
+                   layout):
+    """``(unbatched, geometry)``: ``geometry`` the arguments of ``torch.ops.cupyconv.conv``
+    after the tensors (sequences as tuples)."""
+    unbatched, x_shape, cl, stride, dilation, groups = _shapes(
+        x_shape, w_shape, stride, dilation, groups, layout, "(C_out, C_in/groups, *K)")
+    pads = args.normalize_padding(padding, len(stride), _spatial(x_shape, cl),
+                                  _spatial(w_shape, cl), stride, dilation)
+    mode = args.normalize_padding_mode(padding_mode)
+    if isinstance(cval, bool) or not isinstance(cval, (int, float)):
+        raise TypeError(f"cval must be a real number; got {cval!r}")
+    return unbatched, (stride, _flat(pads), dilation, groups, mode, float(cval), cl)
+
+
+def _transpose_geometry(x_shape, w_shape, stride, padding, output_padding, dilation, groups,
+                        layout):
+    """``(unbatched, geometry)`` of ``torch.ops.cupyconv.conv_transpose``."""
+    unbatched, x_shape, cl, stride, dilation, groups = _shapes(
+        x_shape, w_shape, stride, dilation, groups, layout, "(C_in, C_out/groups, *K)")
+    pads, out_pad = normalize_transpose_padding(padding, output_padding,
+                                                 _spatial(x_shape, cl), _spatial(w_shape, cl),
+                                                 stride, dilation)
+    return unbatched, (stride, _flat(pads), tuple(out_pad), dilation, groups, cl)
+
+
+#: ``(function, its arguments, their types) -> its result`` of the two functions above:
+#: a layer calls with the same arguments and shapes every time.
+_NORMALISED = {}
+
+
+def _kinds(value):
+    """``value``'s type, or its elements' for a tuple: a cache key part that tells ``1``
+    from ``True`` and ``1.0``, which compare equal but normalise differently."""
+    return tuple(map(_kinds, value)) if type(value) is tuple else type(value)
+
+
+def _normalised(fn, *arguments):
+    """``fn(*arguments)``, remembered in :data:`_NORMALISED` when the arguments are
+    hashable (not while ``torch.compile`` traces or a dispatch mode runs: the shapes may
+    be symbolic); errors are raised every time."""
+    if torch.compiler.is_compiling() or _ops.modes_or_transforms():
+        return fn(*arguments)
+    try:
+        key = (fn, arguments, _kinds(arguments))
+        hit = _NORMALISED.get(key)
+    except TypeError:                      # a list, or another unhashable argument
+        return fn(*arguments)
+    if hit is None:
+        hit = fn(*arguments)
+        if len(_NORMALISED) >= 256:
+            _NORMALISED.clear()
+        _NORMALISED[key] = hit
+    return hit
+
+
+def _checked(x, w, bias):
+    """The operands cast under autocast (:func:`_autocast`), checked."""
+    x, w, bias = _autocast(x, w, bias)
+    _bridge.device_of((x, w, bias), ("x", "w", "bias"))
+    return x, w, bias
 
 
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
@@ -93,15 +160,12 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     ValueError
         Bad geometry, as :func:`cupyconv.conv`.
     """
-    x, w, bias, unbatched, cl, stride, dilation, groups = _prepare(
-        x, w, bias, stride, dilation, groups, layout, "(C_out, C_in/groups, *K)")
-    pads = args.normalize_padding(padding, len(stride), _spatial(x, cl), _spatial(w, cl),
-                                  stride, dilation)
-    mode = args.normalize_padding_mode(padding_mode)
-    if isinstance(cval, bool) or not isinstance(cval, (int, float)):
-        raise TypeError(f"cval must be a real number; got {cval!r}")
-    y = _ops.run(_ops.conv, x, w, bias, list(stride), _flat(pads), list(dilation), groups,
-                 mode, float(cval), cl)
+    x, w, bias = _checked(x, w, bias)
+    unbatched, (stride, pads, dilation, *rest) = _normalised(
+        _conv_geometry, x.shape, w.shape, stride, padding, dilation, groups, padding_mode,
+        cval, layout)
+    y = _ops.run(_ops.conv, x.unsqueeze(0) if unbatched else x, w, bias, list(stride),
+                 list(pads), list(dilation), *rest)
     return y[0] if unbatched else y
 
 
@@ -127,10 +191,10 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         ``O_i = (S_i - 1)*stride_i - pb_i - pa_i + dilation_i*(K_i - 1) +
         output_padding_i + 1``; differentiable twice, as :func:`conv`.
     """
-    x, w, bias, unbatched, cl, stride, dilation, groups = _prepare(
-        x, w, bias, stride, dilation, groups, layout, "(C_in, C_out/groups, *K)")
-    pads, out_pad = normalize_transpose_padding(padding, output_padding, _spatial(x, cl),
-                                                 _spatial(w, cl), stride, dilation)
-    y = _ops.run(_ops.conv_transpose, x, w, bias, list(stride), _flat(pads), list(out_pad),
-                 list(dilation), groups, cl)
+    x, w, bias = _checked(x, w, bias)
+    unbatched, (stride, pads, out_pad, dilation, groups, cl) = _normalised(
+        _transpose_geometry, x.shape, w.shape, stride, padding, output_padding, dilation,
+        groups, layout)
+    y = _ops.run(_ops.conv_transpose, x.unsqueeze(0) if unbatched else x, w, bias,
+                 list(stride), list(pads), list(out_pad), list(dilation), groups, cl)
     return y[0] if unbatched else y

@@ -36,3 +36,19 @@ def test_measure_gives_a_time_per_implementation():
     times, best = torch_layers.measure(TINY, "cpu", 1, True, torch.float64)
     assert {"cupyconv.torch", "cupyconv direct"} <= set(times)
     assert all(t > 0 for t in times.values()) and best > 0
+
+
+def test_least_autograd_wrapper_computes_the_layer():
+    gen = torch.Generator().manual_seed(0)
+    x, w, b = (torch.randn(s, generator=gen, dtype=torch.float64, requires_grad=True)
+               for s in ((1, 2, 5, 4, 5), (3, 2, 3, 2, 3), (3,)))
+    torch_layers._least_autograd(dict(stride=2, padding=1))(x, w, b, True)
+    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    torch.nn.functional.conv3d(xs, ws, bs, stride=2, padding=1).sum().backward()
+    for a, r in zip((x.grad, w.grad, b.grad), (xs.grad, ws.grad, bs.grad)):
+        # float64 sums of at most 2*27*(3*2*3) products: 1e-10 is far above rounding
+        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-10)
+    times, _ = torch_layers.measure(TINY, "cpu", 1, True, torch.float64,
+                                    only=("cupyconv.torch", "cupyconv direct",
+                                          "least autograd"))
+    assert set(times) == {"cupyconv.torch", "cupyconv direct", "least autograd"}

@@ -119,3 +119,21 @@ def test_compile_functional_call_with_same_padding():
     x, w = torch.randn(1, 2, 6, 5, 4), torch.randn(3, 2, 3, 3, 1)
     torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="aot_eager")(x, w),
                                f(x, w), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cl", [False, True])
+def test_compile_with_dynamic_shapes_gives_the_eager_values(cl):
+    layout = "channels_last" if cl else "channels_first"
+
+    def f(x, w, wt):
+        y = ct.conv(x, w, stride=2, padding=1, layout=layout)
+        return ct.conv_transpose(y, wt, stride=2, padding=1, output_padding=1,
+                                 layout=layout).sin()
+    run = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=True)
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn((3, 3, 3, 2) if cl else (3, 2, 3, 3), generator=gen, dtype=torch.float64)
+    wt = torch.randn((3, 3, 3, 2) if cl else (3, 2, 3, 3), generator=gen, dtype=torch.float64)
+    for sizes in ((6, 5), (9, 7), (8, 11)):        # one graph for every size
+        x = torch.randn((2, *sizes, 2) if cl else (2, 2, *sizes), generator=gen,
+                        dtype=torch.float64)
+        torch.testing.assert_close(run(x, w, wt), f(x, w, wt), rtol=0, atol=0)

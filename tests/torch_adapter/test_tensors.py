@@ -149,3 +149,36 @@ def test_geometry_errors_are_cupyconvs():
         ct.conv(x, w, padding_mode="mirror")
     with pytest.raises(ValueError, match="spatial axes"):
         ct.conv(torch.ones(1, 1, *[2] * 9), torch.ones(1, 1, *[1] * 9))
+
+
+#: (a valid argument, one equal to it in Python that cupyconv refuses)
+EQUAL_BUT_REFUSED = [
+    ("stride", 1, True), ("stride", (1, 1), (True, 1)), ("padding", 1, 1.0),
+    ("padding", (1, 1), (1.0, 1)), ("padding", ((1, 1), (1, 1)), ((1, True), (1, 1))),
+    ("dilation", (1, 1), (1.0, 1)), ("cval", 1, True),
+]
+
+
+@pytest.mark.parametrize("name,valid,refused", EQUAL_BUT_REFUSED)
+def test_every_call_checks_its_own_arguments(name, valid, refused):
+    # a layer's arguments are normalised once per distinct call; an argument equal to a
+    # valid one (True == 1 == 1.0) is still refused, and an error is raised every time
+    x, w = torch.ones(1, 2, 5, 5), torch.ones(3, 2, 3, 3)
+    ct.conv(x, w, **{name: valid})
+    for _ in range(2):
+        with pytest.raises(TypeError, match=name):
+            ct.conv(x, w, **{name: refused})
+    ct.conv_transpose(x, w.transpose(0, 1), stride=2, output_padding=1)
+    with pytest.raises(TypeError, match="output_padding"):
+        ct.conv_transpose(x, w.transpose(0, 1), stride=2, output_padding=True)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")   # torch's
+@pytest.mark.parametrize("size", [5, 6, 7])
+def test_same_padding_follows_each_input_size(size):
+    x = torch.randn(1, 2, size, size + 1, dtype=torch.float64)
+    w = torch.randn(3, 2, 3, 2, dtype=torch.float64)
+    ct.conv(torch.randn(1, 2, 9, 9, dtype=torch.float64), w, padding="same")  # another size
+    # float64 sums of 12 products: the two engines' orders differ by a few ulps
+    torch.testing.assert_close(ct.conv(x, w, padding="same"), F.conv2d(x, w, padding="same"),
+                               rtol=1e-12, atol=1e-12)

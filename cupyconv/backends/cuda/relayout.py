@@ -29,10 +29,11 @@ operands: :func:`relaid_standin`) and make the re-layout launches steps of the g
 program, into its workspaces; the operands they do not re-lay are rounded first.
 
 Whether a re-layout pays is the cost model's (``implicit_choice.relayout_pays``): the
-backend's algorithm asks it of :func:`relay_choice`'s candidate and hands the decision
-down as data (``choice``); without one, a candidate is taken.  :func:`tile_program` builds
-the forward program on the operands as they then are: the sm_90a wgmma tile where it
-runs, else the portable tiles.
+backend's one kernel choice (``implicit_choice.choose_kernel``) asks it of
+:func:`relay_choice`'s candidate and hands its record down (``choice``: its
+``relayout``); without one, a candidate is taken.  :func:`tile_program` builds the
+record's tile on the operands as they then are (without a record, :func:`operand_config`:
+the sm_90a wgmma tile where it runs, else the portable tiles).
 """
 from __future__ import annotations
 
@@ -85,11 +86,12 @@ def rounds_here(problem) -> bool:
     return problem.precision == "tf32" and np.dtype(problem.dtype) == np.float32
 
 
-def relayout_bytes(problem, *, weights: bool = True) -> int:
-    """Bytes the re-layout moves when neither operand is channels-last: x and (unless
-    ``weights`` is False: frozen weights were re-laid once) w, each read and written once."""
+def relayout_bytes(problem, *, x: bool = True, weights: bool = True) -> int:
+    """Bytes the re-layout of ``problem``'s x and (unless ``weights`` is False: frozen
+    weights were re-laid once) w moves, each read and written once (``x`` False: w
+    alone)."""
     item = problem.dtype.itemsize
-    return 2 * item * (math.prod(problem.x_shape) + weights * math.prod(problem.w_shape))
+    return 2 * item * (x * math.prod(problem.x_shape) + weights * math.prod(problem.w_shape))
 
 
 def relay(a, runner, round_tf32: bool):

@@ -31,7 +31,7 @@ def record_time(problem, cfg, device, eff_of):
     ``cfg.splits`` parts) at the rate and efficiency of the tile (:func:`record_key`),
     the re-layout of the operands it names, the split-K's copy and reduction, the column
     pass of an input gradient that is not a convolution of ``dy``."""
-    fwd = _implicit_forward(problem, device, cfg.splits)[0]
+    fwd = _forward(problem, cfg.splits)
     key = _tile_key(problem, cfg.gemm_tile, device)
     rate = (device.peak_flops(problem.dtype) if key == "implicit_gemm"
             else cost.tensor_peak_flops(problem, device))
@@ -119,7 +119,7 @@ def weight_gradient_splits(problem, device, efficiency=None):
     reductions, small ``N * prod(O)``) stays unsplit (``efficiency``: as
     :func:`relayout_pays`)."""
     if (problem.op != GRAD_WEIGHT or problem.dtype not in registry.SPLITK_DTYPES
-            or implicit_grads.needs_columns(problem) or problem.batch < 2):
+            or problem.batch < 2):
         return 1
     if evidence.verified_only(device.hardware) and not evidence.is_verified(family_config(
             "implicit_gemm", "splitk_reduce", problem.dtype, evidence.arch_class(device.arch))):
@@ -205,19 +205,24 @@ def relayout_pays(problem, device, weights=True, efficiency=None):
 
 
 def _implicit_forward(problem, device, splits=1):
-    """The forward problem the implicit GEMM runs for ``problem`` and its tile: the
-    gradients run as forward problems (.implicit_grads; the weight gradient's with its
-    images in ``splits`` parts); an input gradient that is not a convolution of dy as the
-    column GEMM (its columns' traffic costed apart)."""
-    if problem.op == FORWARD:
-        fwd = problem
-    elif implicit_grads.needs_columns(problem):
-        fwd = column_forward(problem, problem.batch)
-    elif problem.op == GRAD_WEIGHT:
-        fwd = transpose(problem, splits=splits).forward
-    else:
-        fwd = transpose(problem).forward
+    """``(fwd, tile)``: :func:`_forward` and the launcher's tile on its channels-first
+    operands."""
+    fwd = _forward(problem, splits)
     return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
+
+
+def _forward(problem, splits=1):
+    """The forward problem the implicit GEMM runs for ``problem``: the gradients run as
+    forward problems (.implicit_grads; the weight gradient's with its images in ``splits``
+    parts); an input gradient that is not a convolution of dy as the column GEMM (its
+    columns' traffic costed apart)."""
+    if problem.op == FORWARD:
+        return problem
+    if problem.op == GRAD_WEIGHT:
+        return transpose(problem, splits=splits).forward
+    if implicit_grads.needs_columns(problem):
+        return column_forward(problem, problem.batch)
+    return transpose(problem).forward
 
 
 def _multistage(problem, fwd, device):
@@ -235,7 +240,7 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
     ``problem.layout``, what a plan assumes) and the forward problem the implicit GEMM
     runs (``implicit_grads.forward_operands``): the weight gradient's split-K
     (:func:`weight_gradient_splits`; 1 where its workspaces would pass
-    ``workspace_limit``), the re-layout candidate (``implicit_grads.relay_candidate``;
+    ``workspace_limit``), the re-layout candidate (``relayout.common_relay_choice``;
     frozen weights taken as they are) where :func:`relayout_pays`, and the tile on the
     operands as they then are (``relayout.operand_config``: the wgmma tile where it
     runs, else the portable tile, a channels-last one where they are channels-last
@@ -257,18 +262,20 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
         operands = _contiguous_standins(problem)
     frozen = problem.op == FORWARD and relayout.is_frozen(operands.filter,
                                                           relayout.rounds_here(problem))
-    relay = implicit_grads.relay_candidate(problem, operands, flags, splits, frozen)
+    fwd, pairs = implicit_grads.forward_operands(problem, operands, splits)
+    relay = relayout.common_relay_choice(fwd, pairs, **flags, frozen_w=frozen)
     if relay is None or not relayout_pays(problem, device, relay[1]):
         relay = (False, False)
-    fwd, pairs = implicit_grads.forward_operands(problem, operands, splits)
     tiles = {relayout.operand_config(fwd, relayout.relaid_standin(x) if relay[0] else x,
                                      relayout.relaid_standin(w) if relay[1] else w,
                                      device, flags) for x, w in pairs}
-    tile = min(tiles, key=lambda c: (c.layout == "channels_last", c.describe()))
+    tile = tiles.pop() if len(tiles) == 1 else min(
+        tiles, key=lambda c: (c.layout == "channels_last", c.describe()))
     return gemm_config(tile.gemm_tile, problem.dtype, tile.arch, tile.index64, relay, splits)
 
 
 def _contiguous_standins(problem):
     """Stand-ins of ``problem``'s operands, C-contiguous in its layout (never read)."""
-    return Operands(*(fresh_like(shape, problem.dtype)
-                      for shape in (problem.x_shape, problem.w_shape, problem.y_shape)))
+    return Operands(fresh_like(problem.x_shape, problem.dtype),
+                    fresh_like(problem.w_shape, problem.dtype),
+                    fresh_like(problem.y_shape, problem.dtype))

@@ -135,8 +135,8 @@ def forward_operands(problem, operands, splits=1):
         fwd, crop, _, wt = _input_operands(problem, operands.output)
         return fwd, ((crop, wt),)
     fwd = transpose(problem, splits=splits).forward
-    return fwd, tuple((x_g, w_g) for x_g, _, w_g in
-                      _split_operands(problem, operands.activation, operands.output, splits))
+    return fwd, [(x_g, w_g) for x_g, _, w_g in
+                 _split_operands(problem, operands.activation, operands.output, splits)]
 
 
 def relay_candidate(problem, operands, flags, splits=1, frozen_w=False):
@@ -146,8 +146,7 @@ def relay_candidate(problem, operands, flags, splits=1, frozen_w=False):
     the forward pass's weights were prepared once) or ``None``; whether it pays is the
     caller's to weigh (``implicit_choice.relayout_pays``)."""
     fwd, pairs = forward_operands(problem, operands, checked_splits(problem, splits))
-    choices = {relayout.relay_choice(fwd, x, w, **flags, frozen_w=frozen_w) for x, w in pairs}
-    return choices.pop() if len(choices) == 1 else None
+    return relayout.common_relay_choice(fwd, pairs, **flags, frozen_w=frozen_w)
 
 
 def run(problem, operands, runner, flags, config):

@@ -51,7 +51,8 @@ from ..._vocabulary import FORWARD
 from ..arrays import to_tf32
 from ..._lru import cached
 
-__all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
+__all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "common_relay_choice",
+           "relaid_standin",
            "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
            "forward_choice", "tile_program", "operand_config", "wgmma_tile"]
 
@@ -168,6 +169,16 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
     return relay_x, relay_w
 
 
+def common_relay_choice(problem, pairs, *, mma: bool, tf32: bool, frozen_w: bool = False,
+                        verified_on=None):
+    """:func:`relay_choice` of the forward ``problem`` on each ``(x, w)`` of ``pairs`` (the
+    launches of one call: the weight gradient's groups), where it is the same for all;
+    else ``None`` (none is re-laid)."""
+    choices = {relay_choice(problem, x, w, mma=mma, tf32=tf32, frozen_w=frozen_w,
+                            verified_on=verified_on) for x, w in pairs}
+    return choices.pop() if len(choices) == 1 else None
+
+
 def forward_choice(problem, x, w, *, mma: bool, tf32: bool, round_tf32: bool = False,
                    verified_on=None):
     """:func:`relay_choice` of the forward ``problem`` on these operands (frozen weights,
@@ -254,21 +265,16 @@ def operand_config(problem, x, w, device, flags):
     readable; ``flags``: ``algorithms.tensor_core_flags``)."""
     tile = wgmma_tile(problem, x, w, device, flags["tf32"])
     if tile is not None:
-        return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),
-                            launch.choose_index64(problem))
+        return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),
+                           launch.choose_index64(problem))
     return _portable_config(problem, x, w, device, flags)
 
 
 def _portable_config(problem, x, w, device, flags):
     xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
     tile = launch.gemm_tile_for(problem, xs, ws, x, w, **flags)
-    return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
-                        launch.choose_index64(problem))
-
-
-@cached(maxsize=256)
-def _gemm_config(tile, dtype, arch, index64):
-    return gemm_config(tile, dtype, arch, index64)
+    return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
+                       launch.choose_index64(problem))
 
 
 def wgmma_tile(problem, x, w, device, tf32):

@@ -13,6 +13,7 @@ import dataclasses
 import math
 
 from ..._kernels import evidence, launch, registry, wgmma_launch
+from ..._kernels.addressing import data_pointer
 from ..._kernels.grad_launch import fresh_like
 from ..._kernels.kernel_config import family_config, gemm_config
 from ..._lru import cached
@@ -21,7 +22,7 @@ from ...core.roles import Operands
 from ...core.transpose import column_forward, transpose
 from . import algorithms, cost, implicit_grads, relayout
 
-__all__ = ["record_time", "record_key", "choose_kernel", "relayout_pays",
+__all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "relayout_pays",
            "weight_gradient_splits", "MAX_SPLITS", "implicit_gemm_times"]
 
 
@@ -242,7 +243,8 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
     (:func:`weight_gradient_splits`; 1 where its workspaces would pass
     ``workspace_limit``), the re-layout candidate (``relayout.common_relay_choice``;
     frozen weights taken as they are) where :func:`relayout_pays`, and the tile on the
-    operands as they then are (``relayout.operand_config``: the wgmma tile where it
+    operands as they then are (re-laid, or under TF32 rounded copies:
+    ``implicit_grads.as_read``) (``relayout.operand_config``: the wgmma tile where it
     runs, else the portable tile, a channels-last one where they are channels-last
     readable; one tile for every launch: the channels-first one where the weight
     gradient's groups differ).  The input gradient that is not a convolution of ``dy``
@@ -258,7 +260,8 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
         return dataclasses.replace(cfg, companions=cfg.companions + (family_config(
             "implicit_gemm", "col2vol", problem.dtype, arch, cfg.index64),))
     flags = algorithms.tensor_core_flags(problem, device)
-    if operands is None:
+    given = operands is not None
+    if not given:
         operands = _contiguous_standins(problem)
     frozen = problem.op == FORWARD and relayout.is_frozen(operands.filter,
                                                           relayout.rounds_here(problem))
@@ -266,12 +269,33 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
     relay = relayout.common_relay_choice(fwd, pairs, **flags, frozen_w=frozen)
     if relay is None or not relayout_pays(problem, device, relay[1]):
         relay = (False, False)
+    if given and relayout.rounds_here(problem):     # (stand-ins: as their copies are)
+        read = implicit_grads.as_read(problem, operands, relay, frozen)
+        fwd, pairs = implicit_grads.forward_operands(problem, read, splits)
     tiles = {relayout.operand_config(fwd, relayout.relaid_standin(x) if relay[0] else x,
                                      relayout.relaid_standin(w) if relay[1] else w,
                                      device, flags) for x, w in pairs}
     tile = tiles.pop() if len(tiles) == 1 else min(
         tiles, key=lambda c: (c.layout == "channels_last", c.describe()))
     return gemm_config(tile.gemm_tile, problem.dtype, tile.arch, tile.index64, relay, splits)
+
+
+def as_priced(problem, cfg, operands, workspace_limit=None):
+    """Whether :func:`choose_kernel` on ``operands`` gives the priced record ``cfg`` (made
+    on :func:`_contiguous_standins`) without asking: each operand C-contiguous in
+    ``problem.layout`` and 16-byte aligned (all the choice reads of them: strides and
+    16-byte alignment), the forward pass's weights not frozen, and the record's split-K
+    within ``workspace_limit``."""
+    for a, shape in ((operands.activation, problem.x_shape), (operands.filter, problem.w_shape),
+                     (operands.output, problem.y_shape)):
+        if a is not None and (a.strides != fresh_like(shape, problem.dtype).strides
+                              or data_pointer(a) % 16):
+            return False
+    if problem.op == FORWARD and relayout.is_frozen(operands.filter,
+                                                    relayout.rounds_here(problem)):
+        return False
+    return (cfg.splits == 1 or workspace_limit is None
+            or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit)
 
 
 def _contiguous_standins(problem):

@@ -80,7 +80,7 @@ from ..arrays import to_tf32
 from . import relayout
 
 __all__ = ["can_implement", "column_program", "split_workspace_bytes", "is_convolution",
-           "relay_candidate", "forward_operands",
+           "relay_candidate", "forward_operands", "READ_ROLES", "as_read",
            "needs_columns", "run", "grad_input_program", "grad_weight_program"]
 
 
@@ -139,6 +139,28 @@ def forward_operands(problem, operands, splits=1):
                  _split_operands(problem, operands.activation, operands.output, splits)]
 
 
+#: The roles of the two operands the implicit GEMM's forward problem reads (its ``x``,
+#: its ``w``), per operation.
+READ_ROLES = {FORWARD: ("activation", "filter"), GRAD_INPUT: ("output", "filter"),
+              GRAD_WEIGHT: ("activation", "output")}
+
+
+def as_read(problem, operands, relay, frozen_w=False):
+    """``operands`` as the program reads them: under TF32 (``relayout.rounds_here``) the
+    ones ``relay`` (``(first, second)`` of :data:`READ_ROLES`) does not re-lay are read
+    as rounded copies (their stand-ins, ``relayout.rounded_standin``; frozen forward
+    weights as they are)."""
+    if not relayout.rounds_here(problem):
+        return operands
+    first, second = READ_ROLES[problem.op]
+    copies = {}
+    if not relay[0]:
+        copies[first] = relayout.rounded_standin(operands.get(first))
+    if not (relay[1] or frozen_w):
+        copies[second] = relayout.rounded_standin(operands.get(second))
+    return operands.replace(**copies)
+
+
 def relay_candidate(problem, operands, flags, splits=1, frozen_w=False):
     """The re-layout candidate of ``problem`` (not one :func:`needs_columns` names) on these
     operands: ``(relay first operand, relay second)`` of its forward problem
@@ -162,12 +184,11 @@ def run(problem, operands, runner, flags, config):
     operands come unrounded (``CudaBackend.rounds_tf32``): the program rounds those it
     re-lays, the others are rounded here first.  Builds (memoised) and executes the
     gradient's program."""
+    arrays = tuple(operands.get(role) for role in READ_ROLES[problem.op])
     if problem.op == GRAD_INPUT:
-        names, arrays = ("dy", "w"), (operands.output, operands.filter)
-        build = grad_input_program
+        names, build = ("dy", "w"), grad_input_program
     else:
-        names, arrays = ("x", "dy"), (operands.activation, operands.output)
-        build = grad_weight_program
+        names, build = ("x", "dy"), grad_weight_program
     rounds = relayout.rounds_here(problem)
     if rounds:
         arrays = tuple(_rounded_unless(r, a) for r, a in zip(config.relayout, arrays))

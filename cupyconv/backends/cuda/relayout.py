@@ -52,7 +52,7 @@ from ..arrays import to_tf32
 from ..._lru import cached
 
 __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "common_relay_choice",
-           "relaid_standin",
+           "relaid_standin", "rounded_standin",
            "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
            "forward_choice", "tile_program", "operand_config", "wgmma_tile"]
 
@@ -136,6 +136,15 @@ def relaid_standin(a):
     (never read: what a launch program is built on before the re-layout runs; the dtype
     itself, not its ``str``: bfloat16's is a void type)."""
     return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), np.dtype(a.dtype))
+
+
+def rounded_standin(a):
+    """A host stand-in for ``a``'s rounded copy (``to_tf32``: a fresh allocation in ``a``'s
+    memory order, ``order="K"``: its axes by decreasing stride magnitude), as
+    :func:`relaid_standin` is for its re-laid one."""
+    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+    base = fresh_like(tuple(a.shape[i] for i in order), np.dtype(a.dtype))
+    return base.transpose(tuple(np.argsort(order)))
 
 
 @cached(maxsize=256)

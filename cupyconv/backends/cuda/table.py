@@ -271,10 +271,14 @@ class ImplicitGemm(CudaAlgorithm):
                                   algorithms.tensor_core_flags(problem, runner.static), cfg)
 
     def launch_config(self, problem, operands, workspace_limit=None):
-        """:meth:`choose_kernel` on these operands (``implicit_choice.choose_kernel``: the
-        weight gradient unsplit where its split-K's workspaces would pass
-        ``workspace_limit``)."""
+        """:meth:`choose_kernel` on these operands: the priced record (:meth:`kernel_config`)
+        where they are as it assumes them (``implicit_choice.as_priced``), else
+        ``implicit_choice.choose_kernel`` on them (the weight gradient unsplit where its
+        split-K's workspaces would pass ``workspace_limit``)."""
         device = self.backend.device
+        cfg = self.kernel_config(problem, device)
+        if implicit_choice.as_priced(problem, cfg, operands, workspace_limit):
+            return cfg
         return implicit_choice.choose_kernel(problem, device, evidence.arch_class(device.arch),
                                              None, operands, workspace_limit)
 

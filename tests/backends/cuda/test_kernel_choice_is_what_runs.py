@@ -13,7 +13,7 @@ from cupyconv.backends.cuda import CudaBackend
 from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import backends
-from helpers import spy_kernels
+from helpers import forget_launches, fresh_kernel_choices, spy_kernels
 
 pytestmark = pytest.mark.skipif("emulated" not in cupyconv.available_backends(),
                                 reason="needs the emulated CUDA backend")
@@ -124,7 +124,7 @@ def _runs(monkeypatch, backend, problem, operands):
 
 def _forced(monkeypatch, splits=None, pays=None, tile=None):
     """The selection's split-K, re-layout verdict and (float64) tile forced (these shapes
-    are too small for the model to choose them), every memo forgotten."""
+    are too small for the model to choose them), its memo of records this test's own."""
     from cupyconv.backends.cuda import implicit_choice
     if splits is not None:
         monkeypatch.setattr(implicit_choice, "weight_gradient_splits", lambda *a, **k: splits)
@@ -134,7 +134,8 @@ def _forced(monkeypatch, splits=None, pays=None, tile=None):
         real = launch.implicit_gemm_tile
         monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, *a, **k:
                             tile if problem.dtype == F64 else real(problem, *a, **k))
-    cupyconv.clear_caches()
+    forget_launches()
+    fresh_kernel_choices(monkeypatch)
 
 
 # (dtype, precision, batch, splits, re-layout pays, arch): the split-K on the FMA and DMMA

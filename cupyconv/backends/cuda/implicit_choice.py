@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from ..._kernels import evidence, launch, registry, wgmma_launch
 from ..._kernels.addressing import data_pointer
 from ..._kernels.grad_launch import fresh_like
@@ -237,8 +239,9 @@ def _multistage(problem, fwd, device):
 def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit=None):
     """The implicit GEMM's one :class:`KernelConfig` of ``problem`` on ``device``: what the
     price reads (:func:`record_time`), ``plan.explain()`` prints and the launcher builds
-    as it is.  On ``operands`` (an ``Operands`` record; default: C-contiguous stand-ins in
-    ``problem.layout``, what a plan assumes) and the forward problem the implicit GEMM
+    as it is.  On ``operands`` (an ``Operands`` record of logical channels-first views, as
+    the backend gets them; default: stand-ins C-contiguous in ``problem.layout``, what a
+    plan assumes) and the forward problem the implicit GEMM
     runs (``implicit_grads.forward_operands``): the weight gradient's split-K
     (:func:`weight_gradient_splits`; 1 where its workspaces would pass
     ``workspace_limit``), the re-layout candidate (``relayout.common_relay_choice``;
@@ -263,15 +266,16 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
     given = operands is not None
     if not given:
         operands = _contiguous_standins(problem)
+    views = problem.with_(layout="channels_first")     # the operands: logical views
     frozen = problem.op == FORWARD and relayout.is_frozen(operands.filter,
                                                           relayout.rounds_here(problem))
-    fwd, pairs = implicit_grads.forward_operands(problem, operands, splits)
+    fwd, pairs = implicit_grads.forward_operands(views, operands, splits)
     relay = relayout.common_relay_choice(fwd, pairs, **flags, frozen_w=frozen)
     if relay is None or not relayout_pays(problem, device, relay[1]):
         relay = (False, False)
     if given and relayout.rounds_here(problem):     # (stand-ins: as their copies are)
-        read = implicit_grads.as_read(problem, operands, relay, frozen)
-        fwd, pairs = implicit_grads.forward_operands(problem, read, splits)
+        read = implicit_grads.as_read(views, operands, relay, frozen)
+        fwd, pairs = implicit_grads.forward_operands(views, read, splits)
     tiles = {relayout.operand_config(fwd, relayout.relaid_standin(x) if relay[0] else x,
                                      relayout.relaid_standin(w) if relay[1] else w,
                                      device, flags) for x, w in pairs}
@@ -282,14 +286,14 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
 
 def as_priced(problem, cfg, operands, workspace_limit=None):
     """Whether :func:`choose_kernel` on ``operands`` gives the priced record ``cfg`` (made
-    on :func:`_contiguous_standins`) without asking: each operand C-contiguous in
-    ``problem.layout`` and 16-byte aligned (all the choice reads of them: strides and
+    on :func:`_contiguous_standins`) without asking: each operand (a logical view) has
+    the stand-in's strides (C-contiguous in ``problem.layout``) and is 16-byte aligned (all the choice reads of them: strides and
     16-byte alignment), the forward pass's weights not frozen, and the record's split-K
     within ``workspace_limit``."""
-    for a, shape in ((operands.activation, problem.x_shape), (operands.filter, problem.w_shape),
-                     (operands.output, problem.y_shape)):
-        if a is not None and (a.strides != fresh_like(shape, problem.dtype).strides
-                              or data_pointer(a) % 16):
+    standins = _contiguous_standins(problem)
+    for a, standin in ((operands.activation, standins.activation),
+                       (operands.filter, standins.filter), (operands.output, standins.output)):
+        if a is not None and (a.strides != standin.strides or data_pointer(a) % 16):
             return False
     if problem.op == FORWARD and relayout.is_frozen(operands.filter,
                                                     relayout.rounds_here(problem)):
@@ -298,8 +302,13 @@ def as_priced(problem, cfg, operands, workspace_limit=None):
             or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit)
 
 
+@cached(maxsize=256)
 def _contiguous_standins(problem):
-    """Stand-ins of ``problem``'s operands, C-contiguous in its layout (never read)."""
+    """Stand-ins of ``problem``'s operands, C-contiguous in its layout, as the backend
+    gets them: logical channels-first views (never read)."""
+    if problem.layout == "channels_last":
+        return Operands(*[np.moveaxis(fresh_like(shape, problem.dtype), -1, 1)
+                          for shape in (problem.x_shape, problem.w_shape, problem.y_shape)])
     return Operands(fresh_like(problem.x_shape, problem.dtype),
                     fresh_like(problem.w_shape, problem.dtype),
                     fresh_like(problem.y_shape, problem.dtype))

@@ -184,11 +184,12 @@ def run(problem, operands, runner, flags, config):
     operands come unrounded (``CudaBackend.rounds_tf32``): the program rounds those it
     re-lays, the others are rounded here first.  Builds (memoised) and executes the
     gradient's program."""
-    arrays = tuple(operands.get(role) for role in READ_ROLES[problem.op])
     if problem.op == GRAD_INPUT:
-        names, build = ("dy", "w"), grad_input_program
+        names, arrays = ("dy", "w"), (operands.output, operands.filter)
+        build = grad_input_program
     else:
-        names, build = ("x", "dy"), grad_weight_program
+        names, arrays = ("x", "dy"), (operands.activation, operands.output)
+        build = grad_weight_program
     rounds = relayout.rounds_here(problem)
     if rounds:
         arrays = tuple(_rounded_unless(r, a) for r, a in zip(config.relayout, arrays))
@@ -339,7 +340,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
                 slots["w"] = "dys"
         part = relayout.tile_program(fwd, *operands, runner, flags, config)
         parts.append(part)
-        groups.append((offsets, tuple(pre), part, slots, tuple(s for s in post if s)))
+        groups.append((offsets, tuple(pre), part, slots, tuple([s for s in post if s])))
     name = "grad_weight implicit_gemm" + (f" split-K x{splits}" if splits > 1 else "")
 
     def build():

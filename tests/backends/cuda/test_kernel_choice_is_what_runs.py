@@ -204,3 +204,36 @@ def test_explained_relayout_of_a_forward_plan_is_what_ran(monkeypatch, dtype, pr
     assert len(relaid) == 2 * pays, relaid
     assert _gemm_kernel(taken) == (cfg.family, cfg.gemm_tile), (taken, line)
     assert cfg.layout == ("channels_last" if pays else "channels_first"), line
+
+
+@pytest.mark.parametrize("view", ["contiguous", "channels reversed", "misaligned"])
+def test_record_on_other_operands_is_chosen_on_them(monkeypatch, view):
+    """The priced record assumes C-contiguous, aligned operands; on others the backend's
+    record is chosen on the operands themselves (channels-last float16 operands: the
+    16-byte-copy tile, variant 3, only where their channels are contiguous and aligned),
+    and that record is what runs."""
+    backend = CudaBackend(StandInRunner(80))
+    problem = ConvProblem.create(x_shape=(2, 6, 5, 16), w_shape=(16, 3, 3, 16), padding=1,
+                                 layout="channels_last", dtype=F16)
+    rng = np.random.default_rng(9)
+    x, w = (rng.integers(-2, 3, s).astype(F16) for s in (problem.x_shape, problem.w_shape))
+    if view == "channels reversed":
+        x = np.ascontiguousarray(x[..., ::-1])[..., ::-1]
+    elif view == "misaligned":         # the same values 2 bytes past a 16-byte boundary
+        x = _shifted(x)
+    priced = backend.kernel_config(problem, "implicit_gemm")
+    ops = Operands(activation=np.moveaxis(x, -1, 1), filter=np.moveaxis(w, -1, 1))  # logical
+    launched = backend.algorithm("implicit_gemm").launch_config(*backend.prepare(problem, ops))
+    taken, _, _ = _runs(monkeypatch, backend, problem, ops)
+    assert _gemm_kernel(taken) == (launched.family, launched.gemm_tile), (taken, launched)
+    assert (launched == priced) == (view == "contiguous"), (priced.describe(), launched.describe())
+    assert launched.variant == (3 if view == "contiguous" else 2), launched.describe()
+
+
+def _shifted(a):
+    """A copy of ``a`` whose data start 2 bytes past a 16-byte boundary."""
+    buf = np.empty(a.nbytes + 32, np.uint8)
+    start = (-buf.ctypes.data) % 16 + 2
+    out = np.frombuffer(buf[start:start + a.nbytes], a.dtype).reshape(a.shape)
+    out[...] = a
+    return out

@@ -239,20 +239,26 @@ def _multistage(problem, fwd, device):
 def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit=None):
     """The implicit GEMM's one :class:`KernelConfig` of ``problem`` on ``device``: what the
     price reads (:func:`record_time`), ``plan.explain()`` prints and the launcher builds
-    as it is.  On ``operands`` (an ``Operands`` record of logical channels-first views, as
-    the backend gets them; default: stand-ins C-contiguous in ``problem.layout``, what a
-    plan assumes) and the forward problem the implicit GEMM
-    runs (``implicit_grads.forward_operands``): the weight gradient's split-K
-    (:func:`weight_gradient_splits`; 1 where its workspaces would pass
-    ``workspace_limit``), the re-layout candidate (``relayout.common_relay_choice``;
-    frozen weights taken as they are) where :func:`relayout_pays`, and the tile on the
-    operands as they then are (re-laid, or under TF32 rounded copies:
-    ``implicit_grads.as_read``) (``relayout.operand_config``: the wgmma tile where it
-    runs, else the portable tile, a channels-last one where they are channels-last
-    readable; one tile for every launch: the channels-first one where the weight
-    gradient's groups differ).  The input gradient that is not a convolution of ``dy``
-    runs its column pass (its tile on contiguous columns).  ``arch``: the device's arch
-    class; the index width is the forward problem's (``index64`` is not read)."""
+    as it is.
+
+    ``operands``: an ``Operands`` record of logical channels-first views, as the backend
+    gets them (default: stand-ins C-contiguous in ``problem.layout``, what a plan
+    assumes).  On them and the forward problem the implicit GEMM runs
+    (``implicit_grads.forward_operands``) it decides, in order:
+
+    - the weight gradient's split-K (:func:`weight_gradient_splits`; 1 where its
+      workspaces would pass ``workspace_limit``);
+    - the re-layout: the candidate of ``relayout.common_relay_choice`` (frozen weights
+      taken as they are) where :func:`relayout_pays`;
+    - the tile on the operands as they then are (re-laid, or under TF32 rounded copies,
+      ``implicit_grads.as_read``): ``relayout.operand_config``, the wgmma tile where it
+      runs, else the portable tile, a channels-last one where they are channels-last
+      readable; one tile for all launches (the channels-first one where the weight
+      gradient's groups differ).
+
+    The input gradient that is not a convolution of ``dy`` runs its column pass (its tile
+    on contiguous columns, ``arch`` its arch class; the others take the tile's).  The
+    index width is the forward problem's (``index64`` is not read)."""
     splits = weight_gradient_splits(problem, device)
     if (splits > 1 and workspace_limit is not None
             and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit):
@@ -287,9 +293,9 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
 def as_priced(problem, cfg, operands, workspace_limit=None):
     """Whether :func:`choose_kernel` on ``operands`` gives the priced record ``cfg`` (made
     on :func:`_contiguous_standins`) without asking: each operand (a logical view) has
-    the stand-in's strides (C-contiguous in ``problem.layout``) and is 16-byte aligned (all the choice reads of them: strides and
-    16-byte alignment), the forward pass's weights not frozen, and the record's split-K
-    within ``workspace_limit``."""
+    its stand-in's strides and is 16-byte aligned (all the choice reads of an operand),
+    the forward pass's weights are not frozen, and the record's split-K fits
+    ``workspace_limit``."""
     standins = _contiguous_standins(problem)
     for a, standin in ((operands.activation, standins.activation),
                        (operands.filter, standins.filter), (operands.output, standins.output)):

@@ -569,3 +569,16 @@ def device_check_steps():
     steps = {name: (int(limit), command) for name, limit, command in
              re.findall(r"^step (\S+) (\d+) (.*)$", script, flags=re.M)}
     return steps, script
+
+
+def fresh_kernel_choices(monkeypatch):
+    """The CUDA path's memoised kernel records (``cost.kernel_config``: priced, printed by
+    ``explain()`` and built for operands as a plan assumes them) kept in a memo of their
+    own for the rest of the test: a test that replaces a decision of the cost model
+    (``implicit_choice.relayout_pays``, ``weight_gradient_splits``, the tile) with
+    ``monkeypatch`` sees no record made before and leaves none to later tests.  Call it
+    after each such replacement."""
+    import functools
+    from cupyconv.backends.cuda import cost
+    monkeypatch.setattr(cost, "_kernel_config",
+                        functools.lru_cache(maxsize=512)(cost._kernel_config.__wrapped__))

@@ -36,8 +36,8 @@ def retarget(launches, mapping):
     """``launches`` with each slot name replaced by ``mapping[name]`` (a name, or a
     :class:`~.program.View` pointer at an offset into a named array); names not in
     ``mapping`` stay."""
-    return tuple(dataclasses.replace(s, slots=tuple(mapping.get(n, n) for n in s.slots))
-                 if type(s) is Launch else s for s in launches)
+    return tuple([dataclasses.replace(s, slots=tuple([mapping.get(n, n) for n in s.slots]))
+                  if type(s) is Launch else s for s in launches])
 
 
 def byte_offset(view, base):

@@ -18,6 +18,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from .._lru import cached
 from . import registry
 
 __all__ = ["KernelConfig", "tile_math", "gemm_config", "family_config"]
@@ -90,10 +91,12 @@ def family_config(algorithm, family, dtype, arch, index64=False, **fields) -> Ke
                         **fields)
 
 
+@cached(maxsize=1024)
 def gemm_config(tile, dtype, arch, index64=False, relayout=(False, False), splits=1,
                 algorithm="implicit_gemm") -> KernelConfig:
     """The :class:`KernelConfig` of the implicit-GEMM ``tile`` (``(BM, BN, BK, variant)``)
-    with its re-layout and split-K kernels as companions."""
+    with its re-layout and split-K kernels as companions (memoised: a tuple ``tile`` and
+    ``relayout``)."""
     tile = tuple(tile)
     name = np.dtype(dtype).name
     companions = []

@@ -32,6 +32,7 @@ from .params import logical_strides, pack_conv_params
 from .program import Launch, Program, execute
 from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
                           multistage_reason, multistage_tile, operand_tile)
+from .tile_variants import least_tile_n
 
 __all__ = [
     "MAX_GRID_X", "MAX_GRID_YZ", "SHARED_MEMORY_LIMIT", "addressable", "device_alignment",
@@ -133,8 +134,7 @@ def can_implement_implicit_gemm(problem) -> Tuple[bool, str]:
     ok, why = dtype_ok(problem)
     if not ok:
         return ok, why
-    bn = min(t[1] for t in registry.gemm_tiles(problem.dtype))
-    if -(-(problem.out_channels // problem.groups) // bn) > MAX_GRID_YZ:
+    if -(-(problem.out_channels // problem.groups) // least_tile_n(problem.dtype)) > MAX_GRID_YZ:
         return False, f"out_channels/groups = {problem.out_channels // problem.groups} needs more than {MAX_GRID_YZ} column tiles"
     return True, ""
 

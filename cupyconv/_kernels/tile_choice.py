@@ -13,13 +13,13 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .._lru import memoized
+from .._lru import cached, memoized
 from . import evidence, registry
 from .addressing import data_pointer
 from .kernel_config import gemm_config
 
 __all__ = ["implicit_gemm_tile", "channels_last_reason", "multistage_reason", "multistage_tile",
-           "channels_last_tile", "contiguous_reads_channels_last", "operand_tile"]
+           "channels_last_tile", "operand_tile"]
 
 
 def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False,
@@ -31,17 +31,28 @@ def implicit_gemm_tile(problem, mma: bool = False, tf32: bool = False,
     launcher takes them for a chosen variant-2 (6, 7) tile when the operands allow
     (:func:`channels_last_tile`).  ``verified_on`` (an arch class of :mod:`.evidence`):
     only tiles verified on hardware of that class, where one can run the problem."""
-    cpg = problem.in_channels // problem.groups
-    usable = [t for t in registry.gemm_tiles(problem.dtype) if registry.gemm_tile_fits(t, cpg)
-              and registry.tensor_core_tile(t, problem.dtype, mma, tf32)
+    usable, smallest = _usable_tiles(problem.dtype, problem.in_channels // problem.groups,
+                                     mma, tf32, verified_on)
+    for t in usable:
+        if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2:
+            return t
+    return smallest
+
+
+@cached(maxsize=256)
+def _usable_tiles(dtype, cpg, mma, tf32, verified_on):
+    """``(tiles, smallest)``: the tiles :func:`implicit_gemm_tile` may take for ``cpg``
+    input channels per group, tensor-core tiles first, and the one it takes when the
+    problem fills none (the smallest, tap-aligned first)."""
+    usable = [t for t in registry.gemm_tiles(dtype) if registry.gemm_tile_fits(t, cpg)
+              and registry.tensor_core_tile(t, dtype, mma, tf32)
               and not registry.tile_variant(t).channels_last]
     if verified_on is not None:
         usable = [t for t in usable if evidence.is_verified(
-            gemm_config(t, problem.dtype, verified_on))] or usable
+            gemm_config(t, dtype, verified_on))] or usable
     usable.sort(key=lambda t: not registry.tile_variant(t).tensor_cores)   # tensor cores first
-    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-    return fits[0] if fits else min(usable, key=lambda t: (t[0] * t[1],
-                                                           -registry.tile_variant(t).number))
+    return tuple(usable), min(usable, default=None, key=lambda t: (
+        t[0] * t[1], -registry.tile_variant(t).number))
 
 
 def channels_last_reason(problem, xs, ws, x, w) -> str:
@@ -65,10 +76,13 @@ def multistage_reason(problem, tile, tf32: bool) -> str:
     ``problem`` on operands :func:`channels_last_reason` accepts (``""`` when it can):
     whole K-tiles of ``BK`` channels per group, and for float32 operands rounded to TF32
     beforehand (``tf32``: its loop never rounds)."""
-    cpg = problem.in_channels // problem.groups
+    return _multistage_reason(problem.dtype, problem.in_channels // problem.groups, tile, tf32)
+
+
+def _multistage_reason(dtype, cpg, tile, tf32):
     if cpg % tile[2]:
         return f"in_channels/groups ({cpg}) is not a multiple of its K-tile ({tile[2]} channels)"
-    if np.dtype(problem.dtype) == np.float32 and not tf32:
+    if np.dtype(dtype) == np.float32 and not tf32:
         return "float32 needs operands rounded to TF32 beforehand (tf32=True)"
     return ""
 
@@ -78,10 +92,22 @@ def multistage_tile(problem, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
     :func:`channels_last_reason` accepts: the 128x128 one where the problem fills it (as
     :func:`implicit_gemm_tile` asks: at least 64 row tiles, half its width of columns),
     else the small one; ``None`` when none can run it."""
-    usable = [t for t in registry.gemm_tiles(problem.dtype)
-              if registry.is_multistage(t) and not multistage_reason(problem, t, tf32)]
-    fits = [t for t in usable if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2]
-    return (fits or usable[-1:] or [None])[0]
+    usable, smallest = _multistage_tiles(problem.dtype, problem.in_channels // problem.groups,
+                                         tf32)
+    for t in usable:
+        if problem.gemm_m >= 64 * t[0] and problem.gemm_n >= t[1] // 2:
+            return t
+    return smallest
+
+
+@cached(maxsize=256)
+def _multistage_tiles(dtype, cpg, tf32):
+    """``(tiles, smallest)``: the multistage tiles that can run ``cpg`` input channels per
+    group (whole K-tiles; float32 rounded to TF32) and the one :func:`multistage_tile`
+    takes where the problem fills none (the last; ``None`` without one)."""
+    usable = tuple(t for t in registry.gemm_tiles(dtype) if registry.is_multistage(t)
+                   and not _multistage_reason(dtype, cpg, t, tf32))
+    return usable, (usable[-1] if usable else None)
 
 
 def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, int, int]]:
@@ -96,15 +122,6 @@ def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, in
         compiled = twin in registry.gemm_tiles(problem.dtype)
         return (multistage_tile(problem, tf32) or twin) if compiled else None
     return twin
-
-
-def contiguous_reads_channels_last(problem) -> bool:
-    """Whether :func:`channels_last_reason` accepts C-contiguous operands in
-    ``problem.layout`` (what a plan assumes): channels-last ones whose strides, multiples
-    of C/G, are multiples of 16 bytes."""
-    chunk = 16 // np.dtype(problem.dtype).itemsize
-    return (problem.layout == "channels_last"
-            and (problem.in_channels // problem.groups) % chunk == 0)
 
 
 @memoized()

@@ -12,8 +12,9 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from .._dtypes import is_half_float
+from .._lru import cached
 
-__all__ = ["MULTISTAGE", "WGMMA", "WGMMA_STAGES", "gemm_tiles", "FMA_DMMA_VARIANTS",
+__all__ = ["MULTISTAGE", "WGMMA", "WGMMA_STAGES", "gemm_tiles", "least_tile_n", "FMA_DMMA_VARIANTS",
            "FMA_DMMA_CHANNELS_LAST", "TileVariant", "TILE_VARIANTS", "tile_variant",
            "channels_last_twin", "tile_index64", "gemm_family", "tile_stages",
            "tensor_core_variant", "tensor_core_tile", "gemm_tile_fits", "wgmma_tiles",
@@ -29,6 +30,7 @@ WGMMA = 8
 WGMMA_STAGES = 4
 
 
+@cached(maxsize=64, keep=True)
 def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
     """CTA tiles (BM, BN, BK, VARIANT) compiled for the implicit GEMM, preferred first.
 
@@ -66,6 +68,13 @@ def gemm_tiles(dtype) -> Tuple[Tuple[int, int, int, int], ...]:
         return ((128, 128, 16, 2), (64, 64, 16, 2), (64, 64, 8, 0), (128, 128, 16, 3),
                 (64, 64, 16, 3), (128, 128, 64, MULTISTAGE), (64, 64, 64, MULTISTAGE))
     return ((64, 64, 8, 0),)
+
+
+@cached(maxsize=64, keep=True)
+def least_tile_n(dtype) -> int:
+    """The least BN of :func:`gemm_tiles` of ``dtype`` (the most column tiles a launch
+    may need)."""
+    return min(t[1] for t in gemm_tiles(dtype))
 
 
 #: The multistage FMA and DMMA tiles (issue 26 items 3, 4): tile variant -> (stages, TILE_M, TILE_N,
@@ -118,11 +127,11 @@ class TileVariant:
     index64: bool = True
     atom: str = ""
     warp_tile: Tuple[int, ...] = ()
+    #: Whether it computes on the ``mma.sync`` tensor-core atoms (``math == "mma"``).
+    tensor_cores: bool = dataclasses.field(init=False)
 
-    @property
-    def tensor_cores(self) -> bool:
-        """Whether it computes on the ``mma.sync`` tensor-core atoms."""
-        return self.math == "mma"
+    def __post_init__(self):
+        object.__setattr__(self, "tensor_cores", self.math == "mma")
 
 
 def _fma_dmma_variant(number, twin=None, index64=True):
@@ -150,11 +159,13 @@ TILE_VARIANTS: Dict[int, TileVariant] = {v.number: v for v in (
 )}
 
 
+@cached(maxsize=1024, keep=True)
 def tile_variant(tile: Tuple[int, ...]) -> TileVariant:
     """The :class:`TileVariant` of an implicit-GEMM ``tile`` (its last entry)."""
     return TILE_VARIANTS[tile[3]]
 
 
+@cached(maxsize=1024, keep=True)
 def channels_last_twin(tile: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
     """The channels-last float64 DMMA tile that runs in place of ``tile`` (variant 6 or 7)
     on channels-last operands (variants 9 and 10), or ``None`` for any other tile."""
@@ -164,11 +175,13 @@ def channels_last_twin(tile: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
     return tuple(tile[:3]) + (variant.twin,)
 
 
+@cached(maxsize=1024, keep=True)
 def tile_index64(tile: Tuple[int, ...]) -> bool:
     """Whether ``tile`` has a 64-bit-index build (:attr:`TileVariant.index64`)."""
     return TILE_VARIANTS[tile[3]].index64
 
 
+@cached(maxsize=1024, keep=True)
 def gemm_family(tile: Tuple[int, ...]) -> str:
     """The kernel family that runs an implicit-GEMM ``tile`` of :func:`gemm_tiles`
     (:attr:`TileVariant.family`): ``implicit_gemm_fma_dmma`` for
@@ -178,6 +191,7 @@ def gemm_family(tile: Tuple[int, ...]) -> str:
     return TILE_VARIANTS[tile[3]].family
 
 
+@cached(maxsize=1024, keep=True)
 def tile_stages(tile: Tuple[int, ...]) -> int:
     """Shared-memory pipeline stages of ``tile`` (1: registers only)."""
     stages = TILE_VARIANTS[tile[3]].stages
@@ -190,6 +204,7 @@ def tensor_core_variant(variant: int) -> bool:
     return TILE_VARIANTS[variant].tensor_cores
 
 
+@cached(maxsize=1024, keep=True)
 def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> bool:
     """Whether ``tile`` may run: its tensor-core variant needs a device with the atoms
     (``mma``), and float32's TF32 atom also ``precision="tf32"`` (``tf32``); every other
@@ -199,6 +214,7 @@ def tensor_core_tile(tile: Tuple[int, ...], dtype, mma: bool, tf32: bool) -> boo
     return mma and (tf32 or np.dtype(dtype) != np.float32)
 
 
+@cached(maxsize=1024, keep=True)
 def gemm_tile_fits(tile: Tuple[int, ...], cpg: int) -> bool:
     """Whether ``tile`` can run a problem with ``cpg`` input channels per group (the
     tap-aligned variants, all but 0, need ``cpg % BK == 0``)."""
@@ -238,6 +254,7 @@ def checked_tile(dtype, tile) -> Tuple[int, ...]:
     return tile
 
 
+@cached(maxsize=1024, keep=True)
 def asks_layout(tile) -> bool:
     """Whether the launch of ``tile`` asks whether its operands are channels-last
     (``launch.channels_last_reason``): a channels-last variant (3, the multistage 4, the
@@ -248,6 +265,7 @@ def asks_layout(tile) -> bool:
     return variant.channels_last or variant.twin is not None
 
 
+@cached(maxsize=1024, keep=True)
 def is_multistage(tile) -> bool:
     """Whether ``tile`` is a multistage tile (family ``implicit_gemm_multistage``)."""
     return TILE_VARIANTS[tile[3]].family == "implicit_gemm_multistage"

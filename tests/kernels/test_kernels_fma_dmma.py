@@ -89,12 +89,13 @@ def test_dmma_tile_runs_the_gradients(monkeypatch, op, mode, pays):
     import cupyconv
     from cupyconv.backends.cuda import CudaBackend, EmulatedRunner, implicit_choice
     from cupyconv.core.problem import ConvProblem, Operands
-    from helpers import small_ints, spy_kernels
+    from helpers import fresh_kernel_choices, small_ints, spy_kernels
     tile = DMMA_TILES[0]
     monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: pays)
     real = launch.implicit_gemm_tile
     monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, mma=False, tf32=False:
                         tile if problem.dtype == F64 else real(problem, mma, tf32))
+    fresh_kernel_choices(monkeypatch)
     n, c, k = (1, 8, 16) if op == "grad_input" else (16, 2, 8)     # forward C/G: 16
     geo = dict(padding=1, padding_mode=mode)
     problem = ConvProblem.create(x_shape=(n, c, 5, 4), w_shape=(k, c, 3, 3), op=op, dtype=F64, **geo)

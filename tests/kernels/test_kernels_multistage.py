@@ -177,6 +177,8 @@ def test_channels_first_operands_are_relaid_for_the_multistage_tile(dtype, monke
     import cupyconv
     from cupyconv.backends.cuda import implicit_choice
     monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: True)
+    from helpers import fresh_kernel_choices
+    fresh_kernel_choices(monkeypatch)
     taken = spy_kernels(monkeypatch)
     bk = 128 // dtype.itemsize
     rng = np.random.default_rng(7)

@@ -93,14 +93,16 @@ def tensor_core_flags(problem, device):
     return flags
 
 
-def implicit_gemm(problem, x, w, runner, workspace_limit, choice=False):
-    """The implicit GEMM, built and executed: the operands ``choice`` names re-laid
-    channels-last (``relayout.relaid``: the backend's decision, default the candidate),
-    then the wgmma tile where it runs, else the portable tiles (``relayout.tile_program``)."""
+def implicit_gemm(problem, x, w, runner, workspace_limit, config=None):
+    """The implicit GEMM, built and executed: the backend's record ``config`` as it is
+    (``implicit_choice.choose_kernel``): the operands it names re-laid channels-last
+    (``relayout.relaid``), then its tile (``relayout.tile_program``); without one, the
+    re-layout candidate and the tile on the operands as they then are."""
     flags = tensor_core_flags(problem, runner.static)
-    x, w = relayout.relaid(problem, x, w, runner, **flags, choice=choice,
+    x, w = relayout.relaid(problem, x, w, runner, **flags,
+                           choice=False if config is None else config.relayout,
                            round_tf32=relayout.rounds_here(problem))
-    return _execute(relayout.tile_program(problem, x, w, runner, flags), x, w, runner)
+    return _execute(relayout.tile_program(problem, x, w, runner, flags, config), x, w, runner)
 
 
 def gemm(problem, x, w, runner, workspace_limit):

@@ -1,75 +1,107 @@
 """The implicit GEMM's one kernel choice and its price (the ``implicit_gemm`` entry of
-``backends/cuda/table.py`` owns them): the tile the launcher's rules give the problem's
-forward problem (``launch.implicit_gemm_tile``; the gradients run as forward problems,
-:mod:`.implicit_grads`), the channels-last tile that takes its place where re-laying the
-operands pays (:func:`relayout_pays`; the wgmma tile on compute capability 9.0), the weight
-gradient's split-K (:func:`weight_gradient_splits`), the column pass of an input gradient
-that is not a convolution of ``dy``; each priced by the roofline of :mod:`.cost`.
+``backends/cuda/table.py`` owns them): :func:`choose_kernel` returns the frozen record
+(tile, re-layout, split-K, arch class) of a problem on given operands, the one the
+launcher builds; :func:`record_time` prices a record on the roofline of :mod:`.cost`.
+The decisions inside: the weight gradient's split-K (:func:`weight_gradient_splits`),
+whether re-laying the operands channels-last for a multistage tile pays
+(:func:`relayout_pays`; the wgmma tile on compute capability 9.0), the column pass of an
+input gradient that is not a convolution of ``dy``.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
-from ..._kernels import evidence, launch, registry, tile_choice, wgmma_launch
+import numpy as np
+
+from ..._kernels import evidence, launch, registry, wgmma_launch
+from ..._kernels.addressing import data_pointer
+from ..._kernels.grad_launch import fresh_like
 from ..._kernels.kernel_config import family_config, gemm_config
 from ..._lru import cached
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
+from ...core.roles import Operands
 from ...core.transpose import column_forward, transpose
 from . import algorithms, cost, implicit_grads, relayout
 
-__all__ = ["predicted_time", "efficiency_key", "choose_kernel", "relayout_pays",
+__all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "relayout_pays",
            "weight_gradient_splits", "MAX_SPLITS", "implicit_gemm_times"]
 
 
-def predicted_time(problem, device, eff_of):
-    """Device seconds of the implicit GEMM on ``problem`` (:func:`implicit_gemm_times`'
-    best)."""
-    return implicit_gemm_times(problem, device, eff_of, device.peak_flops(problem.dtype),
-                               cost.tensor_peak_flops(problem, device))[0]
+def record_time(problem, cfg, device, eff_of):
+    """Device seconds of the implicit GEMM's record ``cfg`` (:func:`choose_kernel`) on
+    ``problem``: its tile on its forward problem (the weight gradient's images in
+    ``cfg.splits`` parts) at the rate and efficiency of the tile (:func:`record_key`),
+    the re-layout of the operands it names, the split-K's copy and reduction, the column
+    pass of an input gradient that is not a convolution of ``dy``."""
+    fwd = _forward(problem, cfg.splits)
+    key = _tile_key(problem, cfg.gemm_tile, device)
+    rate = (device.peak_flops(problem.dtype) if key == "implicit_gemm"
+            else cost.tensor_peak_flops(problem, device))
+    t = _tile_time(problem, fwd, cfg.gemm_tile, cfg.relayout, cfg.splits, rate, eff_of[key],
+                   device)
+    if implicit_grads.needs_columns(problem):
+        t += 2 * problem.column_bytes() / device.bandwidth + cost.LAUNCH_S
+    return t
 
 
-def efficiency_key(problem, device):
-    """The :data:`cost.EFFICIENCY` entry that sets the implicit GEMM's prediction."""
-    if cost.tensor_peak_flops(problem, device):
-        fwd, tile = _implicit_forward(problem, device)
-        if _relaid_from(tile) and relayout_pays(problem, device):
-            return _channels_last_tile(problem, fwd, tile, device)[1]
-        if registry.tile_variant(tile).tensor_cores:
-            return _tensor_tile_key(problem, tile)
-    return "implicit_gemm"
+def record_key(problem, cfg, device):
+    """The :data:`cost.EFFICIENCY` entry that sets the price of the record ``cfg``."""
+    return _tile_key(problem, cfg.gemm_tile, device)
+
+
+def _tile_key(problem, tile, device):
+    """The efficiency entry of ``tile``: ``implicit_gemm`` off the tensor cores, else by its
+    variant: the wgmma tile ``implicit_gemm_wg_<kind>``, the float64 DMMA twins
+    ``implicit_gemm_cl_float64``, the multistage tile ``implicit_gemm_ms_<kind>``, the
+    multistage DMMA tiles ``implicit_gemm_ms_float64``, the others
+    ``implicit_gemm_tc_<kind>``."""
+    variant = registry.tile_variant(tile)
+    if not (cost.tensor_peak_flops(problem, device) and variant.math != "fma"):
+        return "implicit_gemm"
+    if variant.math == "wgmma":
+        return "implicit_gemm_wg_" + cost.tensor_kind(problem)
+    if variant.family == "implicit_gemm_fma_dmma":
+        return "implicit_gemm_cl_float64" if variant.channels_last else "implicit_gemm_ms_float64"
+    if variant.family == "implicit_gemm_multistage":
+        return "implicit_gemm_ms_" + cost.tensor_kind(problem)
+    return "implicit_gemm_tc_" + cost.tensor_kind(problem)
+
+
+def _tile_time(problem, fwd, tile, relay, splits, rate, eff, device):
+    """One tile's time on ``problem`` (its forward problem ``fwd``), with the re-layout of
+    the operands ``relay`` names and the split-K's own work."""
+    t = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
+    if any(relay):
+        t += (relayout.relayout_bytes(fwd, x=relay[0], weights=relay[1]) / device.bandwidth
+              + sum(relay) * cost.LAUNCH_S)
+    return t + (_split_time(problem, splits, device) if splits > 1 else 0.0)
 
 
 def implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, splits=None):
     """``(best, tile time, multistage time + re-layout or None)`` of the implicit GEMM on
-    ``problem``: the launcher's tile on the operands as they are, and, where a multistage
+    ``problem``: the launcher's tile on channels-first operands, and, where a multistage
     tile (the wgmma tile on compute capability 9.0; for float64 the DMMA tile's
     channels-last twin, :func:`_channels_last_tile`) would run on channels-last operands,
-    that tile plus the re-layout of x and (unless
-    ``weights`` is False: frozen weights) w (one pass each, ``backends.cuda.relayout``).
-    The faster is what runs (:func:`relayout_pays`).  A weight gradient runs with
-    ``splits`` (default :func:`weight_gradient_splits`), its split-K's copy and reduction
-    added (:func:`_split_time`)."""
-    bw = device.bandwidth
+    that tile plus the re-layout of x and (unless ``weights`` is False: frozen weights)
+    w (none where ``problem.layout`` is channels-last already), each priced as
+    :func:`record_time` prices a record.  The faster is what runs (:func:`relayout_pays`).
+    A weight gradient runs with ``splits`` (default :func:`weight_gradient_splits`)."""
     if splits is None:
         splits = weight_gradient_splits(problem, device, eff_of)
     fwd, tile = _implicit_forward(problem, device, splits)
     rate, eff = peak, eff_of["implicit_gemm"]
     if tc_peak and registry.tile_variant(tile).tensor_cores:
-        rate, eff = tc_peak, eff_of[_tensor_tile_key(problem, tile)]
-    base = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
+        rate, eff = tc_peak, eff_of[_tile_key(problem, tile, device)]
+    base = _tile_time(problem, fwd, tile, (False, False), splits, rate, eff, device)
     relaid = None
     if tc_peak and _relaid_from(tile) and _multistage(problem, fwd, device):
-        ms_tile, key = _channels_last_tile(problem, fwd, tile, device)
-        ms_eff = eff_of[key]
-        relay = (0.0 if problem.layout == "channels_last" else   # read as they are
-                 relayout.relayout_bytes(fwd, weights=weights) / bw + (1 + weights) * cost.LAUNCH_S)
-        relaid = _gemm_tile_time(problem, fwd, ms_tile, tc_peak, ms_eff, device) + relay
-    columns = (2 * problem.column_bytes() / bw + cost.LAUNCH_S
+        ms_tile = _channels_last_tile(problem, fwd, tile, device)
+        relay = (False, False) if problem.layout == "channels_last" else (True, weights)
+        relaid = _tile_time(problem, fwd, ms_tile, relay, splits, tc_peak,
+                            eff_of[_tile_key(problem, ms_tile, device)], device)
+    columns = (2 * problem.column_bytes() / device.bandwidth + cost.LAUNCH_S
                if implicit_grads.needs_columns(problem) else 0.0)
-    if splits > 1:
-        split = _split_time(problem, splits, device)
-        base, relaid = base + split, None if relaid is None else relaid + split
     best = base if relaid is None else min(base, relaid)
     return best + columns, base, relaid
 
@@ -90,7 +122,7 @@ def weight_gradient_splits(problem, device, efficiency=None):
     reductions, small ``N * prod(O)``) stays unsplit (``efficiency``: as
     :func:`relayout_pays`)."""
     if (problem.op != GRAD_WEIGHT or problem.dtype not in registry.SPLITK_DTYPES
-            or implicit_grads.needs_columns(problem) or problem.batch < 2):
+            or problem.batch < 2):
         return 1
     if evidence.verified_only(device.hardware) and not evidence.is_verified(family_config(
             "implicit_gemm", "splitk_reduce", problem.dtype, evidence.arch_class(device.arch))):
@@ -137,31 +169,20 @@ def _relaid_from(tile):
 
 
 def _channels_last_tile(problem, fwd, tile, device):
-    """``(tile, efficiency key)`` of what runs ``fwd`` on channels-last operands in place
-    of the launcher's ``tile`` (:func:`_relaid_from`): the float64 DMMA tile's twin
-    (``implicit_gemm_cl_float64``), else the multistage tile (``implicit_gemm_ms_<kind>``),
-    the wgmma tile on compute capability 9.0 (``implicit_gemm_wg_<kind>``)."""
+    """The tile that runs ``fwd`` on channels-last operands in place of the launcher's
+    ``tile`` (:func:`_relaid_from`): the float64 DMMA tile's twin, else the multistage
+    tile, the wgmma tile on compute capability 9.0."""
     tf32 = fwd.precision == "tf32"
-    if registry.channels_last_twin(tile) is not None:
-        return launch.channels_last_tile(fwd, tile, tf32), "implicit_gemm_cl_float64"
-    wg = wgmma_launch.wgmma_tile(fwd, tf32, device.arch)
-    if wg is not None:          # compute capability 9.0: the wgmma tile, if it loads
-        return wg, "implicit_gemm_wg_" + cost.tensor_kind(problem)
-    return launch.channels_last_tile(fwd, tile, tf32), "implicit_gemm_ms_" + cost.tensor_kind(problem)
+    if registry.channels_last_twin(tile) is None:
+        wg = wgmma_launch.wgmma_tile(fwd, tf32, device.arch)
+        if wg is not None:          # compute capability 9.0: the wgmma tile, if it loads
+            return wg
+    return launch.channels_last_tile(fwd, tile, tf32)
 
 
 def _ctas(fwd, tile):
     """CTAs of one implicit-GEMM launch of ``fwd`` (all its groups) on ``tile``."""
     return -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
-
-
-def _tensor_tile_key(problem, tile):
-    """The :data:`EFFICIENCY` entry of a tensor-core ``tile`` the launcher chose:
-    ``implicit_gemm_ms_float64`` for the multistage DMMA tiles (family
-    ``implicit_gemm_fma_dmma``), else ``implicit_gemm_tc_<kind>``."""
-    if registry.gemm_family(tile) == "implicit_gemm_fma_dmma":
-        return "implicit_gemm_ms_float64"
-    return "implicit_gemm_tc_" + cost.tensor_kind(problem)
 
 
 def _gemm_tile_time(problem, fwd, tile, rate, eff, device):
@@ -187,19 +208,24 @@ def relayout_pays(problem, device, weights=True, efficiency=None):
 
 
 def _implicit_forward(problem, device, splits=1):
-    """The forward problem the implicit GEMM runs for ``problem`` and its tile: the
-    gradients run as forward problems (.implicit_grads; the weight gradient's with its
-    images in ``splits`` parts); an input gradient that is not a convolution of dy as the
-    column GEMM (its columns' traffic costed apart)."""
-    if problem.op == FORWARD:
-        fwd = problem
-    elif implicit_grads.needs_columns(problem):
-        fwd = column_forward(problem, problem.batch)
-    elif problem.op == GRAD_WEIGHT:
-        fwd = transpose(problem, splits=splits).forward
-    else:
-        fwd = transpose(problem).forward
+    """``(fwd, tile)``: :func:`_forward` and the launcher's tile on its channels-first
+    operands."""
+    fwd = _forward(problem, splits)
     return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
+
+
+def _forward(problem, splits=1):
+    """The forward problem the implicit GEMM runs for ``problem``: the gradients run as
+    forward problems (.implicit_grads; the weight gradient's with its images in ``splits``
+    parts); an input gradient that is not a convolution of dy as the column GEMM (its
+    columns' traffic costed apart)."""
+    if problem.op == FORWARD:
+        return problem
+    if problem.op == GRAD_WEIGHT:
+        return transpose(problem, splits=splits).forward
+    if implicit_grads.needs_columns(problem):
+        return column_forward(problem, problem.batch)
+    return transpose(problem).forward
 
 
 def _multistage(problem, fwd, device):
@@ -210,29 +236,85 @@ def _multistage(problem, fwd, device):
         fwd, **algorithms.tensor_core_flags(fwd, device))
 
 
-def choose_kernel(problem, device, arch, index64):
-    """The implicit GEMM's :class:`KernelConfig` on C-contiguous operands in
-    ``problem.layout``: :func:`_implicit_forward`'s tile, or the channels-last tile that
-    takes its place (the wgmma tile an sm_90a configuration) where a forward problem's
-    operands are channels-last readable as they are
-    (``tile_choice.contiguous_reads_channels_last``) or :func:`relayout_pays`; the weight
-    gradient's split-K, the column pass of an input gradient that is not a convolution of
-    ``dy``.  On other operands the launch asks ``relayout.operand_config``."""
+def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit=None):
+    """The implicit GEMM's one :class:`KernelConfig` of ``problem`` on ``device``: what the
+    price reads (:func:`record_time`), ``plan.explain()`` prints and the launcher builds
+    as it is.
+
+    ``operands``: an ``Operands`` record of logical channels-first views, as the backend
+    gets them (default: stand-ins C-contiguous in ``problem.layout``, what a plan
+    assumes).  On them and the forward problem the implicit GEMM runs
+    (``implicit_grads.forward_operands``) it decides, in order:
+
+    - the weight gradient's split-K (:func:`weight_gradient_splits`; 1 where its
+      workspaces would pass ``workspace_limit``);
+    - the re-layout: the candidate of ``relayout.common_relay_choice`` (frozen weights
+      taken as they are) where :func:`relayout_pays`;
+    - the tile on the operands as they then are (re-laid, or under TF32 rounded copies,
+      ``implicit_grads.as_read``): ``relayout.operand_config``, the wgmma tile where it
+      runs, else the portable tile, a channels-last one where they are channels-last
+      readable; one tile for all launches (the channels-first one where the weight
+      gradient's groups differ).
+
+    The input gradient that is not a convolution of ``dy`` runs its column pass (its tile
+    on contiguous columns, ``arch`` its arch class; the others take the tile's).  The
+    index width is the forward problem's (``index64`` is not read)."""
     splits = weight_gradient_splits(problem, device)
-    fwd, tile = _implicit_forward(problem, device, splits)
-    relaid = (False, False)
-    if (problem.op == FORWARD and _relaid_from(tile)
-            and tile_choice.contiguous_reads_channels_last(problem)):
-        tile = _channels_last_tile(problem, fwd, tile, device)[0] or tile  # read as they are
-    elif (cost.tensor_peak_flops(problem, device) and _relaid_from(tile)
-            and _multistage(problem, fwd, device) and relayout_pays(problem, device)):
-        tile = _channels_last_tile(problem, fwd, tile, device)[0]
-        channels_first = problem.layout != "channels_last"
-        relaid = (channels_first, channels_first)
-    if registry.tile_variant(tile).math == "wgmma":
-        arch = evidence.arch_class(device.arch, arch_specific=True)
-    cfg = gemm_config(tile, problem.dtype, arch, index64, relaid, splits)
+    if (splits > 1 and workspace_limit is not None
+            and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit):
+        splits = 1
     if implicit_grads.needs_columns(problem):
-        cfg = dataclasses.replace(cfg, companions=cfg.companions + (family_config(
-            "implicit_gemm", "col2vol", problem.dtype, arch, index64),))
-    return cfg
+        fwd, tile = _implicit_forward(problem, device)
+        cfg = gemm_config(tile, problem.dtype, arch, launch.choose_index64(fwd))
+        return dataclasses.replace(cfg, companions=cfg.companions + (family_config(
+            "implicit_gemm", "col2vol", problem.dtype, arch, cfg.index64),))
+    flags = algorithms.tensor_core_flags(problem, device)
+    given = operands is not None
+    if not given:
+        operands = _contiguous_standins(problem)
+    views = problem.with_(layout="channels_first")     # the operands: logical views
+    frozen = problem.op == FORWARD and relayout.is_frozen(operands.filter,
+                                                          relayout.rounds_here(problem))
+    fwd, pairs = implicit_grads.forward_operands(views, operands, splits)
+    relay = relayout.common_relay_choice(fwd, pairs, **flags, frozen_w=frozen)
+    if relay is None or not relayout_pays(problem, device, relay[1]):
+        relay = (False, False)
+    if given and relayout.rounds_here(problem):     # (stand-ins: as their copies are)
+        read = implicit_grads.as_read(views, operands, relay, frozen)
+        fwd, pairs = implicit_grads.forward_operands(views, read, splits)
+    tiles = {relayout.operand_config(fwd, relayout.relaid_standin(x) if relay[0] else x,
+                                     relayout.relaid_standin(w) if relay[1] else w,
+                                     device, flags) for x, w in pairs}
+    tile = tiles.pop() if len(tiles) == 1 else min(
+        tiles, key=lambda c: (c.layout == "channels_last", c.describe()))
+    return gemm_config(tile.gemm_tile, problem.dtype, tile.arch, tile.index64, relay, splits)
+
+
+def as_priced(problem, cfg, operands, workspace_limit=None):
+    """Whether :func:`choose_kernel` on ``operands`` gives the priced record ``cfg`` (made
+    on :func:`_contiguous_standins`) without asking: each operand (a logical view) has
+    its stand-in's strides and is 16-byte aligned (all the choice reads of an operand),
+    the forward pass's weights are not frozen, and the record's split-K fits
+    ``workspace_limit``."""
+    standins = _contiguous_standins(problem)
+    for a, standin in ((operands.activation, standins.activation),
+                       (operands.filter, standins.filter), (operands.output, standins.output)):
+        if a is not None and (a.strides != standin.strides or data_pointer(a) % 16):
+            return False
+    if problem.op == FORWARD and relayout.is_frozen(operands.filter,
+                                                    relayout.rounds_here(problem)):
+        return False
+    return (cfg.splits == 1 or workspace_limit is None
+            or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit)
+
+
+@cached(maxsize=256)
+def _contiguous_standins(problem):
+    """Stand-ins of ``problem``'s operands, C-contiguous in its layout, as the backend
+    gets them: logical channels-first views (never read)."""
+    if problem.layout == "channels_last":
+        return Operands(*[np.moveaxis(fresh_like(shape, problem.dtype), -1, 1)
+                          for shape in (problem.x_shape, problem.w_shape, problem.y_shape)])
+    return Operands(fresh_like(problem.x_shape, problem.dtype),
+                    fresh_like(problem.w_shape, problem.dtype),
+                    fresh_like(problem.y_shape, problem.dtype))

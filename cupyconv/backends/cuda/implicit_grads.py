@@ -72,14 +72,15 @@ import math
 from ..._kernels import grad_launch, launch, program, registry, relayout_launch, splitk_launch
 from ..._kernels.grad_launch import fresh_like, pointer_at
 from ..._kernels.program import Call, Program
-from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
+from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import (checked_splits, column_forward, group_views, split_images,
                                transpose, transposed_weights_into, weights_window)
+from ...core.roles import Operands
 from ..arrays import to_tf32
 from . import relayout
 
 __all__ = ["can_implement", "column_program", "split_workspace_bytes", "is_convolution",
-           "relay_candidate",
+           "relay_candidate", "forward_operands", "READ_ROLES", "as_read",
            "needs_columns", "run", "grad_input_program", "grad_weight_program"]
 
 
@@ -122,43 +123,77 @@ def column_program(problem, count, runner, flags):
         fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
 
 
-def relay_candidate(problem, operands, flags, splits=1):
-    """The re-layout candidate of the gradient ``problem`` (not one :func:`needs_columns`
-    names) on these operands: ``(relay first operand, relay second)`` of its forward
-    problem (:func:`.relayout.relay_choice`) or ``None``; whether it pays is the
-    caller's to weigh (``implicit_choice.relayout_pays``), its decision :func:`run`'s
-    ``choice``."""
+def forward_operands(problem, operands, splits=1):
+    """``(fwd, pairs)``: the forward problem the implicit GEMM runs for ``problem`` (the
+    forward pass itself, or a gradient not :func:`needs_columns` names, the weight
+    gradient's images in ``splits`` parts) and, per launch (the weight gradient's
+    groups), the two operands its kernel reads from these ``operands`` (stand-ins of the
+    workspaces a program writes first)."""
+    if problem.op == FORWARD:
+        return problem, ((operands.activation, operands.filter),)
     if problem.op == GRAD_INPUT:
-        return _input_choice(problem, operands.output, operands.filter, flags)
-    return _weight_choice(problem, operands.activation, operands.output, flags,
-                          checked_splits(problem, splits))
+        fwd, crop, _, wt = _input_operands(problem, operands.output)
+        return fwd, ((crop, wt),)
+    fwd = transpose(problem, splits=splits).forward
+    return fwd, [(x_g, w_g) for x_g, _, w_g in
+                 _split_operands(problem, operands.activation, operands.output, splits)]
 
 
-def run(problem, operands, runner, flags, choice=False, splits=1):
+#: The roles of the two operands the implicit GEMM's forward problem reads (its ``x``,
+#: its ``w``), per operation.
+READ_ROLES = {FORWARD: ("activation", "filter"), GRAD_INPUT: ("output", "filter"),
+              GRAD_WEIGHT: ("activation", "output")}
+
+
+def as_read(problem, operands, relay, frozen_w=False):
+    """``operands`` as the program reads them: under TF32 (``relayout.rounds_here``) the
+    ones ``relay`` (``(first, second)`` of :data:`READ_ROLES`) does not re-lay are read
+    as rounded copies (their stand-ins, ``relayout.rounded_standin``; frozen forward
+    weights as they are)."""
+    if not relayout.rounds_here(problem):
+        return operands
+    first, second = READ_ROLES[problem.op]
+    copies = {}
+    if not relay[0]:
+        copies[first] = relayout.rounded_standin(operands.get(first))
+    if not (relay[1] or frozen_w):
+        copies[second] = relayout.rounded_standin(operands.get(second))
+    return operands.replace(**copies)
+
+
+def relay_candidate(problem, operands, flags, splits=1, frozen_w=False):
+    """The re-layout candidate of ``problem`` (not one :func:`needs_columns` names) on these
+    operands: ``(relay first operand, relay second)`` of its forward problem
+    (:func:`.relayout.relay_choice`, the same for every launch, else ``None``; ``frozen_w``:
+    the forward pass's weights were prepared once) or ``None``; whether it pays is the
+    caller's to weigh (``implicit_choice.relayout_pays``)."""
+    fwd, pairs = forward_operands(problem, operands, checked_splits(problem, splits))
+    return relayout.common_relay_choice(fwd, pairs, **flags, frozen_w=frozen_w)
+
+
+def run(problem, operands, runner, flags, config):
     """The gradient ``problem`` on the implicit GEMM, without a column buffer (its
     workspaces, through ``runner.workspace``: ``W'`` for the input gradient or the forward
     output ``y`` for the weight gradient, weight-sized, and the re-laid operands; not for
     the input gradients :func:`needs_columns` names: those run
     :func:`.gradients.grad_input` with the kernel as its GEMM); ``flags`` are the
-    launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`),
-    ``choice`` the re-layout decision (the backend's: :func:`relay_candidate` where it
-    pays; default the candidate), ``splits`` the weight gradient's split-K
-    (:func:`grad_weight_program`).  Under ``precision="tf32"`` the operands come unrounded
-    (``CudaBackend.rounds_tf32``): the program rounds those it re-lays, the others are
-    rounded here first.  Builds (memoised) and executes the gradient's program."""
+    launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`), ``config``
+    the backend's :class:`~cupyconv._kernels.kernel_config.KernelConfig` on these
+    operands (``implicit_choice.choose_kernel``), built as it is: its re-layout, its
+    split-K (:func:`grad_weight_program`) and its tile.  Under ``precision="tf32"`` the
+    operands come unrounded (``CudaBackend.rounds_tf32``): the program rounds those it
+    re-lays, the others are rounded here first.  Builds (memoised) and executes the
+    gradient's program."""
     if problem.op == GRAD_INPUT:
         names, arrays = ("dy", "w"), (operands.output, operands.filter)
         build = grad_input_program
     else:
         names, arrays = ("x", "dy"), (operands.activation, operands.output)
-        splits = checked_splits(problem, splits)
-        build = functools.partial(grad_weight_program, splits=splits)
-    if choice is False:
-        choice = relay_candidate(problem, operands, flags, splits)
+        build = grad_weight_program
     rounds = relayout.rounds_here(problem)
     if rounds:
-        arrays = tuple(_rounded_unless(r, a) for r, a in zip(choice or (False, False), arrays))
-    prog = build(problem, *arrays, runner, flags, round_tf32=rounds, choice=choice)
+        arrays = tuple(_rounded_unless(r, a) for r, a in zip(config.relayout, arrays))
+    prog = build(problem, *arrays, runner, flags, round_tf32=rounds, config=config)
     bound = dict(zip(names, arrays))
     return program.execute(prog, runner.xp, bound, workspace=runner.workspace)[prog.result]
 
@@ -187,23 +222,20 @@ def _input_operands(problem, dy):
     return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
 
 
-def _input_choice(problem, dy, w, flags):
-    """:func:`.relayout.relay_choice` of the input gradient's forward problem (``w`` is
-    read through ``W'``, whose layout is the program's)."""
-    fwd, crop, _, wt = _input_operands(problem, dy)
-    return relayout.relay_choice(fwd, crop, wt, **flags)
-
-
-def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, choice=False):
+def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, choice=False,
+                       config=None):
     """The input gradient's program: ``W'`` (:func:`transposed_weights_into`) into a
     workspace, where ``choice`` says (``(relay_dy, relay_w)`` or ``None``; default the
     candidate, :func:`relay_candidate`) the re-layout of ``dy`` cropped and of ``W'``
     into channels-last workspaces (rounded to TF32 under ``round_tf32``), then the
     forward kernel (:func:`.relayout.tile_program`) on them, or on ``dy`` cropped (a
-    pointer into ``dy``) and ``W'``, into ``dx``."""
+    pointer into ``dy``) and ``W'``, into ``dx``.  ``config``: the backend's record
+    (:func:`run`), whose re-layout and tile are built as they are (``choice`` unread)."""
     launch.check_dtype(problem, dy=dy, w=w)
     fwd, crop, offset, wt = _input_operands(problem, dy)
-    if choice is False:
+    if config is not None:
+        choice = config.relayout
+    elif choice is False:
         choice = relayout.relay_choice(fwd, crop, wt, **flags)
     relay_dy, relay_w = choice or (False, False)
     parts, pre, allocs = [], [], []
@@ -217,7 +249,7 @@ def grad_input_program(problem, dy, w, runner, flags, *, round_tf32=False, choic
             pre += steps
             allocs.append(alloc)
             slots[name], operands[i] = target, relayout.relaid_standin(a)
-    part = relayout.tile_program(fwd, *operands, runner, flags)
+    part = relayout.tile_program(fwd, *operands, runner, flags, config)
 
     def build():
         return Program("grad_input implicit_gemm", ("dy", "w"), (
@@ -246,18 +278,8 @@ def _split_operands(problem, x, dy, splits):
             for x_g, dy_g in group_views(t, problem, x, dy)]
 
 
-def _weight_choice(problem, x, dy, flags, splits=1):
-    """:func:`.relayout.relay_choice` of the weight gradient's forward problem (its images
-    in ``splits`` groups), the same for every group (else ``None``: no group is
-    re-laid)."""
-    fwd = transpose(problem, splits=splits).forward
-    choices = {relayout.relay_choice(fwd, x_g, w_g, **flags)
-               for x_g, _, w_g in _split_operands(problem, x, dy, splits)}
-    return choices.pop() if len(choices) == 1 else None
-
-
 def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choice=False,
-                        splits=1):
+                        splits=1, config=None):
     """The weight gradient's program: per group, where ``choice`` says (``(relay_x,
     relay_dy)`` or ``None``; default the candidate, :func:`relay_candidate`) that group of
     ``x`` and ``dy`` re-laid into channels-last workspaces (rounded to TF32 under
@@ -274,8 +296,12 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
     re-layout launch per part writes it channels-last instead), its output the partials workspace ``yp``, which
     the reduction kernel (:func:`~cupyconv._kernels.splitk_launch.reduce_step`) sums into
     ``y`` in part order.  float32 and float64 only (the tiles write partials in the
-    storage type, which must be the accumulation type for the split to add no rounding)."""
+    storage type, which must be the accumulation type for the split to add no rounding).
+    ``config``: the backend's record (:func:`run`), whose re-layout, split-K and tile are
+    built as they are (``choice`` and ``splits`` unread)."""
     launch.check_dtype(problem, x=x, dy=dy)
+    if config is not None:
+        choice, splits = config.relayout, config.splits
     splits = checked_splits(problem, splits)
     if splits > 1 and problem.dtype not in registry.SPLITK_DTYPES:
         raise ValueError(f"the weight gradient's split-K takes float32 or float64 (its partials "
@@ -283,7 +309,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
     t = transpose(problem, splits=splits)
     fwd, kg = t.forward, problem.out_channels // problem.groups
     if choice is False:
-        choice = _weight_choice(problem, x, dy, flags, splits)
+        choice = relay_candidate(problem, Operands(activation=x, output=dy), flags, splits)
     relay_x, relay_dy = choice or (False, False)
     parts, groups, allocs = [], [], {}
     for gi, (x_g, dy_g, w_g) in enumerate(_split_operands(problem, x, dy, splits)):
@@ -312,9 +338,9 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
                 pre.append(Call(functools.partial(_split_into, t, kg, gi), ("dy", "dys")))
                 allocs["dys"] = ("dys", tuple(fwd.w_shape), problem.dtype)
                 slots["w"] = "dys"
-        part = relayout.tile_program(fwd, *operands, runner, flags)
+        part = relayout.tile_program(fwd, *operands, runner, flags, config)
         parts.append(part)
-        groups.append((offsets, tuple(pre), part, slots, tuple(s for s in post if s)))
+        groups.append((offsets, tuple(pre), part, slots, tuple([s for s in post if s])))
     name = "grad_weight implicit_gemm" + (f" split-K x{splits}" if splits > 1 else "")
 
     def build():

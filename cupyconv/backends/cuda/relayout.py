@@ -29,10 +29,11 @@ operands: :func:`relaid_standin`) and make the re-layout launches steps of the g
 program, into its workspaces; the operands they do not re-lay are rounded first.
 
 Whether a re-layout pays is the cost model's (``implicit_choice.relayout_pays``): the
-backend's algorithm asks it of :func:`relay_choice`'s candidate and hands the decision
-down as data (``choice``); without one, a candidate is taken.  :func:`tile_program` builds
-the forward program on the operands as they then are: the sm_90a wgmma tile where it
-runs, else the portable tiles.
+backend's one kernel choice (``implicit_choice.choose_kernel``) asks it of
+:func:`relay_choice`'s candidate and hands its record down (``choice``: its
+``relayout``); without one, a candidate is taken.  :func:`tile_program` builds the
+record's tile on the operands as they then are (without a record, :func:`operand_config`:
+the sm_90a wgmma tile where it runs, else the portable tiles).
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ from ..._vocabulary import FORWARD
 from ..arrays import to_tf32
 from ..._lru import cached
 
-__all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "relaid_standin",
+__all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "common_relay_choice",
+           "relaid_standin", "rounded_standin",
            "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
            "forward_choice", "tile_program", "operand_config", "wgmma_tile"]
 
@@ -85,11 +87,12 @@ def rounds_here(problem) -> bool:
     return problem.precision == "tf32" and np.dtype(problem.dtype) == np.float32
 
 
-def relayout_bytes(problem, *, weights: bool = True) -> int:
-    """Bytes the re-layout moves when neither operand is channels-last: x and (unless
-    ``weights`` is False: frozen weights were re-laid once) w, each read and written once."""
+def relayout_bytes(problem, *, x: bool = True, weights: bool = True) -> int:
+    """Bytes the re-layout of ``problem``'s x and (unless ``weights`` is False: frozen
+    weights were re-laid once) w moves, each read and written once (``x`` False: w
+    alone)."""
     item = problem.dtype.itemsize
-    return 2 * item * (math.prod(problem.x_shape) + weights * math.prod(problem.w_shape))
+    return 2 * item * (x * math.prod(problem.x_shape) + weights * math.prod(problem.w_shape))
 
 
 def relay(a, runner, round_tf32: bool):
@@ -135,6 +138,15 @@ def relaid_standin(a):
     return _standin((a.shape[0],) + tuple(a.shape[2:]) + (a.shape[1],), np.dtype(a.dtype))
 
 
+def rounded_standin(a):
+    """A host stand-in for ``a``'s rounded copy (``to_tf32``: a fresh allocation in ``a``'s
+    memory order, ``order="K"``: its axes by decreasing stride magnitude), as
+    :func:`relaid_standin` is for its re-laid one."""
+    order = sorted(range(a.ndim), key=lambda i: -abs(a.strides[i]))
+    base = fresh_like(tuple(a.shape[i] for i in order), np.dtype(a.dtype))
+    return base.transpose(tuple(np.argsort(order)))
+
+
 @cached(maxsize=256)
 def _standin(shape, dtype):
     return relayout_launch.relaid_view(np, fresh_like(shape, dtype))
@@ -164,6 +176,16 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
                                    launch.operand_strides(problem, w2, "w"), x2, w2):
         return None
     return relay_x, relay_w
+
+
+def common_relay_choice(problem, pairs, *, mma: bool, tf32: bool, frozen_w: bool = False,
+                        verified_on=None):
+    """:func:`relay_choice` of the forward ``problem`` on each ``(x, w)`` of ``pairs`` (the
+    launches of one call: the weight gradient's groups), where it is the same for all;
+    else ``None`` (none is re-laid)."""
+    choices = {relay_choice(problem, x, w, mma=mma, tf32=tf32, frozen_w=frozen_w,
+                            verified_on=verified_on) for x, w in pairs}
+    return choices.pop() if len(choices) == 1 else None
 
 
 def forward_choice(problem, x, w, *, mma: bool, tf32: bool, round_tf32: bool = False,
@@ -252,21 +274,16 @@ def operand_config(problem, x, w, device, flags):
     readable; ``flags``: ``algorithms.tensor_core_flags``)."""
     tile = wgmma_tile(problem, x, w, device, flags["tf32"])
     if tile is not None:
-        return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),
-                            launch.choose_index64(problem))
+        return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),
+                           launch.choose_index64(problem))
     return _portable_config(problem, x, w, device, flags)
 
 
 def _portable_config(problem, x, w, device, flags):
     xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
     tile = launch.gemm_tile_for(problem, xs, ws, x, w, **flags)
-    return _gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
-                        launch.choose_index64(problem))
-
-
-@cached(maxsize=256)
-def _gemm_config(tile, dtype, arch, index64):
-    return gemm_config(tile, dtype, arch, index64)
+    return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
+                       launch.choose_index64(problem))
 
 
 def wgmma_tile(problem, x, w, device, tf32):

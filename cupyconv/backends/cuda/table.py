@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..._kernels import program
+from ..._kernels import evidence, program
 from ..._kernels.kernel_config import family_config
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.args import LONG_DOUBLE
@@ -218,11 +218,13 @@ class ImplicitGemm(CudaAlgorithm):
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
-        return implicit_choice.predicted_time(problem, device, eff_of)
+        """The price of its record (``implicit_choice.record_time``)."""
+        return implicit_choice.record_time(problem, cls.kernel_config(problem, device), device,
+                                           eff_of)
 
     @classmethod
     def efficiency_key(cls, problem, device):
-        return implicit_choice.efficiency_key(problem, device)
+        return implicit_choice.record_key(problem, cls.kernel_config(problem, device), device)
 
     @classmethod
     def choose_kernel(cls, problem, device, arch, index64):
@@ -255,38 +257,30 @@ class ImplicitGemm(CudaAlgorithm):
                                       round_tf32=relayout.rounds_here(problem))
 
     def compute(self, problem, operands, workspace_limit):
+        """The record :meth:`launch_config` makes on these operands, built as it is."""
         runner = self.backend.runner
-        flags = algorithms.tensor_core_flags(problem, runner.static)
-        if problem.op == FORWARD:
-            x, w = operands.activation, operands.filter
-            candidate = relayout.forward_choice(problem, x, w, **flags,
-                                                round_tf32=relayout.rounds_here(problem))
-            return algorithms.implicit_gemm(problem, x, w, runner, workspace_limit,
-                                            self._paying(problem, candidate))
         if self.columns(problem):
             return gradients.grad_input(problem, operands.output, operands.filter, runner,
-                                        workspace_limit, flags)
-        splits = self._splits(problem, workspace_limit)
-        candidate = implicit_grads.relay_candidate(problem, operands, flags, splits)
-        return implicit_grads.run(problem, operands, runner, flags, splits=splits,
-                                  choice=self._paying(problem, candidate))
+                                        workspace_limit,
+                                        algorithms.tensor_core_flags(problem, runner.static))
+        cfg = self.launch_config(problem, operands, workspace_limit)
+        if problem.op == FORWARD:
+            return algorithms.implicit_gemm(problem, operands.activation, operands.filter,
+                                            runner, workspace_limit, cfg)
+        return implicit_grads.run(problem, operands, runner,
+                                  algorithms.tensor_core_flags(problem, runner.static), cfg)
 
-    def _paying(self, problem, candidate):
-        """The re-layout ``candidate`` (``(relay first operand, relay second)`` or ``None``)
-        where it pays for itself on the device (``implicit_choice.relayout_pays``), else
-        ``None``."""
-        if candidate is None or not implicit_choice.relayout_pays(
-                problem, self.backend.device, candidate[1]):
-            return None
-        return candidate
-
-    def _splits(self, problem, workspace_limit):
-        """The weight gradient's split-K (``implicit_choice.weight_gradient_splits``; 1 where its
-        workspaces, the copy of ``dy`` and the partials, would pass ``workspace_limit``)."""
-        splits = implicit_choice.weight_gradient_splits(problem, self.backend.device)
-        if splits > 1 and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit:
-            return 1
-        return splits
+    def launch_config(self, problem, operands, workspace_limit=None):
+        """:meth:`choose_kernel` on these operands: the priced record (:meth:`kernel_config`)
+        where they are as it assumes them (``implicit_choice.as_priced``), else
+        ``implicit_choice.choose_kernel`` on them (the weight gradient unsplit where its
+        split-K's workspaces would pass ``workspace_limit``)."""
+        device = self.backend.device
+        cfg = self.kernel_config(problem, device)
+        if implicit_choice.as_priced(problem, cfg, operands, workspace_limit):
+            return cfg
+        return implicit_choice.choose_kernel(problem, device, evidence.arch_class(device.arch),
+                                             None, operands, workspace_limit)
 
 
 class Gemm(CudaAlgorithm):

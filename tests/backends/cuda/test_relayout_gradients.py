@@ -26,7 +26,7 @@ from cupyconv.backends import arrays as backend_arrays
 from cupyconv.backends.cuda import CudaBackend, implicit_choice, implicit_grads
 from cupyconv.core.problem import ConvProblem, Operands
 
-from helpers import first_and_repeated, small_ints, spy_kernels
+from helpers import first_and_repeated, fresh_kernel_choices, small_ints, spy_kernels
 from test_wgmma_wiring import StandIn       # the emulated runner as a device of a given arch
 
 pytestmark = pytest.mark.skipif(not emulation_available(), reason="CUDA emulation unavailable")
@@ -43,6 +43,7 @@ def relay_always(monkeypatch):
     """The re-layout taken whatever the cost model says: at these small sizes it does not
     pay (``implicit_choice.relayout_pays``, tested in test_cuda_cost.py); the mechanism is tested."""
     monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: True)
+    fresh_kernel_choices(monkeypatch)
 
 
 #: ``(name, op, rank, dtype, groups, padding_mode)``: ranks 1-4, the three tensor-core
@@ -134,6 +135,7 @@ def test_tf32_rounding_is_the_programs(monkeypatch, arch, op, pays):
     host steps first and read as they are (not the channels-last tile); either way bit for
     bit the same call on operands rounded beforehand."""
     monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *a, **k: pays)
+    fresh_kernel_choices(monkeypatch)
     problem = _problem(op, 2, F32, 2)
     rng = np.random.default_rng(7)
     x, w, dy = (rng.standard_normal(s).astype(F32)

@@ -19,7 +19,7 @@ from cupyconv.backends import arrays as backend_arrays
 from cupyconv.backends.cuda import implicit_choice, relayout
 from cupyconv.dispatch import dispatcher
 
-from helpers import spy_kernels
+from helpers import fresh_kernel_choices, spy_kernels
 
 F32 = np.dtype(np.float32)
 BK = 32                           # the TF32 multistage tile's K-tile (channels)
@@ -31,6 +31,7 @@ def relay_always(monkeypatch):
     pay (``implicit_choice.relayout_pays``, tested in test_cuda_cost.py), and the mechanism is
     what is tested here."""
     monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *args, **kwargs: True)
+    fresh_kernel_choices(monkeypatch)
 
 
 def _ints(rng, shape, scope=3):
@@ -57,6 +58,7 @@ def test_tf32_rounding_is_fused_into_the_relayout(dev, rng, monkeypatch, pays):
                                         dev.to_dev(backend_arrays.to_tf32(w)), **geo))
         rounded, asked = [], []
         monkeypatch.setattr(implicit_choice, "relayout_pays", lambda *a, **k: asked.append(a) or pays)
+        fresh_kernel_choices(monkeypatch)
         for module in (relayout, dispatcher):
             real = module.to_tf32
             monkeypatch.setattr(module, "to_tf32",
@@ -196,6 +198,7 @@ def test_float64_is_relaid_for_the_dmma_twin(dev, rng, monkeypatch):
     real = launch.implicit_gemm_tile
     monkeypatch.setattr(launch, "implicit_gemm_tile", lambda problem, mma=False, tf32=False:
                         tile if problem.dtype == np.float64 else real(problem, mma, tf32))
+    fresh_kernel_choices(monkeypatch)
     x = _ints(rng, (1, 16, 6, 5)).astype(np.float64)
     w = _ints(rng, (8, 16, 3, 3), 2).astype(np.float64)
     ref = _ref(x, w, padding=1)

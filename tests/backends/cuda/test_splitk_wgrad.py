@@ -24,7 +24,7 @@ from cupyconv.api.compiled import CompiledCall, lookup
 from cupyconv.api.gradients import conv_grad_weight
 from cupyconv.backends.cuda import EmulatedRunner, cost, implicit_choice, implicit_grads, pricing
 from cupyconv.core.problem import ConvProblem
-from helpers import forget_launches, normal_path, small_ints
+from helpers import forget_launches, fresh_kernel_choices, normal_path, small_ints
 
 #: ``(name, rank geometry, padding mode, layout, dtype, precision, S, batch)``: ranks 1-3,
 #: groups, strides, dilations, every padding mode, both layouts, the FMA, DMMA and TF32
@@ -50,6 +50,7 @@ def forced(monkeypatch):
     def force(splits):
         forget_launches()
         monkeypatch.setattr(implicit_choice, "weight_gradient_splits", lambda *a, **k: splits)
+        fresh_kernel_choices(monkeypatch)
     yield force
     forget_launches()
 

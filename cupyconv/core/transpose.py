@@ -104,7 +104,9 @@ class Transposed:
 
 @cached(maxsize=TRANSPOSED_PROBLEMS)
 def transpose(problem, whole=False, splits=1):
-    """The :class:`Transposed` of ``problem`` (memoised).
+    """The :class:`Transposed` of ``problem`` (memoised on the arguments as passed:
+    ``transpose(p)`` and ``transpose(p, splits=1)`` are two entries, so the callers of one
+    path pass ``splits`` alike; the implicit GEMM's always by keyword).
 
     ``whole``: the forward problem over the whole padded input (input gradient, any
     padding mode, folded back) or the whole input of all groups at once (weight
@@ -141,11 +143,11 @@ def _grad_input(problem, whole):
         window.append(slice(max(-lo, 0), up - max(-hi, 0)))
         pads.append((max(lo, 0), max(hi, 0)))
     g = problem.groups
-    fwd = ConvProblem.create(
-        x_shape=(problem.batch, problem.out_channels) + tuple(w.stop - w.start for w in window),
-        w_shape=(problem.in_channels, problem.out_channels // g) + problem.kernel_shape,
-        padding=tuple(pads), dilation=problem.dilation, groups=g, dtype=problem.dtype,
-        flip=not problem.flip, precision=problem.precision)
+    fwd = _forward_problem(
+        problem, (problem.batch, problem.out_channels) + tuple([w.stop - w.start for w in window]),
+        (problem.in_channels, problem.out_channels // g) + problem.kernel_shape,
+        stride=(1,) * problem.ndim, padding=tuple(pads), dilation=problem.dilation, groups=g,
+        flip=not problem.flip, padding_mode="constant", cval=0)
     target = problem.padded_shape() if whole else problem.in_shape
     if fwd.out_shape != target:
         raise RuntimeError(  # a programming error in this function, not user input
@@ -178,15 +180,34 @@ def _grad_weight(problem, splits):
     g, splits = problem.groups, checked_splits(problem, splits)
     in_shape, padding = _weight_input(problem)
     kg = problem.out_channels // g
-    fwd = ConvProblem.create(
-        x_shape=(problem.in_channels // g, problem.batch) + in_shape,
-        w_shape=(splits * kg, problem.batch // splits) + problem.out_shape,
+    fwd = _forward_problem(
+        problem, (problem.in_channels // g, problem.batch) + in_shape,
+        (splits * kg, problem.batch // splits) + problem.out_shape,
         stride=problem.dilation, dilation=problem.stride, padding=padding,
-        padding_mode=problem.padding_mode, cval=problem.cval, groups=splits,
-        dtype=problem.dtype, precision=problem.precision)
+        padding_mode=problem.padding_mode, cval=problem.cval, groups=splits, flip=False)
     return Transposed(fwd, "activation", "output", (1,) * problem.ndim,
                       tuple([slice(0, n) for n in in_shape]), _result_window(problem),
                       conjugate=_adjoint(problem), per_group=True, splits=splits)
+
+
+def _forward_problem(problem, x_shape, w_shape, **geometry):
+    """The channels-first forward :class:`ConvProblem` of ``x_shape``, ``w_shape`` and the
+    normalised ``geometry`` (stride, dilation, padding pairs, groups, padding mode, cval,
+    flip) derived from the valid ``problem``: built directly, without
+    :meth:`ConvProblem.create`'s re-validation, its output extent per axis that of the
+    padded input.  Where an extent is empty (an empty ``problem``, or an input gradient
+    whose window is empty) it goes through :meth:`ConvProblem.create`, which rejects
+    what is not a convolution."""
+    out = tuple([(s + pb + pa - d * (k - 1) - 1) // st + 1 for s, k, (pb, pa), d, st in
+                 zip(x_shape[2:], w_shape[2:], geometry["padding"], geometry["dilation"],
+                     geometry["stride"])])
+    if problem.is_empty or min(x_shape[2:] + out) < 1:
+        return ConvProblem.create(x_shape=x_shape, w_shape=w_shape, dtype=problem.dtype,
+                                  precision=problem.precision, **geometry)
+    return dataclasses.replace(
+        problem, batch=x_shape[0], in_channels=x_shape[1], out_channels=w_shape[0],
+        in_shape=x_shape[2:], kernel_shape=w_shape[2:], out_shape=out, layout="channels_first",
+        op=FORWARD, conjugate=True, **geometry)
 
 
 def checked_splits(problem, splits):

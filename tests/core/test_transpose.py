@@ -141,6 +141,33 @@ def test_forward_problems_are_adjoint_numpy(case):
     _check(*case, backend_for(np, "numpy"))
 
 
+def _validated(fwd):
+    """``fwd`` rebuilt by :meth:`ConvProblem.create` from its own geometry (the oracle of
+    the forward problems the rule builds without re-validating)."""
+    return ConvProblem.create(
+        x_shape=fwd.x_shape, w_shape=fwd.w_shape, stride=fwd.stride, dilation=fwd.dilation,
+        padding=fwd.padding, groups=fwd.groups, padding_mode=fwd.padding_mode, cval=fwd.cval,
+        dtype=fwd.dtype, flip=fwd.flip, precision=fwd.precision)
+
+
+@settings(max_examples=60)
+@given(case=geometries(), dtype=st.sampled_from(["float32", "float64", "complex64"]))
+@example(case=_unread_tail("wrap", ((1, 0), (2, 0))), dtype="float64")
+def test_forward_problems_are_valid_forward_problems(case, dtype):
+    problem, splits = case
+    problem = problem.with_(dtype=np.dtype(dtype))
+    forms = [(GRAD_WEIGHT, dict(whole=True)), (GRAD_WEIGHT, dict(splits=splits)),
+             (GRAD_INPUT, dict(whole=True))]
+    if problem.padding_mode == "constant":
+        forms.append((GRAD_INPUT, {}))
+    for op, form in forms:
+        fwd = transpose(problem.with_(op=op), **form).forward
+        expected = _validated(fwd)
+        assert fwd == expected and hash(fwd) == hash(expected), (op, form, problem)
+        assert (fwd.out_shape, fwd.flops, fwd.needs_int64) == (
+            expected.out_shape, expected.flops, expected.needs_int64), (op, form, problem)
+
+
 @EMULATED
 @settings(max_examples=6, suppress_health_check=[HealthCheck.too_slow])
 @given(case=geometries(max_rank=3, max_elems=60))

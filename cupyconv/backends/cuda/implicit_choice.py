@@ -155,7 +155,7 @@ def _splits(problem, device, efficiency):
 def _split_time(problem, splits, device):
     """The split-K's own work per call: ``dy`` copied in split order (read and written
     once), the partials written and read, the result written, two launches per group."""
-    fwd = transpose(problem).forward
+    fwd = transpose(problem, splits=1).forward
     y = math.prod(fwd.y_shape) * problem.groups
     traffic = problem.dtype.itemsize * (2 * math.prod(problem.y_shape) + (2 * splits + 1) * y)
     return traffic / device.bandwidth + 2 * problem.groups * cost.LAUNCH_S
@@ -225,7 +225,7 @@ def _forward(problem, splits=1):
         return transpose(problem, splits=splits).forward
     if implicit_grads.needs_columns(problem):
         return column_forward(problem, problem.batch)
-    return transpose(problem).forward
+    return transpose(problem, splits=1).forward
 
 
 def _multistage(problem, fwd, device):

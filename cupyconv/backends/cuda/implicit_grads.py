@@ -102,7 +102,7 @@ def can_implement(problem):
         raise ValueError(f"not a gradient: {problem.op}")
     if problem.op == GRAD_INPUT and not is_convolution(problem):
         return launch.can_implement_implicit_gemm(column_forward(problem, 1))
-    return launch.can_implement_implicit_gemm(transpose(problem).forward)
+    return launch.can_implement_implicit_gemm(transpose(problem, splits=1).forward)
 
 
 def needs_columns(problem):
@@ -217,7 +217,7 @@ def _relay_steps(runner, a, source, target, round_tf32):
 def _input_operands(problem, dy):
     """``(fwd, crop, offset, wt)``: the input gradient's forward problem, ``dy`` cropped
     (``offset`` bytes into ``dy``) and a stand-in of the transposed weights workspace."""
-    t = transpose(problem)
+    t = transpose(problem, splits=1)
     fwd, crop = t.forward, dy[(slice(None), slice(None)) + t.window]
     return fwd, crop, grad_launch.byte_offset(crop, dy), fresh_like(fwd.w_shape, fwd.dtype)
 
@@ -350,7 +350,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
             steps.append(Call(functools.partial(_window_into, t, kg, gi), ("y", "dw")))
         return Program(name, ("x", "dy"), (
             ("dw", tuple(problem.w_shape), problem.dtype),
-            ("y", tuple(transpose(problem).forward.y_shape), problem.dtype),
+            ("y", tuple(transpose(problem, splits=1).forward.y_shape), problem.dtype),
             *allocs.values()), tuple(steps), "dw")
     return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32,
                                  splits), parts, build)

@@ -51,6 +51,8 @@ def pointer_at(name, offset):
 
 
 _STANDIN = np.empty(1024, np.uint8)
+#: The offset of the stand-ins' 256-byte aligned pointer into :data:`_STANDIN`.
+_ALIGNED = (-data_pointer(_STANDIN)) % 256
 
 
 def fresh_like(shape, dtype):
@@ -59,8 +61,7 @@ def fresh_like(shape, dtype):
     arrays have; its memory must never be read (the builders read strides and
     pointers only)."""
     dtype = np.dtype(dtype)
-    start = (-data_pointer(_STANDIN)) % 256
-    base = _STANDIN[start:start + dtype.itemsize].view(dtype)
+    base = _STANDIN[_ALIGNED:_ALIGNED + dtype.itemsize].view(dtype)
     strides, step = [], dtype.itemsize
     for n in reversed(tuple(shape)):
         strides.append(step)

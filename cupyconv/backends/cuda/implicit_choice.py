@@ -34,12 +34,11 @@ def record_time(problem, cfg, device, eff_of):
     ``cfg.splits`` parts) at the rate and efficiency of the tile (:func:`record_key`),
     the re-layout of the operands it names, the split-K's copy and reduction, the column
     pass of an input gradient that is not a convolution of ``dy``."""
-    fwd = _forward(problem, cfg.splits)
-    key = _tile_key(problem, cfg.gemm_tile, device)
+    fwd, tile = _forward(problem, cfg.splits), cfg.gemm_tile
+    key = _tile_key(problem, tile, device)
     rate = (device.peak_flops(problem.dtype) if key == "implicit_gemm"
             else cost.tensor_peak_flops(problem, device))
-    t = _tile_time(problem, fwd, cfg.gemm_tile, cfg.relayout, cfg.splits, rate, eff_of[key],
-                   device)
+    t = _tile_time(problem, fwd, tile, cfg.relayout, cfg.splits, rate, eff_of[key], device)
     if implicit_grads.needs_columns(problem):
         t += 2 * problem.column_bytes() / device.bandwidth + cost.LAUNCH_S
     return t
@@ -78,7 +77,8 @@ def _tile_time(problem, fwd, tile, relay, splits, rate, eff, device):
     return t + (_split_time(problem, splits, device) if splits > 1 else 0.0)
 
 
-def implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, splits=None):
+def implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, splits=None,
+                        forward=None):
     """``(best, tile time, multistage time + re-layout or None)`` of the implicit GEMM on
     ``problem``: the launcher's tile on channels-first operands, and, where a multistage
     tile (the wgmma tile on compute capability 9.0; for float64 the DMMA tile's
@@ -86,10 +86,11 @@ def implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, sp
     that tile plus the re-layout of x and (unless ``weights`` is False: frozen weights)
     w (none where ``problem.layout`` is channels-last already), each priced as
     :func:`record_time` prices a record.  The faster is what runs (:func:`relayout_pays`).
-    A weight gradient runs with ``splits`` (default :func:`weight_gradient_splits`)."""
+    A weight gradient runs with ``splits`` (default :func:`weight_gradient_splits`);
+    ``forward``: its ``(fwd, tile)`` (:func:`_implicit_forward`) where the caller has it."""
     if splits is None:
         splits = weight_gradient_splits(problem, device, eff_of)
-    fwd, tile = _implicit_forward(problem, device, splits)
+    fwd, tile = forward or _implicit_forward(problem, device, splits)
     rate, eff = peak, eff_of["implicit_gemm"]
     if tc_peak and registry.tile_variant(tile).tensor_cores:
         rate, eff = tc_peak, eff_of[_tile_key(problem, tile, device)]
@@ -135,17 +136,18 @@ def weight_gradient_splits(problem, device, efficiency=None):
 def _splits(problem, device, efficiency):
     """:func:`weight_gradient_splits` (memoised: 0.3 ms of model per evaluation, asked on
     every normal-path call and prediction)."""
-    fwd, tile = _implicit_forward(problem, device, 1)
-    if _ctas(fwd, tile) >= 2 * device.sm_count:
+    unsplit = _implicit_forward(problem, device, 1)
+    if _ctas(*unsplit) >= 2 * device.sm_count:
         return 1
     eff_of = dict(efficiency)
     peak, tc_peak = device.peak_flops(problem.dtype), cost.tensor_peak_flops(problem, device)
 
     def device_time(s):
-        return implicit_gemm_times(problem, device, eff_of, peak, tc_peak, splits=s)[0]
+        return implicit_gemm_times(problem, device, eff_of, peak, tc_peak, splits=s,
+                                   forward=unsplit if s == 1 else None)[0]
     if device_time(1) <= cost.HOST_S["implicit_gemm"]:     # host-bound: more launches only cost
         return 1
-    tensor_cores = registry.tile_variant(tile).tensor_cores
+    tensor_cores = registry.tile_variant(unsplit[1]).tensor_cores
     candidates = [s for s in range(1, min(problem.batch, MAX_SPLITS) + 1)
                   if problem.batch % s == 0 and registry.tile_variant(
                       _implicit_forward(problem, device, s)[1]).tensor_cores == tensor_cores]
@@ -264,7 +266,7 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
             and implicit_grads.split_workspace_bytes(problem, splits) > workspace_limit):
         splits = 1
     if implicit_grads.needs_columns(problem):
-        fwd, tile = _implicit_forward(problem, device)
+        fwd, tile = _implicit_forward(problem, device, 1)
         cfg = gemm_config(tile, problem.dtype, arch, launch.choose_index64(fwd))
         return dataclasses.replace(cfg, companions=cfg.companions + (family_config(
             "implicit_gemm", "col2vol", problem.dtype, arch, cfg.index64),))

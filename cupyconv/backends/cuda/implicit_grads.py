@@ -134,9 +134,9 @@ def forward_operands(problem, operands, splits=1):
     if problem.op == GRAD_INPUT:
         fwd, crop, _, wt = _input_operands(problem, operands.output)
         return fwd, ((crop, wt),)
-    fwd = transpose(problem, splits=splits).forward
-    return fwd, [(x_g, w_g) for x_g, _, w_g in
-                 _split_operands(problem, operands.activation, operands.output, splits)]
+    t = transpose(problem, splits=splits)
+    return t.forward, [(x_g, w_g) for x_g, _, w_g in
+                       _split_operands(t, problem, operands.activation, operands.output)]
 
 
 #: The roles of the two operands the implicit GEMM's forward problem reads (its ``x``,
@@ -268,13 +268,12 @@ def split_workspace_bytes(problem, splits):
     return problem.dtype.itemsize * (math.prod(fwd.w_shape) + math.prod(fwd.y_shape))
 
 
-def _split_operands(problem, x, dy, splits):
-    """Per group ``(x_g, dy_g, w_g)``: :func:`~cupyconv.core.transpose.group_views` and the
-    weights the forward kernel reads: ``dy_g`` itself, or (split) a stand-in of its copy
-    in split order."""
-    t = transpose(problem, splits=splits)
+def _split_operands(t, problem, x, dy):
+    """Per group ``(x_g, dy_g, w_g)`` of the weight gradient's transposition ``t``:
+    :func:`~cupyconv.core.transpose.group_views` and the weights the forward kernel reads:
+    ``dy_g`` itself, or (split) a stand-in of its copy in split order."""
     fwd = t.forward
-    return [(x_g, dy_g, dy_g if splits == 1 else fresh_like(fwd.w_shape, fwd.dtype))
+    return [(x_g, dy_g, dy_g if t.splits == 1 else fresh_like(fwd.w_shape, fwd.dtype))
             for x_g, dy_g in group_views(t, problem, x, dy)]
 
 
@@ -302,17 +301,16 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
     launch.check_dtype(problem, x=x, dy=dy)
     if config is not None:
         choice, splits = config.relayout, config.splits
-    splits = checked_splits(problem, splits)
+    t = transpose(problem, splits=splits)       # (checks splits: a divisor of the batch)
+    splits, fwd, kg = t.splits, t.forward, problem.out_channels // problem.groups
     if splits > 1 and problem.dtype not in registry.SPLITK_DTYPES:
         raise ValueError(f"the weight gradient's split-K takes float32 or float64 (its partials "
                          f"are the tiles' outputs); got {problem.dtype.name}")
-    t = transpose(problem, splits=splits)
-    fwd, kg = t.forward, problem.out_channels // problem.groups
     if choice is False:
         choice = relay_candidate(problem, Operands(activation=x, output=dy), flags, splits)
     relay_x, relay_dy = choice or (False, False)
     parts, groups, allocs = [], [], {}
-    for gi, (x_g, dy_g, w_g) in enumerate(_split_operands(problem, x, dy, splits)):
+    for gi, (x_g, dy_g, w_g) in enumerate(_split_operands(t, problem, x, dy)):
         offsets = (grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy))
         slots = {"x": pointer_at("x", offsets[0]), "w": pointer_at("dy", offsets[1])}
         operands, pre, post = [x_g, w_g], [], ()
@@ -350,7 +348,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
             steps.append(Call(functools.partial(_window_into, t, kg, gi), ("y", "dw")))
         return Program(name, ("x", "dy"), (
             ("dw", tuple(problem.w_shape), problem.dtype),
-            ("y", tuple(transpose(problem, splits=1).forward.y_shape), problem.dtype),
+            ("y", (fwd.batch, kg) + fwd.out_shape, problem.dtype),
             *allocs.values()), tuple(steps), "dw")
     return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32,
                                  splits), parts, build)

@@ -303,6 +303,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
         choice, splits = config.relayout, config.splits
     t = transpose(problem, splits=splits)       # (checks splits: a divisor of the batch)
     splits, fwd, kg = t.splits, t.forward, problem.out_channels // problem.groups
+    cg = problem.in_channels // problem.groups
     if splits > 1 and problem.dtype not in registry.SPLITK_DTYPES:
         raise ValueError(f"the weight gradient's split-K takes float32 or float64 (its partials "
                          f"are the tiles' outputs); got {problem.dtype.name}")
@@ -311,7 +312,8 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
     relay_x, relay_dy = choice or (False, False)
     parts, groups, allocs = [], [], {}
     for gi, (x_g, dy_g, w_g) in enumerate(_split_operands(t, problem, x, dy)):
-        offsets = (grad_launch.byte_offset(x_g, x), grad_launch.byte_offset(dy_g, dy))
+        # the group's first channel (its window, ``t.window``, starts at each axis' start)
+        offsets = (gi * cg * x.strides[1], gi * kg * dy.strides[1])
         slots = {"x": pointer_at("x", offsets[0]), "w": pointer_at("dy", offsets[1])}
         operands, pre, post = [x_g, w_g], [], ()
         if splits > 1:
@@ -338,7 +340,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
                 slots["w"] = "dys"
         part = relayout.tile_program(fwd, *operands, runner, flags, config)
         parts.append(part)
-        groups.append((offsets, tuple(pre), part, slots, tuple([s for s in post if s])))
+        groups.append((offsets, tuple(pre), part, slots, tuple(filter(None, post))))
     name = "grad_weight implicit_gemm" + (f" split-K x{splits}" if splits > 1 else "")
 
     def build():
@@ -350,7 +352,7 @@ def grad_weight_program(problem, x, dy, runner, flags, *, round_tf32=False, choi
             ("dw", tuple(problem.w_shape), problem.dtype),
             ("y", (fwd.batch, kg) + fwd.out_shape, problem.dtype),
             *allocs.values()), tuple(steps), "dw")
-    return grad_launch.composed(("wgrad", problem, tuple(o for o, *_ in groups), round_tf32,
+    return grad_launch.composed(("wgrad", problem, tuple([g[0] for g in groups]), round_tf32,
                                  splits), parts, build)
 
 

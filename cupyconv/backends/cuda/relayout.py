@@ -291,6 +291,8 @@ def wgmma_tile(problem, x, w, device, tf32):
     operands on ``device`` (compute capability 9.0 only), else ``None``: also where the
     evidence ledger keeps the choice to verified tiles and this one is not
     (``_kernels.evidence``)."""
+    if device.arch != wgmma_launch.WGMMA_ARCH:
+        return None
     tile = wgmma_launch.wgmma_applies(problem, x, w, tf32, device.arch)
     if tile is None or (evidence.verified_only(device.hardware) and not evidence.is_verified(
             gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True)))):

@@ -14,6 +14,7 @@ and the device's arch class; ``companions`` are the further kernels one call lau
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional, Tuple
 
 import numpy as np
@@ -57,9 +58,10 @@ class KernelConfig:
     companions: Tuple["KernelConfig", ...] = ()
     library: Optional[str] = None
 
-    @property
+    @functools.cached_property
     def gemm_tile(self) -> Tuple[int, ...]:
-        """The registry's 4-tuple ``(BM, BN, BK, variant)`` of an implicit-GEMM config."""
+        """The registry's 4-tuple ``(BM, BN, BK, variant)`` of an implicit-GEMM config
+        (computed once per record: the records are memoised, :func:`gemm_config`)."""
         return tuple(self.tile) + (self.variant,)
 
     def describe(self) -> str:

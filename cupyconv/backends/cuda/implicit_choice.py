@@ -68,9 +68,14 @@ def _tile_key(problem, tile, device):
 
 
 def _tile_time(problem, fwd, tile, relay, splits, rate, eff, device):
-    """One tile's time on ``problem`` (its forward problem ``fwd``), with the re-layout of
-    the operands ``relay`` names and the split-K's own work."""
-    t = _gemm_tile_time(problem, fwd, tile, rate, eff, device)
+    """One implicit-GEMM tile's time on ``problem`` (its forward problem ``fwd``), with the
+    re-layout of the operands ``relay`` names and the split-K's own work."""
+    # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the H200 run's
+    # 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs leave SMs idle
+    # (the weight gradient's split-K multiplies them: its parts are groups of ``fwd``).
+    eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
+    eff *= min(1.0, max(_ctas(fwd, tile), 1) / (2 * device.sm_count))
+    t = cost.stencil_time(problem, rate, device.bandwidth, eff)
     if any(relay):
         t += (relayout.relayout_bytes(fwd, x=relay[0], weights=relay[1]) / device.bandwidth
               + sum(relay) * cost.LAUNCH_S)
@@ -185,16 +190,6 @@ def _channels_last_tile(problem, fwd, tile, device):
 def _ctas(fwd, tile):
     """CTAs of one implicit-GEMM launch of ``fwd`` (all its groups) on ``tile``."""
     return -(-fwd.gemm_m // tile[0]) * -(-fwd.gemm_n // tile[1]) * fwd.groups
-
-
-def _gemm_tile_time(problem, fwd, tile, rate, eff, device):
-    """One implicit-GEMM tile's time on ``problem`` (its forward problem ``fwd``)."""
-    # Tiny channel counts leave the GEMM tiles mostly empty (the exponent: the H200 run's
-    # 1- and 8-channel cases, 0.5 overpredicted them 3x), and few CTAs leave SMs idle
-    # (the weight gradient's split-K multiplies them: its parts are groups of ``fwd``).
-    eff *= min(1.0, fwd.gemm_n / 64) ** 0.85 * min(1.0, fwd.gemm_k / 32) ** 0.5
-    eff *= min(1.0, max(_ctas(fwd, tile), 1) / (2 * device.sm_count))
-    return cost.stencil_time(problem, rate, device.bandwidth, eff)
 
 
 def relayout_pays(problem, device, weights=True, efficiency=None):

@@ -323,7 +323,7 @@ def forward_operands(t, problem, operands, xp):
     if problem.op == GRAD_INPUT:
         return upsampled(t, x, xp), transposed_weights(t, problem, w, xp)
     if problem.op == GRAD_WEIGHT:
-        return regrouped_input(t, problem, x, xp), _swap01(w)
+        return regrouped_input(t, problem, x, xp), w.swapaxes(0, 1)
     return x, w
 
 
@@ -375,17 +375,13 @@ def regrouped_input(t, problem, x, xp):
     return xp.conj(xt) if t.conjugate else xt
 
 
-def _swap01(a):
-    return a.transpose((1, 0) + tuple(range(2, a.ndim)))
-
-
 def group_views(t, problem, x, dy):
     """Per group ``(x_g, dy_g)``: the per-group weight gradient's forward operands, views
     of ``x`` ``(C/G, N, *S')`` (cut to the window) and ``dy`` ``(K/G, N, *O)``."""
     g = problem.groups
     kg, cg = problem.out_channels // g, problem.in_channels // g
-    return [(_swap01(x[(slice(None), slice(gi * cg, (gi + 1) * cg)) + t.window]),
-             _swap01(dy[:, gi * kg:(gi + 1) * kg])) for gi in range(g)]
+    return [(x[(slice(None), slice(gi * cg, (gi + 1) * cg)) + t.window].swapaxes(0, 1),
+             dy[:, gi * kg:(gi + 1) * kg].swapaxes(0, 1)) for gi in range(g)]
 
 
 def split_images(t, dy_g):
@@ -400,4 +396,4 @@ def split_images(t, dy_g):
 def weights_window(t, y):
     """The weight gradient (or one group's rows of it) in the forward output ``y``: its
     result window with the first two axes swapped (a view)."""
-    return _swap01(y[(slice(None), slice(None)) + t.result])
+    return y[(slice(None), slice(None)) + t.result].swapaxes(0, 1)

@@ -210,11 +210,8 @@ class ImplicitGemm(CudaAlgorithm):
     native_ops = _ALL_OPS
     compiled_ops = _ALL_OPS
 
-    def columns(self, problem):
-        return implicit_grads.needs_columns(problem)
-
-    def kernel_applies(self, problem, device):
-        return algorithms.implicit_gemm_applies(problem, device)
+    columns = staticmethod(implicit_grads.needs_columns)
+    kernel_applies = staticmethod(algorithms.implicit_gemm_applies)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
@@ -226,9 +223,7 @@ class ImplicitGemm(CudaAlgorithm):
     def efficiency_key(cls, problem, device):
         return implicit_choice.record_key(problem, cls.kernel_config(problem, device), device)
 
-    @classmethod
-    def choose_kernel(cls, problem, device, arch, index64):
-        return implicit_choice.choose_kernel(problem, device, arch, index64)
+    choose_kernel = staticmethod(implicit_choice.choose_kernel)
 
     def own_workspace(self, problem, workspace_limit):
         if not self.columns(problem):

@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .._lru import cached, memoized
+from .._lru import cached
 from . import evidence, registry
 from .addressing import data_pointer
 from .kernel_config import gemm_config
@@ -124,7 +124,7 @@ def channels_last_tile(problem, tile, tf32: bool) -> Optional[Tuple[int, int, in
     return twin
 
 
-@memoized()
+@cached(maxsize=1024, typed=True)
 def operand_tile(problem, tile, tf32, readable):
     """``tile``, or where the operands are channels-last ``readable``
     (:func:`channels_last_reason`) its counterpart (:func:`channels_last_tile`)."""

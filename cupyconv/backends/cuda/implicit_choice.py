@@ -134,13 +134,15 @@ def weight_gradient_splits(problem, device, efficiency=None):
             "implicit_gemm", "splitk_reduce", problem.dtype, evidence.arch_class(device.arch))):
         return 1
     eff_of = efficiency or cost.efficiencies(device.name)
-    return _splits(problem, device, tuple(sorted(eff_of.items())))
+    return _splits(problem, device, tuple(sorted(eff_of.items())),
+                   evidence.verified_only(device.hardware))
 
 
 @cached(maxsize=256)
-def _splits(problem, device, efficiency):
+def _splits(problem, device, efficiency, verified_only):
     """:func:`weight_gradient_splits` (memoised: 0.3 ms of model per evaluation, asked on
-    every normal-path call and prediction)."""
+    every normal-path call and prediction; ``verified_only`` is not read here but keys the
+    memo: the tiles priced read the filter in force, ``evidence.verified_only``)."""
     unsplit = _implicit_forward(problem, device, 1)
     if _ctas(*unsplit) >= 2 * device.sm_count:
         return 1

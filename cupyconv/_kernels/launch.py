@@ -71,8 +71,10 @@ def check_addressable(**arrays) -> None:
 def _span(lead_chan_spatial, shape_lead_chan_spatial) -> int:
     lead, chan, spatial = lead_chan_spatial
     n, c, s = shape_lead_chan_spatial
-    return (abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
-            + sum(abs(st) * max(e - 1, 0) for st, e in zip(spatial, s)))
+    span = abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
+    for st, e in zip(spatial, s):
+        span += abs(st) * max(e - 1, 0)
+    return span
 
 
 def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
@@ -98,13 +100,16 @@ def _choose_index64(problem, arrays_strides, extra):
     worst = int(extra)
     # padded coordinates reach past the axis before the boundary remap; offsets
     # are formed from them (and discarded for constant padding), so bound them too
-    reach = [max(o - 1, 0) * st + d * (k - 1) + pb + pa + 2 * s
-             for s, k, o, st, d, (pb, pa) in zip(problem.in_shape, problem.kernel_shape,
-                                                 problem.out_shape, problem.stride,
-                                                 problem.dilation, problem.padding)]
+    reach = []
+    for s, k, o, st, d, (pb, pa) in zip(problem.in_shape, problem.kernel_shape,
+                                        problem.out_shape, problem.stride,
+                                        problem.dilation, problem.padding):
+        reach.append(max(o - 1, 0) * st + d * (k - 1) + pb + pa + 2 * s)
     worst = max([worst] + reach)
     for strides, extents in arrays_strides:
-        padded = sum(abs(st) * q for st, q in zip(strides[2], reach))
+        padded = 0
+        for st, q in zip(strides[2], reach):
+            padded += abs(st) * q
         worst = max(worst, _span(strides, extents) + padded)
     c, k, n = problem.in_channels, problem.out_channels, problem.batch
     worst = max(worst, n * math.prod(problem.out_shape) * max(k, 1),

@@ -54,11 +54,11 @@ import numpy as np
 
 from .. import config
 from .._kernels import program
-from .._kernels.addressing import data_pointer
 from .._lru import LRU, clears
 from ..dispatch.backends import FORCED
 from .replay_values import HOST_VALUE_BYTES, held_values as _held_values
 from .replay_values import host_values as _host_values, values_read
+from .replay_values import extents as _extents, result_source as _result, source as _source
 
 #: A decorated function's type, kept by the decorators (their wrappers take the same
 #: arguments).
@@ -302,16 +302,19 @@ def _compile(rec, arrays, result, promise=False):
     """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason;
     ``promise``: the caller froze its problem (a plan), so the replay leaves out the
     checks that only warn (:func:`_unchecked`)."""
-    refusal = next((p.refusal for p, _, _ in rec.steps if p.refusal), "")
-    if refusal:
-        return NotCompiled(refusal)
-    if not any(_computes(p) for p, _, _ in rec.steps):
+    computes = False
+    for prog, _, _ in rec.steps:
+        if prog.refusal:
+            return NotCompiled(prog.refusal)
+        computes = computes or _computes(prog)
+    if not computes:
         return NotCompiled("no launch program ran (the numpy backend, or an empty result)")
     xp = _module_of(result)
     if xp is None:
         return NotCompiled("the result is not an array")
     made = []                           # (step, name, array) of every program allocation
     steps, reads = [], []               # reads: sources of the values the host read
+    spans = _extents(arrays)
     for prog, bound, touched in rec.steps:
         binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
@@ -319,7 +322,7 @@ def _compile(rec, arrays, result, promise=False):
             if a is False:                          # allocated by the program
                 made.append((len(steps), name, touched[name]))
                 continue
-            src = _source(a, arrays, made, rec.constants, name in whole)
+            src = _source(a, arrays, made, rec.constants, name in whole, spans)
             if isinstance(src, str):
                 return NotCompiled(f"{prog.name} operand {name}: {src}")
             if name in prog.host_reads:
@@ -439,59 +442,6 @@ def _module_of(a):
         import cupy  # optional dependency: present, the result is a CuPy array
         return cupy
     return None
-
-
-def _source(a, arrays, made, constants, whole):
-    """Where operand ``a`` comes from (see :attr:`CompiledCall.steps`), or why it cannot be
-    found again; ``whole``: the operand is read as a view (a host program), not a pointer."""
-    if a is None:
-        return ("const", None)
-    ptr = data_pointer(a)
-    for i, name, buf in reversed(made):
-        if program.within(a, buf):
-            return _located(("prev", i, name), a, buf, ptr, whole)
-    hits = [i for i, u in enumerate(arrays) if program.within(a, u)]
-    if len(hits) > 1:
-        return "lies in more than one of the call's arrays (they overlap)"
-    if hits:
-        return _located(("arg", hits[0], None), a, arrays[hits[0]], ptr, whole)
-    if any(program.within(a, c) for c in constants):
-        return ("const", a)
-    return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
-
-
-def _located(where, a, base, ptr, whole):
-    offset = ptr - data_pointer(base)
-    if not whole:
-        return where + (offset, None)
-    if (not offset and a.shape == base.shape and a.strides == base.strides
-            and a.dtype == base.dtype):
-        return where + (0, None)                 # the array itself
-    if not base.flags.c_contiguous:
-        return "a view of a non-contiguous array (a host program reads whole views)"
-    return where + (offset, _view(a, base, offset))
-
-
-def _view(a, base, offset):
-    """``(shape, strides, dtype)`` of ``a`` at ``offset`` into C-contiguous ``base``;
-    ``strides`` ``None`` when ``a`` is the whole of ``base`` reshaped (replayed as a
-    reshape, not a new array over the buffer)."""
-    if (not offset and a.dtype == base.dtype and a.size == base.size
-            and a.flags.c_contiguous):
-        return tuple(a.shape), None, a.dtype
-    return tuple(a.shape), tuple(a.strides), a.dtype
-
-
-def _result(y, made):
-    for i, name, buf in reversed(made):
-        if y is buf:
-            return (i, name, None)
-        if type(y) is type(buf) and program.within(y, buf):
-            if not buf.flags.c_contiguous:
-                break
-            offset = data_pointer(y) - data_pointer(buf)
-            return (i, name, (offset,) + _view(y, buf, offset))
-    return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"
 
 
 def lookup(function, *args, **kwargs):

@@ -25,7 +25,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .._lru import memoized
+from .._lru import cached, memoized
 from . import direct_axes, registry
 from .addressing import addressable, device_alignment
 from .params import logical_strides, pack_conv_params
@@ -93,7 +93,7 @@ def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
     return _choose_index64(problem, arrays_strides, int(extra))
 
 
-@memoized()
+@cached(maxsize=1024, typed=True)
 def _choose_index64(problem, arrays_strides, extra):
     if getattr(problem, "needs_int64", False):
         return True
@@ -187,7 +187,7 @@ def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) 
     return (kch, kcw) if nbytes(kch, kcw) <= smem_limit else None
 
 
-@memoized()
+@cached(maxsize=1024, typed=True)
 def direct_tile(problem, smem_limit: int = SHARED_MEMORY_LIMIT):
     """``(tile, (kch, kcw))``: the first compiled tile whose input tile fits, or None
     (memoised: the launcher and ``can_implement`` ask on every call)."""

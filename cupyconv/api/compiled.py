@@ -130,7 +130,7 @@ def call_key(args, kwargs, backend=None):
     ``backend`` is the one in force (``get_backend()``, read when not given).
     """
     arrays = []
-    parts = [config.in_force_id,                  # every setting of cupyconv.config
+    parts = [config._in_force_id,   # config.in_force_id (every setting), without the property
              (FORCED.forced or "numpy") if backend is None else backend]   # get_backend()
     for v in args:
         part = _part(v, arrays)

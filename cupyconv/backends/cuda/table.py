@@ -72,10 +72,28 @@ class CudaAlgorithm(Algorithm):
         return wide, (wide.bytes_moved if wide is not problem else 0)
 
     def applies(self, problem):
+        return self._applies(problem, self.computed(problem)[0], self.backend.device)
+
+    def _applies(self, problem, wide, device):
         if problem.dtype in LONG_DOUBLE:
             return False, LONG_DOUBLE_WHY.format(dtype=problem.dtype)
-        wide, _ = self.computed(problem)
-        return self.kernel_applies(self.backend.kernel_problem(wide), self.backend.device)
+        return self.kernel_applies(self.backend.kernel_problem(wide), device)
+
+    def assess(self, problem, workspace_limit):
+        """:meth:`can_implement`, :meth:`min_workspace`, :meth:`workspace` and
+        :meth:`predict` in one pass: the problem it computes (:meth:`computed`) and the
+        device read once."""
+        if (problem.op, self.backend.name) not in self.spec.served:
+            return super().can_implement(problem)[1], 0, 0, math.inf
+        wide, copies = self.computed(problem)
+        device = self.backend.device
+        ok, why = self._applies(problem, wide, device)
+        if not ok:
+            return why, 0, 0, math.inf
+        judged = wide if copies else problem
+        return (None, copies + self.least_workspace(judged),
+                copies + self.own_workspace(judged, workspace_limit),
+                self.predicted(wide, device))
 
     def kernel_applies(self, problem, device):
         """``(ok, reason)`` of its kernels on ``device``."""

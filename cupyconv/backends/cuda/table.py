@@ -24,7 +24,8 @@ from ...core.problem import Operands
 from .. import fft_conv, winograd_conv
 from ..arrays import in_float32
 from ..base import Algorithm, OutOfMemoryError
-from ..separable_factors import NotSeparable, term_limit, terms_take
+from ..separable_factors import NOT_APPLICABLE, NotSeparable, term_limit, terms_take
+from ..separable_factors import applies as separable_applies
 from . import (algorithms, cost, gradients, implicit_choice, implicit_grads, relayout,
                separable, winograd)
 
@@ -421,6 +422,8 @@ class Separable(CudaAlgorithm):
     plus_zero_sums = True      # the kernels' accumulators start from +0.0
 
     def kernel_applies(self, problem, device):
+        if not separable_applies(problem):          # data-free, before any pass is built
+            return False, NOT_APPLICABLE
         return algorithms.separable_applies(problem, device)
 
     @classmethod

@@ -457,11 +457,12 @@ def accounting(stub=False):
         _STATE.counts, _STATE.stub = outer
 
 
-def extent(array):
-    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty)."""
+def extent(array, ptr=None):
+    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty);
+    ``ptr``: its :func:`~.addressing.data_pointer`, when the caller has it."""
     if 0 in array.shape:
         return None
-    lo = hi = data_pointer(array)
+    lo = hi = data_pointer(array) if ptr is None else ptr
     for n, st in zip(array.shape, array.strides):
         if st < 0:
             lo += (n - 1) * st

@@ -213,7 +213,25 @@ class CompiledCall:
         #: with ``view = (offset, shape, strides, dtype)`` (the allocation C-contiguous).
         self.result = result
         self.xp = xp
-        self.programs = tuple([p for p, _ in steps])
+        programs, constants, bindings = [], [], []
+        for prog, binding in steps:
+            programs.append(prog)
+            # the binding sorted once by kind (a repeated call's replay walks the short
+            # lists): constants, whole call arrays, the other sources
+            given, whole, other = {}, [], []
+            for n, src in binding:
+                kind = src[0]
+                if kind == "const":
+                    given[n] = src[1]
+                    constants.append(src[1])
+                elif kind == "arg" and not src[3] and src[4] is None:
+                    whole.append((n, src[1]))
+                elif kind == "prev" or kind == "arg":
+                    other.append((n, src))
+            for _, a in prog.constants:
+                constants.append(a)
+            bindings.append((prog, given, tuple(whole), tuple(other)))
+        self.programs = tuple(programs)
         #: ``(i, bytes)`` of the call's arrays that no program reads (``axes=``, ``origin=``
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
@@ -230,18 +248,9 @@ class CompiledCall:
         self.graph = graph
         #: whether a replay first compares values (:meth:`matches`)
         self.checks_values = bool(host_values or held_values or guards)
-        self._constant_bytes = _array_bytes(
-            [src[1] for _, binding in steps for _, src in binding if src[0] == "const"]
-            + [a for p, _ in steps for _, a in p.constants])
-        #: per step: ``(program, constants, whole call arrays, the other sources)``, the
-        #: binding sorted once by kind (a repeated call's replay walks the short lists)
-        self._bindings = tuple([
-            (prog, {n: s[1] for n, s in binding if s[0] == "const"},
-             tuple([(n, s[1]) for n, s in binding
-                    if s[0] == "arg" and not s[3] and s[4] is None]),
-             tuple([(n, s) for n, s in binding
-                    if s[0] == "prev" or (s[0] == "arg" and (s[3] or s[4] is not None))]))
-            for prog, binding in steps])
+        self._constant_bytes = _array_bytes(constants)
+        #: per step: ``(program, constants, whole call arrays, the other sources)``
+        self._bindings = tuple(bindings)
 
     @property
     def device_bytes(self):
@@ -409,7 +418,10 @@ def _expecting(prog, touched):
     warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
     a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
     the normal path, which chooses again."""
-    if not any(type(s) is program.Check and not s.warns for s in prog.steps):
+    for s in prog.steps:
+        if type(s) is program.Check and not s.warns:
+            break
+    else:
         return prog
     return dataclasses.replace(prog, steps=tuple(
         dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))

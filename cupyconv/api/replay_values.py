@@ -81,36 +81,44 @@ def held_values(held):
 
 
 def extents(arrays):
-    """:func:`~cupyconv._kernels.program.extent` of each of ``arrays``."""
-    return [program.extent(u) for u in arrays]
+    """``(data pointer, extent)`` of each of ``arrays`` (extent:
+    :func:`~cupyconv._kernels.program.extent`)."""
+    out = []
+    for u in arrays:
+        ptr = data_pointer(u)
+        out.append((ptr, program.extent(u, ptr)))
+    return out
 
 
 def source(a, arrays, made, constants, whole, spans=None):
-    """Where operand ``a`` comes from (see :attr:`~cupyconv.api.compiled.CompiledCall.steps`), or why it cannot be
-    found again; ``whole``: the operand is read as a view (a host program), not a pointer;
-    ``spans``: :func:`extents` of ``arrays`` (computed when not given)."""
+    """Where operand ``a`` comes from (see
+    :attr:`~cupyconv.api.compiled.CompiledCall.steps`), or why it cannot be found again;
+    ``whole``: the operand is read as a view (a host program), not a pointer; ``spans``:
+    :func:`extents` of ``arrays`` (computed when not given)."""
     if a is None:
         return ("const", None)
     ptr = data_pointer(a)
     for i, name, buf in reversed(made):
         if program.within(a, buf):
-            return _located(("prev", i, name), a, buf, ptr, whole)
-    hits, ext = [], program.extent(a)
+            return _located(("prev", i, name), a, buf, ptr - data_pointer(buf), whole)
+    hits, ext = [], program.extent(a, ptr)
+    spans = extents(arrays) if spans is None else spans
     if ext is not None:
-        for i, span in enumerate(extents(arrays) if spans is None else spans):
+        for i, (_, span) in enumerate(spans):
             if span is not None and span[0] <= ext[0] and ext[1] <= span[1]:
                 hits.append(i)
     if len(hits) > 1:
         return "lies in more than one of the call's arrays (they overlap)"
     if hits:
-        return _located(("arg", hits[0], None), a, arrays[hits[0]], ptr, whole)
-    if any(program.within(a, c) for c in constants):
-        return ("const", a)
+        i = hits[0]
+        return _located(("arg", i, None), a, arrays[i], ptr - spans[i][0], whole)
+    for c in constants:
+        if program.within(a, c):
+            return ("const", a)
     return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
 
 
-def _located(where, a, base, ptr, whole):
-    offset = ptr - data_pointer(base)
+def _located(where, a, base, offset, whole):
     if not whole:
         return where + (offset, None)
     if (not offset and a.shape == base.shape and a.strides == base.strides
@@ -134,12 +142,21 @@ def _view(a, base, offset):
 def result_source(y, made):
     """``(step, name, view)`` of the result ``y`` among the programs' allocations ``made``
     (see :attr:`~cupyconv.api.compiled.CompiledCall.result`), or why it is not one's view."""
+    at = None
     for i, name, buf in reversed(made):
         if y is buf:
             return (i, name, None)
-        if type(y) is type(buf) and program.within(y, buf):
+        if type(y) is not type(buf):
+            continue
+        if at is None:                              # (y's pointer, y's extent)
+            ptr = data_pointer(y)
+            at = ptr, program.extent(y, ptr)
+        base = data_pointer(buf)
+        outer = program.extent(buf, base)
+        if (at[1] is not None and outer is not None and outer[0] <= at[1][0]
+                and at[1][1] <= outer[1]):
             if not buf.flags.c_contiguous:
                 break
-            offset = data_pointer(y) - data_pointer(buf)
+            offset = at[0] - base
             return (i, name, (offset,) + _view(y, buf, offset))
     return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"

@@ -68,15 +68,6 @@ def check_addressable(**arrays) -> None:
             raise ValueError(f"{name}: {why}")
 
 
-def _span(lead_chan_spatial, shape_lead_chan_spatial) -> int:
-    lead, chan, spatial = lead_chan_spatial
-    n, c, s = shape_lead_chan_spatial
-    span = abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
-    for st, e in zip(spatial, s):
-        span += abs(st) * max(e - 1, 0)
-    return span
-
-
 def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
     """True when any extent, offset or work count of a launch passes 32 bits.
 
@@ -106,11 +97,12 @@ def _choose_index64(problem, arrays_strides, extra):
                                         problem.dilation, problem.padding):
         reach.append(max(o - 1, 0) * st + d * (k - 1) + pb + pa + 2 * s)
     worst = max([worst] + reach)
-    for strides, extents in arrays_strides:
-        padded = 0
-        for st, q in zip(strides[2], reach):
-            padded += abs(st) * q
-        worst = max(worst, _span(strides, extents) + padded)
+    for (lead, chan, spatial), (n, c, extents) in arrays_strides:
+        # the array's span (its strides times its extents) plus its padded reach
+        span = abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
+        for st, e, q in zip(spatial, extents, reach):
+            span += abs(st) * (max(e - 1, 0) + q)
+        worst = max(worst, span)
     c, k, n = problem.in_channels, problem.out_channels, problem.batch
     worst = max(worst, n * math.prod(problem.out_shape) * max(k, 1),
                 n * c * math.prod(problem.in_shape), problem.gemm_k)
@@ -176,15 +168,15 @@ def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) 
     kw = problem.kernel_shape[-1]
     kh = problem.kernel_shape[-2] if r >= 2 else 1
 
-    def nbytes(a, b):
-        return direct_smem_layout(problem, tile, a, b)[1]
-
     kch, kcw = kh, kw
-    while nbytes(kch, kcw) > smem_limit and kch > 1:
+    nbytes = direct_smem_layout(problem, tile, kch, kcw)[1]
+    while nbytes > smem_limit and kch > 1:
         kch = (kch + 1) // 2
-    while nbytes(kch, kcw) > smem_limit and kcw > 1:
+        nbytes = direct_smem_layout(problem, tile, kch, kcw)[1]
+    while nbytes > smem_limit and kcw > 1:
         kcw = (kcw + 1) // 2
-    return (kch, kcw) if nbytes(kch, kcw) <= smem_limit else None
+        nbytes = direct_smem_layout(problem, tile, kch, kcw)[1]
+    return (kch, kcw) if nbytes <= smem_limit else None
 
 
 @cached(maxsize=1024, typed=True)

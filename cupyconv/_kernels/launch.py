@@ -21,6 +21,7 @@ the device with a misaligned address; the caller copies it first.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Optional, Tuple
 
 import numpy as np
@@ -130,7 +131,7 @@ def can_implement_implicit_gemm(problem) -> Tuple[bool, str]:
     ok, why = dtype_ok(problem)
     if not ok:
         return ok, why
-    bn = min(t[1] for t in registry.gemm_tiles(problem.dtype))
+    bn = min(map(operator.itemgetter(1), registry.gemm_tiles(problem.dtype)))
     if -(-(problem.out_channels // problem.groups) // bn) > MAX_GRID_YZ:
         return False, f"out_channels/groups = {problem.out_channels // problem.groups} needs more than {MAX_GRID_YZ} column tiles"
     return True, ""

@@ -181,7 +181,12 @@ class Program:
         only through their pointer."""
         if self.host is not None:
             return frozenset(self.operands)
-        return frozenset([getattr(s, "name", s) for c in self.calls for s in c.inputs])
+        names = set()
+        for step in self.steps:
+            if type(step) is Call:
+                for s in step.inputs:
+                    names.add(getattr(s, "name", s))
+        return frozenset(names)
 
     @property
     def workspace_count(self):

@@ -387,17 +387,6 @@ def _array_bytes(arrays):
     return sum(seen.values())
 
 
-def _too_large(entry):
-    """``NotCompiled`` for an entry holding more device memory than the bound, else the
-    entry."""
-    bound = config.compiled_call_bytes
-    held = _held(entry)
-    if bound is None or held <= bound:
-        return entry
-    return NotCompiled(f"its programs hold {held} bytes of device memory (constants, a "
-                       f"graph's buffers), more than config.compiled_call_bytes = {bound}")
-
-
 def _guards(rec, arrays):
     """The recording's guards with their arrays found among the call's (whole views), or
     why one cannot be rebuilt on a replay."""
@@ -498,8 +487,11 @@ def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
     with program.record() as rec:
         result = _normal(fn, owner, args, kwargs)
     entry = _compile(rec, arrays, result, promise)
-    if not (type(entry) is NotCompiled and any(p.transient for p, _, _ in rec.steps)):
-        _store(cache, key, entry)
+    if type(entry) is NotCompiled:
+        for p, _, _ in rec.steps:
+            if p.transient:                 # refused for this call only: not remembered
+                return result
+    _store(cache, key, entry)
     return result
 
 
@@ -512,8 +504,12 @@ def _normal(fn, owner, args, kwargs):
 
 
 def _store(cache, key, entry):
-    """Store ``entry``, or why it is too large for the byte bound."""
-    cache.put(key, _too_large(entry))
+    """Store ``entry``, or why it is too large for the byte bound (the cache refuses an
+    entry holding more than ``config.compiled_call_bytes`` of device memory alone)."""
+    if not cache.put(key, entry):
+        cache.put(key, NotCompiled(
+            f"its programs hold {_held(entry)} bytes of device memory (constants, a graph's "
+            f"buffers), more than config.compiled_call_bytes = {config.compiled_call_bytes}"))
 
 
 def compiled(fn: _F) -> _F:

@@ -430,9 +430,10 @@ class Separable(CudaAlgorithm):
     def device_time(cls, problem, device, eff_of):
         """One direct launch per pass (its taps, its input read, its output written), at
         ``direct``'s efficiency."""
-        peak, bw = device.peak_flops(problem.dtype), device.bandwidth
-        return sum(cost.direct_time(p, peak, bw, eff_of["direct"], device)
-                   for _, p in separable.pass_problems(problem))
+        peak, bw, seconds = device.peak_flops(problem.dtype), device.bandwidth, 0.0
+        for _, p in separable.pass_problems(problem):
+            seconds += cost.direct_time(p, peak, bw, eff_of["direct"], device)
+        return seconds
 
     @classmethod
     def host_time(cls, problem):

@@ -98,7 +98,8 @@ class CudaBackend(Backend):
         (float16 stays float16: ``run`` widens what does not compute it natively)."""
         if problem.dtype in LONG_DOUBLE:
             raise TypeError(LONG_DOUBLE_WHY.format(dtype=problem.dtype))
-        problem = problem.with_(layout="channels_first")   # operands are channels-first views
+        if problem.layout != "channels_first":          # operands are channels-first views
+            problem = problem.with_(layout="channels_first")
         x = operands.activation
         if x is not None and x.dtype != problem.dtype:
             operands = in_compute_dtype(problem, operands)  # the kernels take one dtype

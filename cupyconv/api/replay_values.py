@@ -97,12 +97,18 @@ def source(a, arrays, made, constants, whole, spans=None):
     :func:`extents` of ``arrays`` (computed when not given)."""
     if a is None:
         return ("const", None)
-    ptr = data_pointer(a)
+    spans = extents(arrays) if spans is None else spans
+    for i, u in enumerate(arrays):
+        if u is a:                                  # one of the call's arrays itself
+            ptr, ext = spans[i]
+            break
+    else:
+        ptr = data_pointer(a)
+        ext = program.extent(a, ptr)
     for i, name, buf in reversed(made):
         if program.within(a, buf):
             return _located(("prev", i, name), a, buf, ptr - data_pointer(buf), whole)
-    hits, ext = [], program.extent(a, ptr)
-    spans = extents(arrays) if spans is None else spans
+    hits = []
     if ext is not None:
         for i, (_, span) in enumerate(spans):
             if span is not None and span[0] <= ext[0] and ext[1] <= span[1]:

@@ -88,7 +88,8 @@ class LRU:
         self._data = collections.OrderedDict()
         self._lock = threading.Lock()
         self._size = size
-        self._maxbytes = maxbytes if callable(maxbytes) else (lambda: maxbytes)
+        #: the bound read at each store: a callable, or the value itself
+        self._maxbytes = maxbytes
         self._sizes = {}
         self._bytes = 0
         #: ``(key, value)`` of the last hit of :meth:`get` (the most recent entry), or None
@@ -137,7 +138,7 @@ class LRU:
         entries or the byte bound; returns False (and forgets ``key``) when ``value`` alone
         holds more bytes than the bound."""
         size = 0 if self._size is None else int(self._size(value))
-        bound = self._maxbytes()
+        bound = self._maxbytes() if callable(self._maxbytes) else self._maxbytes
         with self._lock:
             self._last = None
             self._bytes -= self._sizes.pop(key, 0)

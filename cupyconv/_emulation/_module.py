@@ -89,19 +89,22 @@ def _open_library(build, names) -> tuple[Path, ctypes.CDLL]:
     return lib, handle
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+_INTS, _BOOLS = (int, np.integer), (bool, np.bool_)
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
     """Normalise an int or tuple of up to three ints to a 3-tuple."""
-    dims = (value,) if _is_int(value) else value
-    if not (isinstance(dims, tuple) and 1 <= len(dims) <= 3 and all(map(_is_int, dims))):
+    dims = value if isinstance(value, tuple) else (value,)
+    if not 1 <= len(dims) <= 3:
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
-    if any(d < 1 or d > 0xFFFFFFFF for d in dims):
-        raise ValueError(f"{what} dimensions must be positive 32-bit integers, got {value!r}")
-    return dims
+    for d in dims:
+        if not isinstance(d, _INTS) or isinstance(d, _BOOLS):
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    out = (*map(int, dims), 1, 1)[:3]
+    for d in out:
+        if d < 1 or d > 0xFFFFFFFF:
+            raise ValueError(f"{what} dimensions must be positive 32-bit integers, got {value!r}")
+    return out
 
 
 def _resolve_source(path) -> Path:

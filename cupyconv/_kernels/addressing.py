@@ -13,6 +13,8 @@ from typing import Tuple
 
 import numpy as np
 
+from .._lru import cached
+
 __all__ = ["addressable", "data_pointer", "device_alignment"]
 
 
@@ -30,6 +32,7 @@ def data_pointer(array) -> int:
     raise TypeError(f"cannot find the data pointer of a {type(array).__name__}")
 
 
+@cached(maxsize=64, keep=True)
 def device_alignment(dtype) -> int:
     """Bytes to which the kernels' element type of ``dtype`` must be aligned.
 

@@ -31,7 +31,8 @@ from .kernel_config import family_config, gemm_config
 
 __all__ = ["ARCH_CLASSES", "Run", "Row", "RUNS", "VERIFIED", "LAUNCH_PATHS", "LIBRARY_CALLS",
            "arch_class", "library_runs", "evidence_of", "is_verified", "verified_only", "warns",
-           "warn_unverified", "status_line", "forget_warnings", "configurations", "ledger_lines"]
+           "FILTER", "warn_unverified", "status_line", "forget_warnings", "configurations",
+           "ledger_lines"]
 
 #: The arch classes a configuration is recorded for: compute capability 8.x, 9.0 with the
 #: portable cubins, 9.0 with the arch-specific (wgmma) ones.
@@ -145,12 +146,18 @@ def _status(run):
     return f"verified: {run.gpu} {run.date} {run.commit} ({run.result})"
 
 
+#: ``(config.kernels, hardware) -> (verified_only, warns)``: :func:`verified_only` and
+#: :func:`warns` as one table (the cost model reads it on every candidate it prices).
+FILTER = {(mode, hardware): (mode == "verified" or (mode == "auto" and hardware),
+                             mode != "auto" or hardware)
+          for mode in ("auto", "verified", "all") for hardware in (False, True)}
+
+
 def verified_only(hardware: bool) -> bool:
     """Whether the automatic choice keeps to verified configurations on a device
     (``hardware``: a GPU, not the CPU emulator or a stand-in of a device):
     ``config.kernels`` ``"verified"``, or ``"auto"`` on a GPU."""
-    mode = config.kernels
-    return mode == "verified" or (mode == "auto" and hardware)
+    return FILTER[config.kernels, bool(hardware)][0]
 
 
 def library_runs(name: str, hardware: bool) -> bool:
@@ -162,7 +169,7 @@ def library_runs(name: str, hardware: bool) -> bool:
 def warns(hardware: bool) -> bool:
     """Whether running an unverified configuration warns: on a GPU, or wherever
     ``config.kernels`` is set (``"verified"`` or ``"all"``)."""
-    return config.kernels != "auto" or hardware
+    return FILTER[config.kernels, bool(hardware)][1]
 
 
 _WARNED = set()

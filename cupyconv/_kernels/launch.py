@@ -21,11 +21,12 @@ the device with a misaligned address; the caller copies it first.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Optional, Tuple
 
 import numpy as np
 
-from .._lru import memoized
+from .._lru import cached, memoized
 from . import direct_axes, registry
 from .addressing import addressable, device_alignment
 from .params import logical_strides, pack_conv_params
@@ -69,13 +70,6 @@ def check_addressable(**arrays) -> None:
             raise ValueError(f"{name}: {why}")
 
 
-def _span(lead_chan_spatial, shape_lead_chan_spatial) -> int:
-    lead, chan, spatial = lead_chan_spatial
-    n, c, s = shape_lead_chan_spatial
-    return (abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
-            + sum(abs(st) * max(e - 1, 0) for st, e in zip(spatial, s)))
-
-
 def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
     """True when any extent, offset or work count of a launch passes 32 bits.
 
@@ -92,21 +86,25 @@ def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
     return _choose_index64(problem, arrays_strides, int(extra))
 
 
-@memoized()
+@cached(maxsize=1024, typed=True)
 def _choose_index64(problem, arrays_strides, extra):
     if getattr(problem, "needs_int64", False):
         return True
     worst = int(extra)
     # padded coordinates reach past the axis before the boundary remap; offsets
     # are formed from them (and discarded for constant padding), so bound them too
-    reach = [max(o - 1, 0) * st + d * (k - 1) + pb + pa + 2 * s
-             for s, k, o, st, d, (pb, pa) in zip(problem.in_shape, problem.kernel_shape,
-                                                 problem.out_shape, problem.stride,
-                                                 problem.dilation, problem.padding)]
+    reach = []
+    for s, k, o, st, d, (pb, pa) in zip(problem.in_shape, problem.kernel_shape,
+                                        problem.out_shape, problem.stride,
+                                        problem.dilation, problem.padding):
+        reach.append(max(o - 1, 0) * st + d * (k - 1) + pb + pa + 2 * s)
     worst = max([worst] + reach)
-    for strides, extents in arrays_strides:
-        padded = sum(abs(st) * q for st, q in zip(strides[2], reach))
-        worst = max(worst, _span(strides, extents) + padded)
+    for (lead, chan, spatial), (n, c, extents) in arrays_strides:
+        # the array's span (its strides times its extents) plus its padded reach
+        span = abs(lead) * max(n - 1, 0) + abs(chan) * max(c - 1, 0)
+        for st, e, q in zip(spatial, extents, reach):
+            span += abs(st) * (max(e - 1, 0) + q)
+        worst = max(worst, span)
     c, k, n = problem.in_channels, problem.out_channels, problem.batch
     worst = max(worst, n * math.prod(problem.out_shape) * max(k, 1),
                 n * c * math.prod(problem.in_shape), problem.gemm_k)
@@ -171,18 +169,18 @@ def direct_tap_chunk(problem, smem_limit: int = SHARED_MEMORY_LIMIT, tile=None) 
     kw = problem.kernel_shape[-1]
     kh = problem.kernel_shape[-2] if r >= 2 else 1
 
-    def nbytes(a, b):
-        return direct_smem_layout(problem, tile, a, b)[1]
-
     kch, kcw = kh, kw
-    while nbytes(kch, kcw) > smem_limit and kch > 1:
+    nbytes = direct_smem_layout(problem, tile, kch, kcw)[1]
+    while nbytes > smem_limit and kch > 1:
         kch = (kch + 1) // 2
-    while nbytes(kch, kcw) > smem_limit and kcw > 1:
+        nbytes = direct_smem_layout(problem, tile, kch, kcw)[1]
+    while nbytes > smem_limit and kcw > 1:
         kcw = (kcw + 1) // 2
-    return (kch, kcw) if nbytes(kch, kcw) <= smem_limit else None
+        nbytes = direct_smem_layout(problem, tile, kch, kcw)[1]
+    return (kch, kcw) if nbytes <= smem_limit else None
 
 
-@memoized()
+@cached(maxsize=1024, typed=True)
 def direct_tile(problem, smem_limit: int = SHARED_MEMORY_LIMIT):
     """``(tile, (kch, kcw))``: the first compiled tile whose input tile fits, or None
     (memoised: the launcher and ``can_implement`` ask on every call)."""

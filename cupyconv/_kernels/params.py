@@ -12,6 +12,7 @@ launch, never on the device (see cuda_src/common/fast_divmod.cuh).
 from __future__ import annotations
 
 import math
+import operator
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -50,12 +51,14 @@ def conv_params_dtype(rank: int) -> np.dtype:
     return dt
 
 
+@cached(maxsize=4096, keep=True)
 def fast_divmod_params(divisor: int) -> Tuple[int, int, int, int]:
     """``(divisor, mul32, mul64, shift)`` for ``cc::FastDivmod``.
 
     For ``d > 1`` and ``l = ceil(log2 d)``: ``mul32 = ceil(2**(31+l) / d)``,
     ``mul64 = ceil(2**(63+l) / d)`` (stored as a signed bit pattern) and
-    ``shift = l - 1``; ``d == 1`` is special-cased on the device.
+    ``shift = l - 1``; ``d == 1`` is special-cased on the device.  Memoised (a pure
+    function of the divisor; a launch packs a dozen of them).
     """
     d = int(divisor)
     if d < 1:
@@ -96,11 +99,6 @@ def logical_strides(array, layout: str, ndim: int) -> Tuple[int, int, Tuple[int,
     return strides[0], strides[-1], tuple(strides[1:-1])
 
 
-def _complex_pair(value) -> Tuple[float, float]:
-    z = complex(value)
-    return z.real, z.imag
-
-
 def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
                      n0: int = 0, n_count=None, g0: int = 0,
                      alpha=1, beta=0, bias_stride: int = 0, has_bias: bool = False,
@@ -133,17 +131,17 @@ def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
         argument set (the launchers pack on every call), so the scalar may be shared:
         pass it to a launch, never modify it.
     """
-    key = (problem, _hashable(x_strides), _hashable(w_strides), _hashable(y_strides), int(n0),
-           n_count if n_count is None else int(n_count), int(g0), alpha, beta, int(bias_stride),
-           bool(has_bias), tuple(int(d) for d in grid_divisors), tuple(int(a) for a in aux))
-    return _pack(*key)
+    return _pack(problem, _hashable(x_strides), _hashable(w_strides), _hashable(y_strides),
+                 int(n0), n_count if n_count is None else int(n_count), int(g0), alpha, beta,
+                 int(bias_stride), bool(has_bias), tuple(map(int, grid_divisors)),
+                 tuple(map(int, aux)))
 
 
 def _hashable(strides):
     if strides is None:
         return None
     lead, chan, spatial = strides
-    return int(lead), int(chan), tuple(int(v) for v in spatial)
+    return int(lead), int(chan), tuple(map(int, spatial))
 
 
 @memoized()
@@ -160,7 +158,7 @@ def _pack(problem, x_strides, w_strides, y_strides, n0, n_count, g0, alpha, beta
     p["cpg"], p["kpg"] = c // g, k // g
     p["in_ext"], p["k_ext"], p["out_ext"] = problem.in_shape, problem.kernel_shape, problem.out_shape
     p["stride"], p["dilation"] = problem.stride, problem.dilation
-    p["pad_before"] = [pb for pb, _ in problem.padding]
+    p["pad_before"] = list(map(operator.itemgetter(0), problem.padding))
     for name, st in (("x", x_strides), ("w", w_strides), ("y", y_strides)):
         if st is None:
             continue
@@ -188,8 +186,8 @@ def _pack(problem, x_strides, w_strides, y_strides, n0, n_count, g0, alpha, beta
     p["div_kpg"] = fast_divmod_params(max(k // max(g, 1), 1))
     for i, d in enumerate(grid_divisors):
         p["div_grid"][i] = fast_divmod_params(max(int(d), 1))
-    p["aux"] = [int(a) for a in aux]
-    p["cval_re"], p["cval_im"] = _complex_pair(problem.cval)
-    p["alpha_re"], p["alpha_im"] = _complex_pair(alpha)
-    p["beta_re"], p["beta_im"] = _complex_pair(beta)
+    p["aux"] = aux
+    for name, value in (("cval", problem.cval), ("alpha", alpha), ("beta", beta)):
+        z = complex(value)
+        p[f"{name}_re"], p[f"{name}_im"] = z.real, z.imag
     return p[()]

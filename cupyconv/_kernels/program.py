@@ -181,7 +181,12 @@ class Program:
         only through their pointer."""
         if self.host is not None:
             return frozenset(self.operands)
-        return frozenset([getattr(s, "name", s) for c in self.calls for s in c.inputs])
+        names = set()
+        for step in self.steps:
+            if type(step) is Call:
+                for s in step.inputs:
+                    names.add(getattr(s, "name", s))
+        return frozenset(names)
 
     @property
     def workspace_count(self):
@@ -457,11 +462,12 @@ def accounting(stub=False):
         _STATE.counts, _STATE.stub = outer
 
 
-def extent(array):
-    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty)."""
+def extent(array, ptr=None):
+    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty);
+    ``ptr``: its :func:`~.addressing.data_pointer`, when the caller has it."""
     if 0 in array.shape:
         return None
-    lo = hi = data_pointer(array)
+    lo = hi = data_pointer(array) if ptr is None else ptr
     for n, st in zip(array.shape, array.strides):
         if st < 0:
             lo += (n - 1) * st

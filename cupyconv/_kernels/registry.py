@@ -29,7 +29,7 @@ import numpy as np
 
 from .._dtypes import LazyTable, bfloat16, is_bfloat16
 from .._paths import cuda_src_dir
-from .._lru import cached, memoized
+from .._lru import cached
 from .._vocabulary import MAX_RANK
 from .families import (CONV_PARAMS, RELAYOUT_PARAMS, SCAN_PARAMS, SPLITK_REDUCE_PARAMS,
                        WINOGRAD_PIECE, WINOGRAD_WEIGHTS, KernelFamily)
@@ -188,8 +188,15 @@ class Instantiation:
         return (self.source, self.dtype.name, self.rank)
 
 
-@memoized(64)
-def _dtype_spec(dtype) -> DtypeSpec:
+@cached(64, typed=True)
+def dtype_spec(dtype) -> DtypeSpec:
+    """Return the :class:`DtypeSpec` of ``dtype`` (memoised).
+
+    Raises
+    ------
+    TypeError
+        If the kernels have no instantiation for ``dtype``.
+    """
     if isinstance(dtype, str) and dtype in DTYPES:   # "bfloat16" before ml_dtypes is loaded
         return DTYPES[dtype]
     dt = np.dtype(dtype)
@@ -198,17 +205,6 @@ def _dtype_spec(dtype) -> DtypeSpec:
     except KeyError:
         raise TypeError(
             f"the CUDA kernels support dtypes {sorted(DTYPES)}; got {dt.name}") from None
-
-
-def dtype_spec(dtype) -> DtypeSpec:
-    """Return the :class:`DtypeSpec` of ``dtype``.
-
-    Raises
-    ------
-    TypeError
-        If the kernels have no instantiation for ``dtype``.
-    """
-    return _dtype_spec(dtype)
 
 
 def gemm_dynamic_smem(tile: Tuple[int, ...], dtype) -> int:
@@ -373,7 +369,7 @@ def name_expression(family: str, dtype, rank: int, index64: bool,
     'implicit_gemm_fprop<float, float, 3, int, 64, 64, 8, 0>'
     """
     return _name_expression(family, dtype_spec(dtype).dtype, int(rank), bool(index64),
-                            tuple(int(v) for v in tile))
+                            tuple(map(int, tile)))
 
 
 @cached(maxsize=4096)

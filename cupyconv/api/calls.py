@@ -56,8 +56,11 @@ def channels_first(a, layout, xp):
 
 def logical_views(problem, xp, **arrays):
     """Channels-first views in the compute dtype of the named role arrays."""
-    return {role: channels_first(args.as_array(xp, a), problem.layout, xp).astype(
-        problem.dtype, copy=False) for role, a in arrays.items()}
+    views = {}
+    for role, a in arrays.items():
+        views[role] = channels_first(args.as_array(xp, a), problem.layout, xp).astype(
+            problem.dtype, copy=False)
+    return views
 
 
 def check_bias(bias, channels, xp, result_dtype):
@@ -103,6 +106,6 @@ def with_precision(problem, precision, result_dtype, *data):
     """``problem`` carrying ``precision=`` (``None``: ``config.precision``), checked
     against the result dtype (``"tf32"`` is for float32 data only; the error names
     the dtypes of the ``data`` arrays)."""
-    precision = args.normalize_precision(precision, result_dtype,
-                                         [a.dtype for a in data if a is not None])
+    precision = args.normalize_precision(precision, result_dtype,   # (read on an error only)
+                                         (a.dtype for a in data if a is not None))
     return problem if precision == problem.precision else problem.with_(precision=precision)

@@ -54,11 +54,11 @@ import numpy as np
 
 from .. import config
 from .._kernels import program
-from .._kernels.addressing import data_pointer
 from .._lru import LRU, clears
 from ..dispatch.backends import FORCED
 from .replay_values import HOST_VALUE_BYTES, held_values as _held_values
 from .replay_values import host_values as _host_values, values_read
+from .replay_values import extents as _extents, result_source as _result, source as _source
 
 #: A decorated function's type, kept by the decorators (their wrappers take the same
 #: arguments).
@@ -130,7 +130,7 @@ def call_key(args, kwargs, backend=None):
     ``backend`` is the one in force (``get_backend()``, read when not given).
     """
     arrays = []
-    parts = [config.in_force_id,                  # every setting of cupyconv.config
+    parts = [config._in_force_id,   # config.in_force_id (every setting), without the property
              (FORCED.forced or "numpy") if backend is None else backend]   # get_backend()
     for v in args:
         part = _part(v, arrays)
@@ -213,7 +213,25 @@ class CompiledCall:
         #: with ``view = (offset, shape, strides, dtype)`` (the allocation C-contiguous).
         self.result = result
         self.xp = xp
-        self.programs = tuple([p for p, _ in steps])
+        programs, constants, bindings = [], [], []
+        for prog, binding in steps:
+            programs.append(prog)
+            # the binding sorted once by kind (a repeated call's replay walks the short
+            # lists): constants, whole call arrays, the other sources
+            given, whole, other = {}, [], []
+            for n, src in binding:
+                kind = src[0]
+                if kind == "const":
+                    given[n] = src[1]
+                    constants.append(src[1])
+                elif kind == "arg" and not src[3] and src[4] is None:
+                    whole.append((n, src[1]))
+                elif kind == "prev" or kind == "arg":
+                    other.append((n, src))
+            for _, a in prog.constants:
+                constants.append(a)
+            bindings.append((prog, given, tuple(whole), tuple(other)))
+        self.programs = tuple(programs)
         #: ``(i, bytes)`` of the call's arrays that no program reads (``axes=``, ``origin=``
         #: or ``sigma=`` given as arrays, weights read on the host): their values shaped
         #: the programs, so a replay needs the same values (:meth:`matches`)
@@ -230,18 +248,9 @@ class CompiledCall:
         self.graph = graph
         #: whether a replay first compares values (:meth:`matches`)
         self.checks_values = bool(host_values or held_values or guards)
-        self._constant_bytes = _array_bytes(
-            [src[1] for _, binding in steps for _, src in binding if src[0] == "const"]
-            + [a for p, _ in steps for _, a in p.constants])
-        #: per step: ``(program, constants, whole call arrays, the other sources)``, the
-        #: binding sorted once by kind (a repeated call's replay walks the short lists)
-        self._bindings = tuple([
-            (prog, {n: s[1] for n, s in binding if s[0] == "const"},
-             tuple([(n, s[1]) for n, s in binding
-                    if s[0] == "arg" and not s[3] and s[4] is None]),
-             tuple([(n, s) for n, s in binding
-                    if s[0] == "prev" or (s[0] == "arg" and (s[3] or s[4] is not None))]))
-            for prog, binding in steps])
+        self._constant_bytes = _array_bytes(constants)
+        #: per step: ``(program, constants, whole call arrays, the other sources)``
+        self._bindings = tuple(bindings)
 
     @property
     def device_bytes(self):
@@ -302,16 +311,19 @@ def _compile(rec, arrays, result, promise=False):
     """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason;
     ``promise``: the caller froze its problem (a plan), so the replay leaves out the
     checks that only warn (:func:`_unchecked`)."""
-    refusal = next((p.refusal for p, _, _ in rec.steps if p.refusal), "")
-    if refusal:
-        return NotCompiled(refusal)
-    if not any(_computes(p) for p, _, _ in rec.steps):
+    computes = False
+    for prog, _, _ in rec.steps:
+        if prog.refusal:
+            return NotCompiled(prog.refusal)
+        computes = computes or _computes(prog)
+    if not computes:
         return NotCompiled("no launch program ran (the numpy backend, or an empty result)")
     xp = _module_of(result)
     if xp is None:
         return NotCompiled("the result is not an array")
     made = []                           # (step, name, array) of every program allocation
     steps, reads = [], []               # reads: sources of the values the host read
+    spans = _extents(arrays)
     for prog, bound, touched in rec.steps:
         binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
@@ -319,7 +331,7 @@ def _compile(rec, arrays, result, promise=False):
             if a is False:                          # allocated by the program
                 made.append((len(steps), name, touched[name]))
                 continue
-            src = _source(a, arrays, made, rec.constants, name in whole)
+            src = _source(a, arrays, made, rec.constants, name in whole, spans)
             if isinstance(src, str):
                 return NotCompiled(f"{prog.name} operand {name}: {src}")
             if name in prog.host_reads:
@@ -375,17 +387,6 @@ def _array_bytes(arrays):
     return sum(seen.values())
 
 
-def _too_large(entry):
-    """``NotCompiled`` for an entry holding more device memory than the bound, else the
-    entry."""
-    bound = config.compiled_call_bytes
-    held = _held(entry)
-    if bound is None or held <= bound:
-        return entry
-    return NotCompiled(f"its programs hold {held} bytes of device memory (constants, a "
-                       f"graph's buffers), more than config.compiled_call_bytes = {bound}")
-
-
 def _guards(rec, arrays):
     """The recording's guards with their arrays found among the call's (whole views), or
     why one cannot be rebuilt on a replay."""
@@ -406,7 +407,10 @@ def _expecting(prog, touched):
     warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
     a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
     the normal path, which chooses again."""
-    if not any(type(s) is program.Check and not s.warns for s in prog.steps):
+    for s in prog.steps:
+        if type(s) is program.Check and not s.warns:
+            break
+    else:
         return prog
     return dataclasses.replace(prog, steps=tuple(
         dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))
@@ -439,59 +443,6 @@ def _module_of(a):
         import cupy  # optional dependency: present, the result is a CuPy array
         return cupy
     return None
-
-
-def _source(a, arrays, made, constants, whole):
-    """Where operand ``a`` comes from (see :attr:`CompiledCall.steps`), or why it cannot be
-    found again; ``whole``: the operand is read as a view (a host program), not a pointer."""
-    if a is None:
-        return ("const", None)
-    ptr = data_pointer(a)
-    for i, name, buf in reversed(made):
-        if program.within(a, buf):
-            return _located(("prev", i, name), a, buf, ptr, whole)
-    hits = [i for i, u in enumerate(arrays) if program.within(a, u)]
-    if len(hits) > 1:
-        return "lies in more than one of the call's arrays (they overlap)"
-    if hits:
-        return _located(("arg", hits[0], None), a, arrays[hits[0]], ptr, whole)
-    if any(program.within(a, c) for c in constants):
-        return ("const", a)
-    return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
-
-
-def _located(where, a, base, ptr, whole):
-    offset = ptr - data_pointer(base)
-    if not whole:
-        return where + (offset, None)
-    if (not offset and a.shape == base.shape and a.strides == base.strides
-            and a.dtype == base.dtype):
-        return where + (0, None)                 # the array itself
-    if not base.flags.c_contiguous:
-        return "a view of a non-contiguous array (a host program reads whole views)"
-    return where + (offset, _view(a, base, offset))
-
-
-def _view(a, base, offset):
-    """``(shape, strides, dtype)`` of ``a`` at ``offset`` into C-contiguous ``base``;
-    ``strides`` ``None`` when ``a`` is the whole of ``base`` reshaped (replayed as a
-    reshape, not a new array over the buffer)."""
-    if (not offset and a.dtype == base.dtype and a.size == base.size
-            and a.flags.c_contiguous):
-        return tuple(a.shape), None, a.dtype
-    return tuple(a.shape), tuple(a.strides), a.dtype
-
-
-def _result(y, made):
-    for i, name, buf in reversed(made):
-        if y is buf:
-            return (i, name, None)
-        if type(y) is type(buf) and program.within(y, buf):
-            if not buf.flags.c_contiguous:
-                break
-            offset = data_pointer(y) - data_pointer(buf)
-            return (i, name, (offset,) + _view(y, buf, offset))
-    return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"
 
 
 def lookup(function, *args, **kwargs):
@@ -536,8 +487,11 @@ def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
     with program.record() as rec:
         result = _normal(fn, owner, args, kwargs)
     entry = _compile(rec, arrays, result, promise)
-    if not (type(entry) is NotCompiled and any(p.transient for p, _, _ in rec.steps)):
-        _store(cache, key, entry)
+    if type(entry) is NotCompiled:
+        for p, _, _ in rec.steps:
+            if p.transient:                 # refused for this call only: not remembered
+                return result
+    _store(cache, key, entry)
     return result
 
 
@@ -550,8 +504,12 @@ def _normal(fn, owner, args, kwargs):
 
 
 def _store(cache, key, entry):
-    """Store ``entry``, or why it is too large for the byte bound."""
-    cache.put(key, _too_large(entry))
+    """Store ``entry``, or why it is too large for the byte bound (the cache refuses an
+    entry holding more than ``config.compiled_call_bytes`` of device memory alone)."""
+    if not cache.put(key, entry):
+        cache.put(key, NotCompiled(
+            f"its programs hold {_held(entry)} bytes of device memory (constants, a graph's "
+            f"buffers), more than config.compiled_call_bytes = {config.compiled_call_bytes}"))
 
 
 def compiled(fn: _F) -> _F:

@@ -1,4 +1,8 @@
-"""What a compiled call compares before it replays: the values its programs depend on.
+"""Where a compiled call finds its operands again, and what it compares before it replays.
+
+:func:`source` finds where a recorded program's operand lies (a call's array at an offset,
+an earlier program's allocation, a constant made from the key) and :func:`result_source`
+the result among the programs' allocations, or they say why not.
 
 A replay reruns the launches on new pointers; what the host read by *value* when the call
 was recorded (weights factored into taps, a data scan, an array argument no program
@@ -11,8 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import program
+from .._kernels.addressing import data_pointer
 
-__all__ = ["HOST_VALUE_BYTES", "values_read", "held_values", "host_values"]
+__all__ = ["HOST_VALUE_BYTES", "values_read", "held_values", "host_values", "extents",
+           "source", "result_source"]
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -72,3 +78,91 @@ def held_values(held):
                     "is not a small NumPy array whose values the key can compare")
         kept.append((a, a.tobytes()))
     return tuple(kept)
+
+
+def extents(arrays):
+    """``(data pointer, extent)`` of each of ``arrays`` (extent:
+    :func:`~cupyconv._kernels.program.extent`)."""
+    out = []
+    for u in arrays:
+        ptr = data_pointer(u)
+        out.append((ptr, program.extent(u, ptr)))
+    return out
+
+
+def source(a, arrays, made, constants, whole, spans=None):
+    """Where operand ``a`` comes from (see
+    :attr:`~cupyconv.api.compiled.CompiledCall.steps`), or why it cannot be found again;
+    ``whole``: the operand is read as a view (a host program), not a pointer; ``spans``:
+    :func:`extents` of ``arrays`` (computed when not given)."""
+    if a is None:
+        return ("const", None)
+    spans = extents(arrays) if spans is None else spans
+    for i, u in enumerate(arrays):
+        if u is a:                                  # one of the call's arrays itself
+            ptr, ext = spans[i]
+            break
+    else:
+        ptr = data_pointer(a)
+        ext = program.extent(a, ptr)
+    for i, name, buf in reversed(made):
+        if program.within(a, buf):
+            return _located(("prev", i, name), a, buf, ptr - data_pointer(buf), whole)
+    hits = []
+    if ext is not None:
+        for i, (_, span) in enumerate(spans):
+            if span is not None and span[0] <= ext[0] and ext[1] <= span[1]:
+                hits.append(i)
+    if len(hits) > 1:
+        return "lies in more than one of the call's arrays (they overlap)"
+    if hits:
+        i = hits[0]
+        return _located(("arg", i, None), a, arrays[i], ptr - spans[i][0], whole)
+    for c in constants:
+        if program.within(a, c):
+            return ("const", a)
+    return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
+
+
+def _located(where, a, base, offset, whole):
+    if not whole:
+        return where + (offset, None)
+    if (not offset and a.shape == base.shape and a.strides == base.strides
+            and a.dtype == base.dtype):
+        return where + (0, None)                 # the array itself
+    if not base.flags.c_contiguous:
+        return "a view of a non-contiguous array (a host program reads whole views)"
+    return where + (offset, _view(a, base, offset))
+
+
+def _view(a, base, offset):
+    """``(shape, strides, dtype)`` of ``a`` at ``offset`` into C-contiguous ``base``;
+    ``strides`` ``None`` when ``a`` is the whole of ``base`` reshaped (replayed as a
+    reshape, not a new array over the buffer)."""
+    if (not offset and a.dtype == base.dtype and a.size == base.size
+            and a.flags.c_contiguous):
+        return tuple(a.shape), None, a.dtype
+    return tuple(a.shape), tuple(a.strides), a.dtype
+
+
+def result_source(y, made):
+    """``(step, name, view)`` of the result ``y`` among the programs' allocations ``made``
+    (see :attr:`~cupyconv.api.compiled.CompiledCall.result`), or why it is not one's view."""
+    at = None
+    for i, name, buf in reversed(made):
+        if y is buf:
+            return (i, name, None)
+        if type(y) is not type(buf):
+            continue
+        if at is None:                              # (y's pointer, y's extent)
+            ptr = data_pointer(y)
+            at = ptr, program.extent(y, ptr)
+        base = data_pointer(buf)
+        outer = program.extent(buf, base)
+        if (at[1] is not None and outer is not None and outer[0] <= at[1][0]
+                and at[1][1] <= outer[1]):
+            if not buf.flags.c_contiguous:
+                break
+            offset = at[0] - base
+            return (i, name, (offset,) + _view(y, buf, offset))
+    return "the result is not a view of a program's allocation (a host-side cast, bias or copy)"

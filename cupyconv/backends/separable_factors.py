@@ -96,8 +96,12 @@ def applies(problem):
     """Data-free: a forward problem with one filter per group and input channel (single
     channel or depthwise) whose kernel extends over two axes or more."""
     g = problem.groups
-    return (problem.op == "forward" and problem.in_channels == g and problem.out_channels == g
-            and sum(k > 1 for k in problem.kernel_shape) >= 2)
+    if not (problem.op == "forward" and problem.in_channels == g and problem.out_channels == g):
+        return False
+    wide = 0
+    for k in problem.kernel_shape:
+        wide += k > 1
+    return wide >= 2
 
 
 def _integer_factors(kernel):

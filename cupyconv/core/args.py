@@ -82,14 +82,17 @@ def array_module_of(**arrays):
     without a copy.  Mixing CPU and GPU arrays raises a ``TypeError`` that
     says which argument is on which device.
     """
-    where = {}
+    where, kinds = {}, set()
     for name, a in arrays.items():
-        if a is not None:
-            if is_cupy_array(a):
-                where[name] = "cupy"
-            else:
-                where[name] = "gpu" if gpu_interop(a) else "numpy"
-    kinds = {"cupy" if k == "gpu" else k for k in where.values()}
+        if a is None:
+            continue
+        if type(a) is np.ndarray:
+            where[name] = "numpy"
+        elif is_cupy_array(a):
+            where[name] = "cupy"
+        else:
+            where[name] = "gpu" if gpu_interop(a) else "numpy"
+        kinds.add("cupy" if where[name] == "gpu" else where[name])
     if len(kinds) > 1:
         what = {"cupy": "a CuPy (GPU) array", "numpy": "a NumPy (CPU) array"}
         desc = ", ".join(

@@ -56,8 +56,17 @@ def layout_shape(layout, lead, chan, spatial):
     return (lead,) + tuple(spatial) + (chan,)
 
 
+class _Hashed:
+    """Holds a problem's hash as the bound ``__index__`` of the int (:class:`ConvProblem`'s
+    ``__hash__`` is this slot's descriptor: hashing reads the slot and calls that C method,
+    no Python frame, where the dispatcher's and the launchers' caches hash a problem a
+    dozen times on a call's first pass)."""
+
+    __slots__ = ("_hash_call",)
+
+
 @dataclasses.dataclass(frozen=True)
-class ConvProblem:
+class ConvProblem(_Hashed):
     """Frozen, validated description of one batched N-D convolution.
 
     Build it with :meth:`create`; the constructor does no validation.
@@ -283,11 +292,13 @@ class ConvProblem:
                 ("logical_result_shape", logical[_RESULT[ROLES[self.op].c]]),
                 ("_shapes", shapes), ("_positions", positions),
                 ("_padded", padded_shape),
-                ("_hash", hash(_field_values(self)))):
+                ("_hash_call", hash(_field_values(self)).__index__)):
             set_(self, name, value)
 
-    def __hash__(self):
-        return self._hash
+    def __reduce__(self):
+        # rebuilt from its fields (a pickle or a copy), so the derived values and the hash
+        # are computed again where it is loaded (a string's hash differs between processes)
+        return type(self), _field_values(self)
 
     # ----------------------------------------------------------------- shapes
     @property
@@ -344,6 +355,7 @@ class ConvProblem:
 _FIELDS = tuple([f.name for f in dataclasses.fields(ConvProblem)])
 #: ``problem -> (its field values)`` in one C call (the hash's key).
 _field_values = operator.attrgetter(*_FIELDS)
+ConvProblem.__hash__ = _Hashed._hash_call          # type: ignore[assignment]  # see _Hashed
 #: Index of each role's array in ``(x, w, y)``.
 _RESULT = {"activation": 0, "filter": 1, "output": 2}
 

@@ -152,13 +152,13 @@ def _scanned(operands):
     return [a for a in arrays if a is not None]
 
 
-def _slack(choice, ranked, i, every):
+def _slack(choice, ranked, i, every, name):
     """How many times its predicted time candidate ``i`` may take on the data and still
     beat the next one (infinite when every candidate is timed, none follows, or it has no
     data rule to weigh it)."""
-    if every or not ALGORITHMS[ranked[i]].needs or not _has(ranked, i + 1):
+    if every or not ALGORITHMS[name].needs or not _has(ranked, i + 1):
         return math.inf
-    mine, nxt = choice.time_of(ranked[i], 0.0), choice.time_of(ranked[i + 1], math.inf)
+    mine, nxt = choice.time_of(name, 0.0), choice.time_of(ranked[i + 1], math.inf)
     return nxt / mine if mine > 0 else math.inf
 
 
@@ -236,7 +236,8 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
     ranked, verdicts, refused = choice.ranked, {}, {}
 
     def verdict(i):
-        name, slack = ranked[i], _slack(choice, ranked, i, every)
+        name = ranked[i]
+        slack = _slack(choice, ranked, i, every, name)
         key = (name, None if ALGORITHMS[name].scans_exactness else slack)
         if key not in verdicts:
             verdicts[key] = data_rule(problem, name, operands, backend, slack)
@@ -255,7 +256,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
         else:
             ranked = list(ranked)
             ranked.pop(i)
-    if not _has(ranked, 0):
+    if i == 0 and not _has(ranked, 0):       # (a candidate passed: ranked[0] is there)
         raise ValueError(f"{describe(problem)}: no candidate can run on these operands ("
                          + "; ".join(f"{k}: {v}" for k, v in refused.items()) + ")")
     return list(ranked) if isinstance(ranked, tuple) else ranked

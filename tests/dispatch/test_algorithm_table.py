@@ -32,7 +32,8 @@ class _Spy:
     def __init__(self, backend, monkeypatch):
         self.asked = {}
         for name, entry in backend.algorithms.items():
-            for question in ("can_implement", "workspace", "min_workspace", "predict"):
+            for question in ("can_implement", "workspace", "min_workspace", "predict",
+                             "assess"):
                 monkeypatch.setattr(entry, question, self._counting(
                     name, getattr(entry, question)))
 

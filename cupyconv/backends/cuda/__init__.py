@@ -98,8 +98,11 @@ class CudaBackend(Backend):
         (float16 stays float16: ``run`` widens what does not compute it natively)."""
         if problem.dtype in LONG_DOUBLE:
             raise TypeError(LONG_DOUBLE_WHY.format(dtype=problem.dtype))
-        problem = problem.with_(layout="channels_first")   # operands are channels-first views
-        operands = in_compute_dtype(problem, operands)     # the kernels take one dtype
+        if problem.layout != "channels_first":          # operands are channels-first views
+            problem = problem.with_(layout="channels_first")
+        x = operands.activation
+        if x is not None and x.dtype != problem.dtype:
+            operands = in_compute_dtype(problem, operands)  # the kernels take one dtype
         arrays = {}
         for role in ("activation", "filter", "output"):
             a = getattr(operands, role)
@@ -109,8 +112,11 @@ class CudaBackend(Backend):
                 a = a.view(np.int64)
             if not launch.addressable(a)[0]:
                 a = a.copy()       # a record field, a misaligned view (a fresh, aligned array)
-            arrays[role] = a
-        return self.kernel_problem(problem), operands.replace(**arrays)
+            if a is not getattr(operands, role):
+                arrays[role] = a
+        if arrays:
+            operands = operands.replace(**arrays)
+        return self.kernel_problem(problem), operands
 
     def free_cached(self):
         self.runner.free_cached()

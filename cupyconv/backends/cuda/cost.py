@@ -27,6 +27,7 @@ import os
 import re
 import warnings
 
+from ... import config
 from ..._kernels import evidence, launch
 from ..._kernels.kernel_config import KernelConfig, family_config
 from ..._paths import cache_root
@@ -249,7 +250,7 @@ def unverified(choose, problem, device):
     """Whether the ledger keeps the automatic choice off this configuration: it keeps to
     verified kernels on ``device`` (``evidence.verified_only``) and ``choose``'s
     :func:`kernel_config` of ``problem`` is not one."""
-    return evidence.verified_only(device.hardware) and not evidence.is_verified(
+    return evidence.FILTER[config.kernels, device.hardware][0] and not evidence.is_verified(
         kernel_config(choose, problem, device))
 
 
@@ -257,7 +258,7 @@ def warn_if_unverified(choose, problem, device):
     """Warn once (``evidence.warn_unverified``) where ``choose``'s configuration of
     ``problem`` runs without hardware evidence on a GPU, or wherever ``config.kernels`` is
     set."""
-    if evidence.warns(device.hardware):
+    if evidence.FILTER[config.kernels, device.hardware][1]:   # evidence.warns
         cfg = kernel_config(choose, problem, device)
         if not evidence.is_verified(cfg):
             evidence.warn_unverified(cfg, "an explicit method=, config.kernels = 'all', or no "

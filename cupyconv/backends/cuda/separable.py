@@ -35,7 +35,7 @@ import numpy as np
 from ..._kernels import launch
 from ..._kernels.program import Program, View, execute
 from ..._lru import cached, memoized
-from ...core.problem import ConvProblem
+from ..._vocabulary import FORWARD
 from ..arrays import zeros_result
 from ..base import OutOfMemoryError
 from ..separable_factors import NOT_APPLICABLE, NotSeparable, applies, kernel_terms, term_limit
@@ -57,7 +57,7 @@ def pass_problems(problem):
     Data-free (the ``cval`` of each pass is the problem's; :func:`pass_plans` scales it).
     ``problem`` must be one :func:`~..separable_factors.applies` accepts.
     """
-    r, g = problem.ndim, problem.groups
+    r = problem.ndim
     shape = list(problem.in_shape)
     out = []
     for axis in range(r):
@@ -68,13 +68,15 @@ def pass_problems(problem):
         pads = [(0, 0)] * r
         ks[axis], stride[axis] = problem.kernel_shape[axis], problem.stride[axis]
         dilation[axis], pads[axis] = problem.dilation[axis], problem.padding[axis]
-        p = ConvProblem.create(
-            x_shape=(problem.batch, g) + tuple(shape), w_shape=(g, 1) + tuple(ks),
-            stride=tuple(stride), padding=tuple(pads), dilation=tuple(dilation), groups=g,
-            padding_mode=problem.padding_mode, cval=problem.cval, layout="channels_first",
-            dtype=problem.dtype, flip=False)
-        out.append((axis, p))
+        in_shape = tuple(shape)
         shape[axis] = problem.out_shape[axis]
+        # what ConvProblem.create gives for these arguments, without validating again a
+        # geometry the (validated) problem implies: depthwise, channels-first forward
+        out.append((axis, dataclasses.replace(
+            problem, in_shape=in_shape, kernel_shape=tuple(ks), out_shape=tuple(shape),
+            stride=tuple(stride), dilation=tuple(dilation), padding=tuple(pads),
+            layout="channels_first", flip=False, op=FORWARD, conjugate=True,
+            precision="highest")))
     return tuple(out)
 
 

@@ -24,7 +24,8 @@ from ...core.problem import Operands
 from .. import fft_conv, winograd_conv
 from ..arrays import in_float32
 from ..base import Algorithm, OutOfMemoryError
-from ..separable_factors import NotSeparable, term_limit, terms_take
+from ..separable_factors import NOT_APPLICABLE, NotSeparable, term_limit, terms_take
+from ..separable_factors import applies as separable_applies
 from . import (algorithms, cost, gradients, implicit_choice, implicit_grads, relayout,
                separable, winograd)
 
@@ -72,10 +73,28 @@ class CudaAlgorithm(Algorithm):
         return wide, (wide.bytes_moved if wide is not problem else 0)
 
     def applies(self, problem):
+        return self._applies(problem, self.computed(problem)[0], self.backend.device)
+
+    def _applies(self, problem, wide, device):
         if problem.dtype in LONG_DOUBLE:
             return False, LONG_DOUBLE_WHY.format(dtype=problem.dtype)
-        wide, _ = self.computed(problem)
-        return self.kernel_applies(self.backend.kernel_problem(wide), self.backend.device)
+        return self.kernel_applies(self.backend.kernel_problem(wide), device)
+
+    def assess(self, problem, workspace_limit):
+        """:meth:`can_implement`, :meth:`min_workspace`, :meth:`workspace` and
+        :meth:`predict` in one pass: the problem it computes (:meth:`computed`) and the
+        device read once."""
+        if (problem.op, self.backend.name) not in self.spec.served:
+            return super().can_implement(problem)[1], 0, 0, math.inf
+        wide, copies = self.computed(problem)
+        device = self.backend.device
+        ok, why = self._applies(problem, wide, device)
+        if not ok:
+            return why, 0, 0, math.inf
+        judged = wide if copies else problem
+        return (None, copies + self.least_workspace(judged),
+                copies + self.own_workspace(judged, workspace_limit),
+                self.predicted(wide, device))
 
     def kernel_applies(self, problem, device):
         """``(ok, reason)`` of its kernels on ``device``."""
@@ -392,15 +411,18 @@ class Separable(CudaAlgorithm):
     plus_zero_sums = True      # the kernels' accumulators start from +0.0
 
     def kernel_applies(self, problem, device):
+        if not separable_applies(problem):          # data-free, before any pass is built
+            return False, NOT_APPLICABLE
         return algorithms.separable_applies(problem, device)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
         """One direct launch per pass (its taps, its input read, its output written), at
         ``direct``'s efficiency."""
-        peak, bw = device.peak_flops(problem.dtype), device.bandwidth
-        return sum(cost.direct_time(p, peak, bw, eff_of["direct"], device)
-                   for _, p in separable.pass_problems(problem))
+        peak, bw, seconds = device.peak_flops(problem.dtype), device.bandwidth, 0.0
+        for _, p in separable.pass_problems(problem):
+            seconds += cost.direct_time(p, peak, bw, eff_of["direct"], device)
+        return seconds
 
     @classmethod
     def host_time(cls, problem):

@@ -390,3 +390,39 @@ def test_workspace_is_the_pass_buffers(emulated, rng):
                              method="separable", workspace_limit=need - 1, stats=stats)
     assert name != "separable" and "separable" in stats["fallbacks"][0]
     np.testing.assert_allclose(y, ref_conv(x, w, groups=3, padding=1), atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation, mode, dtype, layout", [
+    ((3, 5), 1, "same", 1, "constant", np.float32, "channels_first"),
+    ((3, 1, 4), 2, 1, 2, "reflect", np.complex64, "channels_last"),
+    ((1, 5), (1, 2), ((0, 0), (2, 1)), 1, "wrap", np.int64, "channels_first"),
+    ((3, 3, 3, 3), 1, 0, (1, 2, 1, 1), "edge", np.float64, "channels_last"),
+])
+def test_pass_problems_equal_the_validated_one_axis_problems(kernel, stride, padding,
+                                                              dilation, mode, dtype, layout):
+    """Each pass problem is the ``ConvProblem.create`` of its one-axis depthwise geometry
+    (equal, so the kernels' caches key them alike), though built without validating it
+    again."""
+    from cupyconv.backends.cuda.separable import pass_problems
+    r, g = len(kernel), 3
+    spatial = (11,) * r
+    problem = ConvProblem.create(
+        x_shape=(2, g) + spatial if layout == "channels_first" else (2,) + spatial + (g,),
+        w_shape=(g, 1) + kernel if layout == "channels_first" else (g,) + kernel + (1,),
+        stride=stride, padding=padding, dilation=dilation, groups=g, padding_mode=mode,
+        dtype=dtype, flip=True, layout=layout)
+    shape, expected = list(problem.in_shape), []
+    for axis in range(r):
+        ones = [1] * r
+        ks, st, dil, pads = list(ones), list(ones), list(ones), [(0, 0)] * r
+        ks[axis], st[axis] = problem.kernel_shape[axis], problem.stride[axis]
+        dil[axis], pads[axis] = problem.dilation[axis], problem.padding[axis]
+        if ks[axis] == 1 and st[axis] == 1 and pads[axis] == (0, 0):
+            continue                                # a scaling: no pass
+        expected.append((axis, ConvProblem.create(
+            x_shape=(2, g) + tuple(shape), w_shape=(g, 1) + tuple(ks), stride=st,
+            padding=pads, dilation=dil, groups=g, padding_mode=mode, dtype=dtype)))
+        shape[axis] = problem.out_shape[axis]
+    got = pass_problems(problem)
+    assert got == tuple(expected)
+    assert [hash(p) for _, p in got] == [hash(p) for _, p in expected]

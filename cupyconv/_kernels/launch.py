@@ -21,7 +21,6 @@ the device with a misaligned address; the caller copies it first.
 from __future__ import annotations
 
 import math
-import operator
 from typing import Optional, Tuple
 
 import numpy as np

@@ -142,14 +142,16 @@ def pruned_inverse(f, lengths, index, complex_output, xp, out=None, prune=None):
 
 def forward_into(a, lengths, complex_input, role, prune=True):
     """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes of a NumPy
-    array, in a :func:`.arrays.reused` buffer of ``role``: the last axis's transform on
-    ``a``'s extent copied into the buffer's corner, then a complex pass in place along each
+    array, in a :func:`.arrays.reused` buffer of ``role``: ``a`` cropped to ``lengths`` (as
+    ``s=`` crops), the last axis's transform on its extent copied into the buffer's corner, then a complex pass in place along each
     other axis over the lines that hold data, its zero extension written just before.
     The passes run in :func:`pruned_forward`'s order where ``prune`` (:func:`forward_prunes`),
     else in ``rfftn``'s or ``fftn``'s (the leading axis first; ``fftn``'s last axis too),
     so that the results are theirs bitwise."""
     r = len(lengths)
     lead = a.ndim - r
+    if any(e > n for e, n in zip(a.shape[lead:], lengths)):    # rfftn's s= crops, too
+        a = a[(Ellipsis,) + tuple(slice(0, n) for n in lengths)]
     spectrum = tuple(lengths[:-1]) + (lengths[-1] if complex_input else lengths[-1] // 2 + 1,)
     out = reused(role, a.shape[:lead] + spectrum, np.result_type(a.dtype, np.complex64))
     workers = _module(np, math.prod(lengths) * math.prod(a.shape[:lead]))[1]["workers"]

@@ -146,7 +146,11 @@ def test_pruned_transforms_equal_the_full_ones(shape, lengths, complex_, rng):
 
 @pytest.mark.parametrize("shape,lengths", [((3, 2, 5), (8, 4, 9)), ((2, 1, 1, 6), (6, 5, 8)),
                                            ((1, 20, 20), (30, 30)), ((2, 7), (12,)),
-                                           ((2, 3, 5, 6, 7), (8, 9, 10))])
+                                           ((2, 3, 5, 6, 7), (8, 9, 10)),
+                                           # lengths shorter than the data (oaconvolve's
+                                           # blocks): s= crops the input
+                                           ((1, 50, 50), (32, 32)), ((3, 50, 17), (32, 17)),
+                                           ((2, 5, 20), (8, 12))])
 @pytest.mark.parametrize("complex_", [False, True])
 @pytest.mark.parametrize("prune", [True, False])
 def test_transforms_in_reused_buffers_equal_the_full_ones(shape, lengths, complex_, prune,

@@ -58,8 +58,9 @@ def logical_views(problem, xp, **arrays):
     """Channels-first views in the compute dtype of the named role arrays."""
     views = {}
     for role, a in arrays.items():
-        views[role] = channels_first(args.as_array(xp, a), problem.layout, xp).astype(
-            problem.dtype, copy=False)
+        if type(a) is not xp.ndarray or not a.dtype.isnative:     # (else as_array keeps it)
+            a = args.as_array(xp, a)
+        views[role] = channels_first(a, problem.layout, xp).astype(problem.dtype, copy=False)
     return views
 
 

@@ -39,13 +39,7 @@ def conv_problem(x_shape, x_dtype, w_shape, w_dtype, stride, padding, dilation,
 def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode, cval,
                  layout, out_dtype=None):
     """Validate a ``conv`` call; returns ``(problem, result dtype, xp, x, w, bias)``."""
-    xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = args.as_array(xp, x), args.as_array(xp, w)
-    args.check_dtype(x, "x")
-    args.check_dtype(w, "w")
-    bias = None if bias is None else args.as_array(xp, bias)
-    if bias is not None:
-        args.check_dtype(bias, "bias")
+    xp, x, w, bias = args.checked_arrays(("bias",), x=x, w=w, bias=bias)
     problem, result = conv_problem(
         x.shape, x.dtype, w.shape, w.dtype, stride, padding, dilation, groups, padding_mode,
         cval, layout, out_dtype)

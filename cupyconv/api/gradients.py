@@ -40,13 +40,6 @@ def _check_dy(problem, dy, name, shape):
             "with dy (or the geometry is)")
 
 
-def _checked(names, arrays):
-    """``arrays`` after the dtype check of each (named in the error)."""
-    for name, a in zip(names, arrays):
-        args.check_dtype(a, name)
-    return arrays
-
-
 def _geometry(stride, padding, dilation, groups, padding_mode, layout):
     return dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                 padding_mode=padding_mode, layout=layout)
@@ -111,8 +104,7 @@ def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: 
         ``input_shape``); bad geometry as in ``conv``.
     """
     args.normalize_method(method, GRAD_INPUT)
-    xp = args.array_module_of(dy=dy, w=w)
-    dy, w = _checked(("dy", "w"), (args.as_array(xp, dy), args.as_array(xp, w)))
+    xp, dy, w = args.checked_arrays(dy=dy, w=w)
     result = args.gradient_dtype(dy.dtype, w.dtype)
     storage = args.problem_dtype(result)
     args.check_cval(cval, storage, padding_mode)      # ignored, but still a number
@@ -170,8 +162,7 @@ def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride
         ``dy.shape`` (the message names ``weight_shape``).
     """
     args.normalize_method(method, GRAD_WEIGHT)
-    xp = args.array_module_of(x=x, dy=dy)
-    x, dy = _checked(("x", "dy"), (args.as_array(xp, x), args.as_array(xp, dy)))
+    xp, x, dy = args.checked_arrays(x=x, dy=dy)
     result = args.gradient_dtype(x.dtype, dy.dtype)
     weight_shape = args.normalize_shape(weight_shape, "weight_shape")
     if len(weight_shape) != x.ndim:
@@ -274,8 +265,8 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
         ``O_i = (S_i - 1)*stride_i - pb_i - pa_i + dilation_i*(K_i - 1) + output_padding_i + 1``.
     """
     args.normalize_method(method, GRAD_INPUT)
-    xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = _checked(("x", "w"), (args.as_array(xp, x), args.as_array(xp, w)))
+    args.array_module_of(x=x, w=w, bias=bias)      # the bias is checked after the geometry
+    xp, x, w = args.checked_arrays(x=x, w=w)
     layout = args.normalize_layout(layout)
     input_shape, geometry = conv_transpose_geometry(x.shape, w.shape, stride, padding,
                                                     output_padding, dilation, groups, layout)

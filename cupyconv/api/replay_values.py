@@ -12,13 +12,15 @@ arrays (:func:`values_read`) and keep their bytes (:func:`host_values`,
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .._kernels import program
 from .._kernels.addressing import data_pointer
 
-__all__ = ["HOST_VALUE_BYTES", "values_read", "held_values", "host_values", "extents",
-           "source", "result_source"]
+__all__ = ["HOST_VALUE_BYTES", "replay_steps", "values_read", "held_values", "host_values",
+           "extents", "source", "result_source"]
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -28,6 +30,65 @@ HOST_VALUE_BYTES = 4096
 def _comparable(a):
     """Whether a replay can keep and compare ``a``'s bytes: a small NumPy array."""
     return type(a) is np.ndarray and a.nbytes <= HOST_VALUE_BYTES
+
+
+def replay_steps(rec, arrays, result, computing):
+    """``(steps, result, host values, held values)`` of a recording ``rec`` of a call on
+    ``arrays`` that returned the array ``result`` (see
+    :class:`~cupyconv.api.compiled.CompiledCall`), or why the call cannot compile: an
+    operand or the result is not found again (:func:`source`, :func:`result_source`), or
+    values the host read cannot be compared (:func:`host_values`, :func:`held_values`).
+    ``computing``: per recorded program, whether it does work a replay repeats (the
+    others are host reads only)."""
+    made = []                           # (step, name, array) of every program allocation
+    steps, reads = [], []               # reads: sources of the values the host read
+    spans = extents(arrays)
+    for (prog, bound, touched), computes in zip(rec.steps, computing):
+        binding, whole = [], prog.whole_operands
+        for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
+            a = bound.get(name, False)
+            if a is False:                          # allocated by the program
+                made.append((len(steps), name, touched[name]))
+                continue
+            src = source(a, arrays, made, rec.constants, name in whole, spans)
+            if isinstance(src, str):
+                return f"{prog.name} operand {name}: {src}"
+            if name in prog.host_reads:
+                reads.append(src)
+            binding.append((name, src))
+        if not computes:                            # a host read only: nothing to replay
+            continue
+        if prog.host is not None:                   # a host program's result
+            made.append((len(steps), prog.result, touched[prog.result]))
+        if prog.host_reads:                         # (read when built: not on a replay)
+            prog = dataclasses.replace(prog, host_reads=())
+        steps.append((_expecting(prog, touched), tuple(binding)))
+    res = result_source(result, made)
+    if isinstance(res, str):
+        return res
+    args, held = values_read(reads, steps, rec.held)
+    kept = host_values(arrays, steps, args)
+    if isinstance(kept, str):
+        return kept
+    held_kept = held_values(held)
+    if isinstance(held_kept, str):
+        return held_kept
+    return steps, res, kept, held_kept
+
+
+def _expecting(prog, touched):
+    """``prog`` with each :class:`~cupyconv._kernels.program.Check` that decides (not only
+    warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
+    a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
+    the normal path, which chooses again."""
+    for s in prog.steps:
+        if type(s) is program.Check and not s.warns:
+            break
+    else:
+        return prog
+    return dataclasses.replace(prog, steps=tuple(
+        dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))
+        if type(s) is program.Check and not s.warns else s for s in prog.steps))
 
 
 def host_values(arrays, steps, read_values=()):

@@ -29,10 +29,7 @@ __all__ = ["convolve", "correlate", "choose_conv_method", "choose_algorithm", "s
 def signal_problem(in1, in2, mode, axes, correlate, padding_mode="constant", cval=0,
                    same_after=False):
     """Validate a ``convolve``/``correlate`` call: ``(SignalCall, xp, in1, in2)``."""
-    xp = args.array_module_of(in1=in1, in2=in2)
-    in1, in2 = args.as_array(xp, in1), args.as_array(xp, in2)
-    args.check_dtype(in1, "in1")
-    args.check_dtype(in2, "in2")
+    xp, in1, in2 = args.checked_arrays(in1=in1, in2=in2)
     check_mode(mode)
     axes = None if in1.ndim == 0 else args.normalize_axes(axes, in1.ndim)
     call = signal_call(in1.shape, in1.dtype, in2.shape, in2.dtype, mode, axes, correlate,

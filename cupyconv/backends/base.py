@@ -141,6 +141,7 @@ class Backend(abc.ABC):
     name: str
     xp: object
     ALGORITHM_TABLE: Tuple[type, ...] = ()
+    _floors: Dict[str, float]       # time_floors' table, set on its first call
 
     @functools.cached_property
     def algorithms(self) -> Dict[str, Algorithm]:
@@ -198,14 +199,17 @@ class Backend(abc.ABC):
     def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Per algorithm, seconds its predicted time never goes below
         (:meth:`Algorithm.floor`); 0 for all where :meth:`predict_times` is not the
-        algorithms' own (a backend replacing the cost model bounds nothing)."""
-        floors = dict.fromkeys(names, 0.0)
-        if not _replaced(type(self), ("predict_times",)):
-            algorithms = self.algorithms
-            for name in floors:
-                if name in algorithms:
-                    floors[name] = algorithms[name].floor(problem)
-        return floors
+        algorithms' own (a backend replacing the cost model bounds nothing).  A floor holds
+        for every problem, so the table's are read once per backend (one added to the
+        table later is bounded by 0)."""
+        known = self.__dict__.get("_floors")
+        if known is None:
+            known = {}
+            if not _replaced(type(self), ("predict_times",)):
+                for name, entry in self.algorithms.items():
+                    known[name] = entry.floor(problem)
+            self._floors = known
+        return {name: known.get(name, 0.0) for name in names}
 
     @abc.abstractmethod
     def default_workspace_limit(self) -> int:

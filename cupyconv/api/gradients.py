@@ -18,7 +18,7 @@ from ..core.problem import ConvProblem, Operands
 from ..core.transpose import conv_transpose_geometry
 from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
-from .calls import check_bias, finish, logical_views, with_precision
+from .calls import check_bias, finish, logical_views
 from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose"]
@@ -46,7 +46,7 @@ def _geometry(stride, padding, dilation, groups, padding_mode, layout):
 
 
 def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None, **arrays):
-    problem = with_precision(problem, precision, result, *arrays.values())
+    problem = args.with_precision(problem, precision, result, *arrays.values())
     backend = backend_for(xp)
     choice = precheck(problem, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, **arrays)
@@ -105,8 +105,7 @@ def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: 
     """
     args.normalize_method(method, GRAD_INPUT)
     xp, dy, w = args.checked_arrays(dy=dy, w=w)
-    result = args.gradient_dtype(dy.dtype, w.dtype)
-    storage = args.problem_dtype(result)
+    result, storage = args.result_dtypes(dy.dtype, w.dtype, gradient=True)
     args.check_cval(cval, storage, padding_mode)      # ignored, but still a number
     input_shape = args.normalize_shape(input_shape, "input_shape")
     if len(input_shape) != w.ndim:
@@ -163,13 +162,13 @@ def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride
     """
     args.normalize_method(method, GRAD_WEIGHT)
     xp, x, dy = args.checked_arrays(x=x, dy=dy)
-    result = args.gradient_dtype(x.dtype, dy.dtype)
+    result, storage = args.result_dtypes(x.dtype, dy.dtype, gradient=True)
     weight_shape = args.normalize_shape(weight_shape, "weight_shape")
     if len(weight_shape) != x.ndim:
         raise ValueError(f"weight_shape must have {x.ndim} entries (the rank of x); "
                          f"got weight_shape={weight_shape}")
     problem = _problem("weight_shape", weight_shape, x_shape=x.shape, w_shape=weight_shape,
-                       dtype=args.problem_dtype(result), op=GRAD_WEIGHT, cval=cval,
+                       dtype=storage, op=GRAD_WEIGHT, cval=cval,
                        **_geometry(stride, padding, dilation, groups, padding_mode, layout))
     _check_dy(problem, dy, "weight_shape", weight_shape)
     return _run(problem, xp, result, method, workspace_limit, precision=precision,
@@ -271,12 +270,12 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
     input_shape, geometry = conv_transpose_geometry(x.shape, w.shape, stride, padding,
                                                     output_padding, dilation, groups, layout)
     c_out = input_shape[-1 if layout == "channels_last" else 1]
-    result = args.gradient_dtype(x.dtype, w.dtype)      # a bias is cast to it
+    result, storage = args.result_dtypes(x.dtype, w.dtype, gradient=True)   # (bias cast to it)
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
-                       dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
+                       dtype=storage, op=GRAD_INPUT, conjugate=False,
                        layout=layout, **geometry)
     bias = check_bias(bias, c_out, xp, result)
-    computed = with_precision(problem, precision, result, x, w)
+    computed = args.with_precision(problem, precision, result, x, w)
     backend = backend_for(xp)
     choice = precheck(computed, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, output=x, filter=w)

@@ -196,6 +196,13 @@ class Backend(abc.ABC):
         where a subclass replaces :meth:`assess` or one of its four questions."""
         return {} if _replaced(type(self), _QUESTIONS + ("assess",)) else self.algorithms
 
+    def pricing(self, problem) -> Tuple[Tuple[str, ...], Dict[str, float],
+                                        Dict[str, Algorithm]]:
+        """What a choice starts from, in one call: :meth:`algorithm_names`, their
+        :meth:`time_floors` and :meth:`assessors`."""
+        names = self.algorithm_names()
+        return names, self.time_floors(problem, names), self.assessors()
+
     def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Per algorithm, seconds its predicted time never goes below
         (:meth:`Algorithm.floor`); 0 for all where :meth:`predict_times` is not the

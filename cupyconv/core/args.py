@@ -21,8 +21,8 @@ __all__ = [
     "array_module_of", "as_array", "checked_arrays", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding", "normalize_transpose_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
-    "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
-    "conv_geometry",
+    "result_dtypes", "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
+    "conv_geometry", "with_precision",
 ]
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
@@ -439,6 +439,14 @@ def gradient_dtype(*dtypes):
     return np.dtype(np.float64) if dtype.kind in "biu" else dtype
 
 
+def result_dtypes(*dtypes, gradient=False):
+    """``(result dtype, problem dtype)`` of a call on arrays of ``dtypes``: its
+    :func:`result_dtype` (:func:`gradient_dtype` with ``gradient``) and that dtype's
+    :func:`problem_dtype`."""
+    result = gradient_dtype(*dtypes) if gradient else result_dtype(*dtypes)
+    return result, problem_dtype(result)
+
+
 def compute_dtype(dtype):
     """The dtype the arithmetic (the accumulation) runs in for a given result dtype.
 
@@ -501,6 +509,15 @@ def normalize_precision(precision, dtype, data=()):
         raise ValueError(f"precision='tf32' computes float32 data with TF32 operands; the data "
                          f"is {what} (use precision='highest')")
     return precision
+
+
+def with_precision(problem, precision, result_dtype, *data):
+    """``problem`` carrying ``precision=`` (``None``: ``config.precision``), checked
+    against the result dtype (``"tf32"`` is for float32 data only; the error names
+    the dtypes of the ``data`` arrays)."""
+    precision = normalize_precision(precision, result_dtype,   # (read on an error only)
+                                    (a.dtype for a in data if a is not None))
+    return problem if precision == problem.precision else problem.with_(precision=precision)
 
 
 def conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_mode, cval,

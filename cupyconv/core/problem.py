@@ -129,6 +129,10 @@ class ConvProblem(_Hashed):
         Some extent or element offset passes ``2**31 - 1``.
     logical_result_shape : tuple of int
         Channels-first shape of the array ``op`` computes.
+    x_shape, w_shape, y_shape : tuple of int
+        Full input, weight and output shapes in ``layout`` order.
+    result_shape : tuple of int
+        Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c).
     """
 
     ndim: int
@@ -164,6 +168,10 @@ class ConvProblem(_Hashed):
         is_empty: bool
         needs_int64: bool
         logical_result_shape: Tuple[int, ...]
+        x_shape: Tuple[int, ...]
+        w_shape: Tuple[int, ...]
+        y_shape: Tuple[int, ...]
+        result_shape: Tuple[int, ...]
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -235,7 +243,8 @@ class ConvProblem(_Hashed):
                 ("needs_int64", max(self.batch * self.in_channels * padded, x_size, w_size,
                                     output_size, self.groups * gemm_k * gemm_m) > INT32_MAX),
                 ("logical_result_shape", logical[_RESULT[ROLES[self.op].c]]),
-                ("_shapes", shapes), ("_positions", positions),
+                ("x_shape", shapes[0]), ("w_shape", shapes[1]), ("y_shape", shapes[2]),
+                ("result_shape", shapes[_RESULT[ROLES[self.op].c]]), ("_positions", positions),
                 ("_padded", padded_shape),
                 ("_hash_call", hash(_field_values(self)).__index__)):
             set_(self, name, value)
@@ -246,26 +255,6 @@ class ConvProblem(_Hashed):
         return type(self), _field_values(self)
 
     # ----------------------------------------------------------------- shapes
-    @property
-    def x_shape(self):
-        """Full input shape in ``layout`` order."""
-        return self._shapes[0]
-
-    @property
-    def w_shape(self):
-        """Full weight shape in ``layout`` order."""
-        return self._shapes[1]
-
-    @property
-    def y_shape(self):
-        """Full output shape in ``layout`` order."""
-        return self._shapes[2]
-
-    @property
-    def result_shape(self):
-        """Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c)."""
-        return self._shapes[_RESULT[ROLES[self.op].c]]
-
     def column_bytes(self, batch_chunk=None):
         """Bytes of the vol2col buffer for ``batch_chunk`` images (all groups)."""
         nb = self.batch if batch_chunk is None else batch_chunk

@@ -70,10 +70,6 @@ COMPILED_CALLS = 512
 
 
 
-def _bytes_bound():
-    return config.compiled_call_bytes
-
-
 def _held(entry):
     return getattr(entry, "device_bytes", 0)
 
@@ -81,7 +77,8 @@ def _held(entry):
 def _bounded_lru(entries):
     """A compiled-call cache: ``entries`` keys, and ``config.compiled_call_bytes`` of
     device memory held by its entries (constants, a graph's owned buffers)."""
-    return LRU(entries, maxbytes=_bytes_bound, size=_held)
+    return LRU(entries, maxbytes=functools.partial(getattr, config, "compiled_call_bytes"),
+               size=_held)
 
 
 _cache = _bounded_lru(COMPILED_CALLS)
@@ -460,9 +457,10 @@ def _normal(fn, owner, args, kwargs):
 def _store(cache, key, entry):
     """Store ``entry``, or why it is too large for the byte bound (the cache refuses an
     entry holding more than ``config.compiled_call_bytes`` of device memory alone)."""
-    if not cache.put(key, entry):
+    held = _held(entry)
+    if not cache.put(key, entry, held):
         cache.put(key, NotCompiled(
-            f"its programs hold {_held(entry)} bytes of device memory (constants, a graph's "
+            f"its programs hold {held} bytes of device memory (constants, a graph's "
             f"buffers), more than config.compiled_call_bytes = {config.compiled_call_bytes}"))
 
 

@@ -43,7 +43,9 @@ def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode,
     problem, result = conv_problem(
         x.shape, x.dtype, w.shape, w.dtype, stride, padding, dilation, groups, padding_mode,
         cval, layout, out_dtype)
-    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp, result)
+    if bias is not None:
+        bias = check_bias(bias, problem.out_channels, xp, result)
+    return problem, result, xp, x, w, bias
 
 
 @compiled

@@ -103,11 +103,9 @@ def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: 
         or an output shape different from ``dy.shape`` (the message names
         ``input_shape``); bad geometry as in ``conv``.
     """
-    args.normalize_method(method, GRAD_INPUT)
-    xp, dy, w = args.checked_arrays(dy=dy, w=w)
-    result, storage = args.result_dtypes(dy.dtype, w.dtype, gradient=True)
-    args.check_cval(cval, storage, padding_mode)      # ignored, but still a number
-    input_shape = args.normalize_shape(input_shape, "input_shape")
+    xp, dy, w, result, storage, input_shape = args.gradient_arguments(   # cval: ignored,
+        method, GRAD_INPUT, "input_shape", input_shape, padding_mode, cval,   # still a number
+        dy=dy, w=w)
     if len(input_shape) != w.ndim:
         raise ValueError(f"input_shape must have {w.ndim} entries (the rank of w); "
                          f"got input_shape={input_shape}")
@@ -160,10 +158,8 @@ def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride
         match ``x``/``groups``, or an output shape different from
         ``dy.shape`` (the message names ``weight_shape``).
     """
-    args.normalize_method(method, GRAD_WEIGHT)
-    xp, x, dy = args.checked_arrays(x=x, dy=dy)
-    result, storage = args.result_dtypes(x.dtype, dy.dtype, gradient=True)
-    weight_shape = args.normalize_shape(weight_shape, "weight_shape")
+    xp, x, dy, result, storage, weight_shape = args.gradient_arguments(
+        method, GRAD_WEIGHT, "weight_shape", weight_shape, x=x, dy=dy)
     if len(weight_shape) != x.ndim:
         raise ValueError(f"weight_shape must have {x.ndim} entries (the rank of x); "
                          f"got weight_shape={weight_shape}")

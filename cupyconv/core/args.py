@@ -21,7 +21,7 @@ __all__ = [
     "array_module_of", "as_array", "checked_arrays", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding", "normalize_transpose_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
-    "result_dtypes", "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
+    "result_dtypes", "gradient_arguments", "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
     "conv_geometry", "with_precision",
 ]
 
@@ -445,6 +445,20 @@ def result_dtypes(*dtypes, gradient=False):
     :func:`problem_dtype`."""
     result = gradient_dtype(*dtypes) if gradient else result_dtype(*dtypes)
     return result, problem_dtype(result)
+
+
+def gradient_arguments(method, op, shape_name, shape, padding_mode=None, cval=0, **arrays):
+    """``(xp, *arrays, result dtype, problem dtype, shape)``: the checks a gradient call
+    starts with, in this order: ``method`` for ``op`` (:func:`normalize_method`), the
+    arrays (:func:`checked_arrays`), their dtypes (:func:`result_dtypes`, ``gradient``),
+    ``cval`` when a ``padding_mode`` is given (:func:`check_cval`: a number even where it
+    is ignored), then the shape argument ``shape_name`` (:func:`normalize_shape`)."""
+    normalize_method(method, op)
+    checked = checked_arrays(**arrays)
+    result, storage = result_dtypes(*[a.dtype for a in checked[1:]], gradient=True)
+    if padding_mode is not None:
+        check_cval(cval, storage, padding_mode)
+    return (*checked, result, storage, normalize_shape(shape, shape_name))
 
 
 def compute_dtype(dtype):

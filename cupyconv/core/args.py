@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from .. import config
+from .interop import DLPACK_CUDA_DEVICES, gpu_interop, is_cupy_array
 from .._dtypes import bfloat16, is_bfloat16, is_half_float
 from .._vocabulary import (LAYOUTS, MAX_RANK, NDIMAGE_MODES, PADDING_MODE_ALIASES, PADDING_MODES,
                            PRECISIONS, describe_choices,
@@ -36,43 +37,6 @@ LONG_DOUBLE = frozenset(np.dtype(t) for t in (np.longdouble, np.clongdouble)) - 
 #: Largest extent, stride, dilation or padding accepted: offsets built from
 #: them must stay far inside int64 (the kernels' widest index type).
 MAX_EXTENT = 2**40
-
-
-def is_cupy_array(a):
-    """True for CuPy arrays (checked by module name: CuPy need not be importable)."""
-    return type(a).__module__.startswith("cupy")
-
-
-#: DLPack device types whose memory CuPy can wrap: kDLCUDA and kDLCUDAManaged (dlpack.h).
-DLPACK_CUDA_DEVICES = (2, 13)
-
-
-def gpu_interop(a):
-    """How a GPU array of another library exposes its memory, or ``None``.
-
-    ``"cuda_array_interface"`` for an object with ``__cuda_array_interface__``
-    (PyTorch CUDA tensors, Numba device arrays, JAX GPU arrays), else
-    ``"dlpack"`` for one whose ``__dlpack_device__()`` is a CUDA device;
-    ``None`` for NumPy and CuPy arrays, CPU tensors (whose DLPack device is
-    the CPU), scalars and sequences.
-    """
-    if a is None or isinstance(a, (np.ndarray, np.generic, numbers.Number, str, bytes, list, tuple)):
-        return None
-    if is_cupy_array(a):
-        return None
-    try:
-        if getattr(a, "__cuda_array_interface__", None) is not None:
-            return "cuda_array_interface"
-    except Exception:  # noqa: BLE001 - e.g. a CPU torch.Tensor raises on the attribute
-        pass
-    if callable(getattr(a, "__dlpack__", None)) and callable(getattr(a, "__dlpack_device__", None)):
-        try:
-            device_type = int(a.__dlpack_device__()[0])
-        except Exception:  # noqa: BLE001 - a producer that cannot say
-            return None
-        if device_type in DLPACK_CUDA_DEVICES:
-            return "dlpack"
-    return None
 
 
 def array_module_of(**arrays):

@@ -19,6 +19,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
+from .._kernels import program
 from .._vocabulary import ALGORITHMS
 
 __all__ = ["Algorithm", "Backend", "OutOfMemoryError", "host_available_memory"]
@@ -235,6 +236,15 @@ class Backend(abc.ABC):
         the host (operands ``activation``, ``filter``), or ``None`` when ``run`` does."""
         return self.algorithm(algorithm).host_program(problem, workspace_limit)
 
+    def compute(self, problem, algorithm, operands, workspace_limit, stats=None):
+        """``algorithm``'s result: its :meth:`host_program` executed (what a compiled call
+        replays), else :meth:`run`."""
+        host = self.host_program(problem, algorithm, workspace_limit)
+        if host is None:
+            return self.run(problem, algorithm, operands, workspace_limit, stats)
+        return program.execute(host, self.xp, dict(
+            activation=operands.activation, filter=operands.filter))[host.result]
+
     def compile_refusal(self, problem, algorithm) -> str:
         """Why a call running ``algorithm`` on ``problem`` cannot be a compiled call
         (``""`` when it can): the algorithm does work outside a launch program."""
@@ -255,7 +265,6 @@ class Backend(abc.ABC):
         recorded (``program.guard``: a compiled call replays while the scan decides as it
         did, a warning included), else the call takes the normal path.
         ``warns``: the decision only warns (a plan's replay skips it)."""
-        from .._kernels import program
         outcome = decide(self.scan(arrays))
         if all(type(a) is np.ndarray for a in arrays):    # a compiled call re-checks it
             program.guard(functools.partial(_rescan, self.scan, decide), arrays, outcome)

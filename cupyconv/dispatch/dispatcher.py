@@ -473,12 +473,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
                 tried.append(f"{name}: skipped, {why}")
                 continue
         try:
-            host, ops = backend.host_program(problem, name, limit), operands_for(name)
-            if host is None:
-                result = backend.run(problem, name, ops, limit, stats)
-            else:
-                result = program.execute(host, backend.xp, dict(
-                    activation=ops.activation, filter=ops.filter))[host.result]
+            result = backend.compute(problem, name, operands_for(name), limit, stats)
         except OutOfMemoryError as exc:
             program.refuse("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")

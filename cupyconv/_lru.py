@@ -133,11 +133,13 @@ class LRU:
             self._last = (key, value)
         return value
 
-    def put(self, key, value):
+    def put(self, key, value, size=None):
         """Store ``value`` under ``key``, dropping the least recently used past ``maxsize``
         entries or the byte bound; returns False (and forgets ``key``) when ``value`` alone
-        holds more bytes than the bound."""
-        size = 0 if self._size is None else int(self._size(value))
+        holds more bytes than the bound.  ``size``: the bytes ``value`` holds, where the
+        caller has them (else the LRU's ``size`` function is asked)."""
+        if size is None:
+            size = 0 if self._size is None else int(self._size(value))
         bound = self._maxbytes() if callable(self._maxbytes) else self._maxbytes
         with self._lock:
             self._last = None

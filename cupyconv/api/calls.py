@@ -14,7 +14,7 @@ import numpy as np
 from .._kernels import program
 from ..core import args
 
-__all__ = ["check_out", "write_out", "channels_first", "logical_views", "finish", "with_precision"]
+__all__ = ["check_out", "write_out", "channels_first", "logical_views", "finish"]
 
 
 def check_out(out, shape, dtype, **arrays):
@@ -58,8 +58,9 @@ def logical_views(problem, xp, **arrays):
     """Channels-first views in the compute dtype of the named role arrays."""
     views = {}
     for role, a in arrays.items():
-        views[role] = channels_first(args.as_array(xp, a), problem.layout, xp).astype(
-            problem.dtype, copy=False)
+        if type(a) is not xp.ndarray or not a.dtype.isnative:     # (else as_array keeps it)
+            a = args.as_array(xp, a)
+        views[role] = channels_first(a, problem.layout, xp).astype(problem.dtype, copy=False)
     return views
 
 
@@ -100,12 +101,3 @@ def _finished(problem, xp, result_dtype, y, bias):
     if problem.layout == "channels_last":
         y = xp.ascontiguousarray(xp.moveaxis(y, 1, -1))
     return args.cast_result(y, result_dtype)
-
-
-def with_precision(problem, precision, result_dtype, *data):
-    """``problem`` carrying ``precision=`` (``None``: ``config.precision``), checked
-    against the result dtype (``"tf32"`` is for float32 data only; the error names
-    the dtypes of the ``data`` arrays)."""
-    precision = args.normalize_precision(precision, result_dtype,   # (read on an error only)
-                                         (a.dtype for a in data if a is not None))
-    return problem if precision == problem.precision else problem.with_(precision=precision)

@@ -56,9 +56,7 @@ from .. import config
 from .._kernels import program
 from .._lru import LRU, clears
 from ..dispatch.backends import FORCED
-from .replay_values import HOST_VALUE_BYTES, held_values as _held_values
-from .replay_values import host_values as _host_values, values_read
-from .replay_values import extents as _extents, result_source as _result, source as _source
+from .replay_values import HOST_VALUE_BYTES, replay_steps, source as _source
 
 #: A decorated function's type, kept by the decorators (their wrappers take the same
 #: arguments).
@@ -72,10 +70,6 @@ COMPILED_CALLS = 512
 
 
 
-def _bytes_bound():
-    return config.compiled_call_bytes
-
-
 def _held(entry):
     return getattr(entry, "device_bytes", 0)
 
@@ -83,7 +77,8 @@ def _held(entry):
 def _bounded_lru(entries):
     """A compiled-call cache: ``entries`` keys, and ``config.compiled_call_bytes`` of
     device memory held by its entries (constants, a graph's owned buffers)."""
-    return LRU(entries, maxbytes=_bytes_bound, size=_held)
+    return LRU(entries, maxbytes=functools.partial(getattr, config, "compiled_call_bytes"),
+               size=_held)
 
 
 _cache = _bounded_lru(COMPILED_CALLS)
@@ -311,49 +306,20 @@ def _compile(rec, arrays, result, promise=False):
     """A :class:`CompiledCall` from a recording, or :class:`NotCompiled` with the reason;
     ``promise``: the caller froze its problem (a plan), so the replay leaves out the
     checks that only warn (:func:`_unchecked`)."""
-    computes = False
+    computing = []
     for prog, _, _ in rec.steps:
         if prog.refusal:
             return NotCompiled(prog.refusal)
-        computes = computes or _computes(prog)
-    if not computes:
+        computing.append(_computes(prog))
+    if not any(computing):
         return NotCompiled("no launch program ran (the numpy backend, or an empty result)")
     xp = _module_of(result)
     if xp is None:
         return NotCompiled("the result is not an array")
-    made = []                           # (step, name, array) of every program allocation
-    steps, reads = [], []               # reads: sources of the values the host read
-    spans = _extents(arrays)
-    for prog, bound, touched in rec.steps:
-        binding, whole = [], prog.whole_operands
-        for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
-            a = bound.get(name, False)
-            if a is False:                          # allocated by the program
-                made.append((len(steps), name, touched[name]))
-                continue
-            src = _source(a, arrays, made, rec.constants, name in whole, spans)
-            if isinstance(src, str):
-                return NotCompiled(f"{prog.name} operand {name}: {src}")
-            if name in prog.host_reads:
-                reads.append(src)
-            binding.append((name, src))
-        if not _computes(prog):                     # a host read only: nothing to replay
-            continue
-        if prog.host is not None:                   # a host program's result
-            made.append((len(steps), prog.result, touched[prog.result]))
-        if prog.host_reads:                         # (read when built: not on a replay)
-            prog = dataclasses.replace(prog, host_reads=())
-        steps.append((_expecting(prog, touched), tuple(binding)))
-    res = _result(result, made)
-    if isinstance(res, str):
-        return NotCompiled(res)
-    args, held = values_read(reads, steps, rec.held)
-    host_values = _host_values(arrays, steps, args)
-    if isinstance(host_values, str):
-        return NotCompiled(host_values)
-    held_values = _held_values(held)
-    if isinstance(held_values, str):
-        return NotCompiled(held_values)
+    found = replay_steps(rec, arrays, result, computing)
+    if isinstance(found, str):
+        return NotCompiled(found)
+    steps, res, host_values, held_values = found
     guards = _guards(rec, arrays)
     if isinstance(guards, str):
         return NotCompiled(guards)
@@ -400,21 +366,6 @@ def _guards(rec, arrays):
             sources.append(src)
         guards.append((check, tuple(sources), outcome))
     return tuple(guards)
-
-
-def _expecting(prog, touched):
-    """``prog`` with each :class:`~cupyconv._kernels.program.Check` that decides (not only
-    warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
-    a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
-    the normal path, which chooses again."""
-    for s in prog.steps:
-        if type(s) is program.Check and not s.warns:
-            break
-    else:
-        return prog
-    return dataclasses.replace(prog, steps=tuple(
-        dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))
-        if type(s) is program.Check and not s.warns else s for s in prog.steps))
 
 
 def _unchecked(steps, res):
@@ -506,9 +457,10 @@ def _normal(fn, owner, args, kwargs):
 def _store(cache, key, entry):
     """Store ``entry``, or why it is too large for the byte bound (the cache refuses an
     entry holding more than ``config.compiled_call_bytes`` of device memory alone)."""
-    if not cache.put(key, entry):
+    held = _held(entry)
+    if not cache.put(key, entry, held):
         cache.put(key, NotCompiled(
-            f"its programs hold {_held(entry)} bytes of device memory (constants, a graph's "
+            f"its programs hold {held} bytes of device memory (constants, a graph's "
             f"buffers), more than config.compiled_call_bytes = {config.compiled_call_bytes}"))
 
 

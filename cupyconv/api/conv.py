@@ -10,7 +10,7 @@ from ..core import args
 from ..core.problem import ConvProblem, Operands
 from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
-from .calls import check_bias, check_out, finish, logical_views, with_precision
+from .calls import check_bias, check_out, finish, logical_views
 from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar
 
 __all__ = ["conv", "prepare_conv", "conv_problem"]
@@ -21,8 +21,8 @@ def conv_problem(x_shape, x_dtype, w_shape, w_dtype, stride, padding, dilation,
                  groups, padding_mode, cval, layout, out_dtype=None):
     """``(problem, result dtype)`` of one ``conv`` signature (validates; memoised); the
     result dtype is that of x and w (a bias is cast to it)."""
-    result = (np.dtype(out_dtype) if out_dtype is not None
-              else args.result_dtype(x_dtype, w_dtype))
+    result, storage = (args.result_dtypes(x_dtype, w_dtype) if out_dtype is None
+                       else (np.dtype(out_dtype), args.problem_dtype(out_dtype)))
     if len(x_shape) != len(w_shape):
         raise ValueError(
             f"x and w must have the same number of dimensions; got x.shape={tuple(x_shape)} "
@@ -32,24 +32,20 @@ def conv_problem(x_shape, x_dtype, w_shape, w_dtype, stride, padding, dilation,
     problem = ConvProblem.create(
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
-        layout=layout, dtype=args.problem_dtype(result), flip=False)
+        layout=layout, dtype=storage, flip=False)
     return problem, result
 
 
 def prepare_conv(x, w, bias, *, stride, padding, dilation, groups, padding_mode, cval,
                  layout, out_dtype=None):
     """Validate a ``conv`` call; returns ``(problem, result dtype, xp, x, w, bias)``."""
-    xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = args.as_array(xp, x), args.as_array(xp, w)
-    args.check_dtype(x, "x")
-    args.check_dtype(w, "w")
-    bias = None if bias is None else args.as_array(xp, bias)
-    if bias is not None:
-        args.check_dtype(bias, "bias")
+    xp, x, w, bias = args.checked_arrays(("bias",), x=x, w=w, bias=bias)
     problem, result = conv_problem(
         x.shape, x.dtype, w.shape, w.dtype, stride, padding, dilation, groups, padding_mode,
         cval, layout, out_dtype)
-    return problem, result, xp, x, w, check_bias(bias, problem.out_channels, xp, result)
+    if bias is not None:
+        bias = check_bias(bias, problem.out_channels, xp, result)
+    return problem, result, xp, x, w, bias
 
 
 @compiled
@@ -144,8 +140,9 @@ def conv(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None, *, stride
     problem, result, xp, x, w, bias = prepare_conv(
         x, w, bias, stride=stride, padding=padding, dilation=dilation, groups=groups,
         padding_mode=padding_mode, cval=cval, layout=layout)
-    problem = with_precision(problem, precision, result)
-    check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
+    problem = args.with_precision(problem, precision, result)
+    if out is not None:
+        check_out(out, problem.y_shape[1:] if unbatched else problem.y_shape, result, x=x)
     backend = backend_for(xp)
     choice = precheck(problem, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, activation=x, filter=w)

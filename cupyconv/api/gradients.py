@@ -18,7 +18,7 @@ from ..core.problem import ConvProblem, Operands
 from ..core.transpose import conv_transpose_geometry
 from ..dispatch import backend_for, precheck, run
 from .compiled import compiled
-from .calls import check_bias, finish, logical_views, with_precision
+from .calls import check_bias, finish, logical_views
 from .._typing import Array, ArrayLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["conv_grad_input", "conv_grad_weight", "conv_grad_bias", "conv_transpose"]
@@ -40,20 +40,13 @@ def _check_dy(problem, dy, name, shape):
             "with dy (or the geometry is)")
 
 
-def _checked(names, arrays):
-    """``arrays`` after the dtype check of each (named in the error)."""
-    for name, a in zip(names, arrays):
-        args.check_dtype(a, name)
-    return arrays
-
-
 def _geometry(stride, padding, dilation, groups, padding_mode, layout):
     return dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
                 padding_mode=padding_mode, layout=layout)
 
 
 def _run(problem, xp, result, method, workspace_limit, bias=None, precision=None, **arrays):
-    problem = with_precision(problem, precision, result, *arrays.values())
+    problem = args.with_precision(problem, precision, result, *arrays.values())
     backend = backend_for(xp)
     choice = precheck(problem, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, **arrays)
@@ -110,13 +103,9 @@ def conv_grad_input(dy: ArrayLike, w: ArrayLike, input_shape: Shape, *, stride: 
         or an output shape different from ``dy.shape`` (the message names
         ``input_shape``); bad geometry as in ``conv``.
     """
-    args.normalize_method(method, GRAD_INPUT)
-    xp = args.array_module_of(dy=dy, w=w)
-    dy, w = _checked(("dy", "w"), (args.as_array(xp, dy), args.as_array(xp, w)))
-    result = args.gradient_dtype(dy.dtype, w.dtype)
-    storage = args.problem_dtype(result)
-    args.check_cval(cval, storage, padding_mode)      # ignored, but still a number
-    input_shape = args.normalize_shape(input_shape, "input_shape")
+    xp, dy, w, result, storage, input_shape = args.gradient_arguments(   # cval: ignored,
+        method, GRAD_INPUT, "input_shape", input_shape, padding_mode, cval,   # still a number
+        dy=dy, w=w)
     if len(input_shape) != w.ndim:
         raise ValueError(f"input_shape must have {w.ndim} entries (the rank of w); "
                          f"got input_shape={input_shape}")
@@ -169,16 +158,13 @@ def conv_grad_weight(x: ArrayLike, dy: ArrayLike, weight_shape: Shape, *, stride
         match ``x``/``groups``, or an output shape different from
         ``dy.shape`` (the message names ``weight_shape``).
     """
-    args.normalize_method(method, GRAD_WEIGHT)
-    xp = args.array_module_of(x=x, dy=dy)
-    x, dy = _checked(("x", "dy"), (args.as_array(xp, x), args.as_array(xp, dy)))
-    result = args.gradient_dtype(x.dtype, dy.dtype)
-    weight_shape = args.normalize_shape(weight_shape, "weight_shape")
+    xp, x, dy, result, storage, weight_shape = args.gradient_arguments(
+        method, GRAD_WEIGHT, "weight_shape", weight_shape, x=x, dy=dy)
     if len(weight_shape) != x.ndim:
         raise ValueError(f"weight_shape must have {x.ndim} entries (the rank of x); "
                          f"got weight_shape={weight_shape}")
     problem = _problem("weight_shape", weight_shape, x_shape=x.shape, w_shape=weight_shape,
-                       dtype=args.problem_dtype(result), op=GRAD_WEIGHT, cval=cval,
+                       dtype=storage, op=GRAD_WEIGHT, cval=cval,
                        **_geometry(stride, padding, dilation, groups, padding_mode, layout))
     _check_dy(problem, dy, "weight_shape", weight_shape)
     return _run(problem, xp, result, method, workspace_limit, precision=precision,
@@ -274,18 +260,18 @@ def conv_transpose(x: ArrayLike, w: ArrayLike, bias: Optional[ArrayLike] = None,
         ``O_i = (S_i - 1)*stride_i - pb_i - pa_i + dilation_i*(K_i - 1) + output_padding_i + 1``.
     """
     args.normalize_method(method, GRAD_INPUT)
-    xp = args.array_module_of(x=x, w=w, bias=bias)
-    x, w = _checked(("x", "w"), (args.as_array(xp, x), args.as_array(xp, w)))
+    args.array_module_of(x=x, w=w, bias=bias)      # the bias is checked after the geometry
+    xp, x, w = args.checked_arrays(x=x, w=w)
     layout = args.normalize_layout(layout)
     input_shape, geometry = conv_transpose_geometry(x.shape, w.shape, stride, padding,
                                                     output_padding, dilation, groups, layout)
     c_out = input_shape[-1 if layout == "channels_last" else 1]
-    result = args.gradient_dtype(x.dtype, w.dtype)      # a bias is cast to it
+    result, storage = args.result_dtypes(x.dtype, w.dtype, gradient=True)   # (bias cast to it)
     problem = _problem("input_shape", input_shape, x_shape=input_shape, w_shape=w.shape,
-                       dtype=args.problem_dtype(result), op=GRAD_INPUT, conjugate=False,
+                       dtype=storage, op=GRAD_INPUT, conjugate=False,
                        layout=layout, **geometry)
     bias = check_bias(bias, c_out, xp, result)
-    computed = with_precision(problem, precision, result, x, w)
+    computed = args.with_precision(problem, precision, result, x, w)
     backend = backend_for(xp)
     choice = precheck(computed, backend, method, workspace_limit)   # before any cast
     views = logical_views(problem, xp, output=x, filter=w)

@@ -27,7 +27,7 @@ from ..dispatch.dispatcher import NON_FINITE_SPREAD
 from .. import config
 from .._kernels import program
 from .compiled import CompiledCall, NotCompiled, compiled_method
-from .calls import check_bias, check_out, finish, logical_views, with_precision
+from .calls import check_bias, check_out, finish, logical_views
 from .._typing import Array, ArrayLike, DTypeLike, IntOrSeq, Padding, Scalar, Shape
 
 __all__ = ["plan_conv", "ConvPlan"]
@@ -300,7 +300,7 @@ def plan_conv(x_shape: Shape, w_shape: Shape, dtype: DTypeLike, *, stride: IntOr
         x_shape=x_shape, w_shape=w_shape, stride=stride, padding=padding,
         dilation=dilation, groups=groups, padding_mode=padding_mode, cval=cval,
         layout=layout, dtype=args.problem_dtype(result), flip=False)
-    problem = with_precision(problem, precision, result)
+    problem = args.with_precision(problem, precision, result)
     if backend is None:
         forced = get_backend()
         backend = forced if forced != "numpy" else (

@@ -12,13 +12,15 @@ arrays (:func:`values_read`) and keep their bytes (:func:`host_values`,
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .._kernels import program
 from .._kernels.addressing import data_pointer
 
-__all__ = ["HOST_VALUE_BYTES", "values_read", "held_values", "host_values", "extents",
-           "source", "result_source"]
+__all__ = ["HOST_VALUE_BYTES", "replay_steps", "values_read", "held_values", "host_values",
+           "extents", "source", "result_source"]
 
 
 #: Largest array argument no program reads whose value a compiled call keeps and compares.
@@ -28,6 +30,66 @@ HOST_VALUE_BYTES = 4096
 def _comparable(a):
     """Whether a replay can keep and compare ``a``'s bytes: a small NumPy array."""
     return type(a) is np.ndarray and a.nbytes <= HOST_VALUE_BYTES
+
+
+def replay_steps(rec, arrays, result, computing):
+    """``(steps, result, host values, held values)`` of a recording ``rec`` of a call on
+    ``arrays`` that returned the array ``result`` (see
+    :class:`~cupyconv.api.compiled.CompiledCall`), or why the call cannot compile: an
+    operand or the result is not found again (:func:`source`, :func:`result_source`), or
+    values the host read cannot be compared (:func:`host_values`, :func:`held_values`).
+    ``computing``: per recorded program, whether it does work a replay repeats (the
+    others are host reads only)."""
+    made = []                   # [step, name, array, its span] of every program allocation
+    steps, reads = [], []               # reads: sources of the values the host read
+    spans = extents(arrays)
+    constants = [_span(c)[1] for c in rec.constants]
+    for (prog, bound, touched), computes in zip(rec.steps, computing):
+        binding, whole = [], prog.whole_operands
+        for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
+            a = bound.get(name, False)
+            if a is False:                          # allocated by the program
+                made.append([len(steps), name, touched[name], None])
+                continue
+            src = source(a, arrays, made, constants, name in whole, spans)
+            if isinstance(src, str):
+                return f"{prog.name} operand {name}: {src}"
+            if name in prog.host_reads:
+                reads.append(src)
+            binding.append((name, src))
+        if not computes:                            # a host read only: nothing to replay
+            continue
+        if prog.host is not None:                   # a host program's result
+            made.append([len(steps), prog.result, touched[prog.result], None])
+        if prog.host_reads:                         # (read when built: not on a replay)
+            prog = dataclasses.replace(prog, host_reads=())
+        steps.append((_expecting(prog, touched), tuple(binding)))
+    res = result_source(result, made)
+    if isinstance(res, str):
+        return res
+    args, held = values_read(reads, steps, rec.held)
+    kept = host_values(arrays, steps, args)
+    if isinstance(kept, str):
+        return kept
+    held_kept = held_values(held)
+    if isinstance(held_kept, str):
+        return held_kept
+    return steps, res, kept, held_kept
+
+
+def _expecting(prog, touched):
+    """``prog`` with each :class:`~cupyconv._kernels.program.Check` that decides (not only
+    warns: ``auto``'s fft scan) expecting the outcome it had when recorded (``touched``):
+    a replay whose data decide otherwise raises ``program.Diverged``, and the call takes
+    the normal path, which chooses again."""
+    for s in prog.steps:
+        if type(s) is program.Check and not s.warns:
+            break
+    else:
+        return prog
+    return dataclasses.replace(prog, steps=tuple(
+        dataclasses.replace(s, decide=program.Expect(s.decide, touched[s.output]))
+        if type(s) is program.Check and not s.warns else s for s in prog.steps))
 
 
 def host_values(arrays, steps, read_values=()):
@@ -83,16 +145,36 @@ def held_values(held):
 def extents(arrays):
     """``(data pointer, extent)`` of each of ``arrays`` (extent:
     :func:`~cupyconv._kernels.program.extent`)."""
-    out = []
-    for u in arrays:
-        ptr = data_pointer(u)
-        out.append((ptr, program.extent(u, ptr)))
-    return out
+    return [_span(u) for u in arrays]
+
+
+def _span(a):
+    """``(data pointer, extent)`` of array ``a``; ``(None, None)`` for what is not an array
+    (a host program's result may be any object: nothing lies within it)."""
+    if getattr(a, "shape", None) is None:
+        return None, None
+    ptr = data_pointer(a)
+    return ptr, program.extent(a, ptr)
+
+
+def _made_span(entry):
+    """The span of a ``made`` entry's array (:func:`replay_steps`), found when first asked."""
+    if entry[3] is None:
+        entry[3] = _span(entry[2])
+    return entry[3]
+
+
+def _inside(inner, outer):
+    """Whether the extent ``inner`` lies within the extent ``outer`` (``None``: empty)."""
+    return (inner is not None and outer is not None and outer[0] <= inner[0]
+            and inner[1] <= outer[1])
 
 
 def source(a, arrays, made, constants, whole, spans=None):
     """Where operand ``a`` comes from (see
     :attr:`~cupyconv.api.compiled.CompiledCall.steps`), or why it cannot be found again;
+    ``made``: ``[step, name, array, span]`` of the programs' allocations so far
+    (:func:`replay_steps`); ``constants``: the extents of the recording's constants;
     ``whole``: the operand is read as a view (a host program), not a pointer; ``spans``:
     :func:`extents` of ``arrays`` (computed when not given)."""
     if a is None:
@@ -103,23 +185,23 @@ def source(a, arrays, made, constants, whole, spans=None):
             ptr, ext = spans[i]
             break
     else:
-        ptr = data_pointer(a)
-        ext = program.extent(a, ptr)
-    for i, name, buf in reversed(made):
-        if program.within(a, buf):
-            return _located(("prev", i, name), a, buf, ptr - data_pointer(buf), whole)
+        ptr, ext = _span(a)
+    for entry in reversed(made):
+        base, outer = _made_span(entry)
+        if _inside(ext, outer):
+            return _located(("prev", entry[0], entry[1]), a, entry[2], ptr - base, whole)
     hits = []
     if ext is not None:
         for i, (_, span) in enumerate(spans):
-            if span is not None and span[0] <= ext[0] and ext[1] <= span[1]:
+            if _inside(ext, span):
                 hits.append(i)
     if len(hits) > 1:
         return "lies in more than one of the call's arrays (they overlap)"
     if hits:
         i = hits[0]
         return _located(("arg", i, None), a, arrays[i], ptr - spans[i][0], whole)
-    for c in constants:
-        if program.within(a, c):
+    for span in constants:
+        if _inside(ext, span):
             return ("const", a)
     return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
 
@@ -147,20 +229,19 @@ def _view(a, base, offset):
 
 def result_source(y, made):
     """``(step, name, view)`` of the result ``y`` among the programs' allocations ``made``
-    (see :attr:`~cupyconv.api.compiled.CompiledCall.result`), or why it is not one's view."""
+    (``[step, name, array, span]``, :func:`replay_steps`; see
+    :attr:`~cupyconv.api.compiled.CompiledCall.result`), or why it is not one's view."""
     at = None
-    for i, name, buf in reversed(made):
+    for entry in reversed(made):
+        i, name, buf = entry[:3]
         if y is buf:
             return (i, name, None)
         if type(y) is not type(buf):
             continue
         if at is None:                              # (y's pointer, y's extent)
-            ptr = data_pointer(y)
-            at = ptr, program.extent(y, ptr)
-        base = data_pointer(buf)
-        outer = program.extent(buf, base)
-        if (at[1] is not None and outer is not None and outer[0] <= at[1][0]
-                and at[1][1] <= outer[1]):
+            at = _span(y)
+        base, outer = _made_span(entry)
+        if _inside(at[1], outer):
             if not buf.flags.c_contiguous:
                 break
             offset = at[0] - base

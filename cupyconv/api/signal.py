@@ -14,12 +14,12 @@ from typing import Any, Optional
 import numpy as np
 
 from ..core import args
-from ..core.signal_map import check_mode, signal_call
+from ..core.signal_map import checked_call
 from ..dispatch import backend_for, choose, precheck, run
 from ..dispatch.dispatcher import ranked_for_data
 from ..dispatch.autotune import measure as measure_fn
 from .compiled import compiled
-from .calls import check_out, with_precision, write_out
+from .calls import check_out, write_out
 from .._typing import Array, ArrayLike, Axes
 
 __all__ = ["convolve", "correlate", "choose_conv_method", "choose_algorithm", "signal_problem",
@@ -29,24 +29,20 @@ __all__ = ["convolve", "correlate", "choose_conv_method", "choose_algorithm", "s
 def signal_problem(in1, in2, mode, axes, correlate, padding_mode="constant", cval=0,
                    same_after=False):
     """Validate a ``convolve``/``correlate`` call: ``(SignalCall, xp, in1, in2)``."""
-    xp = args.array_module_of(in1=in1, in2=in2)
-    in1, in2 = args.as_array(xp, in1), args.as_array(xp, in2)
-    args.check_dtype(in1, "in1")
-    args.check_dtype(in2, "in2")
-    check_mode(mode)
-    axes = None if in1.ndim == 0 else args.normalize_axes(axes, in1.ndim)
-    call = signal_call(in1.shape, in1.dtype, in2.shape, in2.dtype, mode, axes, correlate,
-                       padding_mode, cval, same_after)
+    xp, in1, in2 = args.checked_arrays(in1=in1, in2=in2)
+    call = checked_call(in1.shape, in1.dtype, in2.shape, in2.dtype, mode, axes, correlate,
+                        padding_mode, cval, same_after)
     return call, xp, in1, in2
 
 
 def compute(call, xp, in1, in2, method, out=None, precision=None, warn=True):
     """Run a validated :class:`SignalCall` (``signal_problem``) and shape the result
     (``warn``: as :func:`cupyconv.dispatch.run`'s)."""
-    check_out(out, call.result_shape, call.result_dtype, in1=in1)
+    if out is not None:
+        check_out(out, call.result_shape, call.result_dtype, in1=in1)
     problem = call.problem
     if problem is not None:
-        problem = with_precision(problem, precision, call.result_dtype)
+        problem = args.with_precision(problem, precision, call.result_dtype)
     if call.problem is None:                           # two 0-d operands
         res = in1 * (xp.conj(in2) if call.correlate else in2)
     elif method == "fft" and all(1 in (s, k) for s, k in zip(call.problem.in_shape,

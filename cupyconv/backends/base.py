@@ -19,6 +19,7 @@ from typing import Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
+from .._kernels import program
 from .._vocabulary import ALGORITHMS
 
 __all__ = ["Algorithm", "Backend", "OutOfMemoryError", "host_available_memory"]
@@ -141,6 +142,7 @@ class Backend(abc.ABC):
     name: str
     xp: object
     ALGORITHM_TABLE: Tuple[type, ...] = ()
+    _floors: Dict[str, float]       # time_floors' table, set on its first call
 
     @functools.cached_property
     def algorithms(self) -> Dict[str, Algorithm]:
@@ -195,17 +197,27 @@ class Backend(abc.ABC):
         where a subclass replaces :meth:`assess` or one of its four questions."""
         return {} if _replaced(type(self), _QUESTIONS + ("assess",)) else self.algorithms
 
+    def pricing(self, problem) -> Tuple[Tuple[str, ...], Dict[str, float],
+                                        Dict[str, Algorithm]]:
+        """What a choice starts from, in one call: :meth:`algorithm_names`, their
+        :meth:`time_floors` and :meth:`assessors`."""
+        names = self.algorithm_names()
+        return names, self.time_floors(problem, names), self.assessors()
+
     def time_floors(self, problem, names: Iterable[str]) -> Dict[str, float]:
         """Per algorithm, seconds its predicted time never goes below
         (:meth:`Algorithm.floor`); 0 for all where :meth:`predict_times` is not the
-        algorithms' own (a backend replacing the cost model bounds nothing)."""
-        floors = dict.fromkeys(names, 0.0)
-        if not _replaced(type(self), ("predict_times",)):
-            algorithms = self.algorithms
-            for name in floors:
-                if name in algorithms:
-                    floors[name] = algorithms[name].floor(problem)
-        return floors
+        algorithms' own (a backend replacing the cost model bounds nothing).  A floor holds
+        for every problem, so the table's are read once per backend (one added to the
+        table later is bounded by 0)."""
+        known = self.__dict__.get("_floors")
+        if known is None:
+            known = {}
+            if not _replaced(type(self), ("predict_times",)):
+                for name, entry in self.algorithms.items():
+                    known[name] = entry.floor(problem)
+            self._floors = known
+        return {name: known.get(name, 0.0) for name in names}
 
     @abc.abstractmethod
     def default_workspace_limit(self) -> int:
@@ -223,6 +235,15 @@ class Backend(abc.ABC):
         """The :class:`~cupyconv._kernels.program.Program` that computes ``algorithm`` on
         the host (operands ``activation``, ``filter``), or ``None`` when ``run`` does."""
         return self.algorithm(algorithm).host_program(problem, workspace_limit)
+
+    def compute(self, problem, algorithm, operands, workspace_limit, stats=None):
+        """``algorithm``'s result: its :meth:`host_program` executed (what a compiled call
+        replays), else :meth:`run`."""
+        host = self.host_program(problem, algorithm, workspace_limit)
+        if host is None:
+            return self.run(problem, algorithm, operands, workspace_limit, stats)
+        return program.execute(host, self.xp, dict(
+            activation=operands.activation, filter=operands.filter))[host.result]
 
     def compile_refusal(self, problem, algorithm) -> str:
         """Why a call running ``algorithm`` on ``problem`` cannot be a compiled call
@@ -244,7 +265,6 @@ class Backend(abc.ABC):
         recorded (``program.guard``: a compiled call replays while the scan decides as it
         did, a warning included), else the call takes the normal path.
         ``warns``: the decision only warns (a plan's replay skips it)."""
-        from .._kernels import program
         outcome = decide(self.scan(arrays))
         if all(type(a) is np.ndarray for a in arrays):    # a compiled call re-checks it
             program.guard(functools.partial(_rescan, self.scan, decide), arrays, outcome)

@@ -12,16 +12,18 @@ import operator
 import numpy as np
 
 from .. import config
+from .interop import DLPACK_CUDA_DEVICES, gpu_interop, is_cupy_array
 from .._dtypes import bfloat16, is_bfloat16, is_half_float
-from .._vocabulary import (LAYOUTS, NDIMAGE_MODES, PADDING_MODE_ALIASES, PADDING_MODES,
+from .._vocabulary import (LAYOUTS, MAX_RANK, NDIMAGE_MODES, PADDING_MODE_ALIASES, PADDING_MODES,
                            PRECISIONS, describe_choices,
                            methods_for)
 
 __all__ = [
-    "array_module_of", "as_array", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding", "normalize_transpose_padding",
+    "array_module_of", "as_array", "checked_arrays", "native_dtype", "gpu_interop", "DLPACK_CUDA_DEVICES", "as_int", "normalize_shape", "normalize_per_axis", "normalize_padding", "normalize_transpose_padding",
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
-    "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
+    "result_dtypes", "gradient_arguments", "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
+    "conv_geometry", "with_precision",
 ]
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
@@ -35,43 +37,6 @@ LONG_DOUBLE = frozenset(np.dtype(t) for t in (np.longdouble, np.clongdouble)) - 
 #: Largest extent, stride, dilation or padding accepted: offsets built from
 #: them must stay far inside int64 (the kernels' widest index type).
 MAX_EXTENT = 2**40
-
-
-def is_cupy_array(a):
-    """True for CuPy arrays (checked by module name: CuPy need not be importable)."""
-    return type(a).__module__.startswith("cupy")
-
-
-#: DLPack device types whose memory CuPy can wrap: kDLCUDA and kDLCUDAManaged (dlpack.h).
-DLPACK_CUDA_DEVICES = (2, 13)
-
-
-def gpu_interop(a):
-    """How a GPU array of another library exposes its memory, or ``None``.
-
-    ``"cuda_array_interface"`` for an object with ``__cuda_array_interface__``
-    (PyTorch CUDA tensors, Numba device arrays, JAX GPU arrays), else
-    ``"dlpack"`` for one whose ``__dlpack_device__()`` is a CUDA device;
-    ``None`` for NumPy and CuPy arrays, CPU tensors (whose DLPack device is
-    the CPU), scalars and sequences.
-    """
-    if a is None or isinstance(a, (np.ndarray, np.generic, numbers.Number, str, bytes, list, tuple)):
-        return None
-    if is_cupy_array(a):
-        return None
-    try:
-        if getattr(a, "__cuda_array_interface__", None) is not None:
-            return "cuda_array_interface"
-    except Exception:  # noqa: BLE001 - e.g. a CPU torch.Tensor raises on the attribute
-        pass
-    if callable(getattr(a, "__dlpack__", None)) and callable(getattr(a, "__dlpack_device__", None)):
-        try:
-            device_type = int(a.__dlpack_device__()[0])
-        except Exception:  # noqa: BLE001 - a producer that cannot say
-            return None
-        if device_type in DLPACK_CUDA_DEVICES:
-            return "dlpack"
-    return None
 
 
 def array_module_of(**arrays):
@@ -130,6 +95,20 @@ def as_array(xp, a, *, native=True):
     if native and not a.dtype.isnative:
         return a.astype(native_dtype(a.dtype))
     return a
+
+
+def checked_arrays(optional=(), **arrays):
+    """``(xp, *arrays)``: the array module of the named arrays (:func:`array_module_of`),
+    then each as an array of it (:func:`as_array`), then each dtype checked
+    (:func:`check_dtype`, naming it); a ``None`` named in ``optional`` (an absent bias)
+    stays ``None``."""
+    xp = array_module_of(**arrays)
+    out = [None if a is None and name in optional else as_array(xp, a)
+           for name, a in arrays.items()]
+    for name, a in zip(arrays, out):
+        if a is not None:
+            check_dtype(a, name)
+    return (xp, *out)
 
 
 def native_dtype(dtype):
@@ -424,6 +403,28 @@ def gradient_dtype(*dtypes):
     return np.dtype(np.float64) if dtype.kind in "biu" else dtype
 
 
+def result_dtypes(*dtypes, gradient=False):
+    """``(result dtype, problem dtype)`` of a call on arrays of ``dtypes``: its
+    :func:`result_dtype` (:func:`gradient_dtype` with ``gradient``) and that dtype's
+    :func:`problem_dtype`."""
+    result = gradient_dtype(*dtypes) if gradient else result_dtype(*dtypes)
+    return result, problem_dtype(result)
+
+
+def gradient_arguments(method, op, shape_name, shape, padding_mode=None, cval=0, **arrays):
+    """``(xp, *arrays, result dtype, problem dtype, shape)``: the checks a gradient call
+    starts with, in this order: ``method`` for ``op`` (:func:`normalize_method`), the
+    arrays (:func:`checked_arrays`), their dtypes (:func:`result_dtypes`, ``gradient``),
+    ``cval`` when a ``padding_mode`` is given (:func:`check_cval`: a number even where it
+    is ignored), then the shape argument ``shape_name`` (:func:`normalize_shape`)."""
+    normalize_method(method, op)
+    checked = checked_arrays(**arrays)
+    result, storage = result_dtypes(*[a.dtype for a in checked[1:]], gradient=True)
+    if padding_mode is not None:
+        check_cval(cval, storage, padding_mode)
+    return (*checked, result, storage, normalize_shape(shape, shape_name))
+
+
 def compute_dtype(dtype):
     """The dtype the arithmetic (the accumulation) runs in for a given result dtype.
 
@@ -486,3 +487,103 @@ def normalize_precision(precision, dtype, data=()):
         raise ValueError(f"precision='tf32' computes float32 data with TF32 operands; the data "
                          f"is {what} (use precision='highest')")
     return precision
+
+
+def with_precision(problem, precision, result_dtype, *data):
+    """``problem`` carrying ``precision=`` (``None``: ``config.precision``), checked
+    against the result dtype (``"tf32"`` is for float32 data only; the error names
+    the dtypes of the ``data`` arrays)."""
+    precision = normalize_precision(precision, result_dtype,   # (read on an error only)
+                                    (a.dtype for a in data if a is not None))
+    return problem if precision == problem.precision else problem.with_(precision=precision)
+
+
+def conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_mode, cval,
+                  layout, dtype, precision):
+    """The fields of a :class:`~cupyconv.core.problem.ConvProblem` but ``flip``, ``op`` and
+    ``conjugate``: each argument normalised and checked in one pass, the output extents
+    derived (``ConvProblem.create`` documents the arguments and the errors)."""
+    layout = normalize_layout(layout)
+    x_shape = normalize_shape(x_shape, "x_shape")
+    w_shape = normalize_shape(w_shape, "w_shape")
+    if len(x_shape) != len(w_shape):
+        raise ValueError(
+            f"x and w must have the same number of dimensions; got x.ndim="
+            f"{len(x_shape)} and w.ndim={len(w_shape)}")
+    ndim = len(x_shape) - 2
+    if ndim < 1:
+        raise ValueError(
+            "x must have shape (N, C, *spatial) with at least one spatial "
+            f"axis; got x.ndim={len(x_shape)}")
+    if ndim > MAX_RANK:
+        raise ValueError(
+            f"spatial rank {ndim} is not supported; the maximum is {MAX_RANK}")
+    if layout == "channels_first":
+        n, c, s = x_shape[0], x_shape[1], x_shape[2:]
+        k, cg, ks = w_shape[0], w_shape[1], w_shape[2:]
+    else:
+        n, c, s = x_shape[0], x_shape[-1], x_shape[1:-1]
+        k, cg, ks = w_shape[0], w_shape[-1], w_shape[1:-1]
+    groups = _check_groups(groups, c, k, cg, _other_layout(layout, x_shape, w_shape))
+    for i, ki in enumerate(ks):
+        if ki < 1:
+            raise ValueError(
+                f"w has an empty spatial axis {i} (size {ki}); kernel extents must be >= 1")
+    stride = normalize_per_axis(stride, ndim, "stride")
+    dilation = normalize_per_axis(dilation, ndim, "dilation")
+    padding = normalize_padding(padding, ndim, s, ks, stride, dilation)
+    padding_mode = normalize_padding_mode(padding_mode)
+    dtype = np.dtype(dtype)
+    cval = check_cval(cval, dtype, padding_mode)
+    out = []
+    for i in range(ndim):
+        span = dilation[i] * (ks[i] - 1) + 1
+        padded = s[i] + padding[i][0] + padding[i][1]
+        if padded < span and s[i] == 0:
+            out.append(0)   # an empty input axis gives an empty output axis
+            continue
+        if padded < span:
+            raise ValueError(
+                f"empty output on spatial axis {i}: padded input size {padded} "
+                f"(size {s[i]} + padding {padding[i]}) is smaller than the "
+                f"dilated kernel size {span} (kernel {ks[i]}, dilation {dilation[i]})")
+        out.append((padded - span) // stride[i] + 1)
+    if padding_mode in ("reflect", "symmetric", "wrap", "edge"):
+        for i in range(ndim):
+            if s[i] == 0 and (padding[i][0] or padding[i][1]):
+                raise ValueError(
+                    f"padding_mode={padding_mode!r} cannot extend the empty "
+                    f"spatial axis {i}")
+    return dict(ndim=ndim, batch=n, in_channels=c, out_channels=k, groups=groups,
+                in_shape=tuple(s), kernel_shape=tuple(ks), out_shape=tuple(out),
+                stride=stride, dilation=dilation, padding=padding,
+                padding_mode=padding_mode, cval=cval, layout=layout, dtype=dtype,
+                precision=normalize_precision(precision, dtype))
+
+
+def _other_layout(layout, x_shape, w_shape):
+    """``(name, C_in, C_in/groups)`` that the arrays would have in the other layout."""
+    if layout == "channels_first":
+        return "channels_last", x_shape[-1], w_shape[-1]
+    return "channels_first", x_shape[1], w_shape[1]
+
+
+def _check_groups(groups, c, k, cg, other=None):
+    groups = as_int(groups, "groups")
+    if groups < 1:
+        raise ValueError(f"groups must be >= 1, got groups={groups}")
+    hint = ""
+    if other is not None and other[1] % groups == 0 and other[2] == other[1] // groups:
+        hint = (f"; the channel axes fit layout={other[0]!r} (C_in={other[1]}, "
+                f"C_in/groups={other[2]}): pass layout={other[0]!r}")
+    if c % groups:
+        raise ValueError(
+            f"input channels C_in={c} are not divisible by groups={groups}{hint}")
+    if k % groups:
+        raise ValueError(
+            f"output channels C_out={k} are not divisible by groups={groups}")
+    if cg != c // groups:
+        raise ValueError(
+            f"weight channel axis has size {cg}, expected C_in/groups = {c}/{groups} "
+            f"= {c // groups}{hint}")
+    return groups

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Tuple
 
 import numpy as np
 
-from .._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT, MAX_RANK, OPS
+from .._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT, OPS
 from . import args
 from .roles import ROLES, Operands, Roles
 
@@ -129,6 +129,10 @@ class ConvProblem(_Hashed):
         Some extent or element offset passes ``2**31 - 1``.
     logical_result_shape : tuple of int
         Channels-first shape of the array ``op`` computes.
+    x_shape, w_shape, y_shape : tuple of int
+        Full input, weight and output shapes in ``layout`` order.
+    result_shape : tuple of int
+        Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c).
     """
 
     ndim: int
@@ -164,6 +168,10 @@ class ConvProblem(_Hashed):
         is_empty: bool
         needs_int64: bool
         logical_result_shape: Tuple[int, ...]
+        x_shape: Tuple[int, ...]
+        w_shape: Tuple[int, ...]
+        y_shape: Tuple[int, ...]
+        result_shape: Tuple[int, ...]
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -190,64 +198,9 @@ class ConvProblem(_Hashed):
         """
         if op not in OPS:
             raise ValueError(f"op must be one of {OPS}; got {op!r}")
-        layout = args.normalize_layout(layout)
-        x_shape = args.normalize_shape(x_shape, "x_shape")
-        w_shape = args.normalize_shape(w_shape, "w_shape")
-        if len(x_shape) != len(w_shape):
-            raise ValueError(
-                f"x and w must have the same number of dimensions; got x.ndim="
-                f"{len(x_shape)} and w.ndim={len(w_shape)}")
-        ndim = len(x_shape) - 2
-        if ndim < 1:
-            raise ValueError(
-                "x must have shape (N, C, *spatial) with at least one spatial "
-                f"axis; got x.ndim={len(x_shape)}")
-        if ndim > MAX_RANK:
-            raise ValueError(
-                f"spatial rank {ndim} is not supported; the maximum is {MAX_RANK}")
-        if layout == "channels_first":
-            n, c, s = x_shape[0], x_shape[1], x_shape[2:]
-            k, cg, ks = w_shape[0], w_shape[1], w_shape[2:]
-        else:
-            n, c, s = x_shape[0], x_shape[-1], x_shape[1:-1]
-            k, cg, ks = w_shape[0], w_shape[-1], w_shape[1:-1]
-        groups = _check_groups(groups, c, k, cg, _other_layout(layout, x_shape, w_shape))
-        for i, ki in enumerate(ks):
-            if ki < 1:
-                raise ValueError(
-                    f"w has an empty spatial axis {i} (size {ki}); kernel extents must be >= 1")
-        stride = args.normalize_per_axis(stride, ndim, "stride")
-        dilation = args.normalize_per_axis(dilation, ndim, "dilation")
-        padding = args.normalize_padding(padding, ndim, s, ks, stride, dilation)
-        padding_mode = args.normalize_padding_mode(padding_mode)
-        dtype = np.dtype(dtype)
-        cval = args.check_cval(cval, dtype, padding_mode)
-        out = []
-        for i in range(ndim):
-            span = dilation[i] * (ks[i] - 1) + 1
-            padded = s[i] + padding[i][0] + padding[i][1]
-            if padded < span and s[i] == 0:
-                out.append(0)   # an empty input axis gives an empty output axis
-                continue
-            if padded < span:
-                raise ValueError(
-                    f"empty output on spatial axis {i}: padded input size {padded} "
-                    f"(size {s[i]} + padding {padding[i]}) is smaller than the "
-                    f"dilated kernel size {span} (kernel {ks[i]}, dilation {dilation[i]})")
-            out.append((padded - span) // stride[i] + 1)
-        if padding_mode in ("reflect", "symmetric", "wrap", "edge"):
-            for i in range(ndim):
-                if s[i] == 0 and (padding[i][0] or padding[i][1]):
-                    raise ValueError(
-                        f"padding_mode={padding_mode!r} cannot extend the empty "
-                        f"spatial axis {i}")
-        return cls(ndim=ndim, batch=n, in_channels=c, out_channels=k,
-                   groups=groups, in_shape=tuple(s), kernel_shape=tuple(ks),
-                   out_shape=tuple(out), stride=stride, dilation=dilation,
-                   padding=padding, padding_mode=padding_mode, cval=cval,
-                   layout=layout, dtype=dtype, flip=bool(flip), op=op,
-                   conjugate=bool(conjugate),
-                   precision=args.normalize_precision(precision, dtype))
+        return cls(flip=bool(flip), op=op, conjugate=bool(conjugate), **args.conv_geometry(
+            x_shape, w_shape, stride, padding, dilation, groups, padding_mode, cval, layout,
+            dtype, precision))
 
     def __post_init__(self):
         # the derived quantities, computed once per problem: the chooser, the cost models
@@ -290,7 +243,8 @@ class ConvProblem(_Hashed):
                 ("needs_int64", max(self.batch * self.in_channels * padded, x_size, w_size,
                                     output_size, self.groups * gemm_k * gemm_m) > INT32_MAX),
                 ("logical_result_shape", logical[_RESULT[ROLES[self.op].c]]),
-                ("_shapes", shapes), ("_positions", positions),
+                ("x_shape", shapes[0]), ("w_shape", shapes[1]), ("y_shape", shapes[2]),
+                ("result_shape", shapes[_RESULT[ROLES[self.op].c]]), ("_positions", positions),
                 ("_padded", padded_shape),
                 ("_hash_call", hash(_field_values(self)).__index__)):
             set_(self, name, value)
@@ -301,26 +255,6 @@ class ConvProblem(_Hashed):
         return type(self), _field_values(self)
 
     # ----------------------------------------------------------------- shapes
-    @property
-    def x_shape(self):
-        """Full input shape in ``layout`` order."""
-        return self._shapes[0]
-
-    @property
-    def w_shape(self):
-        """Full weight shape in ``layout`` order."""
-        return self._shapes[1]
-
-    @property
-    def y_shape(self):
-        """Full output shape in ``layout`` order."""
-        return self._shapes[2]
-
-    @property
-    def result_shape(self):
-        """Full shape (``layout`` order) of the array ``op`` computes (:data:`ROLES` c)."""
-        return self._shapes[_RESULT[ROLES[self.op].c]]
-
     def column_bytes(self, batch_chunk=None):
         """Bytes of the vol2col buffer for ``batch_chunk`` images (all groups)."""
         nb = self.batch if batch_chunk is None else batch_chunk
@@ -359,30 +293,3 @@ ConvProblem.__hash__ = _Hashed._hash_call          # type: ignore[assignment]  #
 #: Index of each role's array in ``(x, w, y)``.
 _RESULT = {"activation": 0, "filter": 1, "output": 2}
 
-
-def _other_layout(layout, x_shape, w_shape):
-    """``(name, C_in, C_in/groups)`` that the arrays would have in the other layout."""
-    if layout == "channels_first":
-        return "channels_last", x_shape[-1], w_shape[-1]
-    return "channels_first", x_shape[1], w_shape[1]
-
-
-def _check_groups(groups, c, k, cg, other=None):
-    groups = args.as_int(groups, "groups")
-    if groups < 1:
-        raise ValueError(f"groups must be >= 1, got groups={groups}")
-    hint = ""
-    if other is not None and other[1] % groups == 0 and other[2] == other[1] // groups:
-        hint = (f"; the channel axes fit layout={other[0]!r} (C_in={other[1]}, "
-                f"C_in/groups={other[2]}): pass layout={other[0]!r}")
-    if c % groups:
-        raise ValueError(
-            f"input channels C_in={c} are not divisible by groups={groups}{hint}")
-    if k % groups:
-        raise ValueError(
-            f"output channels C_out={k} are not divisible by groups={groups}")
-    if cg != c // groups:
-        raise ValueError(
-            f"weight channel axis has size {cg}, expected C_in/groups = {c}/{groups} "
-            f"= {c // groups}{hint}")
-    return groups

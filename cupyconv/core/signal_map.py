@@ -25,7 +25,7 @@ from . import args
 from .problem import ConvProblem, Operands
 from .._lru import cached
 
-__all__ = ["SignalCall", "signal_call", "check_mode"]
+__all__ = ["SignalCall", "signal_call", "checked_call", "check_mode"]
 
 
 def check_mode(mode):
@@ -105,6 +105,17 @@ def _activation(x, dtype):
     return x.astype(dtype, copy=False)
 
 
+def checked_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
+                 padding_mode="constant", cval=0, same_after=False) -> SignalCall:
+    """:func:`signal_call` of ``mode`` and ``axes`` as a caller gave them: the mode checked
+    (:func:`check_mode`), then the axes normalised (:func:`args.normalize_axes`; ``None``
+    for 0-d operands)."""
+    check_mode(mode)
+    axes = None if len(shape1) == 0 else args.normalize_axes(axes, len(shape1))
+    return signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate, padding_mode,
+                       cval, same_after)
+
+
 @cached(maxsize=512)
 def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
                 padding_mode="constant", cval=0, same_after=False) -> SignalCall:
@@ -118,7 +129,7 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
     takes (its ``same`` starts at ``K//2`` of the full result, ``correlate``'s
     at ``(K-1)//2``).
     """
-    result = args.result_dtype(dtype1, dtype2)
+    result, storage = args.result_dtypes(dtype1, dtype2)
     if len(shape1) == len(shape2) == 0:
         return SignalCall(result, (), (), correlate, False, (), (), False, None)
     if len(shape1) != len(shape2):
@@ -168,7 +179,7 @@ def signal_call(shape1, dtype1, shape2, dtype2, mode, axes, correlate,
             (nb, 1) if per_kernel else (1, 1)) + s2,
         padding=padding, groups=nb if per_kernel else 1, padding_mode=padding_mode,
         cval=cval if padding_mode == "constant" else 0,
-        dtype=args.problem_dtype(result), flip=True)
+        dtype=storage, flip=True)
     order = batch_axes + tuple(axes)
     full = batch_shape + problem.out_shape
     result_shape = tuple([full[i] for i in np.argsort(order)])

@@ -164,18 +164,17 @@ class _Pricing:
     def __init__(self, problem, backend, limit, available, result):
         self.problem, self.backend, self.limit = problem, backend, limit
         self.available, self.result = available, result
-        self.names, self.rejected, serving = backend.algorithm_names(), {}, []
+        self.names, floors, self.assessors = backend.pricing(problem)
+        self.rejected, serving = {}, []
         pair = (problem.op, backend.name)
         for name in self.names:
             if pair in ALGORITHMS[name].served:
                 serving.append(name)
             else:
                 self.rejected[name] = f"{name} does not serve {problem.op} on {backend.name}"
-        floors = backend.time_floors(problem, serving)
         # cheapest floor first, ties in the vocabulary's order
         self.pending = sorted(serving, key=floors.__getitem__)
         self.floors, self.order = floors, {n: i for i, n in enumerate(self.names)}
-        self.assessors = backend.assessors()
         self.lock, self.done = threading.Lock(), None
         self.fitting, self.unfit, self.workspace, self.over, self.times = [], {}, {}, set(), {}
 

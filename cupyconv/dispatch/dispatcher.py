@@ -162,14 +162,18 @@ def _slack(choice, ranked, i, every, name):
     return nxt / mine if mine > 0 else math.inf
 
 
-def _has(ranked, i):
-    """Whether ``ranked`` has an entry ``i`` (a lazy choice's head: without pricing the
+def _entry(ranked, i):
+    """``ranked[i]``, or ``None`` past its end (a lazy choice's head: without pricing the
     rest)."""
     try:
-        ranked[i]
+        return ranked[i]
     except IndexError:
-        return False
-    return True
+        return None
+
+
+def _has(ranked, i):
+    """Whether ``ranked`` has an entry ``i`` (:func:`_entry`)."""
+    return _entry(ranked, i) is not None
 
 
 class _Tf32Operands:
@@ -235,8 +239,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
     # the rest only when asked past its head)
     ranked, verdicts, refused = choice.ranked, {}, {}
 
-    def verdict(i):
-        name = ranked[i]
+    def verdict(i, name):
         slack = _slack(choice, ranked, i, every, name)
         key = (name, None if ALGORITHMS[name].scans_exactness else slack)
         if key not in verdicts:
@@ -246,11 +249,14 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
         return verdicts[key][0], slack
 
     i = 0
-    while (every or i == 0) and _has(ranked, i):
-        ok, slack = verdict(i)
+    while every or i == 0:
+        name = _entry(ranked, i)
+        if name is None:
+            break
+        ok, slack = verdict(i, name)
         if ok:
             i += 1
-        elif not every and math.isfinite(slack) and not verdict(i + 1)[0]:
+        elif not every and math.isfinite(slack) and not verdict(i + 1, ranked[i + 1])[0]:
             ranked = list(ranked)
             ranked.pop(i + 1)          # the next goes; ask this one again with more slack
         else:
@@ -467,12 +473,7 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
                 tried.append(f"{name}: skipped, {why}")
                 continue
         try:
-            host, ops = backend.host_program(problem, name, limit), operands_for(name)
-            if host is None:
-                result = backend.run(problem, name, ops, limit, stats)
-            else:
-                result = program.execute(host, backend.xp, dict(
-                    activation=ops.activation, filter=ops.filter))[host.result]
+            result = backend.compute(problem, name, operands_for(name), limit, stats)
         except OutOfMemoryError as exc:
             program.refuse("an out-of-memory fell back", transient=True)
             tried.append(f"{name}: {exc}")

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._lru import cached, memoized
 from . import direct_axes, registry
-from .addressing import addressable, device_alignment
+from .addressing import addressable, check_addressable, device_alignment, unaddressable
 from .params import logical_strides, pack_conv_params
 from .program import Launch, Program, execute
 from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
@@ -58,16 +58,6 @@ _INT32_LIMIT = 2**31 - 1 - 2**20
 # ---------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------
-
-def check_addressable(**arrays) -> None:
-    """Raise ``ValueError`` naming the first operand the kernels cannot address."""
-    for name, a in arrays.items():
-        if a is None:
-            continue
-        ok, why = addressable(a)
-        if not ok:
-            raise ValueError(f"{name}: {why}")
-
 
 def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
     """True when any extent, offset or work count of a launch passes 32 bits.

@@ -91,7 +91,7 @@ _CALL = threading.local()
 
 
 class _CallScope:
-    """The context of :meth:`_HostCopies.call_scope` (a class: a generator-based context
+    """The context of :attr:`_HostCopies.call_scope` (a class: a generator-based context
     manager cost ~3 us a call, 7% of a small direct call's host path)."""
 
     __slots__ = ("outer",)
@@ -112,9 +112,9 @@ class _HostCopies:
     for the device.  Only inside :meth:`call_scope`, so an array the caller changes
     between calls is read again."""
 
-    def call_scope(self):
-        """Share host copies until the outermost scope on this thread ends."""
-        return _CallScope()
+    #: Share host copies until the outermost scope on this thread ends (a class: making
+    #: one runs no Python code).
+    call_scope = _CallScope
 
     def host_copy(self, a):
         """``a`` as a NumPy array (NumPy arrays as they are; a device array copied once per

@@ -36,6 +36,14 @@ LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the 
 
 _ALL_OPS = frozenset((FORWARD, GRAD_INPUT, GRAD_WEIGHT))
 _FORWARD = frozenset((FORWARD,))
+_UINT64 = np.dtype(np.uint64)
+
+
+def kernel_problem(problem):
+    """uint64 runs in the int64 kernels (two's complement: the same bits)."""
+    if problem.dtype == _UINT64:
+        return problem.with_(dtype=np.dtype(np.int64))
+    return problem
 
 
 class CudaAlgorithm(Algorithm):
@@ -78,7 +86,7 @@ class CudaAlgorithm(Algorithm):
     def _applies(self, problem, wide, device):
         if problem.dtype in LONG_DOUBLE:
             return False, LONG_DOUBLE_WHY.format(dtype=problem.dtype)
-        return self.kernel_applies(self.backend.kernel_problem(wide), device)
+        return self.kernel_applies(kernel_problem(wide), device)
 
     def assess(self, problem, workspace_limit):
         """:meth:`can_implement`, :meth:`min_workspace`, :meth:`workspace` and

@@ -23,7 +23,7 @@ from .._lru import LRU
 from .addressing import data_pointer
 from .program import Launch, View
 
-__all__ = ["retarget", "fresh_like", "composed", "clear_program_cache", "byte_offset",
+__all__ = ["retarget", "fresh_like", "fresh_operands", "composed", "clear_program_cache", "byte_offset",
            "pointer_at"]
 
 #: Composed gradient programs kept.
@@ -68,6 +68,14 @@ def fresh_like(shape, dtype):
         step *= max(int(n), 1)
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(reversed(strides)),
                                            writeable=False)
+
+
+def fresh_operands(problem):
+    """:func:`fresh_like` stand-ins of ``problem``'s ``x``, ``w`` and ``y`` (C-contiguous
+    channels-first shapes)."""
+    dtype = problem.dtype
+    return (fresh_like(problem.x_shape, dtype), fresh_like(problem.w_shape, dtype),
+            fresh_like(problem.y_shape, dtype))
 
 
 def composed(key, parts, build):

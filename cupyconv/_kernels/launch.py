@@ -28,7 +28,7 @@ import numpy as np
 from .._lru import cached, memoized
 from . import direct_axes, registry
 from .addressing import addressable, check_addressable, device_alignment, unaddressable
-from .params import logical_strides, pack_conv_params
+from .params import logical_strides, operand_shape, operand_strides, pack_conv_params
 from .program import Launch, Program, execute
 from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
                           multistage_reason, multistage_tile, operand_tile)
@@ -42,6 +42,7 @@ __all__ = [
     "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "gemm_tile_for", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
+    "unaddressable", "logical_strides",
 ]
 
 #: CUDA grid limits.
@@ -213,21 +214,6 @@ def kernel_for(module, family: str, dtype, rank: int, index64: bool, tile=()):
 def grid_stride_blocks(total: int) -> int:
     """Blocks of a grid-stride launch over ``total`` threads' work (capped)."""
     return max(1, min(-(-total // registry.THREADS), _GRID_STRIDE_BLOCKS))
-
-
-def _shape_lcs(problem, which: str):
-    if which == "x":
-        return problem.batch, problem.in_channels, problem.in_shape
-    if which == "w":
-        return problem.out_channels, problem.in_channels // problem.groups, problem.kernel_shape
-    return problem.batch, problem.out_channels, problem.out_shape
-
-
-def operand_strides(problem, array, which: str):
-    """``(logical element strides, (lead, channels, spatial shape))`` of operand ``which``
-    (``"x"``, ``"w"`` or ``"y"``) of ``problem`` as the kernels index it."""
-    st = logical_strides(array, problem.layout, problem.ndim)
-    return st, _shape_lcs(problem, which)
 
 
 def check_dtype(problem, **arrays) -> None:
@@ -452,7 +438,7 @@ def y_strides(problem, y):
 def contiguous_strides(problem, which: str):
     """:func:`operand_strides` of a C-contiguous channels-first operand ``which`` (``"x"``,
     ``"w"`` or ``"y"``): a program's own buffer, a constant."""
-    lead, chan, spatial = _shape_lcs(problem, which)
+    lead, chan, spatial = operand_shape(problem, which)
     shape = (lead, chan) + tuple(spatial)
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):

@@ -23,7 +23,8 @@ from .families import CONV_PARAMS, FAST_DIVMOD_PARAMS
 
 __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
-    "fast_divmod_params", "logical_strides", "pack_conv_params",
+    "fast_divmod_params", "logical_strides", "operand_shape", "operand_strides",
+    "pack_conv_params",
 ]
 
 #: padding mode -> cc::PadMode value.
@@ -97,6 +98,23 @@ def logical_strides(array, layout: str, ndim: int) -> Tuple[int, int, Tuple[int,
     if layout == "channels_first":
         return strides[0], strides[1], tuple(strides[2:])
     return strides[0], strides[-1], tuple(strides[1:-1])
+
+
+def operand_shape(problem, which: str):
+    """``(lead, channels, spatial shape)`` of operand ``which`` (``"x"``, ``"w"`` or
+    ``"y"``) of ``problem``."""
+    if which == "x":
+        return problem.batch, problem.in_channels, problem.in_shape
+    if which == "w":
+        return problem.out_channels, problem.in_channels // problem.groups, problem.kernel_shape
+    return problem.batch, problem.out_channels, problem.out_shape
+
+
+def operand_strides(problem, array, which: str):
+    """``(logical element strides, (lead, channels, spatial shape))`` of operand ``which``
+    (``"x"``, ``"w"`` or ``"y"``) of ``problem`` as the kernels index it."""
+    st = logical_strides(array, problem.layout, problem.ndim)
+    return st, operand_shape(problem, which)
 
 
 def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,

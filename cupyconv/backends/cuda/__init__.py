@@ -112,7 +112,9 @@ class CudaBackend(Backend):
                 arrays[role] = a
         if arrays:
             operands = operands.replace(**arrays)
-        return self.kernel_problem(problem), operands
+        if problem.dtype == np.uint64:
+            problem = kernel_problem(problem)
+        return problem, operands
 
     def free_cached(self):
         self.runner.free_cached()

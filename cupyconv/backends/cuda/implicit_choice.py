@@ -16,7 +16,7 @@ import numpy as np
 
 from ..._kernels import evidence, launch, registry, wgmma_launch
 from ..._kernels.addressing import data_pointer
-from ..._kernels.grad_launch import fresh_like
+from ..._kernels.grad_launch import fresh_like, fresh_operands
 from ..._kernels.kernel_config import family_config, gemm_config
 from ..._lru import cached
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
@@ -314,6 +314,4 @@ def _contiguous_standins(problem):
     if problem.layout == "channels_last":
         return Operands(*[np.moveaxis(fresh_like(shape, problem.dtype), -1, 1)
                           for shape in (problem.x_shape, problem.w_shape, problem.y_shape)])
-    return Operands(fresh_like(problem.x_shape, problem.dtype),
-                    fresh_like(problem.w_shape, problem.dtype),
-                    fresh_like(problem.y_shape, problem.dtype))
+    return Operands(*fresh_operands(problem))

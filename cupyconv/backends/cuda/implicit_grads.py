@@ -70,7 +70,7 @@ import functools
 import math
 
 from ..._kernels import grad_launch, launch, program, registry, relayout_launch, splitk_launch
-from ..._kernels.grad_launch import fresh_like, pointer_at
+from ..._kernels.grad_launch import fresh_like, fresh_operands, pointer_at
 from ..._kernels.program import Call, Program
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import (checked_splits, column_forward, group_views, split_images,
@@ -118,9 +118,7 @@ def column_program(problem, count, runner, flags):
     chunk's ``dy`` matrix ``(G, K/G, cols)``, ``w`` ``W^T`` ``(G, C/G*taps, K/G)``, ``y``
     the column buffer."""
     fwd = column_forward(problem, count)
-    return launch.implicit_gemm_program(
-        runner.loader, fwd, fresh_like(fwd.x_shape, fwd.dtype),
-        fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
+    return launch.implicit_gemm_program(runner.loader, fwd, *fresh_operands(fwd), **flags)
 
 
 def forward_operands(problem, operands, splits=1):

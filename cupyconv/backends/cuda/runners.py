@@ -329,6 +329,8 @@ class EmulatedRunner(_Constants, _HostCopies):
                          sm_count=108, clock_hz=1.41e9, bandwidth=1.55e12,
                          fp32_lanes=64, fp64_ratio=0.5, smem_per_block=48 * 1024,
                          free_memory=8 * 2**30)
+    #: :attr:`device` without the free-memory query (the nominal device as it is).
+    static = NOMINAL
 
     def __init__(self, memory_limit=None):
         self.xp = np
@@ -380,10 +382,6 @@ class EmulatedRunner(_Constants, _HostCopies):
             return self.NOMINAL
         return dataclasses.replace(self.NOMINAL, free_memory=self.memory_limit)
 
-    @property
-    def static(self):
-        return self.NOMINAL
-
 
 class StandInRunner(EmulatedRunner):
     """The emulated runner seen as a device of compute capability ``arch`` (``80``, ``90``
@@ -392,8 +390,8 @@ class StandInRunner(EmulatedRunner):
 
     def __init__(self, arch, memory_limit=None):
         super().__init__(memory_limit)
-        self.NOMINAL = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
-                                           name=f"stand-in sm_{arch}")
+        self.NOMINAL = self.static = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
+                                                         name=f"stand-in sm_{arch}")
 
 
 def _group_names(source, names):

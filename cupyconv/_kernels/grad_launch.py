@@ -21,10 +21,10 @@ import numpy as np
 
 from .._lru import LRU
 from .addressing import data_pointer
-from .program import Launch, View
+from .program import Launch
 
-__all__ = ["retarget", "fresh_like", "fresh_operands", "composed", "clear_program_cache", "byte_offset",
-           "pointer_at"]
+__all__ = ["retarget", "fresh_like", "fresh_operands", "composed", "clear_program_cache",
+           "byte_offset"]
 
 #: Composed gradient programs kept.
 PROGRAMS = 256
@@ -43,11 +43,6 @@ def retarget(launches, mapping):
 def byte_offset(view, base):
     """Bytes from ``base``'s data pointer to ``view``'s (a view into ``base``)."""
     return data_pointer(view) - data_pointer(base)
-
-
-def pointer_at(name, offset):
-    """The slot of a pointer ``offset`` bytes into the named array (the name itself at 0)."""
-    return View(name, offset) if offset else name
 
 
 _STANDIN = np.empty(1024, np.uint8)

@@ -24,6 +24,7 @@ from .families import CONV_PARAMS, FAST_DIVMOD_PARAMS
 __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
     "fast_divmod_params", "logical_strides", "operand_shape", "operand_strides",
+    "input_strides",
     "pack_conv_params",
 ]
 
@@ -115,6 +116,11 @@ def operand_strides(problem, array, which: str):
     (``"x"``, ``"w"`` or ``"y"``) of ``problem`` as the kernels index it."""
     st = logical_strides(array, problem.layout, problem.ndim)
     return st, operand_shape(problem, which)
+
+
+def input_strides(problem, x, w):
+    """``(xs, ws)``: :func:`operand_strides` of ``x`` and ``w``."""
+    return operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
 
 
 def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,

@@ -70,7 +70,7 @@ def wgmma_applies(problem, x, w, tf32: bool, device_arch: int) -> Optional[Tuple
     tile = wgmma_tile(problem, tf32, device_arch)
     if tile is None:
         return None
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     return None if launch.channels_last_reason(problem, xs, ws, x, w) else tile
 
 
@@ -111,7 +111,7 @@ def wgmma_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0, til
     """
     launch.check_dtype(problem, x=x, w=w, y=y, bias=bias)
     launch.check_addressable(x=x, w=w, y=y, bias=bias)
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     tiles = registry.wgmma_tiles(problem.dtype)
     if tile is None:
         tile = wgmma_tile(problem, tf32, WGMMA_ARCH) or (tiles[0] if tiles else (0, 0, 0, registry.WGMMA))

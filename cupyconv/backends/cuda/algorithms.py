@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 
+from ... import config
 from ..._kernels import evidence, launch, program, wgmma_launch
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
@@ -85,10 +86,10 @@ def direct(problem, x, w, runner, workspace_limit):
 def tensor_core_flags(problem, device):
     """The implicit GEMM's tile switches for ``problem`` on ``device``: the atoms exist
     (sm_80+), float32 asked for TF32, and, where the evidence ledger keeps the choice to
-    verified tiles (``_kernels.evidence.verified_only``), ``verified_on``: the device's
-    arch class."""
+    verified tiles (``_kernels.evidence.verified_only``, its table read here: asked three
+    times a call), ``verified_on``: the device's arch class."""
     flags = dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
-    if evidence.verified_only(getattr(device, "hardware", False)):
+    if evidence.FILTER[config.kernels, bool(getattr(device, "hardware", False))][0]:
         flags["verified_on"] = evidence.arch_class(device.arch)
     return flags
 

@@ -35,7 +35,7 @@ from ..._lru import cached
 
 __all__ = ["EFFICIENCY", "HOST_S", "PASS_HOST_S", "LAUNCH_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "tensor_kind", "efficiency_path", "efficiencies", "calibrate",
-           "stencil_time", "direct_time", "kernel_config", "direct_config", "gemm_library",
+           "stencil_time", "direct_time", "kernel_config", "kernel_config_memo", "direct_config", "gemm_library",
            "unverified", "warn_if_unverified"]
 
 #: Fraction of peak each algorithm reaches on large problems when nothing was measured on
@@ -221,13 +221,15 @@ def kernel_config(choose, problem, device):
     algorithm of the table on ``problem`` (channels-first operands as the cost model
     assumes them) on ``device``: the :class:`KernelConfig` it prices and the launcher
     builds (memoised per problem, device, chooser and ``config.kernels``)."""
-    return _kernel_config(choose, problem, device, evidence.verified_only(device.hardware))
+    return kernel_config_memo(choose, problem, device,
+                              evidence.FILTER[config.kernels, device.hardware][0])
 
 
 @cached(maxsize=512)
-def _kernel_config(choose, problem, device, verified_only):
-    """:func:`kernel_config`'s record; ``verified_only`` is not read here but keys the
-    memo: the tile choice reads the filter in force (``evidence.verified_only``)."""
+def kernel_config_memo(choose, problem, device, verified_only):
+    """:func:`kernel_config`'s record (the table's algorithms ask it directly);
+    ``verified_only`` is not read here but keys the memo: the tile choice reads the filter
+    in force (``evidence.verified_only``)."""
     return choose(problem, device, evidence.arch_class(device.arch),
                   launch.choose_index64(problem))
 

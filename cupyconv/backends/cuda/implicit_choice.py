@@ -130,12 +130,12 @@ def weight_gradient_splits(problem, device, efficiency=None):
     if (problem.op != GRAD_WEIGHT or problem.dtype not in registry.SPLITK_DTYPES
             or problem.batch < 2):
         return 1
-    if evidence.verified_only(device.hardware) and not evidence.is_verified(family_config(
+    verified_only = evidence.verified_only(device.hardware)
+    if verified_only and not evidence.is_verified(family_config(
             "implicit_gemm", "splitk_reduce", problem.dtype, evidence.arch_class(device.arch))):
         return 1
     eff_of = efficiency or cost.efficiencies(device.name)
-    return _splits(problem, device, tuple(sorted(eff_of.items())),
-                   evidence.verified_only(device.hardware))
+    return _splits(problem, device, tuple(sorted(eff_of.items())), verified_only)
 
 
 @cached(maxsize=256)

@@ -70,8 +70,9 @@ import functools
 import math
 
 from ..._kernels import grad_launch, launch, program, registry, relayout_launch, splitk_launch
-from ..._kernels.grad_launch import fresh_like, fresh_operands, pointer_at
-from ..._kernels.program import Call, Program
+from ..._kernels.grad_launch import fresh_like, fresh_operands
+from ..._kernels.program import Call, Program, View
+from ..._lru import cached
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import (checked_splits, column_forward, group_views, split_images,
                                transpose, transposed_weights_into, weights_window)
@@ -105,9 +106,16 @@ def can_implement(problem):
     return launch.can_implement_implicit_gemm(transpose(problem, splits=1).forward)
 
 
+def pointer_at(name, offset):
+    """The slot of a pointer ``offset`` bytes into the named array (the name itself at 0)."""
+    return View(name, offset) if offset else name
+
+
+@cached(maxsize=256)
 def needs_columns(problem):
     """Whether ``problem`` runs the column-buffer algorithm (an input gradient that is not a
-    convolution of ``dy``), with its workspace."""
+    convolution of ``dy``), with its workspace (memoised: the table asks it of one problem
+    about six times a call)."""
     return problem.op == GRAD_INPUT and not is_convolution(problem)
 
 

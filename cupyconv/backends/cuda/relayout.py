@@ -163,7 +163,7 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
     :func:`multistage_applies`."""
     if not multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on):
         return None
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     if not launch.channels_last_reason(problem, xs, ws, x, w):
         return None
     relay_x = _channels_first(problem, x, "x")
@@ -280,7 +280,7 @@ def operand_config(problem, x, w, device, flags):
 
 
 def _portable_config(problem, x, w, device, flags):
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     tile = launch.gemm_tile_for(problem, xs, ws, x, w, **flags)
     return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
                        launch.choose_index64(problem))

@@ -181,8 +181,7 @@ class CupyRunner(_Constants, _HostCopies):
     def workspace(self, shape, dtype):
         """Allocate workspace; CuPy's OOM becomes :class:`OutOfMemoryError`."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        program.count("allocations")
-        program.count("allocated_bytes", nbytes)
+        program.count_allocation(nbytes)
         try:
             arr = self._cupy.empty(shape, dtype=dtype)
         except self._cupy.cuda.memory.OutOfMemoryError as exc:
@@ -349,8 +348,7 @@ class EmulatedRunner(_Constants, _HostCopies):
                 f"workspace of {nbytes} bytes exceeds the emulated memory limit "
                 f"({self.memory_limit} bytes)")
         self.peak_workspace = max(self.peak_workspace, nbytes)
-        program.count("allocations")
-        program.count("allocated_bytes", nbytes)
+        program.count_allocation(nbytes)
         return np.empty(shape, dtype=dtype)
 
     @staticmethod

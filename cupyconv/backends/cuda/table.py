@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ... import config
 from ..._kernels import evidence, program
 from ..._kernels.kernel_config import family_config
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
@@ -167,7 +168,8 @@ class CudaAlgorithm(Algorithm):
     @classmethod
     def kernel_config(cls, problem, device):
         """:meth:`choose_kernel`, memoised (``cost.kernel_config``)."""
-        return cost.kernel_config(cls.choose_kernel, problem, device)
+        return cost.kernel_config_memo(cls.choose_kernel, problem, device,
+                                       evidence.FILTER[config.kernels, device.hardware][0])
 
     def floor(self, problem):
         """Its host time per call (``cost.HOST_S``): the cost model's least prediction."""

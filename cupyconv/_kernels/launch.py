@@ -28,8 +28,8 @@ import numpy as np
 from .._lru import cached, memoized
 from . import direct_axes, registry
 from .addressing import addressable, check_addressable, device_alignment, unaddressable
-from .params import (input_strides, logical_strides, operand_shape, operand_strides,
-                     pack_conv_params)
+from .params import (contiguous_strides, input_strides, logical_strides, operand_strides,
+                     pack_conv_params, y_strides)
 from .program import Launch, Program, execute
 from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
                           multistage_reason, multistage_tile, operand_tile)
@@ -43,7 +43,7 @@ __all__ = [
     "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "gemm_tile_for", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
-    "unaddressable", "logical_strides", "input_strides",
+    "unaddressable", "logical_strides", "input_strides", "y_strides",
 ]
 
 #: CUDA grid limits.
@@ -427,24 +427,6 @@ def gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha,
                 launches.append(Launch(kern, grid, (registry.block_threads(family, tile),), smem, p,
                                        slots))
     return _program("implicit_gemm", problem, launches)
-
-
-def y_strides(problem, y):
-    """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
-    if y is not None:
-        return operand_strides(problem, y, "y")
-    return contiguous_strides(problem, "y")
-
-
-def contiguous_strides(problem, which: str):
-    """:func:`operand_strides` of a C-contiguous channels-first operand ``which`` (``"x"``,
-    ``"w"`` or ``"y"``): a program's own buffer, a constant."""
-    lead, chan, spatial = operand_shape(problem, which)
-    shape = (lead, chan) + tuple(spatial)
-    strides = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        strides[i] = strides[i + 1] * shape[i + 1]
-    return (strides[0], strides[1], tuple(strides[2:])), (lead, chan, spatial)
 
 
 def _program(name, problem, launches):

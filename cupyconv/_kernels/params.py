@@ -24,7 +24,7 @@ from .families import CONV_PARAMS, FAST_DIVMOD_PARAMS
 __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
     "fast_divmod_params", "logical_strides", "operand_shape", "operand_strides",
-    "input_strides",
+    "input_strides", "y_strides", "contiguous_strides",
     "pack_conv_params",
 ]
 
@@ -121,6 +121,24 @@ def operand_strides(problem, array, which: str):
 def input_strides(problem, x, w):
     """``(xs, ws)``: :func:`operand_strides` of ``x`` and ``w``."""
     return operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
+
+
+def y_strides(problem, y):
+    """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
+    if y is not None:
+        return operand_strides(problem, y, "y")
+    return contiguous_strides(problem, "y")
+
+
+def contiguous_strides(problem, which: str):
+    """:func:`operand_strides` of a C-contiguous channels-first operand ``which`` (``"x"``,
+    ``"w"`` or ``"y"``): a program's own buffer, a constant."""
+    lead, chan, spatial = operand_shape(problem, which)
+    shape = (lead, chan) + tuple(spatial)
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return (strides[0], strides[1], tuple(strides[2:])), (lead, chan, spatial)
 
 
 def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,

@@ -25,8 +25,7 @@ from . import implicit_grads, relayout, separable, winograd
 
 __all__ = ["gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
            "tensor_core_flags", "direct", "implicit_gemm", "gemm",
-           "direct_applies", "implicit_gemm_applies", "gemm_applies", "fft_applies",
-           "separable_applies"]
+           "implicit_gemm_applies", "gemm_applies", "fft_applies"]
 
 
 def fft_applies(problem, device=None):
@@ -36,11 +35,6 @@ def fft_applies(problem, device=None):
         return False, ("the FFT path supports zero constant padding only (other "
                        "boundaries would need a padded copy of the input)")
     return True, ""
-
-
-def direct_applies(problem, device):
-    """``(ok, reason)`` of the direct kernel (its shared-memory tile on ``device``)."""
-    return launch.can_implement_direct(problem, device.smem_per_block)
 
 
 def implicit_gemm_applies(problem, device=None):
@@ -54,10 +48,6 @@ def implicit_gemm_applies(problem, device=None):
 def gemm_applies(problem, device=None):
     """``(ok, reason)`` of the vol2col column buffer."""
     return launch.can_implement_vol2col(problem)
-
-
-def separable_applies(problem, device):
-    return separable.can_implement(problem, device.smem_per_block)
 
 
 def gemm_batch_chunk(problem, workspace_limit):

@@ -60,8 +60,10 @@ class DeviceInfo:
     #: a GPU (not the emulator or a stand-in): what the evidence ledger's filter reads.
     hardware: bool = False
 
+    @cached(maxsize=64, keep=True)
     def peak_flops(self, dtype):
-        """Peak FLOP/s (an FMA counts 2) for ``dtype``'s real arithmetic."""
+        """Peak FLOP/s (an FMA counts 2) for ``dtype``'s real arithmetic (memoised: the
+        cost model asks it per candidate and per pass)."""
         base = 2.0 * self.sm_count * self.clock_hz * self.fp32_lanes
         return base * (self.fp64_ratio if np.dtype(dtype).char in "dDq" else 1.0)
 

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ... import config
-from ..._kernels import evidence, program
+from ..._kernels import evidence, launch, program
 from ..._kernels.kernel_config import family_config
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.args import LONG_DOUBLE
@@ -139,7 +139,8 @@ class CudaAlgorithm(Algorithm):
         two); infinite where the evidence ledger keeps the choice to verified kernels and
         its configuration is not one.  ``efficiency``: a full mapping replacing
         ``cost.efficiencies`` (``cost.calibrate`` varies one entry)."""
-        if cost.unverified(cls.choose_kernel, problem, device):
+        if (evidence.FILTER[config.kernels, device.hardware][0]     # evidence.verified_only
+                and not evidence.is_verified(cls.kernel_config(problem, device))):
             return math.inf
         eff_of = efficiency or cost.efficiencies(device.name)
         return max(cls.device_time(problem, device, eff_of), cls.host_time(problem))
@@ -215,7 +216,8 @@ class Direct(CudaAlgorithm):
     native_ops = _FORWARD
 
     def kernel_applies(self, problem, device):
-        return algorithms.direct_applies(problem, device)
+        """The direct kernel's shared-memory tile on ``device``."""
+        return launch.can_implement_direct(problem, device.smem_per_block)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
@@ -423,7 +425,7 @@ class Separable(CudaAlgorithm):
     def kernel_applies(self, problem, device):
         if not separable_applies(problem):          # data-free, before any pass is built
             return False, NOT_APPLICABLE
-        return algorithms.separable_applies(problem, device)
+        return separable.can_implement(problem, device.smem_per_block)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):

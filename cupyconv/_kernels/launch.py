@@ -28,8 +28,8 @@ import numpy as np
 from .._lru import cached, memoized
 from . import direct_axes, registry
 from .addressing import addressable, check_addressable, device_alignment, unaddressable
-from .params import (contiguous_strides, input_strides, logical_strides, operand_strides,
-                     pack_conv_params, y_strides)
+from .params import (contiguous_strides, conv_strides, input_strides, logical_strides,
+                     operand_strides, pack_conv_params, y_strides)
 from .program import Launch, Program, execute
 from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
                           multistage_reason, multistage_tile, operand_tile)
@@ -43,7 +43,7 @@ __all__ = [
     "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "gemm_tile_for", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
-    "unaddressable", "logical_strides", "input_strides", "y_strides",
+    "unaddressable", "logical_strides", "input_strides", "y_strides", "conv_strides",
 ]
 
 #: CUDA grid limits.
@@ -340,8 +340,7 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
     _require(can_implement_implicit_gemm(problem))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
-    xs, ws = input_strides(problem, x, w)
-    ys = y_strides(problem, y)
+    xs, ws, ys = conv_strides(problem, x, w, y)
     if config is not None:
         tile, index64 = config.gemm_tile, index64 or config.index64 or None
     explicit, reason = tile is not None, ""
@@ -451,10 +450,10 @@ def direct_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
     _require(can_implement_direct(problem, smem_limit))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
-    xs, ws = input_strides(problem, x, w)
+    xs, ws, ys = conv_strides(problem, x, w, y)
     bias_stride, has_bias = bias_args(bias)
-    return _direct_build(module, problem, xs, ws, y_strides(problem, y), bias_stride, has_bias,
-                         alpha, beta, smem_limit, index64)
+    return _direct_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
+                         smem_limit, index64)
 
 
 def direct_program_on(module, problem, xs, ws, ys, beta=0,

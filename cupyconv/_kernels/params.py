@@ -25,6 +25,7 @@ __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
     "fast_divmod_params", "logical_strides", "operand_shape", "operand_strides",
     "input_strides", "y_strides", "contiguous_strides",
+    "conv_strides",
     "pack_conv_params",
 ]
 
@@ -233,3 +234,9 @@ def _pack(problem, x_strides, w_strides, y_strides, n0, n_count, g0, alpha, beta
         z = complex(value)
         p[f"{name}_re"], p[f"{name}_im"] = z.real, z.imag
     return p[()]
+
+
+def conv_strides(problem, x, w, y):
+    """``(xs, ws, ys)``: :func:`input_strides` of ``x`` and ``w``, :func:`y_strides` of
+    ``y``."""
+    return operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), y_strides(problem, y)

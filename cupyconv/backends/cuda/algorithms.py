@@ -15,17 +15,16 @@ from __future__ import annotations
 import functools
 import math
 
-from ... import config
-from ..._kernels import evidence, launch, program, wgmma_launch
+from ..._kernels import launch, program, wgmma_launch
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
-from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
-from . import implicit_grads, relayout, separable, winograd
+from . import relayout, separable, winograd
+from .implicit_choice import tensor_core_flags
 
 __all__ = ["gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
            "tensor_core_flags", "direct", "implicit_gemm", "gemm",
-           "implicit_gemm_applies", "gemm_applies", "fft_applies"]
+           "gemm_applies", "fft_applies"]
 
 
 def fft_applies(problem, device=None):
@@ -35,14 +34,6 @@ def fft_applies(problem, device=None):
         return False, ("the FFT path supports zero constant padding only (other "
                        "boundaries would need a padded copy of the input)")
     return True, ""
-
-
-def implicit_gemm_applies(problem, device=None):
-    """``(ok, reason)`` of the implicit GEMM: the forward kernel, or the gradient as its
-    forward problem (:mod:`.implicit_grads`)."""
-    if problem.op != FORWARD:
-        return implicit_grads.can_implement(problem)
-    return launch.can_implement_implicit_gemm(problem)
 
 
 def gemm_applies(problem, device=None):
@@ -71,17 +62,6 @@ def direct(problem, x, w, runner, workspace_limit):
     prog = launch.direct_program(runner.loader, problem, x, w,
                                  smem_limit=runner.static.smem_per_block)
     return _execute(prog, x, w, runner)
-
-
-def tensor_core_flags(problem, device):
-    """The implicit GEMM's tile switches for ``problem`` on ``device``: the atoms exist
-    (sm_80+), float32 asked for TF32, and, where the evidence ledger keeps the choice to
-    verified tiles (``_kernels.evidence.verified_only``, its table read here: asked three
-    times a call), ``verified_on``: the device's arch class."""
-    flags = dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
-    if evidence.FILTER[config.kernels, bool(getattr(device, "hardware", False))][0]:
-        flags["verified_on"] = evidence.arch_class(device.arch)
-    return flags
 
 
 def implicit_gemm(problem, x, w, runner, workspace_limit, config=None):

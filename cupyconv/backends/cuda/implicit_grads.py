@@ -183,7 +183,7 @@ def run(problem, operands, runner, flags, config):
     output ``y`` for the weight gradient, weight-sized, and the re-laid operands; not for
     the input gradients :func:`needs_columns` names: those run
     :func:`.gradients.grad_input` with the kernel as its GEMM); ``flags`` are the
-    launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`), ``config``
+    launcher's tensor-core switches (:func:`.implicit_choice.tensor_core_flags`), ``config``
     the backend's :class:`~cupyconv._kernels.kernel_config.KernelConfig` on these
     operands (``implicit_choice.choose_kernel``), built as it is: its re-layout, its
     split-K (:func:`grad_weight_program`) and its tile.  Under ``precision="tf32"`` the

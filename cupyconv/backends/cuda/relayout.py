@@ -250,7 +250,7 @@ def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool
 def tile_program(problem, x, w, runner, flags, config=None):
     """The forward program of the implicit GEMM on these operands (re-laid or as they
     are): the record ``config`` (default :func:`operand_config`: the selection on these
-    operands; ``flags``: ``algorithms.tensor_core_flags``) built as it is; a wgmma record
+    operands; ``flags``: ``implicit_choice.tensor_core_flags``) built as it is; a wgmma record
     whose cubin the loader cannot give (``ArchSpecificUnavailable``: missing, refused by
     the driver, another device; the loader keeps the reason for ``info``,
     ``loader.arch_specific_refusals()``) gives way to the portable tile's."""
@@ -271,7 +271,7 @@ def operand_config(problem, x, w, device, flags):
     the forward ``problem`` with these operands (re-laid or as they are) on ``device``: the
     wgmma tile where it runs (:func:`wgmma_tile`), else the portable tile of
     ``launch.gemm_tile_for`` (a channels-last tile where the operands are channels-last
-    readable; ``flags``: ``algorithms.tensor_core_flags``)."""
+    readable; ``flags``: ``implicit_choice.tensor_core_flags``)."""
     tile = wgmma_tile(problem, x, w, device, flags["tf32"])
     if tile is not None:
         return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),

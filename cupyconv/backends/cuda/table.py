@@ -242,7 +242,13 @@ class ImplicitGemm(CudaAlgorithm):
     compiled_ops = _ALL_OPS
 
     columns = staticmethod(implicit_grads.needs_columns)
-    kernel_applies = staticmethod(algorithms.implicit_gemm_applies)
+    @staticmethod
+    def kernel_applies(problem, device=None):
+        """``(ok, reason)`` of the forward kernel, or of the gradient as its forward
+        problem (:mod:`.implicit_grads`)."""
+        if problem.op != FORWARD:
+            return implicit_grads.can_implement(problem)
+        return launch.can_implement_implicit_gemm(problem)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
@@ -276,7 +282,7 @@ class ImplicitGemm(CudaAlgorithm):
         if problem.op != FORWARD or w.dtype != problem.dtype:
             return w
         device = self.backend.device
-        flags = algorithms.tensor_core_flags(problem, device)
+        flags = implicit_choice.tensor_core_flags(problem, device)
         relay_w = (relayout.filter_relays(problem, w, **flags)
                    and implicit_choice.relayout_pays(problem, device, False))
         return relayout.freeze_filter(problem, w, self.backend.runner, **flags, relay_w=relay_w,
@@ -288,13 +294,13 @@ class ImplicitGemm(CudaAlgorithm):
         if self.columns(problem):
             return gradients.grad_input(problem, operands.output, operands.filter, runner,
                                         workspace_limit,
-                                        algorithms.tensor_core_flags(problem, runner.static))
+                                        implicit_choice.tensor_core_flags(problem, runner.static))
         cfg = self.launch_config(problem, operands, workspace_limit)
         if problem.op == FORWARD:
             return algorithms.implicit_gemm(problem, operands.activation, operands.filter,
                                             runner, workspace_limit, cfg)
         return implicit_grads.run(problem, operands, runner,
-                                  algorithms.tensor_core_flags(problem, runner.static), cfg)
+                                  implicit_choice.tensor_core_flags(problem, runner.static), cfg)
 
     def launch_config(self, problem, operands, workspace_limit=None):
         """:meth:`choose_kernel` on these operands: the priced record (:meth:`kernel_config`)

@@ -580,5 +580,5 @@ def fresh_kernel_choices(monkeypatch):
     after each such replacement."""
     import functools
     from cupyconv.backends.cuda import cost
-    monkeypatch.setattr(cost, "_kernel_config",
-                        functools.lru_cache(maxsize=512)(cost._kernel_config.__wrapped__))
+    monkeypatch.setattr(cost, "kernel_config_memo",
+                        functools.lru_cache(maxsize=512)(cost.kernel_config_memo.__wrapped__))

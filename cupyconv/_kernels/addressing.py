@@ -9,13 +9,14 @@ CUDA backend copies them first.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 
 from .._lru import cached
 
-__all__ = ["addressable", "data_pointer", "device_alignment"]
+__all__ = ["addressable", "unaddressable", "check_addressable", "data_pointer",
+           "device_alignment"]
 
 
 def data_pointer(array) -> int:
@@ -77,3 +78,21 @@ def addressable(array) -> Tuple[bool, str]:
                        f"{dt.name} elements require ({dt.name} array of shape {tuple(array.shape)}); "
                        f"copy the array first")
     return True, ""
+
+
+def unaddressable(**arrays) -> Dict[str, str]:
+    """``{name: reason}`` of the named arrays the kernels cannot address in place
+    (:func:`addressable`), in argument order; ``None`` entries skipped."""
+    bad = {}
+    for name, a in arrays.items():
+        if a is not None:
+            ok, why = addressable(a)
+            if not ok:
+                bad[name] = why
+    return bad
+
+
+def check_addressable(**arrays) -> None:
+    """Raise ``ValueError`` naming the first operand the kernels cannot address."""
+    for name, why in unaddressable(**arrays).items():
+        raise ValueError(f"{name}: {why}")

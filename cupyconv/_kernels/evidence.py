@@ -26,6 +26,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import config
+from .._lru import cached
 from . import registry
 from .kernel_config import family_config, gemm_config
 
@@ -95,9 +96,11 @@ LIBRARY_CALLS = {"cuFFT": "h200-2026-11-30", "cupy.matmul": "h200-2026-11-30",
                  "cuBLAS strided-batched": None}
 
 
+@cached(maxsize=64, keep=True)
 def arch_class(arch: int, arch_specific: bool = False) -> str:
     """The :data:`ARCH_CLASSES` entry of compute capability ``arch`` (``XY``);
-    ``arch_specific``: the sm_90a cubins."""
+    ``arch_specific``: the sm_90a cubins (memoised: a constant the choice asks per
+    record)."""
     if arch >= 90:
         return "sm_90a" if arch_specific else "sm_90"
     return "sm_80-89"

@@ -21,10 +21,10 @@ import numpy as np
 
 from .._lru import LRU
 from .addressing import data_pointer
-from .program import Launch, View
+from .program import Launch
 
-__all__ = ["retarget", "fresh_like", "composed", "clear_program_cache", "byte_offset",
-           "pointer_at"]
+__all__ = ["retarget", "fresh_like", "fresh_operands", "composed", "clear_program_cache",
+           "byte_offset"]
 
 #: Composed gradient programs kept.
 PROGRAMS = 256
@@ -45,11 +45,6 @@ def byte_offset(view, base):
     return data_pointer(view) - data_pointer(base)
 
 
-def pointer_at(name, offset):
-    """The slot of a pointer ``offset`` bytes into the named array (the name itself at 0)."""
-    return View(name, offset) if offset else name
-
-
 _STANDIN = np.empty(1024, np.uint8)
 #: The offset of the stand-ins' 256-byte aligned pointer into :data:`_STANDIN`.
 _ALIGNED = (-data_pointer(_STANDIN)) % 256
@@ -68,6 +63,14 @@ def fresh_like(shape, dtype):
         step *= max(int(n), 1)
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(reversed(strides)),
                                            writeable=False)
+
+
+def fresh_operands(problem):
+    """:func:`fresh_like` stand-ins of ``problem``'s ``x``, ``w`` and ``y`` (C-contiguous
+    channels-first shapes)."""
+    dtype = problem.dtype
+    return (fresh_like(problem.x_shape, dtype), fresh_like(problem.w_shape, dtype),
+            fresh_like(problem.y_shape, dtype))
 
 
 def composed(key, parts, build):

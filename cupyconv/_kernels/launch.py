@@ -27,8 +27,9 @@ import numpy as np
 
 from .._lru import cached, memoized
 from . import direct_axes, registry
-from .addressing import addressable, device_alignment
-from .params import logical_strides, pack_conv_params
+from .addressing import addressable, check_addressable, device_alignment, unaddressable
+from .params import (contiguous_strides, conv_strides, input_strides, logical_strides,
+                     operand_strides, pack_conv_params, y_strides)
 from .program import Launch, Program, execute
 from .tile_choice import (channels_last_reason, channels_last_tile, implicit_gemm_tile,
                           multistage_reason, multistage_tile, operand_tile)
@@ -42,6 +43,7 @@ __all__ = [
     "direct_program_on", "contiguous_strides",
     "implicit_gemm_program", "gemm_tile_for", "gemm_tile_program", "clear_program_cache", "vol2col_step", "col2vol_step", "check_addressable",
     "check_dtype", "dtype_ok", "grid_stride_blocks", "operand_strides", "bias_args",
+    "unaddressable", "logical_strides", "input_strides", "y_strides", "conv_strides",
 ]
 
 #: CUDA grid limits.
@@ -58,16 +60,6 @@ _INT32_LIMIT = 2**31 - 1 - 2**20
 # ---------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------
-
-def check_addressable(**arrays) -> None:
-    """Raise ``ValueError`` naming the first operand the kernels cannot address."""
-    for name, a in arrays.items():
-        if a is None:
-            continue
-        ok, why = addressable(a)
-        if not ok:
-            raise ValueError(f"{name}: {why}")
-
 
 def choose_index64(problem, *arrays_strides, extra: int = 0) -> bool:
     """True when any extent, offset or work count of a launch passes 32 bits.
@@ -225,21 +217,6 @@ def grid_stride_blocks(total: int) -> int:
     return max(1, min(-(-total // registry.THREADS), _GRID_STRIDE_BLOCKS))
 
 
-def _shape_lcs(problem, which: str):
-    if which == "x":
-        return problem.batch, problem.in_channels, problem.in_shape
-    if which == "w":
-        return problem.out_channels, problem.in_channels // problem.groups, problem.kernel_shape
-    return problem.batch, problem.out_channels, problem.out_shape
-
-
-def operand_strides(problem, array, which: str):
-    """``(logical element strides, (lead, channels, spatial shape))`` of operand ``which``
-    (``"x"``, ``"w"`` or ``"y"``) of ``problem`` as the kernels index it."""
-    st = logical_strides(array, problem.layout, problem.ndim)
-    return st, _shape_lcs(problem, which)
-
-
 def check_dtype(problem, **arrays) -> None:
     """Raise ``TypeError`` naming the first operand whose dtype is not the problem's."""
     for name, a in arrays.items():
@@ -363,8 +340,7 @@ def implicit_gemm_program(module, problem, x, w, y=None, bias=None, alpha=1, bet
     _require(can_implement_implicit_gemm(problem))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
-    xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
-    ys = y_strides(problem, y)
+    xs, ws, ys = conv_strides(problem, x, w, y)
     if config is not None:
         tile, index64 = config.gemm_tile, index64 or config.index64 or None
     explicit, reason = tile is not None, ""
@@ -452,24 +428,6 @@ def gemm_tile_program(module, problem, xs, ws, ys, bias_stride, has_bias, alpha,
     return _program("implicit_gemm", problem, launches)
 
 
-def y_strides(problem, y):
-    """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
-    if y is not None:
-        return operand_strides(problem, y, "y")
-    return contiguous_strides(problem, "y")
-
-
-def contiguous_strides(problem, which: str):
-    """:func:`operand_strides` of a C-contiguous channels-first operand ``which`` (``"x"``,
-    ``"w"`` or ``"y"``): a program's own buffer, a constant."""
-    lead, chan, spatial = _shape_lcs(problem, which)
-    shape = (lead, chan) + tuple(spatial)
-    strides = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        strides[i] = strides[i + 1] * shape[i + 1]
-    return (strides[0], strides[1], tuple(strides[2:])), (lead, chan, spatial)
-
-
 def _program(name, problem, launches):
     """A forward program on ``x``, ``w`` (and ``bias``) allocating a contiguous ``y``."""
     return Program(name, ("x", "w", "bias"), (("y", tuple(problem.y_shape), problem.dtype),),
@@ -492,10 +450,10 @@ def direct_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0,
     _require(can_implement_direct(problem, smem_limit))
     check_dtype(problem, x=x, w=w, y=y, bias=bias)
     check_addressable(x=x, w=w, y=y, bias=bias)
-    xs, ws = operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
+    xs, ws, ys = conv_strides(problem, x, w, y)
     bias_stride, has_bias = bias_args(bias)
-    return _direct_build(module, problem, xs, ws, y_strides(problem, y), bias_stride, has_bias,
-                         alpha, beta, smem_limit, index64)
+    return _direct_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta,
+                         smem_limit, index64)
 
 
 def direct_program_on(module, problem, xs, ws, ys, beta=0,

@@ -23,7 +23,10 @@ from .families import CONV_PARAMS, FAST_DIVMOD_PARAMS
 
 __all__ = [
     "PAD_MODES", "FAST_DIVMOD_DTYPE", "conv_params_dtype", "conv_params_words",
-    "fast_divmod_params", "logical_strides", "pack_conv_params",
+    "fast_divmod_params", "logical_strides", "operand_shape", "operand_strides",
+    "input_strides", "y_strides", "contiguous_strides",
+    "conv_strides",
+    "pack_conv_params",
 ]
 
 #: padding mode -> cc::PadMode value.
@@ -97,6 +100,46 @@ def logical_strides(array, layout: str, ndim: int) -> Tuple[int, int, Tuple[int,
     if layout == "channels_first":
         return strides[0], strides[1], tuple(strides[2:])
     return strides[0], strides[-1], tuple(strides[1:-1])
+
+
+def operand_shape(problem, which: str):
+    """``(lead, channels, spatial shape)`` of operand ``which`` (``"x"``, ``"w"`` or
+    ``"y"``) of ``problem``."""
+    if which == "x":
+        return problem.batch, problem.in_channels, problem.in_shape
+    if which == "w":
+        return problem.out_channels, problem.in_channels // problem.groups, problem.kernel_shape
+    return problem.batch, problem.out_channels, problem.out_shape
+
+
+def operand_strides(problem, array, which: str):
+    """``(logical element strides, (lead, channels, spatial shape))`` of operand ``which``
+    (``"x"``, ``"w"`` or ``"y"``) of ``problem`` as the kernels index it."""
+    st = logical_strides(array, problem.layout, problem.ndim)
+    return st, operand_shape(problem, which)
+
+
+def input_strides(problem, x, w):
+    """``(xs, ws)``: :func:`operand_strides` of ``x`` and ``w``."""
+    return operand_strides(problem, x, "x"), operand_strides(problem, w, "w")
+
+
+def y_strides(problem, y):
+    """:func:`operand_strides` of ``y``, or of the contiguous ``y`` a program allocates."""
+    if y is not None:
+        return operand_strides(problem, y, "y")
+    return contiguous_strides(problem, "y")
+
+
+def contiguous_strides(problem, which: str):
+    """:func:`operand_strides` of a C-contiguous channels-first operand ``which`` (``"x"``,
+    ``"w"`` or ``"y"``): a program's own buffer, a constant."""
+    lead, chan, spatial = operand_shape(problem, which)
+    shape = (lead, chan) + tuple(spatial)
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return (strides[0], strides[1], tuple(strides[2:])), (lead, chan, spatial)
 
 
 def pack_conv_params(problem, *, x_strides, w_strides=None, y_strides=None,
@@ -191,3 +234,9 @@ def _pack(problem, x_strides, w_strides, y_strides, n0, n_count, g0, alpha, beta
         z = complex(value)
         p[f"{name}_re"], p[f"{name}_im"] = z.real, z.imag
     return p[()]
+
+
+def conv_strides(problem, x, w, y):
+    """``(xs, ws, ys)``: :func:`input_strides` of ``x`` and ``w``, :func:`y_strides` of
+    ``y``."""
+    return operand_strides(problem, x, "x"), operand_strides(problem, w, "w"), y_strides(problem, y)

@@ -39,7 +39,7 @@ import numpy as np
 from .addressing import data_pointer
 
 __all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "placed", "host_step", "execute", "allocate", "record", "Recording", "recording",
-           "host_read", "refuse", "guard", "constant", "held", "is_constant", "count", "accounting", "launch_stubbed",
+           "host_read", "refuse", "guard", "constant", "held", "is_constant", "count", "count_allocation", "accounting", "launch_stubbed",
            "extent", "within"]
 
 
@@ -437,6 +437,15 @@ def count(what, n=1):
     counts = _STATE.counts
     if counts is not None:
         counts[what] += n
+
+
+def count_allocation(nbytes):
+    """Count one allocation of ``nbytes`` (``allocations`` and ``allocated_bytes``) in the
+    :func:`accounting` in force (if any)."""
+    counts = _STATE.counts
+    if counts is not None:
+        counts["allocations"] += 1
+        counts["allocated_bytes"] += nbytes
 
 
 def launch_stubbed():

@@ -233,12 +233,14 @@ def block_threads(family: str, tile: Tuple[int, ...] = ()) -> int:
     return MULTISTAGE_THREADS if family == "implicit_gemm_multistage" else THREADS
 
 
+@cached(maxsize=16, keep=True)
 def direct_tiles(rank: int) -> Tuple[Tuple[int, int], ...]:
     """Output tiles (TILE_H, TILE_W) of the direct kernel for a rank, preferred first.
 
     The smaller tiles exist for large strides/dilations, whose input tile
     (``(TILE_H-1)*stride + span`` rows by ``(TILE_W-1)*stride + span`` columns)
-    would not fit shared memory with the default one.
+    would not fit shared memory with the default one.  Memoised (a constant per rank,
+    asked by every direct launch).
     """
     return ((1, 2048), (1, 256)) if rank == 1 else ((64, 64), (64, 32), (1, 256))
 

@@ -70,7 +70,7 @@ def wgmma_applies(problem, x, w, tf32: bool, device_arch: int) -> Optional[Tuple
     tile = wgmma_tile(problem, tf32, device_arch)
     if tile is None:
         return None
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     return None if launch.channels_last_reason(problem, xs, ws, x, w) else tile
 
 
@@ -111,7 +111,7 @@ def wgmma_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0, til
     """
     launch.check_dtype(problem, x=x, w=w, y=y, bias=bias)
     launch.check_addressable(x=x, w=w, y=y, bias=bias)
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws, ys = launch.conv_strides(problem, x, w, y)
     tiles = registry.wgmma_tiles(problem.dtype)
     if tile is None:
         tile = wgmma_tile(problem, tf32, WGMMA_ARCH) or (tiles[0] if tiles else (0, 0, 0, registry.WGMMA))
@@ -120,8 +120,8 @@ def wgmma_program(module, problem, x, w, y=None, bias=None, alpha=1, beta=0, til
     if reason:
         raise ValueError(f"the wgmma tile {tile} cannot run this problem: {reason}")
     bias_stride, has_bias = launch.bias_args(bias)
-    return _wgmma_build(module, problem, xs, ws, launch.y_strides(problem, y), bias_stride,
-                        has_bias, alpha, beta, tile, index64, bool(tf32))
+    return _wgmma_build(module, problem, xs, ws, ys, bias_stride, has_bias, alpha, beta, tile,
+                        index64, bool(tf32))
 
 
 @memoized()

@@ -12,6 +12,8 @@ computes stride-1 input gradients), the gradients' column-buffer GEMMs in
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..._kernels import launch, scan_launch
@@ -19,7 +21,8 @@ from ...core.args import LONG_DOUBLE
 from ..arrays import in_compute_dtype
 from ..base import Backend
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
-from .table import COMPILED, LONG_DOUBLE_WHY, NATIVE_BFLOAT16, NATIVE_HALF, TABLE
+from .table import (COMPILED, LONG_DOUBLE_WHY, NATIVE_BFLOAT16, NATIVE_HALF, TABLE,
+                    kernel_problem)
 
 __all__ = ["CudaBackend", "COMPILED", "FREE_MEMORY_FRACTION", "NATIVE_HALF", "NATIVE_BFLOAT16",
            "CupyRunner", "EmulatedRunner", "DeviceInfo", "runner_for"]
@@ -45,15 +48,14 @@ class CudaBackend(Backend):
         self.runner = runner
         self.name = runner.name
         self.xp = runner.xp
+        self.call_scope = runner.call_scope
 
-    @property
+    @functools.cached_property
     def device(self):
         """The runner's static :class:`~.runners.DeviceInfo` (no free-memory query: the
-        checks and the cost model read only what does not change)."""
+        checks and the cost model read only what does not change), read once: a runner's
+        device is fixed."""
         return self.runner.static
-
-    def call_scope(self):
-        return self.runner.call_scope()
 
     def scan(self, arrays):
         """One :mod:`~cupyconv._kernels.scan_launch` launch over ``arrays`` and one read of
@@ -86,12 +88,7 @@ class CudaBackend(Backend):
     def available_memory(self):
         return int(self.runner.device.free_memory)
 
-    @staticmethod
-    def kernel_problem(problem):
-        """uint64 runs in the int64 kernels (two's complement: the same bits)."""
-        if problem.dtype == np.uint64:
-            return problem.with_(dtype=np.dtype(np.int64))
-        return problem
+    kernel_problem = staticmethod(kernel_problem)
 
     def prepare(self, problem, operands):
         """Views the kernels can address: uint64 as int64, unaddressable operands copied
@@ -103,20 +100,21 @@ class CudaBackend(Backend):
         x = operands.activation
         if x is not None and x.dtype != problem.dtype:
             operands = in_compute_dtype(problem, operands)  # the kernels take one dtype
-        arrays = {}
+        views, arrays = {}, {}
         for role in ("activation", "filter", "output"):
             a = getattr(operands, role)
-            if a is None:
-                continue
-            if a.dtype == np.uint64:
-                a = a.view(np.int64)
-            if not launch.addressable(a)[0]:
-                a = a.copy()       # a record field, a misaligned view (a fresh, aligned array)
+            if a is not None:
+                views[role] = a.view(np.int64) if a.dtype == np.uint64 else a
+        for role in launch.unaddressable(**views):
+            views[role] = views[role].copy()   # a record field, a misaligned view (a fresh,
+        for role, a in views.items():          # aligned array)
             if a is not getattr(operands, role):
                 arrays[role] = a
         if arrays:
             operands = operands.replace(**arrays)
-        return self.kernel_problem(problem), operands
+        if problem.dtype == np.uint64:
+            problem = kernel_problem(problem)
+        return problem, operands
 
     def free_cached(self):
         self.runner.free_cached()

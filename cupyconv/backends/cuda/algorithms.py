@@ -15,17 +15,16 @@ from __future__ import annotations
 import functools
 import math
 
-from ..._kernels import evidence, launch, program, wgmma_launch
+from ..._kernels import launch, program, wgmma_launch
 from ..._kernels.program import Call, Program
 from ..._lru import memoized
-from ..._vocabulary import FORWARD
 from ..base import OutOfMemoryError
-from . import implicit_grads, relayout, separable, winograd
+from . import relayout, separable, winograd
+from .implicit_choice import tensor_core_flags
 
 __all__ = ["gemm_batch_chunk", "gemm_program", "clear_program_cache", "run",
            "tensor_core_flags", "direct", "implicit_gemm", "gemm",
-           "direct_applies", "implicit_gemm_applies", "gemm_applies", "fft_applies",
-           "separable_applies"]
+           "gemm_applies", "fft_applies"]
 
 
 def fft_applies(problem, device=None):
@@ -37,26 +36,9 @@ def fft_applies(problem, device=None):
     return True, ""
 
 
-def direct_applies(problem, device):
-    """``(ok, reason)`` of the direct kernel (its shared-memory tile on ``device``)."""
-    return launch.can_implement_direct(problem, device.smem_per_block)
-
-
-def implicit_gemm_applies(problem, device=None):
-    """``(ok, reason)`` of the implicit GEMM: the forward kernel, or the gradient as its
-    forward problem (:mod:`.implicit_grads`)."""
-    if problem.op != FORWARD:
-        return implicit_grads.can_implement(problem)
-    return launch.can_implement_implicit_gemm(problem)
-
-
 def gemm_applies(problem, device=None):
     """``(ok, reason)`` of the vol2col column buffer."""
     return launch.can_implement_vol2col(problem)
-
-
-def separable_applies(problem, device):
-    return separable.can_implement(problem, device.smem_per_block)
 
 
 def gemm_batch_chunk(problem, workspace_limit):
@@ -80,17 +62,6 @@ def direct(problem, x, w, runner, workspace_limit):
     prog = launch.direct_program(runner.loader, problem, x, w,
                                  smem_limit=runner.static.smem_per_block)
     return _execute(prog, x, w, runner)
-
-
-def tensor_core_flags(problem, device):
-    """The implicit GEMM's tile switches for ``problem`` on ``device``: the atoms exist
-    (sm_80+), float32 asked for TF32, and, where the evidence ledger keeps the choice to
-    verified tiles (``_kernels.evidence.verified_only``), ``verified_on``: the device's
-    arch class."""
-    flags = dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
-    if evidence.verified_only(getattr(device, "hardware", False)):
-        flags["verified_on"] = evidence.arch_class(device.arch)
-    return flags
 
 
 def implicit_gemm(problem, x, w, runner, workspace_limit, config=None):

@@ -35,8 +35,8 @@ from ..._lru import cached
 
 __all__ = ["EFFICIENCY", "HOST_S", "PASS_HOST_S", "LAUNCH_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "tensor_kind", "efficiency_path", "efficiencies", "calibrate",
-           "stencil_time", "direct_time", "kernel_config", "direct_config", "gemm_library",
-           "unverified", "warn_if_unverified"]
+           "stencil_time", "direct_time", "kernel_config", "kernel_config_memo", "direct_config",
+           "gemm_library", "warn_if_unverified"]
 
 #: Fraction of peak each algorithm reaches on large problems when nothing was measured on
 #: this device: fitted to the H200 runs of 2026-11-30 and 2026-12-01
@@ -221,13 +221,15 @@ def kernel_config(choose, problem, device):
     algorithm of the table on ``problem`` (channels-first operands as the cost model
     assumes them) on ``device``: the :class:`KernelConfig` it prices and the launcher
     builds (memoised per problem, device, chooser and ``config.kernels``)."""
-    return _kernel_config(choose, problem, device, evidence.verified_only(device.hardware))
+    return kernel_config_memo(choose, problem, device,
+                              evidence.FILTER[config.kernels, device.hardware][0])
 
 
 @cached(maxsize=512)
-def _kernel_config(choose, problem, device, verified_only):
-    """:func:`kernel_config`'s record; ``verified_only`` is not read here but keys the
-    memo: the tile choice reads the filter in force (``evidence.verified_only``)."""
+def kernel_config_memo(choose, problem, device, verified_only):
+    """:func:`kernel_config`'s record (the table's algorithms ask it directly);
+    ``verified_only`` is not read here but keys the memo: the tile choice reads the filter
+    in force (``evidence.verified_only``)."""
     return choose(problem, device, evidence.arch_class(device.arch),
                   launch.choose_index64(problem))
 
@@ -244,14 +246,6 @@ def gemm_library(device):
     """The GEMM library call of ``runner.matmul`` on ``device``."""
     blas = "cuBLAS strided-batched"
     return blas if evidence.library_runs(blas, device.hardware) else "cupy.matmul"
-
-
-def unverified(choose, problem, device):
-    """Whether the ledger keeps the automatic choice off this configuration: it keeps to
-    verified kernels on ``device`` (``evidence.verified_only``) and ``choose``'s
-    :func:`kernel_config` of ``problem`` is not one."""
-    return evidence.FILTER[config.kernels, device.hardware][0] and not evidence.is_verified(
-        kernel_config(choose, problem, device))
 
 
 def warn_if_unverified(choose, problem, device):

@@ -99,7 +99,7 @@ def _dgrad_gemm(xp, matmul, problem, n0, count, wt, dy, col):
 
 def grad_input(problem, dy, w, runner, workspace_limit, flags=None):
     """``dx`` ``(N, C, *S)`` = ``col2vol(W^H dy)``; ``flags`` (the implicit GEMM's
-    tensor-core switches, :func:`.algorithms.tensor_core_flags`): the batched product on
+    tensor-core switches, :func:`.implicit_choice.tensor_core_flags`): the batched product on
     the implicit GEMM kernel, else ``runner.matmul`` (cuBLAS on CuPy)."""
     dys = launch.operand_strides(problem, dy, "y")
     return _chunked(problem, runner, workspace_limit,

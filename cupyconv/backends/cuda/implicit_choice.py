@@ -16,16 +16,28 @@ import numpy as np
 
 from ..._kernels import evidence, launch, registry, wgmma_launch
 from ..._kernels.addressing import data_pointer
-from ..._kernels.grad_launch import fresh_like
+from ..._kernels.grad_launch import fresh_like, fresh_operands
 from ..._kernels.kernel_config import family_config, gemm_config
 from ..._lru import cached
 from ..._vocabulary import FORWARD, GRAD_WEIGHT
+from ... import config
 from ...core.roles import Operands
 from ...core.transpose import column_forward, transpose
-from . import algorithms, cost, implicit_grads, relayout
+from . import cost, implicit_grads, relayout
 
 __all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "relayout_pays",
-           "weight_gradient_splits", "MAX_SPLITS", "implicit_gemm_times"]
+           "weight_gradient_splits", "MAX_SPLITS", "implicit_gemm_times", "tensor_core_flags"]
+
+
+def tensor_core_flags(problem, device):
+    """The implicit GEMM's tile switches for ``problem`` on ``device``: the atoms exist
+    (sm_80+), float32 asked for TF32, and, where the evidence ledger keeps the choice to
+    verified tiles (``_kernels.evidence.verified_only``, its table read here: asked three
+    times a call), ``verified_on``: the device's arch class."""
+    flags = dict(mma=device.arch >= 80, tf32=problem.precision == "tf32")
+    if evidence.FILTER[config.kernels, bool(getattr(device, "hardware", False))][0]:
+        flags["verified_on"] = evidence.arch_class(device.arch)
+    return flags
 
 
 def record_time(problem, cfg, device, eff_of):
@@ -130,12 +142,12 @@ def weight_gradient_splits(problem, device, efficiency=None):
     if (problem.op != GRAD_WEIGHT or problem.dtype not in registry.SPLITK_DTYPES
             or problem.batch < 2):
         return 1
-    if evidence.verified_only(device.hardware) and not evidence.is_verified(family_config(
+    verified_only = evidence.FILTER[config.kernels, device.hardware][0]   # evidence.verified_only
+    if verified_only and not evidence.is_verified(family_config(
             "implicit_gemm", "splitk_reduce", problem.dtype, evidence.arch_class(device.arch))):
         return 1
     eff_of = efficiency or cost.efficiencies(device.name)
-    return _splits(problem, device, tuple(sorted(eff_of.items())),
-                   evidence.verified_only(device.hardware))
+    return _splits(problem, device, tuple(sorted(eff_of.items())), verified_only)
 
 
 @cached(maxsize=256)
@@ -210,7 +222,7 @@ def _implicit_forward(problem, device, splits=1):
     """``(fwd, tile)``: :func:`_forward` and the launcher's tile on its channels-first
     operands."""
     fwd = _forward(problem, splits)
-    return fwd, launch.implicit_gemm_tile(fwd, **algorithms.tensor_core_flags(fwd, device))
+    return fwd, launch.implicit_gemm_tile(fwd, **tensor_core_flags(fwd, device))
 
 
 def _forward(problem, splits=1):
@@ -232,7 +244,7 @@ def _multistage(problem, fwd, device):
     re-layout: the forward pass and the gradients that run as forward problems (not the
     input gradient's column GEMM, whose operands are the column buffer's)."""
     return not implicit_grads.needs_columns(problem) and relayout.multistage_applies(
-        fwd, **algorithms.tensor_core_flags(fwd, device))
+        fwd, **tensor_core_flags(fwd, device))
 
 
 def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit=None):
@@ -267,7 +279,7 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
         cfg = gemm_config(tile, problem.dtype, arch, launch.choose_index64(fwd))
         return dataclasses.replace(cfg, companions=cfg.companions + (family_config(
             "implicit_gemm", "col2vol", problem.dtype, arch, cfg.index64),))
-    flags = algorithms.tensor_core_flags(problem, device)
+    flags = tensor_core_flags(problem, device)
     given = operands is not None
     if not given:
         operands = _contiguous_standins(problem)
@@ -314,6 +326,4 @@ def _contiguous_standins(problem):
     if problem.layout == "channels_last":
         return Operands(*[np.moveaxis(fresh_like(shape, problem.dtype), -1, 1)
                           for shape in (problem.x_shape, problem.w_shape, problem.y_shape)])
-    return Operands(fresh_like(problem.x_shape, problem.dtype),
-                    fresh_like(problem.w_shape, problem.dtype),
-                    fresh_like(problem.y_shape, problem.dtype))
+    return Operands(*fresh_operands(problem))

@@ -70,8 +70,9 @@ import functools
 import math
 
 from ..._kernels import grad_launch, launch, program, registry, relayout_launch, splitk_launch
-from ..._kernels.grad_launch import fresh_like, pointer_at
-from ..._kernels.program import Call, Program
+from ..._kernels.grad_launch import fresh_like, fresh_operands
+from ..._kernels.program import Call, Program, View
+from ..._lru import cached
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import (checked_splits, column_forward, group_views, split_images,
                                transpose, transposed_weights_into, weights_window)
@@ -105,9 +106,16 @@ def can_implement(problem):
     return launch.can_implement_implicit_gemm(transpose(problem, splits=1).forward)
 
 
+def pointer_at(name, offset):
+    """The slot of a pointer ``offset`` bytes into the named array (the name itself at 0)."""
+    return View(name, offset) if offset else name
+
+
+@cached(maxsize=256)
 def needs_columns(problem):
     """Whether ``problem`` runs the column-buffer algorithm (an input gradient that is not a
-    convolution of ``dy``), with its workspace."""
+    convolution of ``dy``), with its workspace (memoised: the table asks it of one problem
+    about six times a call)."""
     return problem.op == GRAD_INPUT and not is_convolution(problem)
 
 
@@ -118,9 +126,7 @@ def column_program(problem, count, runner, flags):
     chunk's ``dy`` matrix ``(G, K/G, cols)``, ``w`` ``W^T`` ``(G, C/G*taps, K/G)``, ``y``
     the column buffer."""
     fwd = column_forward(problem, count)
-    return launch.implicit_gemm_program(
-        runner.loader, fwd, fresh_like(fwd.x_shape, fwd.dtype),
-        fresh_like(fwd.w_shape, fwd.dtype), fresh_like(fwd.y_shape, fwd.dtype), **flags)
+    return launch.implicit_gemm_program(runner.loader, fwd, *fresh_operands(fwd), **flags)
 
 
 def forward_operands(problem, operands, splits=1):
@@ -177,7 +183,7 @@ def run(problem, operands, runner, flags, config):
     output ``y`` for the weight gradient, weight-sized, and the re-laid operands; not for
     the input gradients :func:`needs_columns` names: those run
     :func:`.gradients.grad_input` with the kernel as its GEMM); ``flags`` are the
-    launcher's tensor-core switches (:func:`.algorithms.tensor_core_flags`), ``config``
+    launcher's tensor-core switches (:func:`.implicit_choice.tensor_core_flags`), ``config``
     the backend's :class:`~cupyconv._kernels.kernel_config.KernelConfig` on these
     operands (``implicit_choice.choose_kernel``), built as it is: its re-layout, its
     split-K (:func:`grad_weight_program`) and its tile.  Under ``precision="tf32"`` the

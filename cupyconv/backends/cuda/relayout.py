@@ -163,7 +163,7 @@ def relay_choice(problem, x, w, *, mma: bool, tf32: bool, frozen_w: bool = False
     :func:`multistage_applies`."""
     if not multistage_applies(problem, mma=mma, tf32=tf32, verified_on=verified_on):
         return None
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     if not launch.channels_last_reason(problem, xs, ws, x, w):
         return None
     relay_x = _channels_first(problem, x, "x")
@@ -250,7 +250,7 @@ def freeze_filter(problem, w, runner, *, mma: bool, tf32: bool, round_tf32: bool
 def tile_program(problem, x, w, runner, flags, config=None):
     """The forward program of the implicit GEMM on these operands (re-laid or as they
     are): the record ``config`` (default :func:`operand_config`: the selection on these
-    operands; ``flags``: ``algorithms.tensor_core_flags``) built as it is; a wgmma record
+    operands; ``flags``: ``implicit_choice.tensor_core_flags``) built as it is; a wgmma record
     whose cubin the loader cannot give (``ArchSpecificUnavailable``: missing, refused by
     the driver, another device; the loader keeps the reason for ``info``,
     ``loader.arch_specific_refusals()``) gives way to the portable tile's."""
@@ -271,7 +271,7 @@ def operand_config(problem, x, w, device, flags):
     the forward ``problem`` with these operands (re-laid or as they are) on ``device``: the
     wgmma tile where it runs (:func:`wgmma_tile`), else the portable tile of
     ``launch.gemm_tile_for`` (a channels-last tile where the operands are channels-last
-    readable; ``flags``: ``algorithms.tensor_core_flags``)."""
+    readable; ``flags``: ``implicit_choice.tensor_core_flags``)."""
     tile = wgmma_tile(problem, x, w, device, flags["tf32"])
     if tile is not None:
         return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch, True),
@@ -280,7 +280,7 @@ def operand_config(problem, x, w, device, flags):
 
 
 def _portable_config(problem, x, w, device, flags):
-    xs, ws = launch.operand_strides(problem, x, "x"), launch.operand_strides(problem, w, "w")
+    xs, ws = launch.input_strides(problem, x, w)
     tile = launch.gemm_tile_for(problem, xs, ws, x, w, **flags)
     return gemm_config(tile, problem.dtype, evidence.arch_class(device.arch),
                        launch.choose_index64(problem))

@@ -60,8 +60,10 @@ class DeviceInfo:
     #: a GPU (not the emulator or a stand-in): what the evidence ledger's filter reads.
     hardware: bool = False
 
+    @cached(maxsize=64, keep=True)
     def peak_flops(self, dtype):
-        """Peak FLOP/s (an FMA counts 2) for ``dtype``'s real arithmetic."""
+        """Peak FLOP/s (an FMA counts 2) for ``dtype``'s real arithmetic (memoised: the
+        cost model asks it per candidate and per pass)."""
         base = 2.0 * self.sm_count * self.clock_hz * self.fp32_lanes
         return base * (self.fp64_ratio if np.dtype(dtype).char in "dDq" else 1.0)
 
@@ -91,7 +93,7 @@ _CALL = threading.local()
 
 
 class _CallScope:
-    """The context of :meth:`_HostCopies.call_scope` (a class: a generator-based context
+    """The context of :attr:`_HostCopies.call_scope` (a class: a generator-based context
     manager cost ~3 us a call, 7% of a small direct call's host path)."""
 
     __slots__ = ("outer",)
@@ -112,9 +114,9 @@ class _HostCopies:
     for the device.  Only inside :meth:`call_scope`, so an array the caller changes
     between calls is read again."""
 
-    def call_scope(self):
-        """Share host copies until the outermost scope on this thread ends."""
-        return _CallScope()
+    #: Share host copies until the outermost scope on this thread ends (a class: making
+    #: one runs no Python code).
+    call_scope = _CallScope
 
     def host_copy(self, a):
         """``a`` as a NumPy array (NumPy arrays as they are; a device array copied once per
@@ -181,8 +183,7 @@ class CupyRunner(_Constants, _HostCopies):
     def workspace(self, shape, dtype):
         """Allocate workspace; CuPy's OOM becomes :class:`OutOfMemoryError`."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        program.count("allocations")
-        program.count("allocated_bytes", nbytes)
+        program.count_allocation(nbytes)
         try:
             arr = self._cupy.empty(shape, dtype=dtype)
         except self._cupy.cuda.memory.OutOfMemoryError as exc:
@@ -329,6 +330,8 @@ class EmulatedRunner(_Constants, _HostCopies):
                          sm_count=108, clock_hz=1.41e9, bandwidth=1.55e12,
                          fp32_lanes=64, fp64_ratio=0.5, smem_per_block=48 * 1024,
                          free_memory=8 * 2**30)
+    #: :attr:`device` without the free-memory query (the nominal device as it is).
+    static = NOMINAL
 
     def __init__(self, memory_limit=None):
         self.xp = np
@@ -347,8 +350,7 @@ class EmulatedRunner(_Constants, _HostCopies):
                 f"workspace of {nbytes} bytes exceeds the emulated memory limit "
                 f"({self.memory_limit} bytes)")
         self.peak_workspace = max(self.peak_workspace, nbytes)
-        program.count("allocations")
-        program.count("allocated_bytes", nbytes)
+        program.count_allocation(nbytes)
         return np.empty(shape, dtype=dtype)
 
     @staticmethod
@@ -380,10 +382,6 @@ class EmulatedRunner(_Constants, _HostCopies):
             return self.NOMINAL
         return dataclasses.replace(self.NOMINAL, free_memory=self.memory_limit)
 
-    @property
-    def static(self):
-        return self.NOMINAL
-
 
 class StandInRunner(EmulatedRunner):
     """The emulated runner seen as a device of compute capability ``arch`` (``80``, ``90``
@@ -392,8 +390,8 @@ class StandInRunner(EmulatedRunner):
 
     def __init__(self, arch, memory_limit=None):
         super().__init__(memory_limit)
-        self.NOMINAL = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
-                                           name=f"stand-in sm_{arch}")
+        self.NOMINAL = self.static = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch,
+                                                         name=f"stand-in sm_{arch}")
 
 
 def _group_names(source, names):

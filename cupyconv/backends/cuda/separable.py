@@ -100,8 +100,10 @@ def _buffer_elements(problem):
     return sizes
 
 
+@cached(maxsize=256)
 def workspace_bytes(problem):
-    """Bytes of the pass buffers (the intermediate results)."""
+    """Bytes of the pass buffers (the intermediate results; memoised: the chooser asks
+    the least and the full workspace of one problem)."""
     return sum(_buffer_elements(problem)) * problem.dtype.itemsize
 
 

@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-from ..._kernels import evidence, program
+from ... import config
+from ..._kernels import evidence, launch, program
 from ..._kernels.kernel_config import family_config
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.args import LONG_DOUBLE
@@ -36,6 +37,14 @@ LONG_DOUBLE_WHY = ("{dtype} (long double) has no CUDA kernel; compute it on the 
 
 _ALL_OPS = frozenset((FORWARD, GRAD_INPUT, GRAD_WEIGHT))
 _FORWARD = frozenset((FORWARD,))
+_UINT64 = np.dtype(np.uint64)
+
+
+def kernel_problem(problem):
+    """uint64 runs in the int64 kernels (two's complement: the same bits)."""
+    if problem.dtype == _UINT64:
+        return problem.with_(dtype=np.dtype(np.int64))
+    return problem
 
 
 class CudaAlgorithm(Algorithm):
@@ -78,7 +87,7 @@ class CudaAlgorithm(Algorithm):
     def _applies(self, problem, wide, device):
         if problem.dtype in LONG_DOUBLE:
             return False, LONG_DOUBLE_WHY.format(dtype=problem.dtype)
-        return self.kernel_applies(self.backend.kernel_problem(wide), device)
+        return self.kernel_applies(kernel_problem(wide), device)
 
     def assess(self, problem, workspace_limit):
         """:meth:`can_implement`, :meth:`min_workspace`, :meth:`workspace` and
@@ -130,7 +139,8 @@ class CudaAlgorithm(Algorithm):
         two); infinite where the evidence ledger keeps the choice to verified kernels and
         its configuration is not one.  ``efficiency``: a full mapping replacing
         ``cost.efficiencies`` (``cost.calibrate`` varies one entry)."""
-        if cost.unverified(cls.choose_kernel, problem, device):
+        if (evidence.FILTER[config.kernels, device.hardware][0]     # evidence.verified_only
+                and not evidence.is_verified(cls.kernel_config(problem, device))):
             return math.inf
         eff_of = efficiency or cost.efficiencies(device.name)
         return max(cls.device_time(problem, device, eff_of), cls.host_time(problem))
@@ -159,7 +169,8 @@ class CudaAlgorithm(Algorithm):
     @classmethod
     def kernel_config(cls, problem, device):
         """:meth:`choose_kernel`, memoised (``cost.kernel_config``)."""
-        return cost.kernel_config(cls.choose_kernel, problem, device)
+        return cost.kernel_config_memo(cls.choose_kernel, problem, device,
+                                       evidence.FILTER[config.kernels, device.hardware][0])
 
     def floor(self, problem):
         """Its host time per call (``cost.HOST_S``): the cost model's least prediction."""
@@ -205,7 +216,8 @@ class Direct(CudaAlgorithm):
     native_ops = _FORWARD
 
     def kernel_applies(self, problem, device):
-        return algorithms.direct_applies(problem, device)
+        """The direct kernel's shared-memory tile on ``device``."""
+        return launch.can_implement_direct(problem, device.smem_per_block)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
@@ -230,7 +242,13 @@ class ImplicitGemm(CudaAlgorithm):
     compiled_ops = _ALL_OPS
 
     columns = staticmethod(implicit_grads.needs_columns)
-    kernel_applies = staticmethod(algorithms.implicit_gemm_applies)
+    @staticmethod
+    def kernel_applies(problem, device=None):
+        """``(ok, reason)`` of the forward kernel, or of the gradient as its forward
+        problem (:mod:`.implicit_grads`)."""
+        if problem.op != FORWARD:
+            return implicit_grads.can_implement(problem)
+        return launch.can_implement_implicit_gemm(problem)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):
@@ -264,7 +282,7 @@ class ImplicitGemm(CudaAlgorithm):
         if problem.op != FORWARD or w.dtype != problem.dtype:
             return w
         device = self.backend.device
-        flags = algorithms.tensor_core_flags(problem, device)
+        flags = implicit_choice.tensor_core_flags(problem, device)
         relay_w = (relayout.filter_relays(problem, w, **flags)
                    and implicit_choice.relayout_pays(problem, device, False))
         return relayout.freeze_filter(problem, w, self.backend.runner, **flags, relay_w=relay_w,
@@ -276,13 +294,13 @@ class ImplicitGemm(CudaAlgorithm):
         if self.columns(problem):
             return gradients.grad_input(problem, operands.output, operands.filter, runner,
                                         workspace_limit,
-                                        algorithms.tensor_core_flags(problem, runner.static))
+                                        implicit_choice.tensor_core_flags(problem, runner.static))
         cfg = self.launch_config(problem, operands, workspace_limit)
         if problem.op == FORWARD:
             return algorithms.implicit_gemm(problem, operands.activation, operands.filter,
                                             runner, workspace_limit, cfg)
         return implicit_grads.run(problem, operands, runner,
-                                  algorithms.tensor_core_flags(problem, runner.static), cfg)
+                                  implicit_choice.tensor_core_flags(problem, runner.static), cfg)
 
     def launch_config(self, problem, operands, workspace_limit=None):
         """:meth:`choose_kernel` on these operands: the priced record (:meth:`kernel_config`)
@@ -413,7 +431,7 @@ class Separable(CudaAlgorithm):
     def kernel_applies(self, problem, device):
         if not separable_applies(problem):          # data-free, before any pass is built
             return False, NOT_APPLICABLE
-        return algorithms.separable_applies(problem, device)
+        return separable.can_implement(problem, device.smem_per_block)
 
     @classmethod
     def device_time(cls, problem, device, eff_of):

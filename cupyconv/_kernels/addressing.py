@@ -15,8 +15,8 @@ import numpy as np
 
 from .._lru import cached
 
-__all__ = ["addressable", "unaddressable", "check_addressable", "data_pointer",
-           "device_alignment"]
+__all__ = ["addressable", "unaddressable", "check_addressable", "data_pointer", "extent",
+           "span", "aligned", "device_alignment"]
 
 
 def data_pointer(array) -> int:
@@ -31,6 +31,35 @@ def data_pointer(array) -> int:
     if cai is not None:
         return int(cai["data"][0])
     raise TypeError(f"cannot find the data pointer of a {type(array).__name__}")
+
+
+def extent(array, ptr=None):
+    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty);
+    ``ptr``: its :func:`data_pointer`, when the caller has it."""
+    if 0 in array.shape:
+        return None
+    lo = hi = data_pointer(array) if ptr is None else ptr
+    for n, st in zip(array.shape, array.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + int(np.dtype(array.dtype).itemsize)
+
+
+def span(array):
+    """``(data pointer, extent)`` of ``array`` (:func:`data_pointer`, :func:`extent`)."""
+    ptr = data_pointer(array)
+    return ptr, extent(array, ptr)
+
+
+def aligned(arrays, nbytes: int) -> bool:
+    """Whether every array of ``arrays`` (``None`` entries skipped) starts at a multiple
+    of ``nbytes``."""
+    for a in arrays:
+        if a is not None and data_pointer(a) % nbytes:
+            return False
+    return True
 
 
 @cached(maxsize=64, keep=True)

@@ -36,7 +36,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from .addressing import data_pointer
+from .addressing import data_pointer, extent
 
 __all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "placed", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "host_read", "refuse", "guard", "constant", "held", "is_constant", "count", "count_allocation", "accounting", "launch_stubbed",
@@ -469,17 +469,3 @@ def accounting(stub=False):
         yield counts
     finally:
         _STATE.counts, _STATE.stub = outer
-
-
-def extent(array, ptr=None):
-    """``(lowest, highest + 1)`` byte address of ``array``'s elements (``None`` if empty);
-    ``ptr``: its :func:`~.addressing.data_pointer`, when the caller has it."""
-    if 0 in array.shape:
-        return None
-    lo = hi = data_pointer(array) if ptr is None else ptr
-    for n, st in zip(array.shape, array.strides):
-        if st < 0:
-            lo += (n - 1) * st
-        else:
-            hi += (n - 1) * st
-    return lo, hi + int(np.dtype(array.dtype).itemsize)

@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 
 from .._kernels import program
-from .._kernels.addressing import data_pointer
+from .._kernels import addressing
 
 __all__ = ["HOST_VALUE_BYTES", "replay_steps", "values_read", "held_values", "host_values",
            "extents", "source", "result_source"]
@@ -144,7 +144,7 @@ def held_values(held):
 
 def extents(arrays):
     """``(data pointer, extent)`` of each of ``arrays`` (extent:
-    :func:`~cupyconv._kernels.program.extent`)."""
+    :func:`~cupyconv._kernels.addressing.extent`)."""
     return [_span(u) for u in arrays]
 
 
@@ -153,8 +153,7 @@ def _span(a):
     (a host program's result may be any object: nothing lies within it)."""
     if getattr(a, "shape", None) is None:
         return None, None
-    ptr = data_pointer(a)
-    return ptr, program.extent(a, ptr)
+    return addressing.span(a)
 
 
 def _made_span(entry):

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..._kernels import evidence, launch, registry, wgmma_launch
-from ..._kernels.addressing import data_pointer
+from ..._kernels.addressing import aligned
 from ..._kernels.grad_launch import fresh_like, fresh_operands
 from ..._kernels.kernel_config import family_config, gemm_config
 from ..._lru import cached
@@ -310,8 +310,10 @@ def as_priced(problem, cfg, operands, workspace_limit=None):
     standins = _contiguous_standins(problem)
     for a, standin in ((operands.activation, standins.activation),
                        (operands.filter, standins.filter), (operands.output, standins.output)):
-        if a is not None and (a.strides != standin.strides or data_pointer(a) % 16):
+        if a is not None and a.strides != standin.strides:
             return False
+    if not aligned((operands.activation, operands.filter, operands.output), 16):
+        return False
     if problem.op == FORWARD and relayout.is_frozen(operands.filter,
                                                     relayout.rounds_here(problem)):
         return False

@@ -16,13 +16,17 @@ from .._lru import LRU
 from .._kernels.scan_result import ScanResult
 from ..core.args import array_module_of
 
-__all__ = ["reused", "all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
+__all__ = ["reused", "REUSE_FROM_BYTES", "all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
            "oriented_weights", "grouped_weights", "zeros_result", "axis_index"]
 
 
 #: Bytes of all threads' :func:`reused` buffers together; a buffer past the bound is
 #: made afresh each call.
 REUSED_BYTES = 64 << 20
+#: Least bytes of a temporary worth a :func:`reused` buffer: glibc serves smaller blocks
+#: from its heap (below its default mmap threshold), where a fresh one costs less than
+#: the reuse's own bookkeeping.
+REUSE_FROM_BYTES = 128 << 10
 _REUSED = LRU(64, maxbytes=REUSED_BYTES, size=lambda a: a.nbytes)
 
 

@@ -31,7 +31,8 @@ from .._vocabulary import FORWARD, GRAD_INPUT
 from ..core.args import array_module_of
 from ..core.transpose import forward_operands, transpose, weights_window
 from . import fft
-from .arrays import fold_padding, oriented_weights, pad_input, reused, zeros_result
+from .arrays import (REUSE_FROM_BYTES, fold_padding, oriented_weights, pad_input, reused,
+                     zeros_result)
 
 __all__ = ["transposed_forward", "transform_lengths", "workspace_bytes", "forward_program", "clear_program_cache",
            "run"]
@@ -127,8 +128,8 @@ def forward_program(problem, xp, y_dtype, constant):
     steps = (
         Call(functools.partial(_source, problem, work), ("x",), "src"),
         Call(functools.partial(_kernel, problem, work, xp), ("w",), "wk"),
-        _transform(xp, lengths, cplx, src_shape, "src", "fx"),
-        _transform(xp, lengths, cplx, w_shape, "wk", "fw"),
+        _transform(xp, lengths, cplx, src_shape, "src", "fx", work),
+        _transform(xp, lengths, cplx, w_shape, "wk", "fw", work),
         Call(functools.partial(_product, problem, xp), ("fx", "fw"), "fy"),
         Call(functools.partial(_inverse, lengths, tuple(index), cplx, y_dtype.kind in "biu",
                                xp, fft.inverse_prunes(spectrum, lengths, index, xp)),
@@ -138,13 +139,16 @@ def forward_program(problem, xp, y_dtype, constant):
                    constants=tuple(constants))
 
 
-def _transform(xp, lengths, cplx, shape, source, spectrum):
-    """The program step computing ``spectrum`` from ``source`` (of ``shape``): on NumPy
-    into this thread's reused buffer (:func:`.fft.forward_into`), on CuPy by
+def _transform(xp, lengths, cplx, shape, source, spectrum, work):
+    """The program step computing ``spectrum`` from ``source`` (of ``shape``, in the
+    ``work`` dtype): on NumPy, where the spectrum has :data:`.arrays.REUSE_FROM_BYTES` or
+    more, into this thread's reused buffer (:func:`.fft.forward_into`), else by
     :func:`.fft.pruned_forward`; pruned (in that order) as :func:`.fft.forward_prunes`
     decides."""
     prune = fft.forward_prunes(shape, lengths, xp)
-    if xp is np:
+    points = math.prod(shape[:2]) * math.prod(lengths[:-1]) * (
+        lengths[-1] if cplx else lengths[-1] // 2 + 1)
+    if xp is np and points * np.result_type(work, np.complex64).itemsize >= REUSE_FROM_BYTES:
         fn = functools.partial(fft.forward_into, lengths=lengths, complex_input=cplx,
                                role=spectrum, prune=prune)
     else:
@@ -184,7 +188,8 @@ def _product(problem, xp, fx, fw):
     if cg == 1 and kg == 1:
         fx *= fw[:, :, 0][None]              # the Cg == 1 slot becomes Kg == 1
         fy = fx
-    elif xp is np:                           # into this thread's reused buffer
+    elif xp is np and (problem.batch * problem.out_channels * math.prod(fx.shape[3:])
+                       * fx.itemsize >= REUSE_FROM_BYTES):   # into this thread's reused buffer
         fy = reused("fy", (problem.batch, g, kg) + fx.shape[3:], fx.dtype)
         np.einsum("ngc...,gkc...->ngk...", fx, fw, out=fy)
     else:
@@ -194,10 +199,11 @@ def _product(problem, xp, fx, fw):
 
 def _inverse(lengths, index, cplx, exact, xp, prune, fy, y, *arrays):
     """The pruned inverse of ``fy`` cropped into ``y`` (the index arrays are the
-    program's constants ``arrays``, in axis order)."""
+    program's constants ``arrays``, in axis order); on NumPy, where ``fy`` has
+    :data:`.arrays.REUSE_FROM_BYTES` or more, in place (:func:`.fft.inverse_from`)."""
     given = iter(arrays)
     index = [i if isinstance(i, slice) else next(given) for i in index]
-    if xp is np:                             # fy is this call's own: transformed in place
+    if xp is np and fy.nbytes >= REUSE_FROM_BYTES:   # fy is this call's own: in place
         if not exact:
             fft.inverse_from(fy, lengths, index, cplx, out=y, prune=prune)
         else:

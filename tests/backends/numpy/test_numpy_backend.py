@@ -179,7 +179,18 @@ def test_transforms_in_reused_buffers_equal_the_full_ones(shape, lengths, comple
         np.testing.assert_array_equal(out, same)
 
 
-def test_fft_results_do_not_share_the_reused_buffers(rng):
+@pytest.fixture
+def reuse_every_buffer(monkeypatch):
+    """The FFT's reused buffers taken for spectra of every size (not only from
+    ``REUSE_FROM_BYTES``), so that these small problems run through them."""
+    from cupyconv.backends import fft_conv
+    monkeypatch.setattr(fft_conv, "REUSE_FROM_BYTES", 0)
+    fft_conv.clear_program_cache()          # the programs' steps are chosen when built
+    yield
+    fft_conv.clear_program_cache()
+
+
+def test_fft_results_do_not_share_the_reused_buffers(rng, reuse_every_buffer):
     """A forward and a weight gradient by FFT, each called twice on other values: the first
     results stay as they were (they are the caller's arrays, not the reused spectra)."""
     for op in ("forward", "grad_weight", "grad_input"):
@@ -198,7 +209,7 @@ def test_fft_results_do_not_share_the_reused_buffers(rng):
                                    atol=1e-10 * np.abs(b).max())
 
 
-def test_fft_calls_from_several_threads_keep_their_own_buffers(rng):
+def test_fft_calls_from_several_threads_keep_their_own_buffers(rng, reuse_every_buffer):
     """The reused buffers are per thread: FFT forwards and weight gradients run at once
     from four threads, on other values each, give what they give one at a time."""
     import concurrent.futures

@@ -35,7 +35,7 @@ from scipy.signal import oaconvolve
 from .arrays import reused
 
 __all__ = ["fast_len", "fft_window", "pruned_forward", "pruned_inverse", "forward_prunes",
-           "inverse_prunes", "little_to_prune", "forward_into", "inverse_from",
+           "inverse_prunes", "little_to_prune", "spectrum_shape", "forward_into", "inverse_from",
            "overlap_add_applies", "overlap_add"]
 
 #: Transforms of at least this many points (all lines together) use every
@@ -140,6 +140,12 @@ def pruned_inverse(f, lengths, index, complex_output, xp, out=None, prune=None):
     return _written(_take(res, index[-1], -1, xp), out, xp)
 
 
+def spectrum_shape(lengths, complex_input):
+    """The trailing shape of ``rfftn(..., s=lengths)`` (``fftn``'s if complex): the last
+    axis halved plus one for real input."""
+    return tuple(lengths[:-1]) + (lengths[-1] if complex_input else lengths[-1] // 2 + 1,)
+
+
 def forward_into(a, lengths, complex_input, role, prune=True):
     """``rfftn(a, s=lengths)`` (``fftn`` if complex) over the trailing axes of a NumPy
     array, in a :func:`.arrays.reused` buffer of ``role``: ``a`` cropped to ``lengths`` (as
@@ -152,7 +158,7 @@ def forward_into(a, lengths, complex_input, role, prune=True):
     lead = a.ndim - r
     if any(e > n for e, n in zip(a.shape[lead:], lengths)):    # rfftn's s= crops, too
         a = a[(Ellipsis,) + tuple(slice(0, n) for n in lengths)]
-    spectrum = tuple(lengths[:-1]) + (lengths[-1] if complex_input else lengths[-1] // 2 + 1,)
+    spectrum = spectrum_shape(lengths, complex_input)
     out = reused(role, a.shape[:lead] + spectrum, np.result_type(a.dtype, np.complex64))
     workers = _module(np, math.prod(lengths) * math.prod(a.shape[:lead]))[1]["workers"]
     if complex_input and not prune:         # fftn's order: every axis, the leading first

@@ -56,7 +56,7 @@ def workspace_bytes(problem):
     shape = [fft.fast_len(n + d * (k - 1)) for n, d, k in
              zip(fwd.padded_shape(), fwd.dilation, fwd.kernel_shape)]
     complex_ = fwd.is_complex
-    spec = math.prod(shape[:-1]) * (shape[-1] if complex_ else shape[-1] // 2 + 1)
+    spec = math.prod(fft.spectrum_shape(shape, complex_))
     cplx = fwd.dtype.itemsize if complex_ else 2 * max(fwd.dtype.itemsize, 4)
     arrays = (fwd.batch * fwd.in_channels + fwd.out_channels * (fwd.in_channels // fwd.groups)
               + fwd.batch * fwd.out_channels)
@@ -122,17 +122,17 @@ def forward_program(problem, xp, y_dtype, constant):
     src_shape = (problem.batch, problem.in_channels) + _source_shape(problem)
     w_shape = (problem.out_channels, problem.in_channels // problem.groups) + span
     y_shape = tuple(problem.logical_result_shape)
-    spectrum = y_shape[:2] + tuple(lengths[:-1]) + (
-        lengths[-1] if cplx else lengths[-1] // 2 + 1,)
+    spectrum = y_shape[:2] + fft.spectrum_shape(lengths, cplx)
+    in_place = _reuses(xp, math.prod(spectrum), work)      # fy's bytes
     # the pruning decisions, once: each costs a few microseconds of host time per call
     steps = (
         Call(functools.partial(_source, problem, work), ("x",), "src"),
         Call(functools.partial(_kernel, problem, work, xp), ("w",), "wk"),
         _transform(xp, lengths, cplx, src_shape, "src", "fx", work),
         _transform(xp, lengths, cplx, w_shape, "wk", "fw", work),
-        Call(functools.partial(_product, problem, xp), ("fx", "fw"), "fy"),
+        Call(functools.partial(_product, problem, xp, in_place), ("fx", "fw"), "fy"),
         Call(functools.partial(_inverse, lengths, tuple(index), cplx, y_dtype.kind in "biu",
-                               xp, fft.inverse_prunes(spectrum, lengths, index, xp)),
+                               xp, fft.inverse_prunes(spectrum, lengths, index, xp), in_place),
              ("fy", "y") + tuple(slots)))
     return Program("fft", ("x", "w"), (("y", tuple(problem.logical_result_shape), y_dtype),),
                    steps, "y",
@@ -146,15 +146,19 @@ def _transform(xp, lengths, cplx, shape, source, spectrum, work):
     :func:`.fft.pruned_forward`; pruned (in that order) as :func:`.fft.forward_prunes`
     decides."""
     prune = fft.forward_prunes(shape, lengths, xp)
-    points = math.prod(shape[:2]) * math.prod(lengths[:-1]) * (
-        lengths[-1] if cplx else lengths[-1] // 2 + 1)
-    if xp is np and points * np.result_type(work, np.complex64).itemsize >= REUSE_FROM_BYTES:
+    if _reuses(xp, math.prod(shape[:2]) * math.prod(fft.spectrum_shape(lengths, cplx)), work):
         fn = functools.partial(fft.forward_into, lengths=lengths, complex_input=cplx,
                                role=spectrum, prune=prune)
     else:
         fn = functools.partial(fft.pruned_forward, lengths=lengths, complex_input=cplx, xp=xp,
                                prune=prune)
     return Call(fn, (source,), spectrum)
+
+
+def _reuses(xp, points, work):
+    """Whether a NumPy spectrum of ``points`` values of the ``work`` dtype's complex type
+    takes a reused buffer and in-place passes (:data:`.arrays.REUSE_FROM_BYTES` or more)."""
+    return xp is np and points * np.result_type(work, np.complex64).itemsize >= REUSE_FROM_BYTES
 
 
 def clear_program_cache():
@@ -179,8 +183,9 @@ def _kernel(problem, work, xp, w):
     return wk
 
 
-def _product(problem, xp, fx, fw):
-    """The spectra multiplied per group, summed over the input channels."""
+def _product(problem, xp, reuse, fx, fw):
+    """The spectra multiplied per group, summed over the input channels (into this
+    thread's reused buffer where ``reuse``: :func:`_reuses`)."""
     g = problem.groups
     cg, kg = problem.in_channels // g, problem.out_channels // g
     fx = fx.reshape((problem.batch, g, cg) + fx.shape[2:])
@@ -188,8 +193,7 @@ def _product(problem, xp, fx, fw):
     if cg == 1 and kg == 1:
         fx *= fw[:, :, 0][None]              # the Cg == 1 slot becomes Kg == 1
         fy = fx
-    elif xp is np and (problem.batch * problem.out_channels * math.prod(fx.shape[3:])
-                       * fx.itemsize >= REUSE_FROM_BYTES):   # into this thread's reused buffer
+    elif reuse:
         fy = reused("fy", (problem.batch, g, kg) + fx.shape[3:], fx.dtype)
         np.einsum("ngc...,gkc...->ngk...", fx, fw, out=fy)
     else:
@@ -197,13 +201,13 @@ def _product(problem, xp, fx, fw):
     return fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
 
 
-def _inverse(lengths, index, cplx, exact, xp, prune, fy, y, *arrays):
+def _inverse(lengths, index, cplx, exact, xp, prune, in_place, fy, y, *arrays):
     """The pruned inverse of ``fy`` cropped into ``y`` (the index arrays are the
-    program's constants ``arrays``, in axis order); on NumPy, where ``fy`` has
-    :data:`.arrays.REUSE_FROM_BYTES` or more, in place (:func:`.fft.inverse_from`)."""
+    program's constants ``arrays``, in axis order); where ``in_place`` (:func:`_reuses`),
+    on NumPy in place (:func:`.fft.inverse_from`: ``fy`` is this call's own)."""
     given = iter(arrays)
     index = [i if isinstance(i, slice) else next(given) for i in index]
-    if xp is np and fy.nbytes >= REUSE_FROM_BYTES:   # fy is this call's own: in place
+    if in_place:
         if not exact:
             fft.inverse_from(fy, lengths, index, cplx, out=y, prune=prune)
         else:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._lru import cached
 from . import evidence, registry
-from .addressing import data_pointer
+from .addressing import aligned
 from .kernel_config import gemm_config
 
 __all__ = ["implicit_gemm_tile", "channels_last_reason", "multistage_reason", "multistage_tile",
@@ -66,7 +66,7 @@ def channels_last_reason(problem, xs, ws, x, w) -> str:
         return "the channels of x and w are not contiguous (channel strides must be 1)"
     if any(int(st) % chunk for st in (x_lead, w_lead) + tuple(x_sp) + tuple(w_sp)):
         return f"a stride of x or w is not a multiple of 16 bytes ({chunk} elements)"
-    if data_pointer(x) % 16 or data_pointer(w) % 16:
+    if not aligned((x, w), 16):
         return "x or w does not start on a 16-byte boundary"
     return ""
 

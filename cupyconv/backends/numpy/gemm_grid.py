@@ -66,6 +66,12 @@ def grouped_index(index):
     return index[:1] + (slice(None), slice(None)) + index[1:]
 
 
+def _dy_block(ext, index):
+    """The images ``index`` of the extended ``dy`` (``(N, G, Kg, ...)``), contiguous with
+    the images after the groups' axes: ``(G, Kg, nb, ...)``."""
+    return np.ascontiguousarray(np.moveaxis(ext[grouped_index(index)], 0, 2))
+
+
 def note_workspace(stats, sizes, lanes):
     """Record the workspace in use: the largest block's bytes of ``sizes`` (one per
     block; at least one) times the blocks in flight."""
@@ -121,11 +127,19 @@ def flat_axes(problem):
     if (r < 2 or problem.dilation[-1] != 1 or run >= FLAT_MIN_RUN or problem.is_empty
             or problem.op == GRAD_INPUT):
         return 0
-    padded, out = problem.padded_shape(), tuple(problem.out_shape)
-    for e in range(2, r + 1):
-        if any(s != 1 for s in problem.stride[r - e:]):
-            return 0
-        length = _flat_length(padded[r - e:], out[r - e:])
+    unit = 0                                       # trailing axes of stride 1
+    while unit < r and problem.stride[r - 1 - unit] == 1:
+        unit += 1
+    return _fewest_axes(problem.padded_shape(), tuple(problem.out_shape), unit)
+
+
+def _fewest_axes(grid, out, most):
+    """The fewest ``e >= 2`` trailing axes (at most ``most``) over which ``out`` laid out on
+    ``grid`` runs :data:`FLAT_MIN_RUN` elements, the extra positions within
+    :data:`FLAT_MAX_WASTE`; 0 where the waste passes it first or no ``e`` does."""
+    r = len(out)
+    for e in range(2, min(most, r) + 1):
+        length = _flat_length(grid[r - e:], out[r - e:])
         if length / math.prod(out[r - e:]) > FLAT_MAX_WASTE:
             return 0
         if length >= FLAT_MIN_RUN:
@@ -246,7 +260,7 @@ def flat_forward(problem, x, w, limit, target, stats, e):
             matmul_into(wmat, cols, res)
         with phase_timer(stats, "write back"):
             res = res.reshape((g, kg) + box + trail)
-            dst = yg[index[:1] + (slice(None), slice(None)) + index[1:]]
+            dst = yg[grouped_index(index)]
             dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
         return cols.nbytes
 
@@ -288,13 +302,7 @@ def scatter_axes(problem):
     r, out = problem.ndim, tuple(problem.out_shape)
     if r < 2 or problem.is_empty or out[-1] >= FLAT_MIN_RUN:
         return 0
-    grid = phase_grid(problem)
-    for e in range(2, r + 1):
-        if _flat_length(grid[r - e:], out[r - e:]) / math.prod(out[r - e:]) > FLAT_MAX_WASTE:
-            return 0
-        if _flat_length(grid[r - e:], out[r - e:]) >= FLAT_MIN_RUN:
-            return e
-    return 0
+    return _fewest_axes(phase_grid(problem), out, r)
 
 
 def phase_grad_input(problem, dy, wt, limit, target, stats, e):
@@ -324,11 +332,9 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
         q = [p // s for p, s in zip(pos, problem.stride)]
         off = sum(q[a] * math.prod(grid[a + 1:]) for a in range(lead, r))
         taps.append((tap, tuple(p % s for p, s in zip(pos, problem.stride)), q[:lead], off))
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
 
     def columns_of(index):                                         # in parallel
-        part = ext[grouped_index(index)]                                # (nb, G, Kg, *Ob, full)
-        dyc = np.ascontiguousarray(np.moveaxis(part, 0, 2))
+        dyc = _dy_block(ext, index)                                # (G, Kg, nb, *Ob, full)
         col = matmul(wt, dyc.reshape(g, kg, -1))                   # (G, Cg*taps, M)
         return col.reshape((g, cg) + problem.kernel_shape + dyc.shape[2:])
 
@@ -351,8 +357,7 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
         nb = max(1, min(target, limit) // image)        # images per block: dy and one product
         for index in [(slice(n, min(n + nb, problem.batch)),)
                       for n in range(0, problem.batch, nb)]:
-            part = ext[grouped_index(index)]                            # (nb, G, Kg, *Ob, full)
-            dyc = np.ascontiguousarray(np.moveaxis(part, 0, 2))
+            dyc = _dy_block(ext, index)                            # (G, Kg, nb, *Ob, full)
             box = dyc.shape[2:3 + lead]
             for w_tap, (_, phase, q, off) in zip(per_tap, taps):
                 col = matmul(w_tap, dyc.reshape(g, kg, -1)).reshape((g, cg) + dyc.shape[2:])
@@ -360,6 +365,7 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
                     col, 2, 0)[..., :length]
             note_workspace(stats, [dyc.nbytes + col.nbytes], 1)
         return _interleaved(problem, phases, grid)
+    indices, lanes = _flat_plan(problem, e, full, limit, target)
     for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
         wave = indices[first:first + lanes]
         cols = parallel_map(columns_of, wave, lanes)
@@ -407,8 +413,7 @@ def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):
 
     def block(index):
         cols, _ = _flat_columns(problem, view, index, scratch, e)
-        dyc = np.ascontiguousarray(np.moveaxis(ext[grouped_index(index)], 0, 2)).reshape(
-            problem.groups, problem.gemm_n, -1)
+        dyc = _dy_block(ext, index).reshape(problem.groups, problem.gemm_n, -1)
         return matmul(adjoint(cols), dyc.transpose(0, 2, 1)), cols.nbytes
 
     indices, lanes = _flat_plan(problem, e, full, limit, target)

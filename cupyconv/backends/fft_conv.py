@@ -132,7 +132,9 @@ def forward_program(problem, xp, y_dtype, constant):
         _transform(xp, lengths, cplx, w_shape, "wk", "fw", work),
         Call(functools.partial(_product, problem, xp, in_place), ("fx", "fw"), "fy"),
         Call(functools.partial(_inverse, lengths, tuple(index), cplx, y_dtype.kind in "biu",
-                               xp, fft.inverse_prunes(spectrum, lengths, index, xp), in_place),
+                               xp, fft.inverse_prunes(spectrum, lengths, index, xp),
+                               fft.inverse_from if in_place else
+                               functools.partial(fft.pruned_inverse, xp=xp)),
              ("fy", "y") + tuple(slots)))
     return Program("fft", ("x", "w"), (("y", tuple(problem.logical_result_shape), y_dtype),),
                    steps, "y",
@@ -201,21 +203,17 @@ def _product(problem, xp, reuse, fx, fw):
     return fy.reshape((problem.batch, problem.out_channels) + fy.shape[3:])
 
 
-def _inverse(lengths, index, cplx, exact, xp, prune, in_place, fy, y, *arrays):
+def _inverse(lengths, index, cplx, exact, xp, prune, invert, fy, y, *arrays):
     """The pruned inverse of ``fy`` cropped into ``y`` (the index arrays are the
-    program's constants ``arrays``, in axis order); where ``in_place`` (:func:`_reuses`),
-    on NumPy in place (:func:`.fft.inverse_from`: ``fy`` is this call's own)."""
+    program's constants ``arrays``, in axis order) by ``invert``: on NumPy, where
+    :func:`_reuses`, :func:`.fft.inverse_from` (in place: ``fy`` is this call's own), else
+    :func:`.fft.pruned_inverse`."""
     given = iter(arrays)
     index = [i if isinstance(i, slice) else next(given) for i in index]
-    if in_place:
-        if not exact:
-            fft.inverse_from(fy, lengths, index, cplx, out=y, prune=prune)
-        else:
-            y[...] = np.rint(fft.inverse_from(fy, lengths, index, cplx, None, prune=prune))
-    elif not exact:
-        fft.pruned_inverse(fy, lengths, index, cplx, xp, out=y, prune=prune)
+    if not exact:
+        invert(fy, lengths, index, cplx, out=y, prune=prune)
     else:
-        y[...] = xp.rint(fft.pruned_inverse(fy, lengths, index, cplx, xp, prune=prune))
+        y[...] = xp.rint(invert(fy, lengths, index, cplx, out=None, prune=prune))
 
 
 def _overlap_add(problem, x, w, index):

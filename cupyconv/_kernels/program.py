@@ -207,10 +207,8 @@ _STATE = _State()
 
 def allocate(xp, shape, dtype):
     """``xp.empty(shape, dtype)``, counted by :func:`accounting`."""
-    counts = _STATE.counts
-    if counts is not None:
-        counts["allocations"] += 1
-        counts["allocated_bytes"] += math.prod(shape) * np.dtype(dtype).itemsize
+    if _STATE.counts is not None:
+        count_allocation(math.prod(shape) * np.dtype(dtype).itemsize)
     return xp.empty(shape, dtype=dtype)
 
 

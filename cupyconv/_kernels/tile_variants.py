@@ -134,8 +134,11 @@ class TileVariant:
         object.__setattr__(self, "tensor_cores", self.math == "mma")
 
 
-def _fma_dmma_variant(number, twin=None, index64=True):
+def _fma_dmma_variant(number, index64=True):
+    """The FMA/DMMA family's variant ``number``; its twin from
+    :data:`FMA_DMMA_CHANNELS_LAST`."""
     stages, tile_m, tile_n, atom = FMA_DMMA_VARIANTS[number]
+    twin = next((cl for cl, cf in FMA_DMMA_CHANNELS_LAST.items() if cf == number), None)
     return TileVariant(number, "implicit_gemm_fma_dmma", "fma" if atom == "cc::SimtFma" else "mma",
                        channels_last=number in FMA_DMMA_CHANNELS_LAST, twin=twin, stages=stages,
                        index64=index64, atom=atom, warp_tile=(tile_m, tile_n))
@@ -151,8 +154,8 @@ TILE_VARIANTS: Dict[int, TileVariant] = {v.number: v for v in (
     TileVariant(3, "implicit_gemm_fprop", "mma", channels_last=True),
     TileVariant(MULTISTAGE, "implicit_gemm_multistage", "mma", channels_last=True, stages=None),
     _fma_dmma_variant(5),
-    _fma_dmma_variant(6, twin=9),
-    _fma_dmma_variant(7, twin=10, index64=False),
+    _fma_dmma_variant(6),
+    _fma_dmma_variant(7, index64=False),
     TileVariant(WGMMA, "implicit_gemm_wgmma", "wgmma", channels_last=True, stages=WGMMA_STAGES),
     _fma_dmma_variant(9),
     _fma_dmma_variant(10, index64=False),

@@ -54,7 +54,7 @@ from ..._lru import cached
 __all__ = ["multistage_applies", "rounds_here", "relaid", "relay_choice", "common_relay_choice",
            "relaid_standin", "rounded_standin",
            "relayout_bytes", "relay", "freeze_filter", "filter_relays", "is_frozen",
-           "forward_choice", "tile_program", "operand_config", "wgmma_tile"]
+           "tile_program", "operand_config", "wgmma_tile"]
 
 #: Prepared (frozen) weights: key of the logical view -> a weak reference to it.
 _FROZEN: "dict" = {}
@@ -188,26 +188,18 @@ def common_relay_choice(problem, pairs, *, mma: bool, tf32: bool, frozen_w: bool
     return choices.pop() if len(choices) == 1 else None
 
 
-def forward_choice(problem, x, w, *, mma: bool, tf32: bool, round_tf32: bool = False,
-                   verified_on=None):
-    """:func:`relay_choice` of the forward ``problem`` on these operands (frozen weights,
-    :func:`freeze_filter`, taken as they are)."""
-    return relay_choice(problem, x, w, mma=mma, tf32=tf32, verified_on=verified_on,
-                        frozen_w=is_frozen(w, round_tf32))
-
-
 def relaid(problem, x, w, runner, *, mma: bool, tf32: bool, round_tf32: bool = False,
            choice=False, verified_on=None):
     """``(x, w)`` ready for the implicit GEMM of the forward ``problem``: the channels-first
     operands ``choice`` names (``(relay_x, relay_w)`` or ``None``: the backend's decision,
-    :func:`forward_choice` where the re-layout pays; default: :func:`forward_choice`'s
-    candidate) re-laid into channels-last memory, and under ``round_tf32`` (the dispatcher
+    :func:`relay_choice` where the re-layout pays; default: :func:`relay_choice`'s
+    candidate, frozen weights taken as they are) re-laid into channels-last memory, and under ``round_tf32`` (the dispatcher
     left the TF32 rounding to this step) both rounded (fused into the re-layout, else a
     rounded copy).  Frozen weights (:func:`freeze_filter`) are taken as they are."""
     frozen_w = is_frozen(w, round_tf32)
     if choice is False:
-        choice = forward_choice(problem, x, w, mma=mma, tf32=tf32, round_tf32=round_tf32,
-                                verified_on=verified_on)
+        choice = relay_choice(problem, x, w, mma=mma, tf32=tf32, frozen_w=frozen_w,
+                              verified_on=verified_on)
     relay_x, relay_w = choice or (False, False)
     if relay_x:
         x = relay(x, runner, round_tf32)

@@ -572,7 +572,7 @@ def device_check_steps():
 
 
 def fresh_kernel_choices(monkeypatch):
-    """The CUDA path's memoised kernel records (``cost.kernel_config``: priced, printed by
+    """The CUDA path's memoised kernel records (``cost.kernel_config_memo``: priced, printed by
     ``explain()`` and built for operands as a plan assumes them) kept in a memo of their
     own for the rest of the test: a test that replaces a decision of the cost model
     (``implicit_choice.relayout_pays``, ``weight_gradient_splits``, the tile) with

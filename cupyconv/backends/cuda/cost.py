@@ -35,7 +35,7 @@ from ..._lru import cached
 
 __all__ = ["EFFICIENCY", "HOST_S", "PASS_HOST_S", "LAUNCH_S", "TENSOR_FLOPS_PER_SM_CLOCK",
            "tensor_peak_flops", "tensor_kind", "efficiency_path", "efficiencies", "calibrate",
-           "stencil_time", "direct_time", "kernel_config", "kernel_config_memo", "direct_config",
+           "stencil_time", "direct_time", "kernel_config_memo", "direct_config",
            "gemm_library", "warn_if_unverified"]
 
 #: Fraction of peak each algorithm reaches on large problems when nothing was measured on
@@ -216,20 +216,14 @@ def calibrate(problem, device, algorithm, seconds):
     return key, math.sqrt(lo * hi)
 
 
-def kernel_config(choose, problem, device):
+@cached(maxsize=512)
+def kernel_config_memo(choose, problem, device, verified_only):
     """The one kernel choice ``choose(problem, device, arch class, index64)`` of an
     algorithm of the table on ``problem`` (channels-first operands as the cost model
     assumes them) on ``device``: the :class:`KernelConfig` it prices and the launcher
-    builds (memoised per problem, device, chooser and ``config.kernels``)."""
-    return kernel_config_memo(choose, problem, device,
-                              evidence.FILTER[config.kernels, device.hardware][0])
-
-
-@cached(maxsize=512)
-def kernel_config_memo(choose, problem, device, verified_only):
-    """:func:`kernel_config`'s record (the table's algorithms ask it directly);
-    ``verified_only`` is not read here but keys the memo: the tile choice reads the filter
-    in force (``evidence.verified_only``)."""
+    builds, memoised (``table.CudaAlgorithm.kernel_config`` asks it); ``verified_only``
+    is not read here but keys the memo: the tile choice reads the filter in force
+    (``evidence.verified_only``)."""
     return choose(problem, device, evidence.arch_class(device.arch),
                   launch.choose_index64(problem))
 
@@ -248,12 +242,12 @@ def gemm_library(device):
     return blas if evidence.library_runs(blas, device.hardware) else "cupy.matmul"
 
 
-def warn_if_unverified(choose, problem, device):
-    """Warn once (``evidence.warn_unverified``) where ``choose``'s configuration of
-    ``problem`` runs without hardware evidence on a GPU, or wherever ``config.kernels`` is
-    set."""
+def warn_if_unverified(algorithm, problem, device):
+    """Warn once (``evidence.warn_unverified``) where ``algorithm``'s configuration of
+    ``problem`` (its ``kernel_config``) runs without hardware evidence on a GPU, or
+    wherever ``config.kernels`` is set."""
     if evidence.FILTER[config.kernels, device.hardware][1]:   # evidence.warns
-        cfg = kernel_config(choose, problem, device)
+        cfg = algorithm.kernel_config(problem, device)
         if not evidence.is_verified(cfg):
             evidence.warn_unverified(cfg, "an explicit method=, config.kernels = 'all', or no "
                                           "verified configuration runs this problem")

@@ -168,7 +168,8 @@ class CudaAlgorithm(Algorithm):
 
     @classmethod
     def kernel_config(cls, problem, device):
-        """:meth:`choose_kernel`, memoised (``cost.kernel_config``)."""
+        """:meth:`choose_kernel`, memoised (``cost.kernel_config_memo``, keyed by the
+        evidence filter in force)."""
         return cost.kernel_config_memo(cls.choose_kernel, problem, device,
                                        evidence.FILTER[config.kernels, device.hardware][0])
 
@@ -187,7 +188,7 @@ class CudaAlgorithm(Algorithm):
         if why:
             program.refuse(why)
         problem, operands = self.widened(problem, operands)
-        cost.warn_if_unverified(self.choose_kernel, problem, self.backend.device)
+        cost.warn_if_unverified(self, problem, self.backend.device)
         runner.peak_workspace = 0
         y = self.compute(problem, operands, workspace_limit)
         if stats is not None:
@@ -410,7 +411,7 @@ class Fft(CudaAlgorithm):
         if why:
             program.refuse(why)
         problem, operands = self.widened(problem, operands)
-        cost.warn_if_unverified(self.choose_kernel, problem, backend.device)
+        cost.warn_if_unverified(self, problem, backend.device)
         need = fft_conv.workspace_bytes(problem)
         if need > min(workspace_limit, backend.available_memory()):
             raise OutOfMemoryError(

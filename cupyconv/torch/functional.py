@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from cupyconv._lru import LRU
 from cupyconv._vocabulary import MAX_RANK
 from cupyconv.core.args import normalize_transpose_padding
 from cupyconv.core import args
@@ -90,8 +91,9 @@ def _transpose_geometry(x_shape, w_shape, stride, padding, output_padding, dilat
 
 
 #: ``(function, its arguments, their types) -> its result`` of the two functions above:
-#: a layer calls with the same arguments and shapes every time.
-_NORMALISED = {}
+#: a layer calls with the same arguments and shapes every time (emptied by
+#: ``cupyconv.clear_caches``).
+_NORMALISED = LRU(256)
 
 
 def _kinds(value):
@@ -113,9 +115,7 @@ def _normalised(fn, *arguments):
         return fn(*arguments)
     if hit is None:
         hit = fn(*arguments)
-        if len(_NORMALISED) >= 256:
-            _NORMALISED.clear()
-        _NORMALISED[key] = hit
+        _NORMALISED.put(key, hit)
     return hit
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from .._lru import cached
 
 __all__ = ["addressable", "unaddressable", "check_addressable", "data_pointer", "extent",
-           "span", "aligned", "device_alignment"]
+           "span", "span_in", "aligned", "device_alignment"]
 
 
 def data_pointer(array) -> int:
@@ -51,6 +51,16 @@ def span(array):
     """``(data pointer, extent)`` of ``array`` (:func:`data_pointer`, :func:`extent`)."""
     ptr = data_pointer(array)
     return ptr, extent(array, ptr)
+
+
+def span_in(memo, array):
+    """:func:`span` of ``array``, remembered in the dict ``memo`` (``id`` -> ``(array,
+    span)``: the array is kept with its span, so its ``id`` is not reused while ``memo``
+    lives).  For arrays looked at many times in one call (a recording)."""
+    known = memo.get(id(array))
+    if known is None:
+        known = memo[id(array)] = (array, span(array))
+    return known[1]
 
 
 def aligned(arrays, nbytes: int) -> bool:
@@ -101,6 +111,8 @@ def addressable(array) -> Tuple[bool, str]:
             return False, (f"stride {int(st)} of axis {ax} is not a multiple of the itemsize {item} "
                            f"({dt.name} array of shape {tuple(array.shape)}); copy the array first")
     align = device_alignment(dt)
+    if align == dt.alignment and type(array) is np.ndarray and array.flags.aligned:
+        return True, ""         # NumPy's flag: the pointer is a multiple of dt.alignment
     ptr = data_pointer(array)
     if ptr % align:
         return False, (f"data pointer {ptr:#x} is not aligned to {align} bytes, as the kernels' "

@@ -36,11 +36,11 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from .addressing import data_pointer, extent
+from .addressing import data_pointer, extent, span_in
 
 __all__ = ["Launch", "Call", "Check", "Expect", "Diverged", "View", "Program", "at_offset", "view_of", "placed", "host_step", "execute", "allocate", "record", "Recording", "recording",
            "host_read", "refuse", "guard", "constant", "held", "is_constant", "count", "count_allocation", "accounting", "launch_stubbed",
-           "extent", "within"]
+           "extent", "within", "inside"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,12 +334,14 @@ def host_step(name, function, *arrays):
 class Recording:
     """What one public call did on this thread: the programs it executed (with the arrays
     they ran on), the constants it made (``held``: those an object keeps for the caller,
-    whose values may change between calls) and the decisions on the data it made."""
+    whose values may change between calls) and the decisions on the data it made;
+    ``spans``: the memory of the arrays looked at so far (:func:`~.addressing.span_in`)."""
 
-    __slots__ = ("steps", "constants", "held", "guards")
+    __slots__ = ("steps", "constants", "held", "guards", "spans")
 
     def __init__(self):
         self.steps, self.constants, self.held, self.guards = [], [], [], []
+        self.spans = {}
 
 
 def recording():
@@ -419,14 +421,21 @@ def is_constant(array):
     rec = recording()
     if rec is None or array is None:
         return False
-    return (any(within(array, c) for c in rec.constants)
-            and not any(within(array, h) for h in rec.held))
+    spans = rec.spans
+    ext = span_in(spans, array)[1]
+    return (any(inside(ext, span_in(spans, c)[1]) for c in rec.constants)
+            and not any(inside(ext, span_in(spans, h)[1]) for h in rec.held))
+
+
+def inside(inner, outer):
+    """Whether the extent ``inner`` lies within the extent ``outer`` (``None``: empty)."""
+    return (inner is not None and outer is not None and outer[0] <= inner[0]
+            and inner[1] <= outer[1])
 
 
 def within(inner, outer):
     """Whether array ``inner``'s memory lies within ``outer``'s (:func:`extent`)."""
-    a, b = extent(inner), extent(outer)
-    return a is not None and b is not None and b[0] <= a[0] and a[1] <= b[1]
+    return inside(extent(inner), extent(outer))
 
 
 # ---------------------------------------------------------------- accounting

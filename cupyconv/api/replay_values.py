@@ -42,8 +42,8 @@ def replay_steps(rec, arrays, result, computing):
     others are host reads only)."""
     made = []                   # [step, name, array, its span] of every program allocation
     steps, reads = [], []               # reads: sources of the values the host read
-    spans = extents(arrays)
-    constants = [_span(c)[1] for c in rec.constants]
+    spans = extents(arrays, rec)
+    constants = [_span(c, rec)[1] for c in rec.constants]
     for (prog, bound, touched), computes in zip(rec.steps, computing):
         binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
@@ -51,7 +51,7 @@ def replay_steps(rec, arrays, result, computing):
             if a is False:                          # allocated by the program
                 made.append([len(steps), name, touched[name], None])
                 continue
-            src = source(a, arrays, made, constants, name in whole, spans)
+            src = source(a, arrays, made, constants, name in whole, spans, rec)
             if isinstance(src, str):
                 return f"{prog.name} operand {name}: {src}"
             if name in prog.host_reads:
@@ -64,7 +64,7 @@ def replay_steps(rec, arrays, result, computing):
         if prog.host_reads:                         # (read when built: not on a replay)
             prog = dataclasses.replace(prog, host_reads=())
         steps.append((_expecting(prog, touched), tuple(binding)))
-    res = result_source(result, made)
+    res = result_source(result, made, rec)
     if isinstance(res, str):
         return res
     args, held = values_read(reads, steps, rec.held)
@@ -142,51 +142,55 @@ def held_values(held):
     return tuple(kept)
 
 
-def extents(arrays):
+def extents(arrays, rec=None):
     """``(data pointer, extent)`` of each of ``arrays`` (extent:
-    :func:`~cupyconv._kernels.addressing.extent`)."""
-    return [_span(u) for u in arrays]
+    :func:`~cupyconv._kernels.addressing.extent`); ``rec``: the recording whose
+    ``spans`` remember them."""
+    return [_span(u, rec) for u in arrays]
 
 
-def _span(a):
-    """``(data pointer, extent)`` of array ``a``; ``(None, None)`` for what is not an array
-    (a host program's result may be any object: nothing lies within it)."""
+def _span(a, rec=None):
+    """``(data pointer, extent)`` of array ``a`` (through ``rec``'s memory when given);
+    ``(None, None)`` for what is not an array (a host program's result may be any
+    object: nothing lies within it)."""
     if getattr(a, "shape", None) is None:
         return None, None
-    return addressing.span(a)
+    return addressing.span(a) if rec is None else addressing.span_in(rec.spans, a)
 
 
-def _made_span(entry):
+def _made_span(entry, rec=None):
     """The span of a ``made`` entry's array (:func:`replay_steps`), found when first asked."""
     if entry[3] is None:
-        entry[3] = _span(entry[2])
+        entry[3] = _span(entry[2], rec)
     return entry[3]
 
 
 def _inside(inner, outer):
-    """Whether the extent ``inner`` lies within the extent ``outer`` (``None``: empty)."""
+    """:func:`~cupyconv._kernels.program.inside`, kept here: called per operand and
+    candidate while a call compiles."""
     return (inner is not None and outer is not None and outer[0] <= inner[0]
             and inner[1] <= outer[1])
 
 
-def source(a, arrays, made, constants, whole, spans=None):
+def source(a, arrays, made, constants, whole, spans=None, rec=None):
     """Where operand ``a`` comes from (see
     :attr:`~cupyconv.api.compiled.CompiledCall.steps`), or why it cannot be found again;
     ``made``: ``[step, name, array, span]`` of the programs' allocations so far
     (:func:`replay_steps`); ``constants``: the extents of the recording's constants;
     ``whole``: the operand is read as a view (a host program), not a pointer; ``spans``:
-    :func:`extents` of ``arrays`` (computed when not given)."""
+    :func:`extents` of ``arrays`` (computed when not given); ``rec``: the recording that
+    remembers spans (:func:`extents`)."""
     if a is None:
         return ("const", None)
-    spans = extents(arrays) if spans is None else spans
+    spans = extents(arrays, rec) if spans is None else spans
     for i, u in enumerate(arrays):
         if u is a:                                  # one of the call's arrays itself
             ptr, ext = spans[i]
             break
     else:
-        ptr, ext = _span(a)
+        ptr, ext = _span(a, rec)
     for entry in reversed(made):
-        base, outer = _made_span(entry)
+        base, outer = _made_span(entry, rec)
         if _inside(ext, outer):
             return _located(("prev", entry[0], entry[1]), a, entry[2], ptr - base, whole)
     hits = []
@@ -226,7 +230,7 @@ def _view(a, base, offset):
     return tuple(a.shape), tuple(a.strides), a.dtype
 
 
-def result_source(y, made):
+def result_source(y, made, rec=None):
     """``(step, name, view)`` of the result ``y`` among the programs' allocations ``made``
     (``[step, name, array, span]``, :func:`replay_steps`; see
     :attr:`~cupyconv.api.compiled.CompiledCall.result`), or why it is not one's view."""
@@ -238,8 +242,8 @@ def result_source(y, made):
         if type(y) is not type(buf):
             continue
         if at is None:                              # (y's pointer, y's extent)
-            at = _span(y)
-        base, outer = _made_span(entry)
+            at = _span(y, rec)
+        base, outer = _made_span(entry, rec)
         if _inside(at[1], outer):
             if not buf.flags.c_contiguous:
                 break

@@ -25,7 +25,8 @@ from ...core.roles import Operands
 from ...core.transpose import column_forward, transpose
 from . import cost, implicit_grads, relayout
 
-__all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "relayout_pays",
+__all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "under_limit",
+           "relayout_pays",
            "weight_gradient_splits", "MAX_SPLITS", "implicit_gemm_times", "tensor_core_flags"]
 
 
@@ -319,6 +320,16 @@ def as_priced(problem, cfg, operands, workspace_limit=None):
         return False
     return (cfg.splits == 1 or workspace_limit is None
             or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit)
+
+
+def under_limit(problem, cfg, device, workspace_limit):
+    """The record the launcher builds under ``workspace_limit`` for operands as the priced
+    record ``cfg`` assumes them (:func:`as_priced`): ``cfg`` where its split-K's
+    workspaces fit, else :func:`choose_kernel`'s record under the limit (unsplit)."""
+    if (cfg.splits == 1 or workspace_limit is None
+            or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit):
+        return cfg
+    return choose_kernel(problem, device, cfg.arch, None, workspace_limit=workspace_limit)
 
 
 @cached(maxsize=256)

@@ -238,7 +238,7 @@ def _settings_id(settings):
 
 #: the read-only names that follow the settings (:data:`in_force`, :data:`in_force_id`).
 _FOLLOWERS = ("in_force", "in_force_id")
-_Settings = _collections.namedtuple("Settings", tuple(_CHECKS))
+_Settings = _collections.namedtuple("_Settings", tuple(_CHECKS))   # (named as found: pickles)
 in_force = _Settings._make(globals()[name] for name in _CHECKS)
 in_force_id = _settings_id(in_force)
 _sys.modules[__name__].__class__ = _Config

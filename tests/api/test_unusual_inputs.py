@@ -4,6 +4,8 @@ double computed in long double, and a warning for non-finite data under the spre
 methods."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -77,6 +79,7 @@ def test_the_settings_in_force_follow_every_assignment_and_cannot_be_assigned(
     config.workspace_limit = 4096
     assert config.in_force.precision == "tf32" and config.in_force.workspace_limit == 4096
     assert config.in_force == tuple(getattr(config, k) for k in config.in_force._fields)
+    assert pickle.loads(pickle.dumps(config.in_force)) == config.in_force
     before = (config.in_force, config.in_force_id)
     for name in ("in_force", "in_force_id"):
         with pytest.raises(AttributeError, match=f"config.{name} is read-only"):

@@ -77,7 +77,18 @@ kernels : {"auto", "verified", "all"}
     everywhere (the emulator standing in for a device); ``"all"`` every one, an
     unverified one with a one-time warning.  An explicit ``method=``/``tile=`` runs what
     it names, warning once where it is unverified.
+
+Read-only attributes, kept up to date by every assignment of a setting (assigning or
+deleting them is an ``AttributeError``):
+
+in_force : namedtuple
+    Every setting's value, its fields named as the settings above (``in_force.precision``;
+    ``in_force._asdict()`` is a snapshot that ``setattr`` restores).
+in_force_id : int
+    A small int naming :data:`in_force` (equal settings, equal ids; never reused): what a
+    compiled call's key holds, hashed and compared faster than the tuple.
 """
+import collections as _collections
 import contextlib as _contextlib
 import numbers as _numbers
 import sys as _sys
@@ -172,12 +183,14 @@ class _Config(_types.ModuleType):
             return
         check = _CHECKS.get(name)
         if check is None:
+            if name in _FOLLOWERS:
+                raise _read_only(name)
             raise AttributeError(f"cupyconv.config has no setting {name!r}; the settings are "
                                  f"{_describe_choices(sorted(_CHECKS))}")
         super().__setattr__(name, check(value))
-        settings = tuple(getattr(self, n) for n in _CHECKS)
-        super().__setattr__("_in_force", settings)
-        super().__setattr__("_in_force_id", _settings_id(settings))
+        settings = _Settings._make(getattr(self, n) for n in _CHECKS)
+        super().__setattr__("in_force", settings)
+        super().__setattr__("in_force_id", _settings_id(settings))
 
     @_contextlib.contextmanager
     def cpu_threads_limit(self, limit):
@@ -191,22 +204,18 @@ class _Config(_types.ModuleType):
         finally:
             self.cpu_threads = before
 
-    @property
-    def in_force(self):
-        """Every setting's value, in one tuple (what a compiled call's key holds); kept
-        up to date by each assignment, so reading it costs one attribute lookup."""
-        return self._in_force
-
-    @property
-    def in_force_id(self):
-        """A small int naming :attr:`in_force` (equal settings, equal ids; never reused):
-        what a compiled call's key holds, hashed and compared faster than the tuple."""
-        return self._in_force_id
-
     def __delattr__(self, name):
         if name in _CHECKS:
             raise AttributeError(f"cupyconv.config.{name} cannot be deleted (assign it)")
+        if name in _FOLLOWERS:
+            raise _read_only(name)
         super().__delattr__(name)
+
+
+def _read_only(name):
+    """The error of assigning or deleting :data:`in_force` or :data:`in_force_id`."""
+    return AttributeError(f"cupyconv.config.{name} is read-only: it follows the settings "
+                          f"(assign those)")
 
 
 #: settings tuple -> its :data:`in_force_id`; ids are never reused (the counter goes on
@@ -227,6 +236,9 @@ def _settings_id(settings):
     return known
 
 
-_in_force = tuple(globals()[name] for name in _CHECKS)
-_in_force_id = _settings_id(_in_force)
+#: the read-only names that follow the settings (:data:`in_force`, :data:`in_force_id`).
+_FOLLOWERS = ("in_force", "in_force_id")
+_Settings = _collections.namedtuple("_Settings", tuple(_CHECKS))   # (named as found: pickles)
+in_force = _Settings._make(globals()[name] for name in _CHECKS)
+in_force_id = _settings_id(in_force)
 _sys.modules[__name__].__class__ = _Config

@@ -41,11 +41,11 @@ def rng(request):
 
 @pytest.fixture
 def restore_config():
-    """Snapshot ``cupyconv.config`` (and the autotune cache) and restore it."""
+    """Snapshot the settings of ``cupyconv.config`` (and the autotune cache) and restore them."""
     import cupyconv
     from cupyconv.dispatch import dispatcher
 
-    saved = {k: v for k, v in vars(cupyconv.config).items() if not k.startswith("_")}
+    saved = cupyconv.config.in_force._asdict()
     dispatcher.clear_cache()            # cached choices and autotuned winners
     try:
         yield cupyconv.config

@@ -125,7 +125,7 @@ def call_key(args, kwargs, backend=None):
     ``backend`` is the one in force (``get_backend()``, read when not given).
     """
     arrays = []
-    parts = [config._in_force_id,   # config.in_force_id (every setting), without the property
+    parts = [config.in_force_id,    # every setting, as one small int
              (FORCED.forced or "numpy") if backend is None else backend]   # get_backend()
     for v in args:
         part = _part(v, arrays)

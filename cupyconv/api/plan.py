@@ -153,14 +153,16 @@ class ConvPlan:
         """Which path a call of this plan takes and why: a compiled call (its launch
         programs replayed from the second call with the same arrays' key) or the normal
         path (the dispatcher every call), with the reason; on the CUDA path a second line
-        names the kernel configuration and its hardware evidence (docs/evidence.md)."""
+        names the kernel configuration its calls run (on operands C-contiguous in its
+        layout, under its workspace limit) and its hardware evidence (docs/evidence.md)."""
         return self._path() + self._kernel_line()
 
     def _kernel_line(self):
         select = getattr(self._backend, "kernel_config", None)
         if select is None:
             return ""
-        cfg = select(self.problem, self.algorithm)     # the layout as the dispatcher priced it
+        # the record a call runs: on the plan's operands, under the limit the call runs with
+        cfg = select(self.problem, self.algorithm, self.choice.limit)
         from .._kernels import evidence  # the CUDA path's kernel table: loaded with it
         return f"\nkernel: {cfg.describe()}; {evidence.status_line(cfg)}"
 

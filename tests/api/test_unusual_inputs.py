@@ -4,6 +4,8 @@ double computed in long double, and a warning for non-finite data under the spre
 methods."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -60,10 +62,45 @@ def test_config_accepts_its_values_and_rejects_unknown_names(restore_config):
         config.autotun = True
     with pytest.raises(AttributeError, match="cannot be deleted"):
         del config.precision
-    settings = {k for k in vars(config) if not k.startswith("_")}
-    assert settings == {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
-                        "ndimage_integers", "compiled_calls", "prebuilt_launches",
-                        "compiled_call_bytes", "cuda_graphs", "cpu_threads", "progress", "kernels"}
+    settings = {"autotune", "workspace_limit", "winograd_max_error_growth", "precision",
+                "ndimage_integers", "compiled_calls", "prebuilt_launches",
+                "compiled_call_bytes", "cuda_graphs", "cpu_threads", "progress", "kernels"}
+    assert set(config.in_force._fields) == settings
+    assert {k for k in vars(config) if not k.startswith("_")} == settings | {"in_force",
+                                                                              "in_force_id"}
+
+
+def test_the_settings_in_force_follow_every_assignment_and_cannot_be_assigned(
+        restore_config):
+    """``config.in_force`` (every setting, by name) and ``config.in_force_id`` follow each
+    assignment of a setting; assigning or deleting them is refused, and nothing changes."""
+    config = cupyconv.config
+    config.precision = "tf32"
+    config.workspace_limit = 4096
+    assert config.in_force.precision == "tf32" and config.in_force.workspace_limit == 4096
+    assert config.in_force == tuple(getattr(config, k) for k in config.in_force._fields)
+    assert pickle.loads(pickle.dumps(config.in_force)) == config.in_force
+    before = (config.in_force, config.in_force_id)
+    for name in ("in_force", "in_force_id"):
+        with pytest.raises(AttributeError, match=f"config.{name} is read-only"):
+            setattr(config, name, 0)
+        with pytest.raises(AttributeError, match=f"config.{name} is read-only"):
+            delattr(config, name)
+    assert (config.in_force, config.in_force_id) == before
+
+
+def test_reading_the_settings_in_force_runs_no_python_code():
+    """A compiled call's key reads ``config.in_force_id`` on every call: it is a plain
+    module attribute, not a property whose frame the call would pay."""
+    import sys
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(event))
+    try:
+        cupyconv.config.in_force_id
+        cupyconv.config.in_force
+    finally:
+        sys.setprofile(None)
+    assert "call" not in calls
 
 
 def _layer(dtype):

@@ -111,7 +111,7 @@ def sandbox(tmp_path, monkeypatch):
     cache.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setenv("CUPYCONV_CACHE_DIR", str(cache))
-    saved = {k: v for k, v in vars(cupyconv.config).items() if not k.startswith("_")}
+    saved = cupyconv.config.in_force._asdict()
     backend = cupyconv.get_backend()
     try:
         yield work

@@ -20,6 +20,7 @@ from ..._kernels import launch, scan_launch
 from ...core.args import LONG_DOUBLE
 from ..arrays import in_compute_dtype
 from ..base import Backend
+from . import implicit_choice
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 from .table import (COMPILED, LONG_DOUBLE_WHY, NATIVE_BFLOAT16, NATIVE_HALF, TABLE,
                     kernel_problem)
@@ -76,11 +77,17 @@ class CudaBackend(Backend):
             return super().check(arrays, decide, warns)
         return scan_launch.run_scan(self.runner.loader, self.xp, arrays, decide, warns)
 
-    def kernel_config(self, problem, algorithm):
+    def kernel_config(self, problem, algorithm, workspace_limit=None):
         """The :class:`~cupyconv._kernels.kernel_config.KernelConfig` ``algorithm`` runs
-        ``problem`` with (its table entry's one kernel choice)."""
+        ``problem`` with on C-contiguous operands under ``workspace_limit`` (its table
+        entry's one kernel choice; a split-K whose workspaces pass the limit runs unsplit,
+        ``implicit_choice.under_limit``)."""
         entry = self.algorithm(algorithm)
-        return entry.kernel_config(self.kernel_problem(entry.computed(problem)[0]), self.device)
+        problem = self.kernel_problem(entry.computed(problem)[0])
+        cfg = entry.kernel_config(problem, self.device)
+        if cfg.splits > 1 and workspace_limit is not None:
+            cfg = implicit_choice.under_limit(problem, cfg, self.device, workspace_limit)
+        return cfg
 
     def default_workspace_limit(self):
         return int(self.runner.device.free_memory * FREE_MEMORY_FRACTION)

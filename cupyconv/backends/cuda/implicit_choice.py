@@ -25,7 +25,8 @@ from ...core.roles import Operands
 from ...core.transpose import column_forward, transpose
 from . import cost, implicit_grads, relayout
 
-__all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "relayout_pays",
+__all__ = ["record_time", "record_key", "choose_kernel", "as_priced", "under_limit",
+           "relayout_pays",
            "weight_gradient_splits", "MAX_SPLITS", "implicit_gemm_times", "tensor_core_flags"]
 
 
@@ -47,9 +48,9 @@ def record_time(problem, cfg, device, eff_of):
     the re-layout of the operands it names, the split-K's copy and reduction, the column
     pass of an input gradient that is not a convolution of ``dy``."""
     fwd, tile = _forward(problem, cfg.splits), cfg.gemm_tile
-    key = _tile_key(problem, tile, device)
-    rate = (device.peak_flops(problem.dtype) if key == "implicit_gemm"
-            else cost.tensor_peak_flops(problem, device))
+    tc_peak = cost.tensor_peak_flops(problem, device)
+    key = _tile_key(problem, tile, tc_peak) if tc_peak else "implicit_gemm"   # (no frame)
+    rate = device.peak_flops(problem.dtype) if key == "implicit_gemm" else tc_peak
     t = _tile_time(problem, fwd, tile, cfg.relayout, cfg.splits, rate, eff_of[key], device)
     if implicit_grads.needs_columns(problem):
         t += 2 * problem.column_bytes() / device.bandwidth + cost.LAUNCH_S
@@ -58,17 +59,19 @@ def record_time(problem, cfg, device, eff_of):
 
 def record_key(problem, cfg, device):
     """The :data:`cost.EFFICIENCY` entry that sets the price of the record ``cfg``."""
-    return _tile_key(problem, cfg.gemm_tile, device)
+    return _tile_key(problem, cfg.gemm_tile, cost.tensor_peak_flops(problem, device))
 
 
-def _tile_key(problem, tile, device):
+def _tile_key(problem, tile, tc_peak):
     """The efficiency entry of ``tile``: ``implicit_gemm`` off the tensor cores, else by its
     variant: the wgmma tile ``implicit_gemm_wg_<kind>``, the float64 DMMA twins
     ``implicit_gemm_cl_float64``, the multistage tile ``implicit_gemm_ms_<kind>``, the
     multistage DMMA tiles ``implicit_gemm_ms_float64``, the others
-    ``implicit_gemm_tc_<kind>``."""
+    ``implicit_gemm_tc_<kind>`` (``tc_peak``: :func:`cost.tensor_peak_flops`)."""
+    if not tc_peak:
+        return "implicit_gemm"
     variant = registry.tile_variant(tile)
-    if not (cost.tensor_peak_flops(problem, device) and variant.math != "fma"):
+    if variant.math == "fma":
         return "implicit_gemm"
     if variant.math == "wgmma":
         return "implicit_gemm_wg_" + cost.tensor_kind(problem)
@@ -94,34 +97,31 @@ def _tile_time(problem, fwd, tile, relay, splits, rate, eff, device):
     return t + (_split_time(problem, splits, device) if splits > 1 else 0.0)
 
 
-def implicit_gemm_times(problem, device, eff_of, peak, tc_peak, weights=True, splits=None,
-                        forward=None):
-    """``(best, tile time, multistage time + re-layout or None)`` of the implicit GEMM on
-    ``problem``: the launcher's tile on channels-first operands, and, where a multistage
-    tile (the wgmma tile on compute capability 9.0; for float64 the DMMA tile's
-    channels-last twin, :func:`_channels_last_tile`) would run on channels-last operands,
-    that tile plus the re-layout of x and (unless ``weights`` is False: frozen weights)
-    w (none where ``problem.layout`` is channels-last already), each priced as
-    :func:`record_time` prices a record.  The faster is what runs (:func:`relayout_pays`).
-    A weight gradient runs with ``splits`` (default :func:`weight_gradient_splits`);
-    ``forward``: its ``(fwd, tile)`` (:func:`_implicit_forward`) where the caller has it."""
+def implicit_gemm_times(problem, device, eff_of, weights=True, splits=None, forward=None):
+    """``(best, base time, re-laid time or None)`` of the implicit GEMM on ``problem``:
+    :func:`record_time` of the record of the launcher's tile on channels-first operands,
+    and, where a multistage tile (the wgmma tile on compute capability 9.0; for float64
+    the DMMA tile's channels-last twin, :func:`_channels_last_tile`) would run on
+    channels-last operands, of its record after the re-layout of x and (unless ``weights``
+    is False: frozen weights) w (none where ``problem.layout`` is channels-last already).
+    The faster is what runs (:func:`relayout_pays`).  A weight gradient runs with
+    ``splits`` (default :func:`weight_gradient_splits`); ``forward``: its ``(fwd, tile)``
+    (:func:`_implicit_forward`) where the caller has it.  The records are priced as
+    built, 32-bit index (the price does not read it)."""
     if splits is None:
         splits = weight_gradient_splits(problem, device, eff_of)
     fwd, tile = forward or _implicit_forward(problem, device, splits)
-    rate, eff = peak, eff_of["implicit_gemm"]
-    if tc_peak and registry.tile_variant(tile).tensor_cores:
-        rate, eff = tc_peak, eff_of[_tile_key(problem, tile, device)]
-    base = _tile_time(problem, fwd, tile, (False, False), splits, rate, eff, device)
-    relaid = None
-    if tc_peak and _relaid_from(tile) and _multistage(problem, fwd, device):
-        ms_tile = _channels_last_tile(problem, fwd, tile, device)
-        relay = (False, False) if problem.layout == "channels_last" else (True, weights)
-        relaid = _tile_time(problem, fwd, ms_tile, relay, splits, tc_peak,
-                            eff_of[_tile_key(problem, ms_tile, device)], device)
-    columns = (2 * problem.column_bytes() / device.bandwidth + cost.LAUNCH_S
-               if implicit_grads.needs_columns(problem) else 0.0)
-    best = base if relaid is None else min(base, relaid)
-    return best + columns, base, relaid
+    arch = evidence.arch_class(device.arch)
+    t = record_time(problem, gemm_config(tile, problem.dtype, arch, False, (False, False),
+                                         splits), device, eff_of)
+    if not (registry.tile_variant(tile).twin is not None      # a channels-last counterpart
+            and cost.tensor_peak_flops(problem, device) and _multistage(problem, fwd, device)):
+        return t, t, None
+    relay = (False, False) if problem.layout == "channels_last" else (True, bool(weights))
+    relaid = gemm_config(_channels_last_tile(problem, fwd, tile, device), problem.dtype, arch,
+                         False, relay, splits)
+    t_relaid = record_time(problem, relaid, device, eff_of)
+    return min(t, t_relaid), t, t_relaid
 
 
 #: Most parts the weight gradient's split-K divides the images into.
@@ -159,13 +159,14 @@ def _splits(problem, device, efficiency, verified_only):
     if _ctas(*unsplit) >= 2 * device.sm_count:
         return 1
     eff_of = dict(efficiency)
-    peak, tc_peak = device.peak_flops(problem.dtype), cost.tensor_peak_flops(problem, device)
+
+    unsplit_time = implicit_gemm_times(problem, device, eff_of, splits=1, forward=unsplit)[0]
+    if unsplit_time <= cost.HOST_S["implicit_gemm"]:   # host-bound: more launches only cost
+        return 1
 
     def device_time(s):
-        return implicit_gemm_times(problem, device, eff_of, peak, tc_peak, splits=s,
-                                   forward=unsplit if s == 1 else None)[0]
-    if device_time(1) <= cost.HOST_S["implicit_gemm"]:     # host-bound: more launches only cost
-        return 1
+        return unsplit_time if s == 1 else implicit_gemm_times(problem, device, eff_of,
+                                                               splits=s)[0]
     tensor_cores = registry.tile_variant(unsplit[1]).tensor_cores
     candidates = [s for s in range(1, min(problem.batch, MAX_SPLITS) + 1)
                   if problem.batch % s == 0 and registry.tile_variant(
@@ -182,17 +183,10 @@ def _split_time(problem, splits, device):
     return traffic / device.bandwidth + 2 * problem.groups * cost.LAUNCH_S
 
 
-def _relaid_from(tile):
-    """Whether ``tile`` has a channels-last counterpart the re-layout may pay for: a
-    variant-2 tensor-core tile (the multistage or wgmma tiles) or a float64 DMMA tile 6/7
-    (its twin 9/10, ``registry.channels_last_twin``)."""
-    return registry.tile_variant(tile).twin is not None
-
-
 def _channels_last_tile(problem, fwd, tile, device):
     """The tile that runs ``fwd`` on channels-last operands in place of the launcher's
-    ``tile`` (:func:`_relaid_from`): the float64 DMMA tile's twin, else the multistage
-    tile, the wgmma tile on compute capability 9.0."""
+    ``tile`` (one with a twin, ``registry.tile_variant(tile).twin``): the float64 DMMA
+    tile's twin, else the multistage tile, the wgmma tile on compute capability 9.0."""
     tf32 = fwd.precision == "tf32"
     if registry.channels_last_twin(tile) is None:
         wg = wgmma_launch.wgmma_tile(fwd, tf32, device.arch)
@@ -212,9 +206,7 @@ def relayout_pays(problem, device, weights=True, efficiency=None):
     ``weights`` is False) beats the tile that reads them as they are (``efficiency``: a
     mapping replacing :func:`cost.efficiencies`)."""
     eff_of = efficiency or cost.efficiencies(device.name)
-    _, base, relaid = implicit_gemm_times(
-        problem, device, eff_of, device.peak_flops(problem.dtype),
-        cost.tensor_peak_flops(problem, device), weights)
+    _, base, relaid = implicit_gemm_times(problem, device, eff_of, weights)
     return relaid is not None and relaid < base
 
 
@@ -319,6 +311,16 @@ def as_priced(problem, cfg, operands, workspace_limit=None):
         return False
     return (cfg.splits == 1 or workspace_limit is None
             or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit)
+
+
+def under_limit(problem, cfg, device, workspace_limit):
+    """The record the launcher builds under ``workspace_limit`` for operands as the priced
+    record ``cfg`` assumes them (:func:`as_priced`): ``cfg`` where its split-K's
+    workspaces fit, else :func:`choose_kernel`'s record under the limit (unsplit)."""
+    if (cfg.splits == 1 or workspace_limit is None
+            or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit):
+        return cfg
+    return choose_kernel(problem, device, cfg.arch, None, workspace_limit=workspace_limit)
 
 
 @cached(maxsize=256)

@@ -173,12 +173,11 @@ def test_relayout_is_taken_only_when_it_pays(eff_file, dtype, precision):
     layer = ConvProblem.create(x_shape=(8, 64, 32, 32, 32), w_shape=(64, 64, 3, 3, 3),
                                padding=1, dtype=dtype, precision=precision)
     eff = cost.efficiencies(EmulatedRunner.NOMINAL.name)
-    peak = lambda d: (d.peak_flops(layer.dtype), cost.tensor_peak_flops(layer, d))
     verdicts = []
     for scale in (1.0, 0.1, 0.01, 0.001):
         device = dataclasses.replace(EmulatedRunner.NOMINAL,
                                      bandwidth=EmulatedRunner.NOMINAL.bandwidth * scale)
-        best, base, relaid = implicit_choice.implicit_gemm_times(layer, device, eff, *peak(device))
+        best, base, relaid = implicit_choice.implicit_gemm_times(layer, device, eff)
         assert relaid is not None and best == min(base, relaid)
         assert pricing.predict_times(layer, device, ["implicit_gemm"])["implicit_gemm"] == best
         pays = implicit_choice.relayout_pays(layer, device)

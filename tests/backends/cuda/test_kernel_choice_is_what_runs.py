@@ -106,9 +106,10 @@ def test_explained_kernel_is_the_one_launched_on_9_0_verified_only(
     test_explained_kernel_is_the_one_launched_on_9_0(monkeypatch, dtype, precision, channels)
 
 
-def _runs(monkeypatch, backend, problem, operands):
+def _runs(monkeypatch, backend, problem, operands, limit=2**30):
     """``(kernels fetched, splits the reductions ran with, relayout launches)`` of one
-    ``implicit_gemm`` run of ``problem`` on ``backend`` (programs built afresh)."""
+    ``implicit_gemm`` run of ``problem`` on ``backend`` under ``limit`` bytes of workspace
+    (programs built afresh)."""
     from cupyconv._kernels import relayout_launch, splitk_launch
     taken = spy_kernels(monkeypatch)
     reduced, relaid = [], []
@@ -118,7 +119,7 @@ def _runs(monkeypatch, backend, problem, operands):
     monkeypatch.setattr(relayout_launch, "relayout_program",
                         lambda *a, **k: relaid.append(a[2:4]) or real_relay(*a, **k))
     problem, ops = backend.prepare(problem, operands)
-    backend.run(problem, "implicit_gemm", ops, 2**30)
+    backend.run(problem, "implicit_gemm", ops, limit)
     return taken, reduced, relaid
 
 
@@ -171,6 +172,50 @@ def test_explained_split_and_relayout_of_a_weight_gradient_are_what_ran(
         assert "re-lays x and w" in cfg.describe()
     if splits > 1:
         assert f"split-K {splits}" in cfg.describe()
+
+
+@pytest.mark.parametrize("dtype, precision, batch, splits, pays, arch", WGRAD_CASES[:4],
+                         ids=lambda v: str(v))
+def test_explained_weight_gradient_under_a_tight_limit_is_unsplit_as_it_runs(
+        monkeypatch, dtype, precision, batch, splits, pays, arch):
+    """Under a workspace limit one byte short of the split-K's workspaces, the record the
+    backend explains for that limit is unsplit, and it is the record that runs: no
+    reduction, its tile and re-layout; with room for them, the split record, as before."""
+    from cupyconv.backends.cuda import implicit_grads
+    _forced(monkeypatch, splits=splits, pays=pays)
+    backend = CudaBackend(StandInRunner(arch))
+    problem = ConvProblem.create(x_shape=(batch, 4, 9), w_shape=(6, 2, 3), padding=1, groups=2,
+                                 dtype=dtype, precision=precision, op="grad_weight")
+    need = implicit_grads.split_workspace_bytes(problem, splits)
+    assert backend.kernel_config(problem, "implicit_gemm", need).splits == splits
+    cfg = backend.kernel_config(problem, "implicit_gemm", need - 1)
+    assert (cfg.splits, cfg.relayout) == (1, (pays, pays)), cfg.describe()
+    assert "split-K" not in cfg.describe()
+    rng = np.random.default_rng(7)
+    x, dy = (rng.integers(-2, 3, s).astype(dtype) for s in (problem.x_shape, problem.y_shape))
+    ops = Operands(activation=x, output=dy)
+    launched = backend.algorithm("implicit_gemm").launch_config(
+        *backend.prepare(problem, ops), need - 1)
+    assert launched == cfg, (launched.describe(), cfg.describe())
+    taken, reduced, relaid = _runs(monkeypatch, backend, problem, ops, need - 1)
+    assert _gemm_kernel(taken) == (cfg.family, cfg.gemm_tile), (taken, cfg.describe())
+    assert reduced == [] and len(relaid) == 2 * pays * problem.groups, (reduced, relaid)
+
+
+def test_plan_explains_the_record_under_its_workspace_limit(monkeypatch):
+    """A plan's explained record is the backend's record under the limit the plan's calls
+    run with (its choice's), and it is the kernel launched."""
+    xs, ws = _shapes("channels_first", 16, 16)
+    plan = cupyconv.plan_conv(xs, ws, F32, padding=1, precision="tf32", workspace_limit=64,
+                              method="implicit_gemm", backend="emulated")
+    backend = backends.backend_for(np, "emulated")
+    cfg = backend.kernel_config(plan.problem, "implicit_gemm", plan.choice.limit)
+    assert plan.choice.limit == 64
+    line = plan.explain().splitlines()[-1]
+    assert line.startswith(f"kernel: {cfg.describe()};"), (line, cfg.describe())
+    taken = spy_kernels(monkeypatch)
+    plan(np.ones(xs, F32), np.ones(ws, F32))
+    assert _gemm_kernel(taken) == (cfg.family, cfg.gemm_tile), (taken, line)
 
 
 # (dtype, precision, channels, arch, forced float64 tile): the float64 DMMA tile re-laid

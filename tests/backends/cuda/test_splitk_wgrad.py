@@ -167,9 +167,28 @@ def test_the_cost_model_splits_long_reductions_on_grids_that_do_not_fill():
     fwd = ConvProblem.create(x_shape=(8, 16, 32, 32, 32), w_shape=(16, 16, 3, 3, 3), padding=1)
     assert implicit_choice.weight_gradient_splits(fwd, device) == 1
     split = pricing.predict_times(_wgrad(8, 32), device, ["implicit_gemm"])["implicit_gemm"]
-    whole = implicit_choice.implicit_gemm_times(_wgrad(8, 32), device, cost.efficiencies(device.name),
-                                      device.peak_flops(np.float32), None, splits=1)[0]
+    whole = implicit_choice.implicit_gemm_times(_wgrad(8, 32), device,
+                                                cost.efficiencies(device.name), splits=1)[0]
     assert split < whole
+
+
+@pytest.mark.parametrize("arch, precision, batch, spatial", [
+    (80, "highest", 16, 32), (80, "tf32", 64, 16), (90, "tf32", 64, 16)])
+def test_the_split_is_chosen_at_the_price_of_the_record_that_runs(arch, precision, batch,
+                                                                   spatial):
+    """The split-K decision prices its candidates as records: the chosen split's price is
+    the price of the backend's record (its tile, re-layout and split: on sm_80 under TF32
+    the re-laid multistage tile), the one the launcher builds, and it is below the
+    unsplit record's."""
+    device = dataclasses.replace(EmulatedRunner.NOMINAL, arch=arch)
+    problem = _wgrad(batch, spatial, channels=32, precision=precision)
+    eff = cost.efficiencies(device.name)
+    chosen = implicit_choice.weight_gradient_splits(problem, device)
+    cfg = pricing.kernel_config(problem, device)
+    assert cfg.splits == chosen > 1, cfg.describe()
+    priced = implicit_choice.record_time(problem, cfg, device, eff)
+    assert priced == implicit_choice.implicit_gemm_times(problem, device, eff, splits=chosen)[0]
+    assert implicit_choice.implicit_gemm_times(problem, device, eff, splits=1)[0] > priced
 
 
 @pytest.mark.parametrize("splits,dtype", [(3, np.float32), (2, np.float16)],

@@ -286,7 +286,8 @@ def gemm_terms(problem):
     rows = gemm.positions_as_rows(problem)
     fast = 1.0 if not on_mkl else CPU["mkl_narrow"] if (
         (rows or grid) and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
-    if grid and problem.op != GRAD_INPUT:
+    flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
+    if flat:
         # W . cols on the extended grid; its weight gradient cols . dy^T, K the narrow side
         rows = problem.op == GRAD_WEIGHT
     macs = cplx * _macs(problem) * scale * fast * waste
@@ -297,7 +298,6 @@ def gemm_terms(problem):
     calls = nblocks * (problem.groups if on_mkl else 1)
     work = 1.0 if on_mkl else CPU["matmul_work"]
     copied = cplx * cols * scale * 2 / cores
-    flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
     return [calls / cores] + [work * n for n in (
         0.0 if flat else copied, 0.0 if flat else macs / cores, narrow if rows else 0.0,
         0.0 if rows or flat else narrow, cols / max(1, run) / cores,

@@ -368,8 +368,7 @@ def _grad_weight(problem, x, dy, limit, stats):
     e, capped = flat_axes(problem), min(limit, problem.column_bytes())
     if e and problem.dtype.itemsize < 8 and flat_lead_bytes(problem, e) <= capped \
             and np.isfinite(x).all():
-        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e,
-                                            lambda a: _adjoint(problem, a))
+        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e)
         note_workspace(stats, sizes, lanes)
         dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
         return np.ascontiguousarray(oriented_weights(problem, dw))

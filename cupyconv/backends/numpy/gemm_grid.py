@@ -398,15 +398,16 @@ def _interleaved(problem, phases, grid):
     return res if window else fold_padding(problem, res)
 
 
-def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):
-    """The weight gradient on the extended grid (:func:`flat_axes`), ``(G, C/G * taps,
-    K/G)`` (transposed): per block ``adjoint(cols) . dy^T`` with ``dy`` zero at the
-    extended positions (``x`` finite, so they add nothing), the blocks summed in block
-    order (``(C * taps, positions) @ (positions, K)``: one core, float32, 49 GFLOP/s
-    against 25 for ``dy . cols^H`` on these columns).  The caller takes it for float32
-    only: in float64 that product ran 21-24 GFLOP/s against the channels-last columns'
-    32 (4-D 12^4 layer, one core: 14.9 ms against 12.8; float32 10.5 against 10.5, 4-D
-    10^4 6.0 against 8.1, 5-D 7^5 11.8 against 16.5)."""
+def flat_grad_weight(problem, x, dy, limit, target, e):
+    """The weight gradient of a real ``problem`` on the extended grid (:func:`flat_axes`),
+    ``(G, C/G * taps, K/G)`` (transposed): per block ``cols . dy^T`` with ``dy`` zero at
+    the extended positions (``x`` finite, so they add nothing), the blocks summed in
+    block order (``(C * taps, positions) @ (positions, K)``: one core, float32, 49
+    GFLOP/s against 25 for ``dy . cols^T`` on these columns).  The caller takes it for
+    float32 only (real: the columns need no conjugation): in float64 that product ran
+    21-24 GFLOP/s against the channels-last columns' 32 (4-D 12^4 layer, one core: 14.9
+    ms against 12.8; float32 10.5 against 10.5, 4-D 10^4 6.0 against 8.1, 5-D 7^5 11.8
+    against 16.5)."""
     view, full = _flat_source(problem, x, e)
     ext = _extended(problem, dy, problem.padded_shape(), e)   # (N, G, Kg, *O_lead, full)
     scratch = Scratch()
@@ -414,7 +415,7 @@ def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):
     def block(index):
         cols, _ = _flat_columns(problem, view, index, scratch, e)
         dyc = _dy_block(ext, index).reshape(problem.groups, problem.gemm_n, -1)
-        return matmul(adjoint(cols), dyc.transpose(0, 2, 1)), cols.nbytes
+        return matmul(cols, dyc.transpose(0, 2, 1)), cols.nbytes
 
     indices, lanes = _flat_plan(problem, e, full, limit, target)
     parts = parallel_map(block, indices, lanes)

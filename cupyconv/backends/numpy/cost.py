@@ -239,22 +239,17 @@ def column_run(problem):
 
 def grid_columns(problem):
     """``(waste, run)`` where gemm builds the columns of the problem it runs
-    (:func:`_gemm_problem`) on an extended grid (:mod:`.gemm_grid`): its positions over
-    the output's, and the elements of one contiguous slice of the copy (an extended lead
-    row); else ``None``.  The forward and the float32 weight gradient take the padded
-    input's grid (:func:`.gemm_grid.flat_axes`), a strided input gradient the stride's
-    phase grids (:func:`.gemm_grid.scatter_axes`); workspace limits are not priced."""
-    r, out = problem.ndim, tuple(problem.out_shape)
-    if problem.op == GRAD_INPUT:
-        e = gemm_grid.scatter_axes(problem)
-        grid, least = gemm_grid.phase_grid(problem), gemm_grid.phase_row_bytes
-    else:
-        e = gemm_grid.flat_axes(problem)
-        if problem.op == GRAD_WEIGHT and problem.dtype.itemsize >= 8:
-            e = 0
-        grid, least = problem.padded_shape(), gemm_grid.flat_lead_bytes
-    if not e or least(problem, e) > problem.column_bytes():
+    (:func:`_gemm_problem`) on an extended grid (:func:`.gemm_grid.grid_axes`): its
+    positions over the output's, and the elements of one contiguous slice of the copy
+    (an extended lead row); else ``None``.  The forward and the float32 weight gradient
+    take the padded input's grid, a strided input gradient the stride's phase grids;
+    workspace limits are not priced."""
+    e = gemm_grid.grid_axes(problem, problem.column_bytes())
+    if not e:
         return None
+    r, out = problem.ndim, tuple(problem.out_shape)
+    grid = (gemm_grid.phase_grid(problem) if problem.op == GRAD_INPUT
+            else problem.padded_shape())
     full = out[r - e] * math.prod(grid[r - e + 1:])
     return full / math.prod(out[r - e:]), full
 

@@ -16,7 +16,7 @@ import numpy as np
 from .._lru import cached
 
 __all__ = ["addressable", "unaddressable", "check_addressable", "data_pointer", "extent",
-           "span", "aligned", "device_alignment"]
+           "span", "spans", "aligned", "device_alignment"]
 
 
 def data_pointer(array) -> int:
@@ -48,9 +48,20 @@ def extent(array, ptr=None):
 
 
 def span(array):
-    """``(data pointer, extent)`` of ``array`` (:func:`data_pointer`, :func:`extent`)."""
+    """``(data pointer, extent)`` of ``array`` (:func:`data_pointer`, :func:`extent`);
+    ``(None, None)`` for what is not an array (no ``shape``: nothing lies within it)."""
+    if getattr(array, "shape", None) is None:
+        return None, None
     ptr = data_pointer(array)
     return ptr, extent(array, ptr)
+
+
+def spans(arrays):
+    """The :func:`span` of each of ``arrays``, as a list."""
+    out = []
+    for a in arrays:
+        out.append(span(a))
+    return out
 
 
 def aligned(arrays, nbytes: int) -> bool:

@@ -43,7 +43,7 @@ def replay_steps(rec, arrays, result, computing):
     made = []                   # [step, name, array, its span] of every program allocation
     steps, reads = [], []               # reads: sources of the values the host read
     spans = extents(arrays)
-    constants = [_span(c)[1] for c in rec.constants]
+    constants = [addressing.span(c)[1] for c in rec.constants]
     for (prog, bound, touched), computes in zip(rec.steps, computing):
         binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
@@ -143,23 +143,16 @@ def held_values(held):
 
 
 def extents(arrays):
-    """``(data pointer, extent)`` of each of ``arrays`` (extent:
-    :func:`~cupyconv._kernels.addressing.extent`)."""
-    return [_span(u) for u in arrays]
-
-
-def _span(a):
-    """``(data pointer, extent)`` of array ``a``; ``(None, None)`` for what is not an array
-    (a host program's result may be any object: nothing lies within it)."""
-    if getattr(a, "shape", None) is None:
-        return None, None
-    return addressing.span(a)
+    """``(data pointer, extent)`` of each of ``arrays``
+    (:func:`~cupyconv._kernels.addressing.span`; ``(None, None)`` for what is not an
+    array: a host program's result may be any object)."""
+    return addressing.spans(arrays)
 
 
 def _made_span(entry):
     """The span of a ``made`` entry's array (:func:`replay_steps`), found when first asked."""
     if entry[3] is None:
-        entry[3] = _span(entry[2])
+        entry[3] = addressing.span(entry[2])
     return entry[3]
 
 
@@ -184,7 +177,7 @@ def source(a, arrays, made, constants, whole, spans=None):
             ptr, ext = spans[i]
             break
     else:
-        ptr, ext = _span(a)
+        ptr, ext = addressing.span(a)
     for entry in reversed(made):
         base, outer = _made_span(entry)
         if _inside(ext, outer):
@@ -238,7 +231,7 @@ def result_source(y, made):
         if type(y) is not type(buf):
             continue
         if at is None:                              # (y's pointer, y's extent)
-            at = _span(y)
+            at = addressing.span(y)
         base, outer = _made_span(entry)
         if _inside(at[1], outer):
             if not buf.flags.c_contiguous:

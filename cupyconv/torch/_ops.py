@@ -43,6 +43,7 @@ from torch import Tensor
 
 import cupyconv
 from cupyconv.api.conv import conv_problem
+from cupyconv.core.args import output_shape
 from cupyconv.core.transpose import conv_transpose_geometry
 
 from . import _bridge
@@ -115,9 +116,8 @@ def _(x, w, bias, stride, padding, dilation, groups, padding_mode, cval, channel
                      stride=tuple(stride), padding=_pairs(padding), dilation=tuple(dilation),
                      groups=groups, padding_mode=padding_mode, cval=cval,
                      layout="channels_last" if channels_last else "channels_first")
-    ks, s = _spatial(w.shape, channels_last), _spatial(x.shape, channels_last)
-    out = [(s[i] + padding[2 * i] + padding[2 * i + 1] - dilation[i] * (ks[i] - 1) - 1)
-           // stride[i] + 1 for i in range(len(s))]
+    out = output_shape(_spatial(x.shape, channels_last), _spatial(w.shape, channels_last),
+                       _pairs(padding), stride, dilation)
     return x.new_empty(_with_channels(x.shape[0], out, w.shape[0], channels_last))
 
 
@@ -334,9 +334,8 @@ def _transpose_backward(ctx, dy):
         dx = _edges(_conv(dy, w, ctx.geo), _spatial(x.shape, cl), cl)
     if need[1]:
         # dy has room for the forward conv's outputs past x's end (output_padding >= stride)
-        n_out = [(n + padding[2 * i] + padding[2 * i + 1] - dilation[i]
-                  * (_spatial(w.shape, cl)[i] - 1) - 1) // stride[i] + 1
-                 for i, n in enumerate(_spatial(dy.shape, cl))]
+        n_out = output_shape(_spatial(dy.shape, cl), _spatial(w.shape, cl), _pairs(padding),
+                             stride, dilation)
         dw = _grad_weight(dy, _edges(x, n_out, cl), w.shape, ctx.geo)
     if need[2]:
         db = run(grad_bias, dy, cl)

@@ -552,10 +552,9 @@ def conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_m
 
 
 def output_shape(in_shape, kernel_shape, padding, stride, dilation):
-    """Per spatial axis the output extent of a convolution, ``(S + pb + pa - d (KS - 1)
-    - 1) // stride + 1`` (``padding`` as ``(pb, pa)`` pairs); below 1 where the padded
-    input is shorter than the dilated kernel (:func:`conv_geometry` says which is an
-    error).  Plain arithmetic: symbolic sizes (``torch.SymInt``) pass through."""
+    """Per spatial axis the output extent ``(S + pb + pa - d (KS - 1) - 1) // stride + 1``
+    (``padding`` as pairs), below 1 where the padded input is shorter than the dilated
+    kernel; plain arithmetic, so symbolic sizes (``torch.SymInt``) pass through."""
     out = []
     for n, k, (pb, pa), st, d in zip(in_shape, kernel_shape, padding, stride, dilation):
         out.append((n + pb + pa - d * (k - 1) - 1) // st + 1)
@@ -563,25 +562,15 @@ def output_shape(in_shape, kernel_shape, padding, stride, dilation):
 
 
 def _empty_output(out, s, ks, padding, dilation):
-    """``out`` (:func:`output_shape`) with 0 where an empty input axis gives an empty
-    output axis; raises where the padded input of a non-empty axis is shorter than the
-    dilated kernel."""
+    """``out`` with 0 on each empty input axis; a ValueError where another axis has none."""
     for i, o in enumerate(out):
         if o < 1 and s[i]:
-            span = dilation[i] * (ks[i] - 1) + 1
-            padded = s[i] + padding[i][0] + padding[i][1]
+            span, padded = dilation[i] * (ks[i] - 1) + 1, s[i] + sum(padding[i])
             raise ValueError(
                 f"empty output on spatial axis {i}: padded input size {padded} "
                 f"(size {s[i]} + padding {padding[i]}) is smaller than the "
                 f"dilated kernel size {span} (kernel {ks[i]}, dilation {dilation[i]})")
     return tuple([max(o, 0) for o in out])
-
-
-def _other_layout(layout, x_shape, w_shape):
-    """``(name, C_in, C_in/groups)`` that the arrays would have in the other layout."""
-    if layout == "channels_first":
-        return "channels_last", x_shape[-1], w_shape[-1]
-    return "channels_first", x_shape[1], w_shape[1]
 
 
 def _check_groups(groups, c, k, cg, layout, x_shape, w_shape):
@@ -592,7 +581,9 @@ def _check_groups(groups, c, k, cg, layout, x_shape, w_shape):
         raise ValueError(f"groups must be >= 1, got groups={groups}")
     if c % groups == 0 and k % groups == 0 and cg == c // groups:
         return groups
-    other = _other_layout(layout, x_shape, w_shape)
+    # (name, C_in, C_in/groups) that the arrays would have in the other layout
+    other = (("channels_last", x_shape[-1], w_shape[-1]) if layout == "channels_first"
+             else ("channels_first", x_shape[1], w_shape[1]))
     hint = ""
     if other[1] % groups == 0 and other[2] == other[1] // groups:
         hint = (f"; the channel axes fit layout={other[0]!r} (C_in={other[1]}, "

@@ -16,7 +16,7 @@ import numpy as np
 from .._lru import cached
 
 __all__ = ["addressable", "unaddressable", "check_addressable", "data_pointer", "extent",
-           "span", "span_in", "aligned", "device_alignment"]
+           "span", "spans", "span_in", "aligned", "device_alignment"]
 
 
 def data_pointer(array) -> int:
@@ -48,9 +48,21 @@ def extent(array, ptr=None):
 
 
 def span(array):
-    """``(data pointer, extent)`` of ``array`` (:func:`data_pointer`, :func:`extent`)."""
+    """``(data pointer, extent)`` of ``array`` (:func:`data_pointer`, :func:`extent`);
+    ``(None, None)`` for what is not an array (no ``shape``: nothing lies within it)."""
+    if getattr(array, "shape", None) is None:
+        return None, None
     ptr = data_pointer(array)
     return ptr, extent(array, ptr)
+
+
+def spans(arrays, memo=None):
+    """The :func:`span` of each of ``arrays``, as a list (through :func:`span_in` and
+    ``memo`` when given)."""
+    out = []
+    for a in arrays:
+        out.append(span(a) if memo is None else span_in(memo, a))
+    return out
 
 
 def span_in(memo, array):

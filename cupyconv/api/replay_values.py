@@ -43,7 +43,8 @@ def replay_steps(rec, arrays, result, computing):
     made = []                   # [step, name, array, its span] of every program allocation
     steps, reads = [], []               # reads: sources of the values the host read
     spans = extents(arrays, rec)
-    constants = [_span(c, rec)[1] for c in rec.constants]
+    constants = ([s[1] for s in addressing.spans(rec.constants, rec.spans)]
+                 if rec.constants else [])
     for (prog, bound, touched), computes in zip(rec.steps, computing):
         binding, whole = [], prog.whole_operands
         for name in prog.operands + tuple([n for n, _, _ in prog.allocations]):
@@ -143,18 +144,16 @@ def held_values(held):
 
 
 def extents(arrays, rec=None):
-    """``(data pointer, extent)`` of each of ``arrays`` (extent:
-    :func:`~cupyconv._kernels.addressing.extent`); ``rec``: the recording whose
+    """``(data pointer, extent)`` of each of ``arrays``
+    (:func:`~cupyconv._kernels.addressing.span`; ``(None, None)`` for what is not an
+    array: a host program's result may be any object); ``rec``: the recording whose
     ``spans`` remember them."""
-    return [_span(u, rec) for u in arrays]
+    return addressing.spans(arrays, None if rec is None else rec.spans)
 
 
-def _span(a, rec=None):
-    """``(data pointer, extent)`` of array ``a`` (through ``rec``'s memory when given);
-    ``(None, None)`` for what is not an array (a host program's result may be any
-    object: nothing lies within it)."""
-    if getattr(a, "shape", None) is None:
-        return None, None
+def _span(a, rec):
+    """:func:`~cupyconv._kernels.addressing.span` of ``a``, through ``rec``'s ``spans``
+    when given."""
     return addressing.span(a) if rec is None else addressing.span_in(rec.spans, a)
 
 

@@ -180,16 +180,12 @@ class Backend(abc.ABC):
                workspace_limit) -> Tuple[Optional[str], int, int, float]:
         """``(reason, least workspace, workspace under the limit, predicted seconds)``:
         the chooser's four questions about one candidate in one call (``reason``: why
-        it cannot run ``problem``, the rest then not asked; ``None`` when it can).  The
-        algorithm's own answers unless a subclass replaces one of the four methods."""
-        if not _replaced(type(self)):
-            return self.algorithm(algorithm).assess(problem, workspace_limit)
-        ok, why = self.can_implement(problem, algorithm)
-        if not ok:
-            return why, 0, 0, math.inf
-        return (None, self.min_workspace_bytes(problem, algorithm),
-                self.workspace_bytes(problem, algorithm, workspace_limit),
-                self.predict_times(problem, (algorithm,))[algorithm])
+        it cannot run ``problem``, the rest then not asked; ``None`` when it can): the
+        :meth:`Algorithm.assess` of the table's entry, or where a subclass replaces one of
+        the four methods, of an entry that asks those methods."""
+        if _replaced(type(self)):
+            return _Asked(self, algorithm).assess(problem, workspace_limit)
+        return self.algorithm(algorithm).assess(problem, workspace_limit)
 
     def assessors(self) -> Dict[str, Algorithm]:
         """The table entries whose :meth:`Algorithm.assess` is this backend's
@@ -319,6 +315,23 @@ class Backend(abc.ABC):
 
 #: The per-algorithm questions a backend answers by asking its table.
 _QUESTIONS = ("can_implement", "min_workspace_bytes", "workspace_bytes", "predict_times")
+
+
+class _Asked(Algorithm):
+    """Algorithm ``name`` answering :meth:`Algorithm.assess`'s questions with its backend's
+    methods (:data:`_QUESTIONS`), where a subclass replaces one (:func:`_replaced`)."""
+
+    def can_implement(self, problem):
+        return self.backend.can_implement(problem, self.name)
+
+    def min_workspace(self, problem):
+        return self.backend.min_workspace_bytes(problem, self.name)
+
+    def workspace(self, problem, workspace_limit=None):
+        return self.backend.workspace_bytes(problem, self.name, workspace_limit)
+
+    def predict(self, problem):
+        return self.backend.predict_times(problem, (self.name,))[self.name]
 
 
 def _replaced(cls, names=_QUESTIONS):

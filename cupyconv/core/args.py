@@ -23,7 +23,7 @@ __all__ = [
     "normalize_padding_mode", "normalize_layout", "normalize_method", "normalize_axes",
     "normalize_workspace_limit", "check_dtype", "check_cval", "result_dtype", "gradient_dtype",
     "result_dtypes", "gradient_arguments", "compute_dtype", "problem_dtype", "cast_result", "MAX_EXTENT", "LONG_DOUBLE",
-    "conv_geometry", "with_precision",
+    "conv_geometry", "with_precision", "output_shape",
 ]
 
 _SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
@@ -524,7 +524,7 @@ def conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_m
     else:
         n, c, s = x_shape[0], x_shape[-1], x_shape[1:-1]
         k, cg, ks = w_shape[0], w_shape[-1], w_shape[1:-1]
-    groups = _check_groups(groups, c, k, cg, _other_layout(layout, x_shape, w_shape))
+    groups = _check_groups(groups, c, k, cg, layout, x_shape, w_shape)
     for i, ki in enumerate(ks):
         if ki < 1:
             raise ValueError(
@@ -535,19 +535,9 @@ def conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_m
     padding_mode = normalize_padding_mode(padding_mode)
     dtype = np.dtype(dtype)
     cval = check_cval(cval, dtype, padding_mode)
-    out = []
-    for i in range(ndim):
-        span = dilation[i] * (ks[i] - 1) + 1
-        padded = s[i] + padding[i][0] + padding[i][1]
-        if padded < span and s[i] == 0:
-            out.append(0)   # an empty input axis gives an empty output axis
-            continue
-        if padded < span:
-            raise ValueError(
-                f"empty output on spatial axis {i}: padded input size {padded} "
-                f"(size {s[i]} + padding {padding[i]}) is smaller than the "
-                f"dilated kernel size {span} (kernel {ks[i]}, dilation {dilation[i]})")
-        out.append((padded - span) // stride[i] + 1)
+    out = output_shape(s, ks, padding, stride, dilation)
+    if min(out) < 1:
+        out = _empty_output(out, s, ks, padding, dilation)
     if padding_mode in ("reflect", "symmetric", "wrap", "edge"):
         for i in range(ndim):
             if s[i] == 0 and (padding[i][0] or padding[i][1]):
@@ -555,25 +545,47 @@ def conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_m
                     f"padding_mode={padding_mode!r} cannot extend the empty "
                     f"spatial axis {i}")
     return dict(ndim=ndim, batch=n, in_channels=c, out_channels=k, groups=groups,
-                in_shape=tuple(s), kernel_shape=tuple(ks), out_shape=tuple(out),
+                in_shape=tuple(s), kernel_shape=tuple(ks), out_shape=out,
                 stride=stride, dilation=dilation, padding=padding,
                 padding_mode=padding_mode, cval=cval, layout=layout, dtype=dtype,
                 precision=normalize_precision(precision, dtype))
 
 
-def _other_layout(layout, x_shape, w_shape):
-    """``(name, C_in, C_in/groups)`` that the arrays would have in the other layout."""
-    if layout == "channels_first":
-        return "channels_last", x_shape[-1], w_shape[-1]
-    return "channels_first", x_shape[1], w_shape[1]
+def output_shape(in_shape, kernel_shape, padding, stride, dilation):
+    """Per spatial axis the output extent ``(S + pb + pa - d (KS - 1) - 1) // stride + 1``
+    (``padding`` as pairs), below 1 where the padded input is shorter than the dilated
+    kernel; plain arithmetic, so symbolic sizes (``torch.SymInt``) pass through."""
+    out = []
+    for n, k, (pb, pa), st, d in zip(in_shape, kernel_shape, padding, stride, dilation):
+        out.append((n + pb + pa - d * (k - 1) - 1) // st + 1)
+    return tuple(out)
 
 
-def _check_groups(groups, c, k, cg, other=None):
+def _empty_output(out, s, ks, padding, dilation):
+    """``out`` with 0 on each empty input axis; a ValueError where another axis has none."""
+    for i, o in enumerate(out):
+        if o < 1 and s[i]:
+            span, padded = dilation[i] * (ks[i] - 1) + 1, s[i] + sum(padding[i])
+            raise ValueError(
+                f"empty output on spatial axis {i}: padded input size {padded} "
+                f"(size {s[i]} + padding {padding[i]}) is smaller than the "
+                f"dilated kernel size {span} (kernel {ks[i]}, dilation {dilation[i]})")
+    return tuple([max(o, 0) for o in out])
+
+
+def _check_groups(groups, c, k, cg, layout, x_shape, w_shape):
+    """``groups`` as an int that divides ``C_in = c`` and ``C_out = k`` with ``cg`` the
+    weight's channel axis; the errors name the other layout where the arrays fit it."""
     groups = as_int(groups, "groups")
     if groups < 1:
         raise ValueError(f"groups must be >= 1, got groups={groups}")
+    if c % groups == 0 and k % groups == 0 and cg == c // groups:
+        return groups
+    # (name, C_in, C_in/groups) that the arrays would have in the other layout
+    other = (("channels_last", x_shape[-1], w_shape[-1]) if layout == "channels_first"
+             else ("channels_first", x_shape[1], w_shape[1]))
     hint = ""
-    if other is not None and other[1] % groups == 0 and other[2] == other[1] // groups:
+    if other[1] % groups == 0 and other[2] == other[1] // groups:
         hint = (f"; the channel axes fit layout={other[0]!r} (C_in={other[1]}, "
                 f"C_in/groups={other[2]}): pass layout={other[0]!r}")
     if c % groups:
@@ -582,8 +594,6 @@ def _check_groups(groups, c, k, cg, other=None):
     if k % groups:
         raise ValueError(
             f"output channels C_out={k} are not divisible by groups={groups}")
-    if cg != c // groups:
-        raise ValueError(
-            f"weight channel axis has size {cg}, expected C_in/groups = {c}/{groups} "
-            f"= {c // groups}{hint}")
-    return groups
+    raise ValueError(
+        f"weight channel axis has size {cg}, expected C_in/groups = {c}/{groups} "
+        f"= {c // groups}{hint}")

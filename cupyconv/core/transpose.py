@@ -198,9 +198,8 @@ def _forward_problem(problem, x_shape, w_shape, **geometry):
     padded input.  Where an extent is empty (an empty ``problem``, or an input gradient
     whose window is empty) it goes through :meth:`ConvProblem.create`, which rejects
     what is not a convolution."""
-    out = tuple([(s + pb + pa - d * (k - 1) - 1) // st + 1 for s, k, (pb, pa), d, st in
-                 zip(x_shape[2:], w_shape[2:], geometry["padding"], geometry["dilation"],
-                     geometry["stride"])])
+    out = args.output_shape(x_shape[2:], w_shape[2:], geometry["padding"],
+                            geometry["stride"], geometry["dilation"])
     if problem.is_empty or min(x_shape[2:] + out) < 1:
         return ConvProblem.create(x_shape=x_shape, w_shape=w_shape, dtype=problem.dtype,
                                   precision=problem.precision, **geometry)

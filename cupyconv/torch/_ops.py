@@ -43,6 +43,7 @@ from torch import Tensor
 
 import cupyconv
 from cupyconv.api.conv import conv_problem
+from cupyconv.core.args import output_shape
 from cupyconv.core.transpose import conv_transpose_geometry
 
 from . import _bridge
@@ -115,9 +116,8 @@ def _(x, w, bias, stride, padding, dilation, groups, padding_mode, cval, channel
                      stride=tuple(stride), padding=_pairs(padding), dilation=tuple(dilation),
                      groups=groups, padding_mode=padding_mode, cval=cval,
                      layout="channels_last" if channels_last else "channels_first")
-    ks, s = _spatial(w.shape, channels_last), _spatial(x.shape, channels_last)
-    out = [(s[i] + padding[2 * i] + padding[2 * i + 1] - dilation[i] * (ks[i] - 1) - 1)
-           // stride[i] + 1 for i in range(len(s))]
+    out = output_shape(_spatial(x.shape, channels_last), _spatial(w.shape, channels_last),
+                       _pairs(padding), stride, dilation)
     return x.new_empty(_with_channels(x.shape[0], out, w.shape[0], channels_last))
 
 
@@ -142,17 +142,16 @@ def _grad_weight(x, dy, shape, geo, cval=0.0):
 
 
 def _conv_gradients(dy, x, w, need, geo, cval):
-    """The gradients of ``conv`` that ``need`` asks for, as its operators compute them,
-    in one pass over the bridge (one array view of each tensor): a backward pass that
-    records no graph needs no operator calls."""
+    """The gradients of ``conv`` that ``need`` asks for, as its operators compute them
+    (:func:`_input_gradient`, :func:`_weight_gradient`, :func:`_bias_gradient`), in one
+    pass over the bridge (one array view of each tensor): a backward pass that records
+    no graph needs no operator calls."""
     kw = _geometry(*geo)
-    layout = "channels_last" if geo[5] else "channels_first"
 
     def gradients(dya, xa, wa):
-        return (cupyconv.conv_grad_input(dya, wa, xa.shape, **kw) if need[0] else None,
-                cupyconv.conv_grad_weight(xa, dya, wa.shape, **kw, **(
-                    {"cval": cval} if cval else {})) if need[1] else None,
-                cupyconv.conv_grad_bias(dya, layout=layout) if need[2] else None)
+        return (_input_gradient(dya, wa, xa.shape, kw) if need[0] else None,
+                _weight_gradient(xa, dya, wa.shape, kw, cval) if need[1] else None,
+                _bias_gradient(dya, geo[5]) if need[2] else None)
     return _bridge.call(gradients, (dy, x, w))
 
 
@@ -177,7 +176,12 @@ def _grad_input_impl(dy: Tensor, w: Tensor, input_shape: list[int], stride: list
                      padding_mode: str, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_input`` on tensors."""
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
-    return _bridge.call(cupyconv.conv_grad_input, (dy, w), tuple(input_shape), **geo)
+    return _bridge.call(_input_gradient, (dy, w), tuple(input_shape), geo)
+
+
+def _input_gradient(dy, w, input_shape, geo):
+    """``cupyconv.conv_grad_input`` on arrays, ``geo`` the keywords of :func:`_geometry`."""
+    return cupyconv.conv_grad_input(dy, w, input_shape, **geo)
 
 
 grad_input = torch.library.custom_op("cupyconv::conv_grad_input", _grad_input_impl,
@@ -207,9 +211,15 @@ def _grad_weight_impl(x: Tensor, dy: Tensor, weight_shape: list[int], stride: li
                       padding_mode: str, cval: float, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_weight`` on tensors."""
     geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
+    return _bridge.call(_weight_gradient, (x, dy), tuple(weight_shape), geo, cval)
+
+
+def _weight_gradient(x, dy, weight_shape, geo, cval):
+    """``cupyconv.conv_grad_weight`` on arrays, ``geo`` the keywords of :func:`_geometry`
+    (``cval`` passed where not 0)."""
     if cval:
-        geo["cval"] = cval
-    return _bridge.call(cupyconv.conv_grad_weight, (x, dy), tuple(weight_shape), **geo)
+        return cupyconv.conv_grad_weight(x, dy, weight_shape, **geo, cval=cval)
+    return cupyconv.conv_grad_weight(x, dy, weight_shape, **geo)
 
 
 grad_weight = torch.library.custom_op("cupyconv::conv_grad_weight", _grad_weight_impl,
@@ -237,8 +247,13 @@ grad_weight.register_autograd(_grad_weight_backward, setup_context=_setup)
 
 def _grad_bias_impl(dy: Tensor, channels_last: bool) -> Tensor:
     """``cupyconv.conv_grad_bias`` on tensors."""
-    layout = "channels_last" if channels_last else "channels_first"
-    return _bridge.call(cupyconv.conv_grad_bias, (dy,), layout=layout)
+    return _bridge.call(_bias_gradient, (dy,), channels_last)
+
+
+def _bias_gradient(dy, channels_last):
+    """``cupyconv.conv_grad_bias`` on an array."""
+    return cupyconv.conv_grad_bias(
+        dy, layout="channels_last" if channels_last else "channels_first")
 
 
 grad_bias = torch.library.custom_op("cupyconv::conv_grad_bias", _grad_bias_impl,
@@ -319,9 +334,8 @@ def _transpose_backward(ctx, dy):
         dx = _edges(_conv(dy, w, ctx.geo), _spatial(x.shape, cl), cl)
     if need[1]:
         # dy has room for the forward conv's outputs past x's end (output_padding >= stride)
-        n_out = [(n + padding[2 * i] + padding[2 * i + 1] - dilation[i]
-                  * (_spatial(w.shape, cl)[i] - 1) - 1) // stride[i] + 1
-                 for i, n in enumerate(_spatial(dy.shape, cl))]
+        n_out = output_shape(_spatial(dy.shape, cl), _spatial(w.shape, cl), _pairs(padding),
+                             stride, dilation)
         dw = _grad_weight(dy, _edges(x, n_out, cl), w.shape, ctx.geo)
     if need[2]:
         db = run(grad_bias, dy, cl)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from cupyconv._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from cupyconv.core import args
@@ -194,3 +195,19 @@ def test_check_dtype_rejects(dtype):
 def test_check_dtype_accepts_long_double(dtype):
     """Long double runs on the CPU, as SciPy's direct path (the CUDA path declines it)."""
     assert args.check_dtype(np.empty(1, dtype), "a") == np.dtype(dtype)
+
+
+# ----------------------------------------------------------- output extents
+
+@given(n=st.integers(0, 40), k=st.integers(1, 7), pb=st.integers(0, 6), pa=st.integers(0, 6),
+       stride=st.integers(1, 5), dilation=st.integers(1, 4))
+def test_output_shape_counts_the_windows_inside_the_padded_input(n, k, pb, pa, stride,
+                                                                 dilation):
+    """Per axis, the extent is the number of window starts ``o * stride`` whose dilated
+    window ends inside the padded input (Python's ``range`` counts them); below 1 exactly
+    where there is none."""
+    got = args.output_shape((n, 3), (k, 1), ((pb, pa), (0, 0)), (stride, 1), (dilation, 1))
+    span = dilation * (k - 1) + 1
+    want = len(range(0, n + pb + pa - span + 1, stride))
+    assert got[1] == 3
+    assert max(got[0], 0) == want

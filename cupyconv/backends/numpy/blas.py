@@ -64,19 +64,17 @@ def intel_cpu():
 def mkl():
     """``{dtype: cblas gemm}`` of oneMKL (:func:`load_mkl`) where the gemm blocks use it:
     on an Intel CPU (:func:`intel_cpu`) or with ``CUPYCONV_MKL=1``; else ``None``
-    (never under ``CUPYCONV_MKL=0``)."""
+    (never under ``CUPYCONV_MKL=0``).  Decided and loaded once per process."""
     choice = os.environ.get("CUPYCONV_MKL")
     if choice == "0" or (choice != "1" and not intel_cpu()):
         return None
     return load_mkl()
 
 
-@cached(maxsize=1, keep=True)
 def load_mkl():
-    """``{dtype: cblas gemm}`` of oneMKL, loaded once with its sequential threading
-    layer, or ``None`` (not installed, unloadable, or ``CUPYCONV_MKL=0``)."""
-    if os.environ.get("CUPYCONV_MKL", "1") == "0":
-        return None
+    """``{dtype: cblas gemm}`` of oneMKL, loaded with its sequential threading layer,
+    whatever the CPU and ``CUPYCONV_MKL`` say (:func:`mkl` decides and keeps it), or
+    ``None`` (not installed, or unloadable)."""
     for path in _library_paths():
         try:
             lib = ctypes.CDLL(str(path))

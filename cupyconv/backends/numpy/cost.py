@@ -239,22 +239,17 @@ def column_run(problem):
 
 def grid_columns(problem):
     """``(waste, run)`` where gemm builds the columns of the problem it runs
-    (:func:`_gemm_problem`) on an extended grid (:mod:`.gemm_grid`): its positions over
-    the output's, and the elements of one contiguous slice of the copy (an extended lead
-    row); else ``None``.  The forward and the float32 weight gradient take the padded
-    input's grid (:func:`.gemm_grid.flat_axes`), a strided input gradient the stride's
-    phase grids (:func:`.gemm_grid.scatter_axes`); workspace limits are not priced."""
-    r, out = problem.ndim, tuple(problem.out_shape)
-    if problem.op == GRAD_INPUT:
-        e = gemm_grid.scatter_axes(problem)
-        grid, least = gemm_grid.phase_grid(problem), gemm_grid.phase_row_bytes
-    else:
-        e = gemm_grid.flat_axes(problem)
-        if problem.op == GRAD_WEIGHT and problem.dtype.itemsize >= 8:
-            e = 0
-        grid, least = problem.padded_shape(), gemm_grid.flat_lead_bytes
-    if not e or least(problem, e) > problem.column_bytes():
+    (:func:`_gemm_problem`) on an extended grid (:func:`.gemm_grid.grid_axes`): its
+    positions over the output's, and the elements of one contiguous slice of the copy
+    (an extended lead row); else ``None``.  The forward and the float32 weight gradient
+    take the padded input's grid, a strided input gradient the stride's phase grids;
+    workspace limits are not priced."""
+    e = gemm_grid.grid_axes(problem, problem.column_bytes())
+    if not e:
         return None
+    r, out = problem.ndim, tuple(problem.out_shape)
+    grid = (gemm_grid.phase_grid(problem) if problem.op == GRAD_INPUT
+            else problem.padded_shape())
     full = out[r - e] * math.prod(grid[r - e + 1:])
     return full / math.prod(out[r - e:]), full
 
@@ -286,7 +281,8 @@ def gemm_terms(problem):
     rows = gemm.positions_as_rows(problem)
     fast = 1.0 if not on_mkl else CPU["mkl_narrow"] if (
         (rows or grid) and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
-    if grid and problem.op != GRAD_INPUT:
+    flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
+    if flat:
         # W . cols on the extended grid; its weight gradient cols . dy^T, K the narrow side
         rows = problem.op == GRAD_WEIGHT
     macs = cplx * _macs(problem) * scale * fast * waste
@@ -297,7 +293,6 @@ def gemm_terms(problem):
     calls = nblocks * (problem.groups if on_mkl else 1)
     work = 1.0 if on_mkl else CPU["matmul_work"]
     copied = cplx * cols * scale * 2 / cores
-    flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
     return [calls / cores] + [work * n for n in (
         0.0 if flat else copied, 0.0 if flat else macs / cores, narrow if rows else 0.0,
         0.0 if rows or flat else narrow, cols / max(1, run) / cores,

@@ -45,10 +45,8 @@ from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input,
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
-from .gemm_grid import (boxes, flat_axes, flat_forward, flat_grad_weight, flat_lead_bytes,
-                        grouped_index,
-                        note_workspace, phase_grad_input, phase_row_bytes, phase_timer,
-                        position_bytes, scatter_axes)
+from .gemm_grid import (boxes, flat_forward, flat_grad_weight, grid_axes, grouped_index,
+                        note_workspace, phase_grad_input, phase_timer, position_bytes)
 from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
@@ -269,9 +267,9 @@ def plan_blocks(problem, limit):
 def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
-    e = flat_axes(problem)
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
-    if e and flat_lead_bytes(problem, e) <= capped:
+    e = grid_axes(problem, capped)
+    if e:
         return flat_forward(problem, x, w, capped, _target(problem, capped), stats, e)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     with phase_timer(stats, "pad"):
@@ -323,9 +321,9 @@ def _grad_input(problem, dy, w, limit, stats):
         problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)
     wt = np.ascontiguousarray(_adjoint(problem, wmat).transpose(0, 2, 1))  # (G, Cg*taps, Kg)
-    e = scatter_axes(problem)
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
-    if e and phase_row_bytes(problem, e) <= capped and np.isfinite(wt).all():
+    e = grid_axes(problem, capped)
+    if e and np.isfinite(wt).all():
         return phase_grad_input(problem, dy, wt, capped, _target(problem, capped), stats, e)
     padded = problem.padded_shape()
     xpad = np.zeros((problem.batch, problem.in_channels) + padded, dtype=problem.dtype)
@@ -365,11 +363,10 @@ def _grad_input(problem, dy, w, limit, stats):
 def _grad_weight(problem, x, dy, limit, stats):
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
-    e, capped = flat_axes(problem), min(limit, problem.column_bytes())
-    if e and problem.dtype.itemsize < 8 and flat_lead_bytes(problem, e) <= capped \
-            and np.isfinite(x).all():
-        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e,
-                                            lambda a: _adjoint(problem, a))
+    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    e = grid_axes(problem, capped)
+    if e and np.isfinite(x).all():
+        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e)
         note_workspace(stats, sizes, lanes)
         dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
         return np.ascontiguousarray(oriented_weights(problem, dw))

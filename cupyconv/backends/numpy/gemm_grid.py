@@ -25,7 +25,7 @@ import time
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..._vocabulary import GRAD_INPUT
+from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
 from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, reused
 from ..base import OutOfMemoryError
 from .blas import matmul, matmul_into
@@ -34,7 +34,7 @@ from .threads import Scratch, parallel_map, workers
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight"]
+           "flat_grad_weight", "grid_axes"]
 
 
 def position_bytes(problem):
@@ -149,7 +149,7 @@ def _fewest_axes(grid, out, most):
 
 def _flat_length(padded, out):
     """Flat positions from the first output to the last of a box ``out`` on ``padded``."""
-    return 1 + sum((o - 1) * math.prod(padded[a + 1:]) for a, o in enumerate(out))
+    return 1 + sum([(o - 1) * math.prod(padded[a + 1:]) for a, o in enumerate(out)])
 
 
 def flat_lead_bytes(problem, e):
@@ -248,7 +248,7 @@ def flat_forward(problem, x, w, limit, target, stats, e):
                                 ).reshape(g, kg, -1)
     out, padded = tuple(problem.out_shape), problem.padded_shape()
     trail = (out[r - e],) + padded[r - e + 1:]
-    crop = tuple(slice(0, o) for o in out[r - e:])
+    crop = tuple([slice(0, o) for o in out[r - e:]])
     yg = y.reshape((problem.batch, g, kg) + out)
     scratch = Scratch()
 
@@ -303,6 +303,23 @@ def scatter_axes(problem):
     if r < 2 or problem.is_empty or out[-1] >= FLAT_MIN_RUN:
         return 0
     return _fewest_axes(phase_grid(problem), out, r)
+
+
+def grid_axes(problem, limit):
+    """How many trailing axes the gemm engine's columns of ``problem`` (the problem its
+    blocks run, :func:`~cupyconv.backends.numpy.gemm.as_run`) flatten on an extended
+    grid, or 0: the forward's and the weight gradient's on the padded input's grid
+    (:func:`flat_axes`; the weight gradient's in dtypes narrower than 8 bytes only,
+    :func:`flat_grad_weight`), the col2im input gradient's on the stride's phase grids
+    (:func:`scatter_axes`); where one lead row of extended positions (the least block)
+    fits ``limit`` bytes.  The operands' values are the caller's to check."""
+    if problem.op == GRAD_INPUT:
+        e = scatter_axes(problem)
+        return e if e and phase_row_bytes(problem, e) <= limit else 0
+    if problem.op == GRAD_WEIGHT and problem.dtype.itemsize >= 8:
+        return 0
+    e = flat_axes(problem)
+    return e if e and flat_lead_bytes(problem, e) <= limit else 0
 
 
 def phase_grad_input(problem, dy, wt, limit, target, stats, e):
@@ -398,15 +415,16 @@ def _interleaved(problem, phases, grid):
     return res if window else fold_padding(problem, res)
 
 
-def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):
-    """The weight gradient on the extended grid (:func:`flat_axes`), ``(G, C/G * taps,
-    K/G)`` (transposed): per block ``adjoint(cols) . dy^T`` with ``dy`` zero at the
-    extended positions (``x`` finite, so they add nothing), the blocks summed in block
-    order (``(C * taps, positions) @ (positions, K)``: one core, float32, 49 GFLOP/s
-    against 25 for ``dy . cols^H`` on these columns).  The caller takes it for float32
-    only: in float64 that product ran 21-24 GFLOP/s against the channels-last columns'
-    32 (4-D 12^4 layer, one core: 14.9 ms against 12.8; float32 10.5 against 10.5, 4-D
-    10^4 6.0 against 8.1, 5-D 7^5 11.8 against 16.5)."""
+def flat_grad_weight(problem, x, dy, limit, target, e):
+    """The weight gradient of a real ``problem`` on the extended grid (:func:`flat_axes`),
+    ``(G, C/G * taps, K/G)`` (transposed): per block ``cols . dy^T`` with ``dy`` zero at
+    the extended positions (``x`` finite, so they add nothing), the blocks summed in
+    block order (``(C * taps, positions) @ (positions, K)``: one core, float32, 49
+    GFLOP/s against 25 for ``dy . cols^T`` on these columns).  The caller takes it for
+    float32 only (real: the columns need no conjugation): in float64 that product ran
+    21-24 GFLOP/s against the channels-last columns' 32 (4-D 12^4 layer, one core: 14.9
+    ms against 12.8; float32 10.5 against 10.5, 4-D 10^4 6.0 against 8.1, 5-D 7^5 11.8
+    against 16.5)."""
     view, full = _flat_source(problem, x, e)
     ext = _extended(problem, dy, problem.padded_shape(), e)   # (N, G, Kg, *O_lead, full)
     scratch = Scratch()
@@ -414,7 +432,7 @@ def flat_grad_weight(problem, x, dy, limit, target, e, adjoint):
     def block(index):
         cols, _ = _flat_columns(problem, view, index, scratch, e)
         dyc = _dy_block(ext, index).reshape(problem.groups, problem.gemm_n, -1)
-        return matmul(adjoint(cols), dyc.transpose(0, 2, 1)), cols.nbytes
+        return matmul(cols, dyc.transpose(0, 2, 1)), cols.nbytes
 
     indices, lanes = _flat_plan(problem, e, full, limit, target)
     parts = parallel_map(block, indices, lanes)

@@ -272,7 +272,7 @@ def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows,
     stats = {}
     got = gemm.run(problem, ops, limit, stats)
     assert 0 < stats["peak_workspace"] <= limit
-    monkeypatch.setattr(gemm, "scatter_axes", lambda problem: 0)
+    monkeypatch.setattr(gemm, "grid_axes", lambda problem, limit: 0)
     np.testing.assert_array_equal(got, gemm.run(problem, ops, limit, {}))
     assert float(np.vdot(ref_conv(x, w, **geo), dy)) == float(np.vdot(x, got))
 
@@ -289,7 +289,7 @@ def test_phase_grid_input_gradient_with_non_finite_weights_is_the_tap_loops(rng,
     dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float64)
     with np.errstate(invalid="ignore"):             # infinity times zero in the GEMM
         got = gemm.run(problem, Operands(filter=w, output=dy), 2**30, {})
-        monkeypatch.setattr(gemm, "scatter_axes", lambda problem: 0)
+        monkeypatch.setattr(gemm, "grid_axes", lambda problem, limit: 0)
         want = gemm.run(problem, Operands(filter=w, output=dy), 2**30, {})
     np.testing.assert_array_equal(got, want)
     assert not np.isfinite(got).all()
@@ -317,8 +317,7 @@ def test_extended_grid_weight_gradient_is_the_column_path(x_shape, w_shape, geo,
     x[(0,) * x.ndim] = np.nan
     with np.errstate(invalid="ignore"):
         nan_got = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
-        monkeypatch.setattr(gemm_grid, "flat_axes", lambda problem: 0)
-        monkeypatch.setattr(gemm, "flat_axes", lambda problem: 0)
+        monkeypatch.setattr(gemm, "grid_axes", lambda problem, limit: 0)
         nan_want = gemm.run(problem, Operands(activation=x, output=dy), limit, {})
         x[(0,) * x.ndim] = first
         want = gemm.run(problem, Operands(activation=x, output=dy), limit, {})

@@ -20,7 +20,6 @@ from ..._kernels import launch, scan_launch
 from ...core.args import LONG_DOUBLE
 from ..arrays import in_compute_dtype
 from ..base import Backend
-from . import implicit_choice
 from .runners import CupyRunner, DeviceInfo, EmulatedRunner, runner_for
 from .table import (COMPILED, LONG_DOUBLE_WHY, NATIVE_BFLOAT16, NATIVE_HALF, TABLE,
                     kernel_problem)
@@ -80,14 +79,11 @@ class CudaBackend(Backend):
     def kernel_config(self, problem, algorithm, workspace_limit=None):
         """The :class:`~cupyconv._kernels.kernel_config.KernelConfig` ``algorithm`` runs
         ``problem`` with on C-contiguous operands under ``workspace_limit`` (its table
-        entry's one kernel choice; a split-K whose workspaces pass the limit runs unsplit,
-        ``implicit_choice.under_limit``)."""
+        entry's one kernel choice, ``table.CudaAlgorithm.kernel_config``: a split-K whose
+        workspaces pass the limit runs unsplit)."""
         entry = self.algorithm(algorithm)
-        problem = self.kernel_problem(entry.computed(problem)[0])
-        cfg = entry.kernel_config(problem, self.device)
-        if cfg.splits > 1 and workspace_limit is not None:
-            cfg = implicit_choice.under_limit(problem, cfg, self.device, workspace_limit)
-        return cfg
+        return entry.kernel_config(self.kernel_problem(entry.computed(problem)[0]), self.device,
+                                   workspace_limit)
 
     def default_workspace_limit(self):
         return int(self.runner.device.free_memory * FREE_MEMORY_FRACTION)

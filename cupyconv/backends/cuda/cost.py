@@ -242,12 +242,12 @@ def gemm_library(device):
     return blas if evidence.library_runs(blas, device.hardware) else "cupy.matmul"
 
 
-def warn_if_unverified(algorithm, problem, device):
+def warn_if_unverified(algorithm, problem, device, workspace_limit=None):
     """Warn once (``evidence.warn_unverified``) where ``algorithm``'s configuration of
-    ``problem`` (its ``kernel_config``) runs without hardware evidence on a GPU, or
-    wherever ``config.kernels`` is set."""
+    ``problem`` under ``workspace_limit`` (its ``kernel_config``) runs without hardware
+    evidence on a GPU, or wherever ``config.kernels`` is set."""
     if evidence.FILTER[config.kernels, device.hardware][1]:   # evidence.warns
-        cfg = algorithm.kernel_config(problem, device)
+        cfg = algorithm.kernel_config(problem, device, workspace_limit)
         if not evidence.is_verified(cfg):
             evidence.warn_unverified(cfg, "an explicit method=, config.kernels = 'all', or no "
                                           "verified configuration runs this problem")

@@ -285,20 +285,22 @@ def choose_kernel(problem, device, arch, index64, operands=None, workspace_limit
     if given and relayout.rounds_here(problem):     # (stand-ins: as their copies are)
         read = implicit_grads.as_read(views, operands, relay, frozen)
         fwd, pairs = implicit_grads.forward_operands(views, read, splits)
-    tiles = {relayout.operand_config(fwd, relayout.relaid_standin(x) if relay[0] else x,
-                                     relayout.relaid_standin(w) if relay[1] else w,
-                                     device, flags) for x, w in pairs}
+    tiles = set()
+    for x, w in pairs:          # (a loop: a set comprehension is a frame of its own)
+        tiles.add(relayout.operand_config(fwd, relayout.relaid_standin(x) if relay[0] else x,
+                                          relayout.relaid_standin(w) if relay[1] else w,
+                                          device, flags))
     tile = tiles.pop() if len(tiles) == 1 else min(
         tiles, key=lambda c: (c.layout == "channels_last", c.describe()))
     return gemm_config(tile.gemm_tile, problem.dtype, tile.arch, tile.index64, relay, splits)
 
 
-def as_priced(problem, cfg, operands, workspace_limit=None):
+def as_priced(problem, cfg, operands):
     """Whether :func:`choose_kernel` on ``operands`` gives the priced record ``cfg`` (made
-    on :func:`_contiguous_standins`) without asking: each operand (a logical view) has
-    its stand-in's strides and is 16-byte aligned (all the choice reads of an operand),
-    the forward pass's weights are not frozen, and the record's split-K fits
-    ``workspace_limit``."""
+    on :func:`_contiguous_standins`, under the call's workspace limit: :func:`under_limit`)
+    without asking: each operand (a logical view) has its stand-in's strides and is
+    16-byte aligned (all the choice reads of an operand), and the forward pass's weights
+    are not frozen."""
     standins = _contiguous_standins(problem)
     for a, standin in ((operands.activation, standins.activation),
                        (operands.filter, standins.filter), (operands.output, standins.output)):
@@ -306,21 +308,26 @@ def as_priced(problem, cfg, operands, workspace_limit=None):
             return False
     if not aligned((operands.activation, operands.filter, operands.output), 16):
         return False
-    if problem.op == FORWARD and relayout.is_frozen(operands.filter,
-                                                    relayout.rounds_here(problem)):
-        return False
-    return (cfg.splits == 1 or workspace_limit is None
-            or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit)
+    return not (problem.op == FORWARD and relayout.is_frozen(operands.filter,
+                                                             relayout.rounds_here(problem)))
 
 
 def under_limit(problem, cfg, device, workspace_limit):
     """The record the launcher builds under ``workspace_limit`` for operands as the priced
     record ``cfg`` assumes them (:func:`as_priced`): ``cfg`` where its split-K's
-    workspaces fit, else :func:`choose_kernel`'s record under the limit (unsplit)."""
+    workspaces fit, else :func:`choose_kernel`'s record unsplit (memoised as ``cfg`` is,
+    ``cost.kernel_config_memo``)."""
     if (cfg.splits == 1 or workspace_limit is None
             or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit):
         return cfg
-    return choose_kernel(problem, device, cfg.arch, None, workspace_limit=workspace_limit)
+    return cost.kernel_config_memo(_unsplit_kernel, problem, device,
+                                   evidence.FILTER[config.kernels, device.hardware][0])
+
+
+def _unsplit_kernel(problem, device, arch, index64):
+    """:func:`choose_kernel`'s record of ``problem`` under a workspace limit that leaves no
+    room for a split-K's workspaces: unsplit."""
+    return choose_kernel(problem, device, arch, index64, workspace_limit=0)
 
 
 @cached(maxsize=256)

@@ -92,7 +92,8 @@ class CudaAlgorithm(Algorithm):
     def assess(self, problem, workspace_limit):
         """:meth:`can_implement`, :meth:`min_workspace`, :meth:`workspace` and
         :meth:`predict` in one pass: the problem it computes (:meth:`computed`) and the
-        device read once."""
+        device read once; the workspace and the price are those of the record that runs
+        under ``workspace_limit`` (:meth:`kernel_config`)."""
         if (problem.op, self.backend.name) not in self.spec.served:
             return super().can_implement(problem)[1], 0, 0, math.inf
         wide, copies = self.computed(problem)
@@ -103,7 +104,7 @@ class CudaAlgorithm(Algorithm):
         judged = wide if copies else problem
         return (None, copies + self.least_workspace(judged),
                 copies + self.own_workspace(judged, workspace_limit),
-                self.predicted(wide, device))
+                self.predicted(wide, device, workspace_limit=workspace_limit))
 
     def kernel_applies(self, problem, device):
         """``(ok, reason)`` of its kernels on ``device``."""
@@ -133,21 +134,25 @@ class CudaAlgorithm(Algorithm):
         return self.predicted(self.computed(problem)[0], self.backend.device)
 
     @classmethod
-    def predicted(cls, problem, device, efficiency=None):
-        """Predicted seconds of ``problem`` (as it computes it) on ``device``: the larger of
-        its device time and its host time per call (asynchronous launches overlap the
-        two); infinite where the evidence ledger keeps the choice to verified kernels and
-        its configuration is not one.  ``efficiency``: a full mapping replacing
+    def predicted(cls, problem, device, efficiency=None, workspace_limit=None):
+        """Predicted seconds of ``problem`` (as it computes it) on ``device`` under
+        ``workspace_limit``: the larger of its device time and its host time per call
+        (asynchronous launches overlap the two); infinite where the evidence ledger keeps
+        the choice to verified kernels and its configuration (:meth:`kernel_config` under
+        the limit) is not one.  ``efficiency``: a full mapping replacing
         ``cost.efficiencies`` (``cost.calibrate`` varies one entry)."""
         if (evidence.FILTER[config.kernels, device.hardware][0]     # evidence.verified_only
-                and not evidence.is_verified(cls.kernel_config(problem, device))):
+                and not evidence.is_verified(cls.kernel_config(problem, device,
+                                                               workspace_limit))):
             return math.inf
         eff_of = efficiency or cost.efficiencies(device.name)
-        return max(cls.device_time(problem, device, eff_of), cls.host_time(problem))
+        return max(cls.device_time(problem, device, eff_of, workspace_limit),
+                   cls.host_time(problem))
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
-        """Seconds of device work on ``problem`` (``eff_of``: the efficiency fractions)."""
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
+        """Seconds of device work on ``problem`` under ``workspace_limit`` (``eff_of``: the
+        efficiency fractions)."""
         raise NotImplementedError
 
     @classmethod
@@ -167,11 +172,16 @@ class CudaAlgorithm(Algorithm):
         raise NotImplementedError
 
     @classmethod
-    def kernel_config(cls, problem, device):
+    def kernel_config(cls, problem, device, workspace_limit=None):
         """:meth:`choose_kernel`, memoised (``cost.kernel_config_memo``, keyed by the
-        evidence filter in force)."""
-        return cost.kernel_config_memo(cls.choose_kernel, problem, device,
-                                       evidence.FILTER[config.kernels, device.hardware][0])
+        evidence filter in force): the record that runs ``problem`` on operands as the cost
+        model assumes them under ``workspace_limit`` (a split-K whose workspaces pass it
+        runs unsplit, ``implicit_choice.under_limit``)."""
+        cfg = cost.kernel_config_memo(cls.choose_kernel, problem, device,
+                                      evidence.FILTER[config.kernels, device.hardware][0])
+        if cfg.splits > 1 and workspace_limit is not None:
+            return implicit_choice.under_limit(problem, cfg, device, workspace_limit)
+        return cfg
 
     def floor(self, problem):
         """Its host time per call (``cost.HOST_S``): the cost model's least prediction."""
@@ -188,7 +198,7 @@ class CudaAlgorithm(Algorithm):
         if why:
             program.refuse(why)
         problem, operands = self.widened(problem, operands)
-        cost.warn_if_unverified(self, problem, self.backend.device)
+        cost.warn_if_unverified(self, problem, self.backend.device, workspace_limit)
         runner.peak_workspace = 0
         y = self.compute(problem, operands, workspace_limit)
         if stats is not None:
@@ -221,7 +231,7 @@ class Direct(CudaAlgorithm):
         return launch.can_implement_direct(problem, device.smem_per_block)
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
         return cost.direct_time(problem, device.peak_flops(problem.dtype), device.bandwidth,
                                 eff_of["direct"], device)
 
@@ -252,10 +262,10 @@ class ImplicitGemm(CudaAlgorithm):
         return launch.can_implement_implicit_gemm(problem)
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
-        """The price of its record (``implicit_choice.record_time``)."""
-        return implicit_choice.record_time(problem, cls.kernel_config(problem, device), device,
-                                           eff_of)
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
+        """The price of its record under ``workspace_limit`` (``implicit_choice.record_time``)."""
+        return implicit_choice.record_time(
+            problem, cls.kernel_config(problem, device, workspace_limit), device, eff_of)
 
     @classmethod
     def efficiency_key(cls, problem, device):
@@ -264,11 +274,18 @@ class ImplicitGemm(CudaAlgorithm):
     choose_kernel = staticmethod(implicit_choice.choose_kernel)
 
     def own_workspace(self, problem, workspace_limit):
+        """The weight gradient's split-K workspaces (``implicit_grads.split_workspace_bytes``)
+        of its record under ``workspace_limit`` (:meth:`kernel_config`); the column buffer
+        of an input gradient that is not a convolution of ``dy``."""
+        if problem.op == GRAD_WEIGHT:
+            splits = self.kernel_config(problem, self.backend.device, workspace_limit).splits
+            return implicit_grads.split_workspace_bytes(problem, splits) if splits > 1 else 0
         if not self.columns(problem):
             return 0
         return problem.column_bytes(max(algorithms.gemm_batch_chunk(problem, workspace_limit), 1))
 
     def least_workspace(self, problem):
+        """0 (the weight gradient unsplit), or one image's column buffer."""
         return problem.column_bytes(1) if self.columns(problem) else 0
 
     def rounds_tf32(self, problem):
@@ -304,13 +321,13 @@ class ImplicitGemm(CudaAlgorithm):
                                   implicit_choice.tensor_core_flags(problem, runner.static), cfg)
 
     def launch_config(self, problem, operands, workspace_limit=None):
-        """:meth:`choose_kernel` on these operands: the priced record (:meth:`kernel_config`)
-        where they are as it assumes them (``implicit_choice.as_priced``), else
-        ``implicit_choice.choose_kernel`` on them (the weight gradient unsplit where its
-        split-K's workspaces would pass ``workspace_limit``)."""
+        """:meth:`choose_kernel` on these operands: the record priced under
+        ``workspace_limit`` (:meth:`kernel_config`) where they are as it assumes them
+        (``implicit_choice.as_priced``), else ``implicit_choice.choose_kernel`` on them (the
+        weight gradient unsplit where its split-K's workspaces would pass the limit)."""
         device = self.backend.device
-        cfg = self.kernel_config(problem, device)
-        if implicit_choice.as_priced(problem, cfg, operands, workspace_limit):
+        cfg = self.kernel_config(problem, device, workspace_limit)
+        if implicit_choice.as_priced(problem, cfg, operands):
             return cfg
         return implicit_choice.choose_kernel(problem, device, evidence.arch_class(device.arch),
                                              None, operands, workspace_limit)
@@ -328,7 +345,7 @@ class Gemm(CudaAlgorithm):
         return algorithms.gemm_applies(problem, device)
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
         """The columns written and read, cuBLAS's GEMM (float64 on DMMA, float16 on HMMA
         by itself on sm_80+, TF32 as asked; a GEMM a few columns wide runs far under its
         rate), the operands' compulsory traffic, two launches."""
@@ -377,7 +394,7 @@ class Fft(CudaAlgorithm):
         return (fwd.in_channels // fwd.groups) * fwd.out_channels > fwd.groups
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
         """The transforms of x, w and y (``2.5 n log2 n`` each) or their spectra's
         traffic, and the channel mixing: a complex multiply-add per ``(n, k, c)`` and
         frequency."""
@@ -435,7 +452,7 @@ class Separable(CudaAlgorithm):
         return separable.can_implement(problem, device.smem_per_block)
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
         """One direct launch per pass (its taps, its input read, its output written), at
         ``direct``'s efficiency."""
         peak, bw, seconds = device.peak_flops(problem.dtype), device.bandwidth, 0.0
@@ -487,7 +504,7 @@ class Winograd(CudaAlgorithm):
         return winograd.can_implement(problem, device)
 
     @classmethod
-    def device_time(cls, problem, device, eff_of):
+    def device_time(cls, problem, device, eff_of, workspace_limit=None):
         w_flops, w_bytes, launches = winograd.work(problem)
         return (w_flops / (device.peak_flops(problem.dtype) * eff_of["winograd"])
                 + w_bytes / device.bandwidth + launches * cost.LAUNCH_S)

@@ -22,8 +22,11 @@ import cupyconv
 from cupyconv._kernels import launch, program
 from cupyconv.api.compiled import CompiledCall, lookup
 from cupyconv.api.gradients import conv_grad_weight
-from cupyconv.backends.cuda import EmulatedRunner, cost, implicit_choice, implicit_grads, pricing
+from cupyconv.backends.cuda import (CudaBackend, EmulatedRunner, cost, implicit_choice,
+                                    implicit_grads, pricing)
+from cupyconv.backends.cuda.runners import StandInRunner
 from cupyconv.core.problem import ConvProblem
+from cupyconv.dispatch import backends, dispatcher
 from helpers import forget_launches, fresh_kernel_choices, normal_path, small_ints
 
 #: ``(name, rank geometry, padding mode, layout, dtype, precision, S, batch)``: ranks 1-3,
@@ -202,13 +205,19 @@ def test_splits_the_program_cannot_take_are_refused(splits, dtype):
                                            splits=splits)
 
 
+def _small_wgrad():
+    """A float32 weight gradient of 4 images, small enough that the tests force its
+    split-K."""
+    return ConvProblem.create(x_shape=(4, 4, 7, 6), w_shape=(6, 4, 3, 3), padding=1,
+                              dtype="float32", op="grad_weight")
+
+
 def test_a_workspace_limit_below_the_splits_workspaces_runs_unsplit(dev, forced, kernels):
     """The split's copy of ``dy`` and its partials are workspaces: a ``workspace_limit``
     below them keeps the weight gradient unsplit (no reduction launched), same result."""
     rng = np.random.default_rng(6)
     x, dy = small_ints(rng, (4, 4, 7, 6), np.float32), small_ints(rng, (4, 6, 7, 6), np.float32)
-    problem = ConvProblem.create(x_shape=x.shape, w_shape=(6, 4, 3, 3), padding=1,
-                                 dtype="float32", op="grad_weight")
+    problem = _small_wgrad()
     need = implicit_grads.split_workspace_bytes(problem, 2)
     # dy in split order (2 * 6, 2, 7, 6) and the partials (4, 2 * 6, 3, 3): 7x6 "taps"
     assert need == 4 * (12 * 2 * 42 + 4 * 12 * 9) and implicit_grads.split_workspace_bytes(
@@ -223,3 +232,60 @@ def test_a_workspace_limit_below_the_splits_workspaces_runs_unsplit(dev, forced,
                                                      workspace_limit=limit)))
         assert ("splitk_reduce" in kernels) == (limit == need), (limit, kernels)
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_a_split_weight_gradient_reports_the_workspace_its_split_allocates(dev, forced):
+    """The backend's workspace of a split-K weight gradient (the chooser's, a plan's) is
+    the split's copy of ``dy`` and its partials: exactly what its run allocates beyond the
+    unsplit run's under a limit one byte short of them, where the reported workspace is
+    0 and the least workspace always is."""
+    rng = np.random.default_rng(8)
+    problem = _small_wgrad()
+    x, dy = small_ints(rng, problem.x_shape, np.float32), small_ints(rng, problem.y_shape,
+                                                                     np.float32)
+    need = implicit_grads.split_workspace_bytes(problem, 2)
+    forced(2)
+    backend = backends.backend_for(dev.xp, dev.name)
+    assert backend.workspace_bytes(problem, "implicit_gemm") == need
+    assert backend.min_workspace_bytes(problem, "implicit_gemm") == 0
+    allocated, outs = [], []
+    for limit in (need, need - 1):
+        assert backend.workspace_bytes(problem, "implicit_gemm", limit) == (
+            need if limit == need else 0)
+        assert backend.assess(problem, "implicit_gemm", limit)[1:3] == (
+            0, need if limit == need else 0)
+        forget_launches()
+        with dev.scope(), program.accounting() as counts:
+            outs.append(dev.to_host(conv_grad_weight(dev.to_dev(x), dev.to_dev(dy),
+                                                     problem.w_shape, padding=1,
+                                                     method="implicit_gemm",
+                                                     workspace_limit=limit)))
+        allocated.append(counts["allocated_bytes"])
+    assert allocated[0] - allocated[1] == need, allocated
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("arch, precision, batch, spatial", [
+    (80, "highest", 16, 32), (80, "tf32", 64, 16)])
+def test_a_limit_below_the_split_workspace_prices_the_unsplit_record(arch, precision, batch,
+                                                                     spatial):
+    """The chooser's price and workspace of the implicit GEMM on a weight gradient whose
+    split-K the cost model picks are the record's that runs under the call's limit: the
+    split record's with room for its workspaces, the unsplit record's (no workspace, its
+    own, higher, price) under a limit one byte short of them."""
+    backend = CudaBackend(StandInRunner(arch))
+    device = backend.device
+    problem = _wgrad(batch, spatial, channels=32, precision=precision)
+    eff = cost.efficiencies(device.name)
+    split = backend.kernel_config(problem, "implicit_gemm")
+    need = implicit_grads.split_workspace_bytes(problem, split.splits)
+    assert split.splits > 1 and need > 0, split.describe()
+    _, least, roomy, fast = backend.assess(problem, "implicit_gemm", need)
+    _, least_tight, tight, slow = backend.assess(problem, "implicit_gemm", need - 1)
+    unsplit = backend.kernel_config(problem, "implicit_gemm", need - 1)
+    assert unsplit.splits == 1 and (least, least_tight, roomy, tight) == (0, 0, need, 0)
+    assert fast == implicit_choice.record_time(problem, split, device, eff)
+    assert slow == implicit_choice.record_time(problem, unsplit, device, eff) > fast
+    assert backend.predict_times(problem, ["implicit_gemm"])["implicit_gemm"] == fast
+    assert [dispatcher.choose(problem, backend, limit).times["implicit_gemm"]
+            for limit in (need, need - 1)] == [fast, slow]

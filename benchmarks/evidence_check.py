@@ -116,7 +116,7 @@ def auto_picks(arch):
             choice = choose(problem, backend)
             if choice.algorithm is None:
                 continue
-            cfg = backend.kernel_config(problem, choice.algorithm)
+            cfg = backend.kernel_config(problem, choice.algorithm, choice.limit)
             for part in ((cfg,) if cfg.family else ()) + cfg.companions:
                 picks.setdefault(_key(part), []).append(entry)
     finally:

@@ -67,8 +67,8 @@ def _spatial(shape, cl):
 
 def _conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_mode, cval,
                    layout):
-    """``(unbatched, geometry)``: ``geometry`` the arguments of ``torch.ops.cupyconv.conv``
-    after the tensors (sequences as tuples)."""
+    """``(unbatched, plan)``: ``plan`` the geometry of ``torch.ops.cupyconv.conv``
+    prepared for its calls (:func:`cupyconv.torch._ops.conv_plan`)."""
     unbatched, x_shape, cl, stride, dilation, groups = _shapes(
         x_shape, w_shape, stride, dilation, groups, layout, "(C_out, C_in/groups, *K)")
     pads = args.normalize_padding(padding, len(stride), _spatial(x_shape, cl),
@@ -76,18 +76,20 @@ def _conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_
     mode = args.normalize_padding_mode(padding_mode)
     if isinstance(cval, bool) or not isinstance(cval, (int, float)):
         raise TypeError(f"cval must be a real number; got {cval!r}")
-    return unbatched, (stride, _flat(pads), dilation, groups, mode, float(cval), cl)
+    return unbatched, _ops.conv_plan(stride, _flat(pads), dilation, groups, mode,
+                                     float(cval), cl)
 
 
 def _transpose_geometry(x_shape, w_shape, stride, padding, output_padding, dilation, groups,
                         layout):
-    """``(unbatched, geometry)`` of ``torch.ops.cupyconv.conv_transpose``."""
+    """``(unbatched, plan)`` of ``torch.ops.cupyconv.conv_transpose``
+    (:func:`cupyconv.torch._ops.transpose_plan`)."""
     unbatched, x_shape, cl, stride, dilation, groups = _shapes(
         x_shape, w_shape, stride, dilation, groups, layout, "(C_in, C_out/groups, *K)")
     pads, out_pad = normalize_transpose_padding(padding, output_padding,
                                                  _spatial(x_shape, cl), _spatial(w_shape, cl),
                                                  stride, dilation)
-    return unbatched, (stride, _flat(pads), tuple(out_pad), dilation, groups, cl)
+    return unbatched, _ops.transpose_plan(stride, _flat(pads), out_pad, dilation, groups, cl)
 
 
 #: ``(function, its arguments, their types) -> its result`` of the two functions above:
@@ -102,11 +104,12 @@ def _kinds(value):
     return tuple(map(_kinds, value)) if type(value) is tuple else type(value)
 
 
-def _normalised(fn, *arguments):
+def _normalised(plain, fn, *arguments):
     """``fn(*arguments)``, remembered in :data:`_NORMALISED` when the arguments are
-    hashable (not while ``torch.compile`` traces or a dispatch mode runs: the shapes may
-    be symbolic); errors are raised every time."""
-    if torch.compiler.is_compiling() or _ops.modes_or_transforms():
+    hashable and the call is ``plain`` (:func:`cupyconv.torch._ops.plain_eager`: not
+    while ``torch.compile`` traces or a mode runs, where shapes may be symbolic); errors
+    are raised every time."""
+    if not plain:
         return fn(*arguments)
     try:
         key = (fn, arguments, _kinds(arguments))
@@ -161,11 +164,11 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         Bad geometry, as :func:`cupyconv.conv`.
     """
     x, w, bias = _checked(x, w, bias)
-    unbatched, (stride, pads, dilation, *rest) = _normalised(
-        _conv_geometry, x.shape, w.shape, stride, padding, dilation, groups, padding_mode,
-        cval, layout)
-    y = _ops.run(_ops.conv, x.unsqueeze(0) if unbatched else x, w, bias, list(stride),
-                 list(pads), list(dilation), *rest)
+    plain = _ops.plain_eager((x, w, bias))
+    unbatched, plan = _normalised(
+        plain, _conv_geometry, x.shape, w.shape, stride, padding, dilation, groups,
+        padding_mode, cval, layout)
+    y = _ops.call(_ops.conv, plain, x.unsqueeze(0) if unbatched else x, w, bias, plan)
     return y[0] if unbatched else y
 
 
@@ -192,9 +195,10 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         output_padding_i + 1``; differentiable twice, as :func:`conv`.
     """
     x, w, bias = _checked(x, w, bias)
-    unbatched, (stride, pads, out_pad, dilation, groups, cl) = _normalised(
-        _transpose_geometry, x.shape, w.shape, stride, padding, output_padding, dilation,
-        groups, layout)
-    y = _ops.run(_ops.conv_transpose, x.unsqueeze(0) if unbatched else x, w, bias,
-                 list(stride), list(pads), list(out_pad), list(dilation), groups, cl)
+    plain = _ops.plain_eager((x, w, bias))
+    unbatched, plan = _normalised(
+        plain, _transpose_geometry, x.shape, w.shape, stride, padding, output_padding,
+        dilation, groups, layout)
+    y = _ops.call(_ops.conv_transpose, plain, x.unsqueeze(0) if unbatched else x, w, bias,
+                  plan)
     return y[0] if unbatched else y

@@ -41,12 +41,17 @@ cupyconv's CPU lanes (``cupyconv.config.cpu_threads``).
 
 ``--overhead`` times ``cupyconv.torch`` and the direct calls only, on a tiny layer and on
 the cases, for the adapter's own cost in microseconds and in percent of the direct calls.
+``--overhead --stubbed`` times the code around the convolutions only: ``cupyconv.conv``
+and its three gradients are replaced by stubs that return a copy of their result (the
+same stubs in every row), so the costs are those of the Python and torch work around
+them, with little of the scatter of the convolutions' own time.
 
 Prints a Markdown table; nothing is written to disk.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import itertools
 import os
@@ -236,6 +241,9 @@ def main(argv=None):
     parser.add_argument("--overhead", action="store_true",
                         help="instead: the adapter's cost over the direct calls only, on "
                              "a tiny layer (its fixed cost per call) and on the cases")
+    parser.add_argument("--stubbed", action="store_true",
+                        help="with --overhead: cupyconv's convolutions replaced by stubs "
+                             "that return a copy of their result (the cost around them)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (time.process_time), for a "
                              "machine shared with other work (CPU runs only)")
@@ -257,7 +265,10 @@ def main(argv=None):
             "(peer / cupyconv.torch) |")
     with threadpool_limits(args.threads), cupyconv.config.cpu_threads_limit(args.threads):
         if args.overhead:
-            return _overhead(args, clock)
+            if not args.stubbed:
+                return _overhead(args, clock)
+            with _stubbed():
+                return _overhead(args, clock)
         print(head)
         print("|" + "---|" * 7)
         for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
@@ -272,6 +283,38 @@ def main(argv=None):
                   f"{(ours / direct - 1) * 100:+.1f}% / {(best - 1) * 100:+.1f}% | {peers} |",
                   flush=True)
     return 0
+
+
+#: The ``cupyconv`` functions that ``--stubbed`` replaces.
+STUBBED = ("conv", "conv_grad_input", "conv_grad_weight", "conv_grad_bias")
+
+
+def _stub(fn):
+    """``fn`` computing each distinct call (operand shapes and dtypes, other arguments)
+    once, then returning a copy of that result."""
+    seen = {}
+
+    def stub(*args, **kwargs):
+        key = (tuple((a.shape, a.dtype) if hasattr(a, "dtype") else a for a in args),
+               tuple(sorted(kwargs.items())))
+        hit = seen.get(key)
+        if hit is None:
+            hit = seen[key] = fn(*args, **kwargs)
+        return hit.copy()
+    return stub
+
+
+@contextlib.contextmanager
+def _stubbed():
+    """The functions of :data:`STUBBED` replaced by :func:`_stub` in ``cupyconv``."""
+    real = {name: getattr(cupyconv, name) for name in STUBBED}
+    try:
+        for name, fn in real.items():
+            setattr(cupyconv, name, _stub(fn))
+        yield
+    finally:
+        for name, fn in real.items():
+            setattr(cupyconv, name, fn)
 
 
 def _overhead(args, clock):

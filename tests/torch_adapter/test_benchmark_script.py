@@ -62,3 +62,28 @@ def test_measure_times_the_least_autograd_wrapper():
                                     only=("cupyconv.torch", "cupyconv direct",
                                           "least autograd"))
     assert set(times) == {"cupyconv.torch", "cupyconv direct", "least autograd"}
+
+
+def test_stubbed_overhead_table_restores_cupyconv(capsys):
+    import cupyconv
+    real = {name: getattr(cupyconv, name) for name in torch_layers.STUBBED}
+    assert torch_layers.main(["--overhead", "--stubbed", "--rounds", "1", "--cases",
+                              "no case", "--dtype", "float64"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(f"| {torch_layers.TINY[0]} |")]
+    assert len(rows) == 2                              # fwd, fwd+bwd
+    assert {name: getattr(cupyconv, name) for name in torch_layers.STUBBED} == real
+
+
+def test_stub_returns_a_fresh_copy_of_the_real_result():
+    calls = []
+
+    def real(a, shape, *, k):
+        calls.append(1)
+        return torch.full(shape, float(k)).numpy() + a
+    stub = torch_layers._stub(real)
+    a = torch.ones(2).numpy()
+    first, again = stub(a, (2,), k=3), stub(a, (2,), k=3)
+    assert len(calls) == 1 and first is not again and (first == again).all()
+    stub(a, (2,), k=4)
+    assert len(calls) == 2

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from cupyconv._lru import LRU
+from cupyconv._lru import LRU, clears
 from cupyconv._vocabulary import MAX_RANK
 from cupyconv.core.args import normalize_transpose_padding
 from cupyconv.core import args
@@ -97,6 +97,21 @@ def _transpose_geometry(x_shape, w_shape, stride, padding, output_padding, dilat
 #: ``cupyconv.clear_caches``).
 _NORMALISED = LRU(256)
 
+#: ``(function, x shape, w shape, the other arguments' ids) -> (those arguments, the
+#: result)``: the calls of :data:`_NORMALISED` whose other arguments are all immutable
+#: (numbers, strings, tuples of them), found again by identity when a caller passes the
+#: same objects (a layer its own attributes, a call site its literals), without the
+#: typed key.  It holds the arguments, so no other object takes their ids.
+_BY_IDENTITY = {}
+
+#: The types of an immutable argument (a tuple's elements too) for :data:`_BY_IDENTITY`.
+_IMMUTABLE = frozenset((int, float, str, bool, type(None)))
+
+
+@clears
+def _clear_by_identity():
+    _BY_IDENTITY.clear()
+
 
 def _kinds(value):
     """``value``'s type, or its elements' for a tuple: a cache key part that tells ``1``
@@ -104,13 +119,25 @@ def _kinds(value):
     return tuple(map(_kinds, value)) if type(value) is tuple else type(value)
 
 
-def _normalised(plain, fn, *arguments):
-    """``fn(*arguments)``, remembered in :data:`_NORMALISED` when the arguments are
-    hashable and the call is ``plain`` (:func:`cupyconv.torch._ops.plain_eager`: not
-    while ``torch.compile`` traces or a mode runs, where shapes may be symbolic); errors
-    are raised every time."""
+def _immutable(value):
+    if type(value) is tuple:
+        return all(map(_immutable, value))
+    return type(value) in _IMMUTABLE
+
+
+def _normalised(plain, fn, x_shape, w_shape, *geometry):
+    """``fn(x_shape, w_shape, *geometry)``, remembered in :data:`_NORMALISED` when the
+    arguments are hashable and the call is ``plain``
+    (:func:`cupyconv.torch._ops.plain_eager`: not while ``torch.compile`` traces or a
+    mode runs, where shapes may be symbolic), and in :data:`_BY_IDENTITY` when
+    ``geometry`` is immutable; errors are raised every time."""
     if not plain:
-        return fn(*arguments)
+        return fn(x_shape, w_shape, *geometry)
+    ids = (fn, x_shape, w_shape, *map(id, geometry))
+    hit = _BY_IDENTITY.get(ids)
+    if hit is not None:            # the same immutable objects: the same values and types
+        return hit[1]
+    arguments = (x_shape, w_shape, *geometry)
     try:
         key = (fn, arguments, _kinds(arguments))
         hit = _NORMALISED.get(key)
@@ -119,6 +146,10 @@ def _normalised(plain, fn, *arguments):
     if hit is None:
         hit = fn(*arguments)
         _NORMALISED.put(key, hit)
+    if all(map(_immutable, geometry)):
+        if len(_BY_IDENTITY) >= 256:
+            _BY_IDENTITY.clear()
+        _BY_IDENTITY[ids] = (geometry, hit)
     return hit
 
 

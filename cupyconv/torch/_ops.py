@@ -29,8 +29,9 @@ Python autograd wrapper re-binds every argument against the schema on each call:
 layers); with gradients off (a backward pass without ``create_graph``, ``torch.no_grad``)
 it calls the implementation alone.  Everywhere else (FakeTensor, meta tensors, ``torch.compile``,
 ``torch.library.opcheck``, modes) the registered operator runs.  A backward of ``conv``
-or ``conv_transpose`` with gradients off in plain eager mode calls the ``cupyconv``
-functions itself, on one array view of each tensor (:func:`_conv_gradients`,
+or ``conv_transpose`` (and of the gradient operators ``grad_input`` and ``grad_weight``: a
+double backward's second pass) with gradients off in plain eager mode calls the
+``cupyconv`` functions itself, on one array view of each tensor (:func:`_conv_gradients`,
 :func:`_transpose_gradients`): the same calls the operators' implementations make.
 
 :func:`call` is how :mod:`cupyconv.torch.functional` calls ``conv`` and
@@ -205,6 +206,13 @@ def _(dy, w, input_shape, stride, padding, dilation, groups, padding_mode, chann
 def _grad_input_backward(ctx, g):
     dy, w = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and plain_eager((g, dy, w)):
+        kw = _geometry(*ctx.geo)
+
+        def gradients(ga, dya, wa):        # one pass, as _conv and _grad_weight compute
+            return (cupyconv.conv(ga, wa, **kw) if need[0] else None,
+                    cupyconv.conv_grad_weight(ga, dya, wa.shape, **kw) if need[1] else None)
+        return _bridge.call(gradients, (g, dy, w)) + (None,) * 7
     ddy = _conv(g, w, ctx.geo) if need[0] else None
     dw = _grad_weight(g, dy, w.shape, ctx.geo) if need[1] else None
     return (ddy, dw) + (None,) * 7
@@ -238,6 +246,14 @@ def _(x, dy, weight_shape, stride, padding, dilation, groups, padding_mode, cval
 def _grad_weight_backward(ctx, g):
     x, dy = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and plain_eager((g, x, dy)):
+        kw = _geometry(*ctx.geo)
+        conv_kw = _conv_keywords(*ctx.geo[:5], ctx.cval, ctx.geo[5])
+
+        def gradients(ga, xa, dya):        # one pass, as _grad_input and _conv compute
+            return (cupyconv.conv_grad_input(dya, ga, xa.shape, **kw) if need[0] else None,
+                    cupyconv.conv(xa, ga, **conv_kw) if need[1] else None)
+        return _bridge.call(gradients, (g, x, dy)) + (None,) * 8
     dx = _grad_input(dy, g, x.shape, ctx.geo) if need[0] else None
     ddy = _conv(x, g, ctx.geo, ctx.cval) if need[1] else None
     return (dx, ddy) + (None,) * 8

@@ -39,15 +39,15 @@ CASES = [
 
 def _run(fn, xs, ws, kw, dtype):
     """The output, the first gradients and the gradients of their squared sum (double
-    backward) of ``fn`` on seeded operands."""
+    backward, the grad_output's included) of ``fn`` on seeded operands."""
     gen = torch.Generator().manual_seed(0)
     x, w = (torch.randn(s, generator=gen, dtype=dtype, requires_grad=True) for s in (xs, ws))
     c_out = ws[0] if fn is ct.conv else ws[1] * kw.get("groups", 1)
     b = torch.randn(c_out, generator=gen, dtype=dtype, requires_grad=True)
     y = fn(x, w, b, **kw)
-    dy = torch.randn(y.shape, generator=gen, dtype=dtype)
+    dy = torch.randn(y.shape, generator=gen, dtype=dtype, requires_grad=True)
     first = torch.autograd.grad(y, (x, w, b), dy, create_graph=True)
-    second = torch.autograd.grad(sum((g * g).sum() for g in first), (x, w, b),
+    second = torch.autograd.grad(sum((g * g).sum() for g in first), (x, w, b, dy),
                                  allow_unused=True)
     return [y, *first, *second]
 

@@ -7,8 +7,9 @@ weights and the bias) for 4-D and 5-D layers (and a 3-D one, against ``nn.Conv3d
     :func:`cupyconv.torch.conv` on tensors (the custom operator and autograd).
 ``cupyconv direct``
     :func:`cupyconv.conv`, ``conv_grad_input``, ``conv_grad_weight`` and
-    ``conv_grad_bias`` called on the tensors' memory (NumPy views / CuPy arrays) by
-    hand: the adapter's own cost is the first row over this one.
+    ``conv_grad_bias`` called on the tensors' memory (NumPy views / CuPy arrays,
+    made on each call, as the adapter must) by hand: the adapter's own cost is the
+    first row over this one.
 ``torchnd``
     ``torchnd.conv_nd`` (recursive sums of ``conv3d``), when installed.
 ``unfoldNd``
@@ -17,6 +18,10 @@ weights and the bias) for 4-D and 5-D layers (and a 3-D one, against ``nn.Conv3d
     spatial axes, so it has a row on the 3-D case only.
 ``nn.Conv3d``
     ``torch.nn.functional.conv3d`` on the 3-D case.
+
+Every row computes the same output and gradients from the same tensors: one
+grad_output per case (made once, outside the timing), and the ``.grad`` of the
+operands emptied before every call in every row, as ``zero_grad()`` leaves them.
 
 torchnd (GPL) and unfoldNd are optional peers, imported if present and never
 dependencies: ``pip install --target DIR torchnd unfoldnd einops`` and put ``DIR`` on
@@ -36,12 +41,17 @@ cupyconv's CPU lanes (``cupyconv.config.cpu_threads``).
 
 ``--overhead`` times ``cupyconv.torch`` and the direct calls only, on a tiny layer and on
 the cases, for the adapter's own cost in microseconds and in percent of the direct calls.
+``--overhead --stubbed`` times the code around the convolutions only: ``cupyconv.conv``
+and its three gradients are replaced by stubs that return a copy of their result (the
+same stubs in every row), so the costs are those of the Python and torch work around
+them, with little of the scatter of the convolutions' own time.
 
 Prints a Markdown table; nothing is written to disk.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import itertools
 import os
@@ -112,46 +122,48 @@ def _least_autograd(geo):
                     torch.from_numpy(cupyconv.conv_grad_weight(xa, dya, wa.shape, **geo)),
                     torch.from_numpy(cupyconv.conv_grad_bias(dya)))
 
-    def run(x, w, b, backward):
-        y = Least.apply(x, w, b)
-        if backward:
-            y.backward(torch.ones_like(y))
+    return _autograd_call(Least.apply)
+
+
+def _autograd_call(fn):
+    """``run(x, w, b, dy)`` of a differentiable ``fn(x, w, b)``: the output and, given
+    ``dy``, the gradients for that grad_output, as a training step makes them
+    (``backward`` into ``.grad``, which :func:`measure` empties before every call, as
+    ``zero_grad()`` does: nothing accumulates)."""
+    def run(x, w, b, dy):
+        y = fn(x, w, b)
+        if dy is None:
+            return (y,)
+        y.backward(dy)
+        return y, x.grad, w.grad, b.grad
     return run
 
 
 def implementations(r, stride, padding, groups=1):
-    """``{name: fn(x, w, b, backward)}`` of every implementation available."""
+    """``{name: fn(x, w, b, dy)}`` of every implementation available: each returns the
+    output and, given the grad_output ``dy`` (the same tensor for every implementation),
+    the gradients of ``x``, ``w`` and ``b``."""
     geo = dict(stride=stride, padding=padding)
 
-    def ours(x, w, b, backward):
-        y = ct.conv(x, w, b, **geo)
-        if backward:
-            y.backward(torch.ones_like(y))
-
-    def direct(x, w, b, backward):
+    def direct(x, w, b, dy):
         xp, (xa, wa, ba) = _arrays(x, w, b)
         y = cupyconv.conv(xa, wa, ba, **geo)
-        if backward:
-            dy = xp.ones_like(y)
-            cupyconv.conv_grad_input(dy, wa, xa.shape, **geo)
-            cupyconv.conv_grad_weight(xa, dy, wa.shape, **geo)
-            cupyconv.conv_grad_bias(dy)
+        if dy is None:
+            return (y,)
+        _, (dya,) = _arrays(dy)
+        return (y, cupyconv.conv_grad_input(dya, wa, xa.shape, **geo),
+                cupyconv.conv_grad_weight(xa, dya, wa.shape, **geo),
+                cupyconv.conv_grad_bias(dya))
 
-    def torch_call(fn):
-        def run(x, w, b, backward):
-            y = fn(x, w, b)
-            if backward:
-                y.backward(torch.ones_like(y))
-        return run
-
-    impls = {"cupyconv.torch": ours, "cupyconv direct": direct}
+    impls = {"cupyconv.torch": _autograd_call(lambda x, w, b: ct.conv(x, w, b, **geo)),
+             "cupyconv direct": direct}
     if r == 3:
-        impls["nn.Conv3d"] = torch_call(
+        impls["nn.Conv3d"] = _autograd_call(
             lambda x, w, b: torch.nn.functional.conv3d(x, w, b, **geo))
     torchnd = _optional("torchnd")
     if torchnd is not None:
         spatial = tuple(range(2, 2 + r))
-        impls["torchnd"] = torch_call(lambda x, w, b: torchnd.conv_nd(
+        impls["torchnd"] = _autograd_call(lambda x, w, b: torchnd.conv_nd(
             x, w, dim=spatial, stride=stride, padding=padding, groups=groups)
             + b.reshape((1, -1) + (1,) * r))
     unfold = _optional("unfoldNd")
@@ -162,7 +174,7 @@ def implementations(r, stride, padding, groups=1):
             out = [(s + 2 * padding - k) // stride + 1
                    for s, k in zip(x.shape[2:], w.shape[2:])]
             return y.reshape(x.shape[0], w.shape[0], *out)
-        impls["unfoldNd"] = torch_call(im2col)
+        impls["unfoldNd"] = _autograd_call(im2col)
     return impls
 
 
@@ -170,7 +182,13 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
             repeat=1, only=None):
     """``({implementation: median seconds per call}, fastest ours / fastest direct)``
     over ``rounds`` rounds, each timing ``repeat`` calls of every implementation (of
-    those named in ``only``, when given)."""
+    those named in ``only``, when given).
+
+    Every implementation computes the same things from the same tensors: the output
+    and, with ``backward``, the three gradients for one grad_output made once per case
+    (no implementation allocates or fills its own).  The gradients in ``.grad`` are
+    emptied before every call, in every row alike, so each backward pass stores them
+    as a training step after ``zero_grad()`` does, and none adds to the last call's."""
     name, n, cin, cout, spatial, k, stride, padding = case
     gen = torch.Generator().manual_seed(0)
     r = len(spatial)
@@ -178,6 +196,11 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
     def make(shape):
         return torch.randn(shape, generator=gen, dtype=dtype).to(device).requires_grad_()
     x, w, b = make((n, cin) + spatial), make((cout, cin) + (k,) * r), make((cout,))
+    dy = None
+    if backward:
+        with torch.no_grad():
+            shape = ct.conv(x, w, b, stride=stride, padding=padding).shape
+        dy = torch.randn(shape, generator=gen, dtype=dtype).to(device)
     impls = implementations(r, stride, padding)
     if only is not None:
         impls = {key: fn for key, fn in impls.items() if key in only}
@@ -185,7 +208,7 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
             impls["least autograd"] = _least_autograd(dict(stride=stride, padding=padding))
     samples = {key: [] for key in impls}
     for fn in impls.values():              # warm-up: compiled calls, caches, threads
-        fn(x, w, b, backward)
+        fn(x, w, b, dy)
     _sync(device)
     order = random.Random(0)
     for _ in range(rounds):
@@ -195,11 +218,11 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
         order.shuffle(keys)
         for key in keys:
             fn = impls[key]
-            x.grad = w.grad = b.grad = None
             _sync(device)
             t0 = clock()
             for _ in range(repeat):
-                fn(x, w, b, backward)
+                x.grad = w.grad = b.grad = None
+                fn(x, w, b, dy)
             _sync(device)
             samples[key].append((clock() - t0) / repeat)
     return ({key: statistics.median(v) for key, v in samples.items()},
@@ -218,6 +241,9 @@ def main(argv=None):
     parser.add_argument("--overhead", action="store_true",
                         help="instead: the adapter's cost over the direct calls only, on "
                              "a tiny layer (its fixed cost per call) and on the cases")
+    parser.add_argument("--stubbed", action="store_true",
+                        help="with --overhead: cupyconv's convolutions replaced by stubs "
+                             "that return a copy of their result (the cost around them)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: the process's CPU time (time.process_time), for a "
                              "machine shared with other work (CPU runs only)")
@@ -239,7 +265,10 @@ def main(argv=None):
             "(peer / cupyconv.torch) |")
     with threadpool_limits(args.threads), cupyconv.config.cpu_threads_limit(args.threads):
         if args.overhead:
-            return _overhead(args, clock)
+            if not args.stubbed:
+                return _overhead(args, clock)
+            with _stubbed():
+                return _overhead(args, clock)
         print(head)
         print("|" + "---|" * 7)
         for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
@@ -254,6 +283,38 @@ def main(argv=None):
                   f"{(ours / direct - 1) * 100:+.1f}% / {(best - 1) * 100:+.1f}% | {peers} |",
                   flush=True)
     return 0
+
+
+#: The ``cupyconv`` functions that ``--stubbed`` replaces.
+STUBBED = ("conv", "conv_grad_input", "conv_grad_weight", "conv_grad_bias")
+
+
+def _stub(fn):
+    """``fn`` computing each distinct call (operand shapes and dtypes, other arguments)
+    once, then returning a copy of that result."""
+    seen = {}
+
+    def stub(*args, **kwargs):
+        key = (tuple((a.shape, a.dtype) if hasattr(a, "dtype") else a for a in args),
+               tuple(sorted(kwargs.items())))
+        hit = seen.get(key)
+        if hit is None:
+            hit = seen[key] = fn(*args, **kwargs)
+        return hit.copy()
+    return stub
+
+
+@contextlib.contextmanager
+def _stubbed():
+    """The functions of :data:`STUBBED` replaced by :func:`_stub` in ``cupyconv``."""
+    real = {name: getattr(cupyconv, name) for name in STUBBED}
+    try:
+        for name, fn in real.items():
+            setattr(cupyconv, name, _stub(fn))
+        yield
+    finally:
+        for name, fn in real.items():
+            setattr(cupyconv, name, fn)
 
 
 def _overhead(args, clock):

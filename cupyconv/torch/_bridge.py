@@ -12,7 +12,7 @@ import contextlib
 import numpy as np
 import torch
 
-__all__ = ["SUPPORTED", "check_tensors", "device_of", "call"]
+__all__ = ["SUPPORTED", "check_tensors", "device_of", "call", "call_checked"]
 
 #: The dtypes the adapter accepts (those of ``torch.nn.functional.conv3d``'s real path).
 SUPPORTED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -75,11 +75,22 @@ def _numpy_view(t):
 
 
 def _from_numpy(a):
-    if not a.flags.writeable or (not a.flags.c_contiguous and min(a.strides, default=0) < 0):
+    """``a`` as a contiguous tensor: its memory where torch can take it."""
+    flags = a.flags
+    if flags.c_contiguous and flags.writeable and a.dtype.kind != "V":
+        return torch.from_numpy(a)             # the common case, checked first
+    if not flags.writeable or (not flags.c_contiguous and min(a.strides, default=0) < 0):
         a = a.copy()               # torch.from_numpy takes writable, positive strides
     if a.dtype.kind == "V":        # ml_dtypes' bfloat16: torch has no NumPy twin
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
+        out = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    else:
+        out = torch.from_numpy(a)
+    return out if out.is_contiguous() else out.contiguous()
+
+
+def _from_dlpack(a):
+    out = torch.from_dlpack(a)
+    return out if out.is_contiguous() else out.contiguous()
 
 
 @contextlib.contextmanager
@@ -127,17 +138,24 @@ def call(fn, tensors, *args, **kwargs):
     ``None`` passes through.  A result is contiguous (the operators promise torch
     contiguous outputs); a non-contiguous one is copied once.
     """
-    device = device_of(tensors)
-    if device.type == "cpu":
+    device_of(tensors)
+    return call_checked(fn, tensors, *args, **kwargs)
+
+
+def call_checked(fn, tensors, *args, **kwargs):
+    """:func:`call` for operands :func:`device_of` has accepted (``tensors[0]`` a
+    tensor): the same views, call and results, without checking them again."""
+    first = tensors[0]
+    if first.is_cpu:
         return _tensors(fn(*[None if t is None else _numpy_view(t) for t in tensors],
                            *args, **kwargs), _from_numpy)
-    with _cuda_stream(device) as cupy:
+    with _cuda_stream(first.device) as cupy:    # results wrapped on torch's stream too
         return _tensors(fn(*[None if t is None else cupy.from_dlpack(t.detach())
-                             for t in tensors], *args, **kwargs), torch.from_dlpack)
+                             for t in tensors], *args, **kwargs), _from_dlpack)
 
 
 def _tensors(out, wrap):
+    """``wrap`` of an array result, or of each of a tuple of them (``None`` kept)."""
     if type(out) is tuple:
-        return tuple(None if a is None else _tensors(a, wrap) for a in out)
-    out = wrap(out)
-    return out if out.is_contiguous() else out.contiguous()
+        return tuple([None if a is None else wrap(a) for a in out])
+    return wrap(out)

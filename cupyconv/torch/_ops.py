@@ -29,9 +29,16 @@ Python autograd wrapper re-binds every argument against the schema on each call:
 layers); with gradients off (a backward pass without ``create_graph``, ``torch.no_grad``)
 it calls the implementation alone.  Everywhere else (FakeTensor, meta tensors, ``torch.compile``,
 ``torch.library.opcheck``, modes) the registered operator runs.  A backward of ``conv``
-with gradients off in plain eager mode calls the three ``cupyconv`` gradients itself, on
-one array view of each tensor (:func:`_conv_gradients`): the same calls the operators'
-implementations make.
+or ``conv_transpose`` (and of the gradient operators ``grad_input`` and ``grad_weight``: a
+double backward's second pass) with gradients off in plain eager mode calls the
+``cupyconv`` functions itself, on one array view of each tensor (:func:`_conv_gradients`,
+:func:`_transpose_gradients`): the same calls the operators' implementations make.
+
+:func:`call` is how :mod:`cupyconv.torch.functional` calls ``conv`` and
+``conv_transpose``: with a plan of the geometry made once per distinct call
+(:func:`conv_plan`: the operator's arguments, what its backward reads, ``cupyconv``'s
+keywords) and operands already checked, a plain eager call runs a twin that takes the
+plan as it is (no argument lists rebuilt, no keywords remade, no second check).
 """
 from __future__ import annotations
 
@@ -49,7 +56,7 @@ from cupyconv.core.transpose import conv_transpose_geometry
 from . import _bridge
 
 __all__ = ["conv", "conv_transpose", "grad_input", "grad_weight", "grad_bias", "run",
-           "modes_or_transforms"]
+           "modes_or_transforms", "plain_eager", "conv_plan", "transpose_plan", "call"]
 
 
 def _pairs(padding):
@@ -93,14 +100,21 @@ def _geometry(stride, padding, dilation, groups, padding_mode, channels_last):
 
 # --- conv -----------------------------------------------------------------------------
 
+def _conv_keywords(stride, padding, dilation, groups, padding_mode, cval, channels_last):
+    """``cupyconv.conv``'s keywords for the operator's geometry (:func:`_geometry`, and
+    ``cval`` where not 0)."""
+    geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
+    if cval:
+        geo["cval"] = cval
+    return geo
+
+
 def _conv_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[int],
                padding: list[int], dilation: list[int], groups: int, padding_mode: str,
                cval: float, channels_last: bool) -> Tensor:
     """``cupyconv.conv`` on tensors (normalised geometry; see the module docstring)."""
-    geo = _geometry(stride, padding, dilation, groups, padding_mode, channels_last)
-    if cval:
-        geo["cval"] = cval
-    return _bridge.call(cupyconv.conv, (x, w, bias), **geo)
+    return _bridge.call(cupyconv.conv, (x, w, bias), **_conv_keywords(
+        stride, padding, dilation, groups, padding_mode, cval, channels_last))
 
 
 conv = torch.library.custom_op("cupyconv::conv", _conv_impl, mutates_args=())
@@ -158,7 +172,7 @@ def _conv_gradients(dy, x, w, need, geo, cval):
 def _conv_backward(ctx, dy):
     x, w = ctx.saved_tensors
     need = ctx.needs_input_grad
-    if not torch.is_grad_enabled() and _plain_eager((dy, x, w)):
+    if not torch.is_grad_enabled() and plain_eager((dy, x, w)):
         return _conv_gradients(dy, x, w, need, ctx.geo, ctx.cval) + (None,) * 7
     dx = _grad_input(dy, w, x.shape, ctx.geo) if need[0] else None
     dw = _grad_weight(x, dy, w.shape, ctx.geo, ctx.cval) if need[1] else None
@@ -196,6 +210,13 @@ def _(dy, w, input_shape, stride, padding, dilation, groups, padding_mode, chann
 def _grad_input_backward(ctx, g):
     dy, w = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and plain_eager((g, dy, w)):
+        kw = _geometry(*ctx.geo)
+
+        def gradients(ga, dya, wa):        # one pass, as _conv and _grad_weight compute
+            return (cupyconv.conv(ga, wa, **kw) if need[0] else None,
+                    cupyconv.conv_grad_weight(ga, dya, wa.shape, **kw) if need[1] else None)
+        return _bridge.call(gradients, (g, dy, w)) + (None,) * 7
     ddy = _conv(g, w, ctx.geo) if need[0] else None
     dw = _grad_weight(g, dy, w.shape, ctx.geo) if need[1] else None
     return (ddy, dw) + (None,) * 7
@@ -235,6 +256,14 @@ def _(x, dy, weight_shape, stride, padding, dilation, groups, padding_mode, cval
 def _grad_weight_backward(ctx, g):
     x, dy = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and plain_eager((g, x, dy)):
+        kw = _geometry(*ctx.geo)
+        conv_kw = _conv_keywords(*ctx.geo[:5], ctx.cval, ctx.geo[5])
+
+        def gradients(ga, xa, dya):        # one pass, as _grad_input and _conv compute
+            return (cupyconv.conv_grad_input(dya, ga, xa.shape, **kw) if need[0] else None,
+                    cupyconv.conv(xa, ga, **conv_kw) if need[1] else None)
+        return _bridge.call(gradients, (g, x, dy)) + (None,) * 8
     dx = _grad_input(dy, g, x.shape, ctx.geo) if need[0] else None
     ddy = _conv(x, g, ctx.geo, ctx.cval) if need[1] else None
     return (dx, ddy) + (None,) * 8
@@ -281,13 +310,18 @@ grad_bias.register_autograd(_grad_bias_backward, setup_context=_grad_bias_setup)
 
 # --- conv_transpose -------------------------------------------------------------------
 
+def _transpose_keywords(stride, padding, output_padding, dilation, groups, channels_last):
+    """``cupyconv.conv_transpose``'s keywords for the operator's geometry."""
+    return dict(_geometry(stride, padding, dilation, groups, "constant", channels_last),
+                output_padding=tuple(output_padding))
+
+
 def _transpose_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: list[int],
                     padding: list[int], output_padding: list[int], dilation: list[int],
                     groups: int, channels_last: bool) -> Tensor:
     """``cupyconv.conv_transpose`` on tensors."""
-    geo = _geometry(stride, padding, dilation, groups, "constant", channels_last)
-    return _bridge.call(cupyconv.conv_transpose, (x, w, bias),
-                        output_padding=tuple(output_padding), **geo)
+    return _bridge.call(cupyconv.conv_transpose, (x, w, bias), **_transpose_keywords(
+        stride, padding, output_padding, dilation, groups, channels_last))
 
 
 conv_transpose = torch.library.custom_op("cupyconv::conv_transpose", _transpose_impl,
@@ -311,32 +345,70 @@ def _transpose_setup(ctx, inputs, output):
 
 
 def _edges(x, sizes, cl):
-    """``x`` cut (``sizes`` smaller) or zero-padded (larger) at the end of each spatial axis."""
+    """``x`` (a tensor or an array) cut (``sizes`` smaller) or zero-padded (larger) at
+    the end of each spatial axis."""
     first = 1 if cl else 2
+    cut = [slice(None)] * len(x.shape)
     for i, n in enumerate(sizes):
         if x.shape[first + i] > n:
-            x = x.narrow(first + i, 0, n)
+            cut[first + i] = slice(0, n)
+    if any(c.stop is not None for c in cut):
+        x = x[tuple(cut)]
     extra = [n - x.shape[first + i] for i, n in enumerate(sizes)]
-    if any(extra):
-        widths = [0, 0] if cl else []
-        for e in reversed(extra):
-            widths += [0, e]
-        x = torch.nn.functional.pad(x, widths)
-    return x
+    if not any(extra):
+        return x
+    if not isinstance(x, Tensor):
+        widths = [(0, 0)] * len(x.shape)
+        widths[first:first + len(extra)] = [(0, e) for e in extra]
+        return np.pad(x, widths)
+    widths = [0, 0] if cl else []
+    for e in reversed(extra):
+        widths += [0, e]
+    return torch.nn.functional.pad(x, widths)
+
+
+def _conv_sizes(dy_shape, w_shape, geo):
+    """The output sizes of the convolution that ``conv_transpose`` (geometry ``geo``)
+    transposes, on an input of ``dy_shape``: its gradient's rows reach past ``x``'s end
+    when ``output_padding >= stride``."""
+    stride, padding, dilation, _, _, cl = geo
+    return output_shape(_spatial(dy_shape, cl), _spatial(w_shape, cl), _pairs(padding),
+                        stride, dilation)
+
+
+def _transpose_gradients(dy, x, w, need, geo):
+    """The gradients of ``conv_transpose`` that ``need`` asks for, as its backward's
+    operators compute them, in one pass over the bridge (a backward pass that records no
+    graph; as :func:`_conv_gradients` for ``conv``)."""
+    kw = _geometry(*geo)
+    cl = geo[5]
+
+    def gradients(dya, xa, wa):
+        dx = dw = db = None
+        if need[0]:
+            dx = _edges(cupyconv.conv(dya, wa, **kw), _spatial(xa.shape, cl), cl)
+        if need[1]:
+            dw = cupyconv.conv_grad_weight(
+                dya, _edges(xa, _conv_sizes(dya.shape, wa.shape, geo), cl), wa.shape, **kw)
+        if need[2]:
+            db = cupyconv.conv_grad_bias(
+                dya, layout="channels_last" if cl else "channels_first")
+        return dx, dw, db
+    return _bridge.call(gradients, (dy, x, w))
 
 
 def _transpose_backward(ctx, dy):
     x, w = ctx.saved_tensors
-    stride, padding, dilation, _, _, cl = ctx.geo
+    cl = ctx.geo[5]
     need = ctx.needs_input_grad
+    if not torch.is_grad_enabled() and plain_eager((dy, x, w)):
+        return _transpose_gradients(dy, x, w, need, ctx.geo) + (None,) * 6
     dx = dw = db = None
     if need[0]:
         dx = _edges(_conv(dy, w, ctx.geo), _spatial(x.shape, cl), cl)
     if need[1]:
-        # dy has room for the forward conv's outputs past x's end (output_padding >= stride)
-        n_out = output_shape(_spatial(dy.shape, cl), _spatial(w.shape, cl), _pairs(padding),
-                             stride, dilation)
-        dw = _grad_weight(dy, _edges(x, n_out, cl), w.shape, ctx.geo)
+        dw = _grad_weight(dy, _edges(x, _conv_sizes(dy.shape, w.shape, ctx.geo), cl),
+                          w.shape, ctx.geo)
     if need[2]:
         db = run(grad_bias, dy, cl)
     return (dx, dw, db) + (None,) * 6
@@ -367,7 +439,7 @@ def modes_or_transforms():
     return _DISPATCH_MODES() > 0 or _FUNCTORCH_LEVEL() is not None
 
 
-def _plain_eager(args):
+def plain_eager(args):
     """Whether a call with ``args`` may run the operator's twin (the module docstring):
     not traced by ``torch.compile``, every tensor a plain CPU or CUDA ``Tensor`` or
     ``Parameter`` with no ``__torch_function__`` override or mode, no dispatch mode and
@@ -410,10 +482,70 @@ _TWINS = {
 
 def run(op, *args):
     """``op(*args)`` for one of this module's operators: in plain eager mode
-    (:func:`_plain_eager`) its autograd-function twin, or with gradients off (a backward
+    (:func:`plain_eager`) its autograd-function twin, or with gradients off (a backward
     pass without ``create_graph``, ``torch.no_grad``) its implementation alone; else the
     registered operator."""
-    if not _plain_eager(args):
+    if not plain_eager(args):
         return op(*args)
     twin = _TWINS[op]
     return twin.apply(*args) if torch.is_grad_enabled() else twin.impl(*args)
+
+
+# --- the functions' calls -------------------------------------------------------------
+
+def conv_plan(stride, padding, dilation, groups, padding_mode, cval, channels_last):
+    """``(arguments, geo, cval, keywords)`` of a ``conv`` call with this normalised
+    geometry, made once per distinct call (:mod:`cupyconv.torch.functional` remembers
+    it): the operator's arguments after the tensors, the ``ctx.geo`` and ``ctx.cval``
+    its backward reads (as :func:`_setup` saves them) and ``cupyconv.conv``'s keywords
+    (as :func:`_conv_impl` makes them)."""
+    args = (list(stride), list(padding), list(dilation), groups, padding_mode, cval,
+            channels_last)
+    return args, (*args[:5], channels_last), cval, _conv_keywords(*args)
+
+
+def transpose_plan(stride, padding, output_padding, dilation, groups, channels_last):
+    """:func:`conv_plan` for ``conv_transpose`` (``cval`` 0; ``ctx.geo`` as
+    :func:`_transpose_setup` saves it)."""
+    args = (list(stride), list(padding), list(output_padding), list(dilation), groups,
+            channels_last)
+    return (args, (args[0], args[1], args[3], groups, "constant", channels_last), 0.0,
+            _transpose_keywords(*args))
+
+
+def _planned(name, function, backward):
+    """The :class:`torch.autograd.Function` of a plain eager call of ``conv`` or
+    ``conv_transpose`` with a plan (:func:`conv_plan`): the operator's twin
+    (:func:`_twin`) with its geometry prepared once, ``cupyconv.<function>`` called on
+    operands already checked, and the operator's backward (whose trailing ``None``
+    gradients are those of the geometry arguments)."""
+    def forward(ctx, x, w, bias, plan):
+        ctx.geo, ctx.cval = plan[1], plan[2]
+        ctx.save_for_backward(x, w)
+        return _bridge.call_checked(getattr(cupyconv, function), (x, w, bias), **plan[3])
+
+    def planned_backward(ctx, dy):
+        return backward(ctx, dy)[:4]
+    return type(name, (torch.autograd.Function,), {
+        "__doc__": f"``cupyconv.{function}`` with the autograd formula of its operator.",
+        "forward": staticmethod(forward), "backward": staticmethod(planned_backward)})
+
+
+_PLANNED = {
+    conv: ("conv", _planned("PlannedConv", "conv", _conv_backward)),
+    conv_transpose: ("conv_transpose", _planned("PlannedConvTranspose", "conv_transpose",
+                                                _transpose_backward)),
+}
+
+
+def call(op, plain, x, w, bias, plan):
+    """``op`` (:data:`conv` or :data:`conv_transpose`) on operands that
+    ``_bridge.device_of`` accepted, with the ``plan`` of its geometry: when ``plain``
+    (:func:`plain_eager` of the operands) its planned autograd function, or with
+    gradients off the ``cupyconv`` call alone; else the registered operator."""
+    if not plain:
+        return op(x, w, bias, *plan[0])
+    function, planned = _PLANNED[op]
+    if torch.is_grad_enabled():
+        return planned.apply(x, w, bias, plan)
+    return _bridge.call_checked(getattr(cupyconv, function), (x, w, bias), **plan[3])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from cupyconv._lru import LRU
+from cupyconv._lru import LRU, clears
 from cupyconv._vocabulary import MAX_RANK
 from cupyconv.core.args import normalize_transpose_padding
 from cupyconv.core import args
@@ -67,8 +67,8 @@ def _spatial(shape, cl):
 
 def _conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_mode, cval,
                    layout):
-    """``(unbatched, geometry)``: ``geometry`` the arguments of ``torch.ops.cupyconv.conv``
-    after the tensors (sequences as tuples)."""
+    """``(unbatched, plan)``: ``plan`` the geometry of ``torch.ops.cupyconv.conv``
+    prepared for its calls (:func:`cupyconv.torch._ops.conv_plan`)."""
     unbatched, x_shape, cl, stride, dilation, groups = _shapes(
         x_shape, w_shape, stride, dilation, groups, layout, "(C_out, C_in/groups, *K)")
     pads = args.normalize_padding(padding, len(stride), _spatial(x_shape, cl),
@@ -76,24 +76,41 @@ def _conv_geometry(x_shape, w_shape, stride, padding, dilation, groups, padding_
     mode = args.normalize_padding_mode(padding_mode)
     if isinstance(cval, bool) or not isinstance(cval, (int, float)):
         raise TypeError(f"cval must be a real number; got {cval!r}")
-    return unbatched, (stride, _flat(pads), dilation, groups, mode, float(cval), cl)
+    return unbatched, _ops.conv_plan(stride, _flat(pads), dilation, groups, mode,
+                                     float(cval), cl)
 
 
 def _transpose_geometry(x_shape, w_shape, stride, padding, output_padding, dilation, groups,
                         layout):
-    """``(unbatched, geometry)`` of ``torch.ops.cupyconv.conv_transpose``."""
+    """``(unbatched, plan)`` of ``torch.ops.cupyconv.conv_transpose``
+    (:func:`cupyconv.torch._ops.transpose_plan`)."""
     unbatched, x_shape, cl, stride, dilation, groups = _shapes(
         x_shape, w_shape, stride, dilation, groups, layout, "(C_in, C_out/groups, *K)")
     pads, out_pad = normalize_transpose_padding(padding, output_padding,
                                                  _spatial(x_shape, cl), _spatial(w_shape, cl),
                                                  stride, dilation)
-    return unbatched, (stride, _flat(pads), tuple(out_pad), dilation, groups, cl)
+    return unbatched, _ops.transpose_plan(stride, _flat(pads), out_pad, dilation, groups, cl)
 
 
 #: ``(function, its arguments, their types) -> its result`` of the two functions above:
 #: a layer calls with the same arguments and shapes every time (emptied by
 #: ``cupyconv.clear_caches``).
 _NORMALISED = LRU(256)
+
+#: ``(function, x shape, w shape, the other arguments' ids) -> (those arguments, the
+#: result)``: the calls of :data:`_NORMALISED` whose other arguments are all immutable
+#: (numbers, strings, tuples of them), found again by identity when a caller passes the
+#: same objects (a layer its own attributes, a call site its literals), without the
+#: typed key.  It holds the arguments, so no other object takes their ids.
+_BY_IDENTITY = {}
+
+#: The types of an immutable argument (a tuple's elements too) for :data:`_BY_IDENTITY`.
+_IMMUTABLE = frozenset((int, float, str, bool, type(None)))
+
+
+@clears
+def _clear_by_identity():
+    _BY_IDENTITY.clear()
 
 
 def _kinds(value):
@@ -102,12 +119,25 @@ def _kinds(value):
     return tuple(map(_kinds, value)) if type(value) is tuple else type(value)
 
 
-def _normalised(fn, *arguments):
-    """``fn(*arguments)``, remembered in :data:`_NORMALISED` when the arguments are
-    hashable (not while ``torch.compile`` traces or a dispatch mode runs: the shapes may
-    be symbolic); errors are raised every time."""
-    if torch.compiler.is_compiling() or _ops.modes_or_transforms():
-        return fn(*arguments)
+def _immutable(value):
+    if type(value) is tuple:
+        return all(map(_immutable, value))
+    return type(value) in _IMMUTABLE
+
+
+def _normalised(plain, fn, x_shape, w_shape, *geometry):
+    """``fn(x_shape, w_shape, *geometry)``, remembered in :data:`_NORMALISED` when the
+    arguments are hashable and the call is ``plain``
+    (:func:`cupyconv.torch._ops.plain_eager`: not while ``torch.compile`` traces or a
+    mode runs, where shapes may be symbolic), and in :data:`_BY_IDENTITY` when
+    ``geometry`` is immutable; errors are raised every time."""
+    if not plain:
+        return fn(x_shape, w_shape, *geometry)
+    ids = (fn, x_shape, w_shape, *map(id, geometry))
+    hit = _BY_IDENTITY.get(ids)
+    if hit is not None:            # the same immutable objects: the same values and types
+        return hit[1]
+    arguments = (x_shape, w_shape, *geometry)
     try:
         key = (fn, arguments, _kinds(arguments))
         hit = _NORMALISED.get(key)
@@ -116,6 +146,10 @@ def _normalised(fn, *arguments):
     if hit is None:
         hit = fn(*arguments)
         _NORMALISED.put(key, hit)
+    if all(map(_immutable, geometry)):
+        if len(_BY_IDENTITY) >= 256:
+            _BY_IDENTITY.clear()
+        _BY_IDENTITY[ids] = (geometry, hit)
     return hit
 
 
@@ -161,11 +195,11 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         Bad geometry, as :func:`cupyconv.conv`.
     """
     x, w, bias = _checked(x, w, bias)
-    unbatched, (stride, pads, dilation, *rest) = _normalised(
-        _conv_geometry, x.shape, w.shape, stride, padding, dilation, groups, padding_mode,
-        cval, layout)
-    y = _ops.run(_ops.conv, x.unsqueeze(0) if unbatched else x, w, bias, list(stride),
-                 list(pads), list(dilation), *rest)
+    plain = _ops.plain_eager((x, w, bias))
+    unbatched, plan = _normalised(
+        plain, _conv_geometry, x.shape, w.shape, stride, padding, dilation, groups,
+        padding_mode, cval, layout)
+    y = _ops.call(_ops.conv, plain, x.unsqueeze(0) if unbatched else x, w, bias, plan)
     return y[0] if unbatched else y
 
 
@@ -192,9 +226,10 @@ def conv_transpose(x, w, bias=None, *, stride=1, padding=0, output_padding=0, di
         output_padding_i + 1``; differentiable twice, as :func:`conv`.
     """
     x, w, bias = _checked(x, w, bias)
-    unbatched, (stride, pads, out_pad, dilation, groups, cl) = _normalised(
-        _transpose_geometry, x.shape, w.shape, stride, padding, output_padding, dilation,
-        groups, layout)
-    y = _ops.run(_ops.conv_transpose, x.unsqueeze(0) if unbatched else x, w, bias,
-                 list(stride), list(pads), list(out_pad), list(dilation), groups, cl)
+    plain = _ops.plain_eager((x, w, bias))
+    unbatched, plan = _normalised(
+        plain, _transpose_geometry, x.shape, w.shape, stride, padding, output_padding,
+        dilation, groups, layout)
+    y = _ops.call(_ops.conv_transpose, plain, x.unsqueeze(0) if unbatched else x, w, bias,
+                  plan)
     return y[0] if unbatched else y

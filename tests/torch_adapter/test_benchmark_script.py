@@ -1,5 +1,6 @@
 """benchmarks/torch_layers.py runs: every implementation it times computes the same
-layer (outputs and gradients), and one measured row has a time per implementation."""
+layer (outputs and gradients, from one grad_output), and one measured row has a time per
+implementation."""
 from __future__ import annotations
 
 import pytest
@@ -11,25 +12,43 @@ from benchmarks import torch_layers  # noqa: E402
 TINY = ("4-D 4^4, 2->2, k3", 1, 2, 2, (4,) * 4, 3, 1, 1)
 
 
-def test_implementations_compute_the_same_layer():
+def _operands():
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 2, 5, 4, 5, generator=gen, dtype=torch.float64)
-    w = torch.randn(3, 2, 3, 2, 3, generator=gen, dtype=torch.float64)
-    b = torch.randn(3, generator=gen, dtype=torch.float64)
+    x, w, b = (torch.randn(s, generator=gen, dtype=torch.float64, requires_grad=True)
+               for s in ((1, 2, 5, 4, 5), (3, 2, 3, 2, 3), (3,)))
+    dy = torch.randn(1, 3, 3, 3, 3, generator=gen, dtype=torch.float64)
+    return x, w, b, dy
+
+
+def _tensors(results):
+    """The results of one implementation (tensors or NumPy arrays) as detached tensors."""
+    return [t.detach().clone() if isinstance(t, torch.Tensor) else torch.from_numpy(t)
+            for t in results]
+
+
+def _assert_same(got, ref, name):
+    for a, r in zip(got, ref, strict=True):
+        # float64 sums of at most 3*27*(3*2*3) products: 1e-10 is far above rounding
+        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_implementations_compute_the_same_layer():
+    # every row, the least autograd wrapper included, computes the output and the three
+    # gradients nn.Conv3d computes for the same grad_output; without one, the output
+    x, w, b, dy = _operands()
     impls = torch_layers.implementations(3, 2, 1)
     assert {"cupyconv.torch", "cupyconv direct", "nn.Conv3d"} <= set(impls)
+    impls["least autograd"] = torch_layers._least_autograd(dict(stride=2, padding=1))
     seen = {}
     for name, fn in impls.items():
-        if name == "cupyconv direct":         # works on arrays; no tensor gradients
-            continue
-        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
-        fn(xs, ws, bs, True)
-        seen[name] = (xs.grad, ws.grad, bs.grad)
+        operands = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+        seen[name] = _tensors(fn(*operands, dy))
+        assert len(seen[name]) == 4, name
+        forward = _tensors(fn(*operands, None))
+        _assert_same(forward, seen[name][:1], name)
     ref = seen.pop("nn.Conv3d")
     for name, got in seen.items():
-        for a, r in zip(got, ref):
-            # float64 sums of at most 2*27*(3*2*3) products: 1e-10 is far above rounding
-            torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-10, msg=name)
+        _assert_same(got, ref, name)
 
 
 def test_measure_gives_a_time_per_implementation():
@@ -38,17 +57,33 @@ def test_measure_gives_a_time_per_implementation():
     assert all(t > 0 for t in times.values()) and best > 0
 
 
-def test_least_autograd_wrapper_computes_the_layer():
-    gen = torch.Generator().manual_seed(0)
-    x, w, b = (torch.randn(s, generator=gen, dtype=torch.float64, requires_grad=True)
-               for s in ((1, 2, 5, 4, 5), (3, 2, 3, 2, 3), (3,)))
-    torch_layers._least_autograd(dict(stride=2, padding=1))(x, w, b, True)
-    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
-    torch.nn.functional.conv3d(xs, ws, bs, stride=2, padding=1).sum().backward()
-    for a, r in zip((x.grad, w.grad, b.grad), (xs.grad, ws.grad, bs.grad)):
-        # float64 sums of at most 2*27*(3*2*3) products: 1e-10 is far above rounding
-        torch.testing.assert_close(a, r, rtol=1e-10, atol=1e-10)
-    times, _ = torch_layers.measure(TINY, "cpu", 1, True, torch.float64,
+def test_measure_times_the_least_autograd_wrapper():
+    times, _ = torch_layers.measure(TINY, "cpu", 1, True, torch.float64, repeat=2,
                                     only=("cupyconv.torch", "cupyconv direct",
                                           "least autograd"))
     assert set(times) == {"cupyconv.torch", "cupyconv direct", "least autograd"}
+
+
+def test_stubbed_overhead_table_restores_cupyconv(capsys):
+    import cupyconv
+    real = {name: getattr(cupyconv, name) for name in torch_layers.STUBBED}
+    assert torch_layers.main(["--overhead", "--stubbed", "--rounds", "1", "--cases",
+                              "no case", "--dtype", "float64"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(f"| {torch_layers.TINY[0]} |")]
+    assert len(rows) == 2                              # fwd, fwd+bwd
+    assert {name: getattr(cupyconv, name) for name in torch_layers.STUBBED} == real
+
+
+def test_stub_returns_a_fresh_copy_of_the_real_result():
+    calls = []
+
+    def real(a, shape, *, k):
+        calls.append(1)
+        return torch.full(shape, float(k)).numpy() + a
+    stub = torch_layers._stub(real)
+    a = torch.ones(2).numpy()
+    first, again = stub(a, (2,), k=3), stub(a, (2,), k=3)
+    assert len(calls) == 1 and first is not again and (first == again).all()
+    stub(a, (2,), k=4)
+    assert len(calls) == 2

@@ -39,15 +39,15 @@ CASES = [
 
 def _run(fn, xs, ws, kw, dtype):
     """The output, the first gradients and the gradients of their squared sum (double
-    backward) of ``fn`` on seeded operands."""
+    backward, the grad_output's included) of ``fn`` on seeded operands."""
     gen = torch.Generator().manual_seed(0)
     x, w = (torch.randn(s, generator=gen, dtype=dtype, requires_grad=True) for s in (xs, ws))
     c_out = ws[0] if fn is ct.conv else ws[1] * kw.get("groups", 1)
     b = torch.randn(c_out, generator=gen, dtype=dtype, requires_grad=True)
     y = fn(x, w, b, **kw)
-    dy = torch.randn(y.shape, generator=gen, dtype=dtype)
+    dy = torch.randn(y.shape, generator=gen, dtype=dtype, requires_grad=True)
     first = torch.autograd.grad(y, (x, w, b), dy, create_graph=True)
-    second = torch.autograd.grad(sum((g * g).sum() for g in first), (x, w, b),
+    second = torch.autograd.grad(sum((g * g).sum() for g in first), (x, w, b, dy),
                                  allow_unused=True)
     return [y, *first, *second]
 
@@ -65,28 +65,50 @@ def test_eager_and_operator_paths_agree(fn, xs, ws, kw, ops, dtype):
             assert torch.equal(a, b)
 
 
-#: (x shape, w shape, keywords, which of x, w, bias require gradients)
+#: (function, x shape, w shape, keywords, which of x, w, bias require gradients)
 PLAIN_BACKWARD = [
-    ((2, 2, 5, 4), (3, 2, 3, 2), dict(padding=1, stride=(2, 1)), (True, True, True)),
-    ((1, 4, 3, 5), (2, 2, 2, 2), dict(padding=1, cval=1.5, groups=2), (False, True, True)),
-    ((1, 5, 4, 3), (3, 2, 2, 3), dict(padding=1, padding_mode="reflect",
-                                      layout="channels_last"), (True, False, True)),
-    ((2, 2, 6), (3, 2, 3), dict(dilation=2), (True, True, False)),
+    (ct.conv, (2, 2, 5, 4), (3, 2, 3, 2), dict(padding=1, stride=(2, 1)),
+     (True, True, True)),
+    (ct.conv, (1, 4, 3, 5), (2, 2, 2, 2), dict(padding=1, cval=1.5, groups=2),
+     (False, True, True)),
+    (ct.conv, (1, 5, 4, 3), (3, 2, 2, 3), dict(padding=1, padding_mode="reflect",
+                                               layout="channels_last"), (True, False, True)),
+    (ct.conv, (2, 2, 6), (3, 2, 3), dict(dilation=2), (True, True, False)),
+    # conv_transpose: output_padding >= stride gives the weight gradient rows past x's
+    # end (x zero-padded); padding cuts the input gradient's rows
+    (ct.conv_transpose, (1, 2, 3, 4), (2, 3, 2, 3), dict(stride=2, output_padding=1),
+     (True, True, True)),
+    (ct.conv_transpose, (2, 2, 4, 3), (2, 3, 3, 2), dict(stride=(1, 2), padding=1,
+                                                         output_padding=(0, 1)),
+     (True, False, True)),
+    (ct.conv_transpose, (1, 4, 3, 2), (4, 3, 3, 1), dict(stride=3, output_padding=2,
+                                                         dilation=(1, 2), groups=2),
+     (False, True, False)),
+    (ct.conv_transpose, (1, 3, 4, 2), (2, 2, 3, 2), dict(stride=2, padding=(1, 0),
+                                                         output_padding=1,
+                                                         layout="channels_last"),
+     (True, True, True)),
 ]
 
 
+def _bias_size(fn, ws, kw):
+    if fn is ct.conv:
+        return ws[0]
+    return (ws[-1] if kw.get("layout") == "channels_last" else ws[1]) * kw.get("groups", 1)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("xs,ws,kw,needs", PLAIN_BACKWARD)
-def test_backward_without_graph_matches_the_operators(xs, ws, kw, needs, dtype):
+@pytest.mark.parametrize("fn,xs,ws,kw,needs", PLAIN_BACKWARD)
+def test_backward_without_graph_matches_the_operators(fn, xs, ws, kw, needs, dtype):
     # a backward pass that records no graph computes the gradients in one pass over the
     # arrays; they are bitwise those of the registered operators (a mode sees those)
     def grads():
         gen = torch.Generator().manual_seed(1)
         x, w = (torch.randn(s, generator=gen, dtype=dtype) for s in (xs, ws))
-        b = torch.randn(ws[0], generator=gen, dtype=dtype)
+        b = torch.randn(_bias_size(fn, ws, kw), generator=gen, dtype=dtype)
         for t, need in zip((x, w, b), needs):
             t.requires_grad_(need)
-        y = ct.conv(x, w, b, **kw)
+        y = fn(x, w, b, **kw)
         y.backward(torch.randn(y.shape, generator=gen, dtype=dtype))
         return [t.grad for t in (x, w, b)]
     plain = grads()

@@ -173,6 +173,29 @@ def test_every_call_checks_its_own_arguments(name, valid, refused):
         ct.conv_transpose(x, w.transpose(0, 1), stride=2, output_padding=True)
 
 
+def test_repeated_argument_objects_follow_their_values_and_shapes():
+    # the same argument objects again (a layer's attributes, a literal) reuse the
+    # normalised geometry: for each input shape, and never for a list changed in place
+    # or an attribute given a new value
+    w = torch.randn(3, 2, 3, 3, dtype=torch.float64)
+    pads, twos, stride = (1, 1), (2, 2), [1, 1]
+    for size in (5, 8, 5):
+        x = torch.randn(1, 2, size, size + 2, dtype=torch.float64)
+        # float64 sums of 18 products: the two engines' orders differ by a few ulps
+        torch.testing.assert_close(ct.conv(x, w, padding=pads),
+                                   F.conv2d(x, w, padding=pads), rtol=1e-12, atol=1e-12)
+        # "same" with a stride: the padding depends on the input size
+        assert torch.equal(ct.conv(x, w, padding="same", stride=twos),
+                           ct.conv(x, w, padding="same", stride=tuple([2, 2])))
+    assert ct.conv(x, w, stride=stride).shape == (1, 3, 3, 5)
+    stride[0] = 2
+    assert ct.conv(x, w, stride=stride).shape == (1, 3, 2, 5)
+    layer = ct.ConvNd(2, 3, (3, 3), padding=1, dtype=torch.float64)
+    assert layer(x).shape == (1, 3, 5, 7)
+    layer.padding = (0, 0)
+    assert layer(x).shape == (1, 3, 3, 5)
+
+
 @pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")   # torch's
 @pytest.mark.parametrize("size", [5, 6, 7])
 def test_same_padding_follows_each_input_size(size):

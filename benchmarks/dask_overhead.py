@@ -25,8 +25,9 @@ import sys
 
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __package__ in (None, ""):    # run as a script: this checkout, after PYTHONPATH's entries
+    sys.path.insert(1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.timing import time_cpu  # noqa: E402
 

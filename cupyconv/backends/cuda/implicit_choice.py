@@ -313,12 +313,12 @@ def as_priced(problem, cfg, operands):
 
 
 def under_limit(problem, cfg, device, workspace_limit):
-    """The record the launcher builds under ``workspace_limit`` for operands as the priced
-    record ``cfg`` assumes them (:func:`as_priced`): ``cfg`` where its split-K's
-    workspaces fit, else :func:`choose_kernel`'s record unsplit (memoised as ``cfg`` is,
-    ``cost.kernel_config_memo``)."""
-    if (cfg.splits == 1 or workspace_limit is None
-            or implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit):
+    """The record the launcher builds under the limit ``workspace_limit`` (bytes) for
+    operands as the priced split-K record ``cfg`` assumes them (:func:`as_priced`):
+    ``cfg`` where its split-K's workspaces fit, else :func:`choose_kernel`'s record
+    unsplit (memoised as ``cfg`` is, ``cost.kernel_config_memo``).  Its caller
+    (``table.CudaAlgorithm.kernel_config``) asks only for a split record under a limit."""
+    if implicit_grads.split_workspace_bytes(problem, cfg.splits) <= workspace_limit:
         return cfg
     return cost.kernel_config_memo(_unsplit_kernel, problem, device,
                                    evidence.FILTER[config.kernels, device.hardware][0])

@@ -215,7 +215,7 @@ def _grad_input_backward(ctx, g):
 
         def gradients(ga, dya, wa):        # one pass, as _conv and _grad_weight compute
             return (cupyconv.conv(ga, wa, **kw) if need[0] else None,
-                    cupyconv.conv_grad_weight(ga, dya, wa.shape, **kw) if need[1] else None)
+                    _weight_gradient(ga, dya, wa.shape, kw, 0.0) if need[1] else None)
         return _bridge.call(gradients, (g, dy, w)) + (None,) * 7
     ddy = _conv(g, w, ctx.geo) if need[0] else None
     dw = _grad_weight(g, dy, w.shape, ctx.geo) if need[1] else None
@@ -261,7 +261,7 @@ def _grad_weight_backward(ctx, g):
         conv_kw = _conv_keywords(*ctx.geo[:5], ctx.cval, ctx.geo[5])
 
         def gradients(ga, xa, dya):        # one pass, as _grad_input and _conv compute
-            return (cupyconv.conv_grad_input(dya, ga, xa.shape, **kw) if need[0] else None,
+            return (_input_gradient(dya, ga, xa.shape, kw) if need[0] else None,
                     cupyconv.conv(xa, ga, **conv_kw) if need[1] else None)
         return _bridge.call(gradients, (g, x, dy)) + (None,) * 8
     dx = _grad_input(dy, g, x.shape, ctx.geo) if need[0] else None
@@ -388,11 +388,10 @@ def _transpose_gradients(dy, x, w, need, geo):
         if need[0]:
             dx = _edges(cupyconv.conv(dya, wa, **kw), _spatial(xa.shape, cl), cl)
         if need[1]:
-            dw = cupyconv.conv_grad_weight(
-                dya, _edges(xa, _conv_sizes(dya.shape, wa.shape, geo), cl), wa.shape, **kw)
+            dw = _weight_gradient(dya, _edges(xa, _conv_sizes(dya.shape, wa.shape, geo), cl),
+                                  wa.shape, kw, 0.0)
         if need[2]:
-            db = cupyconv.conv_grad_bias(
-                dya, layout="channels_last" if cl else "channels_first")
+            db = _bias_gradient(dya, cl)
         return dx, dw, db
     return _bridge.call(gradients, (dy, x, w))
 

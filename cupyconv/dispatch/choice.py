@@ -48,7 +48,8 @@ class Choice:
     rejected : dict
         Algorithm -> why it is not a candidate.
     limit : int
-        Workspace limit in bytes the choice was made under.
+        Workspace limit in bytes the choice was made and runs under (the one asked for,
+        or the memory left beside the result where that is less).
     refusal : Exception or None
         Why ``auto`` must not run at all (a MemoryError or ValueError).
     by_workspace : tuple of str
@@ -159,11 +160,17 @@ def _refusal(problem, best, why, fallback, seconds, over):
 
 
 class _Pricing:
-    """One choice's candidates, priced one at a time in the order of their floors."""
+    """One choice's candidates, priced one at a time in the order of their floors.
+
+    A candidate's workspace and price are those of what it runs under ``judged``: the
+    workspace limit, or the memory left beside the result where that is less (an
+    algorithm with a choice of record, the split-K weight gradient's, then picks the one
+    that fits); its least workspace is held against the limit itself."""
 
     def __init__(self, problem, backend, limit, available, result):
         self.problem, self.backend, self.limit = problem, backend, limit
         self.available, self.result = available, result
+        self.judged = min(limit, available - result)
         self.names, floors, self.assessors = backend.pricing(problem)
         self.rejected, serving = {}, []
         pair = (problem.op, backend.name)
@@ -181,11 +188,11 @@ class _Pricing:
     def price(self, name):
         """Ask ``name`` everything the choice weighs (the eager chooser's loop body);
         whether it fits."""
-        problem, backend, limit = self.problem, self.backend, self.limit
+        problem, backend, limit, judged = self.problem, self.backend, self.limit, self.judged
         spec = ALGORITHMS[name]
         entry = self.assessors.get(name)
-        why, least, workspace, seconds = (backend.assess(problem, name, limit) if entry is None
-                                          else entry.assess(problem, limit))
+        why, least, workspace, seconds = (backend.assess(problem, name, judged) if entry is None
+                                          else entry.assess(problem, judged))
         if why is not None:
             self.rejected[name] = why
             return False
@@ -262,7 +269,8 @@ class _Pricing:
 
 def choose_lazily(problem, backend, limit):
     """The :class:`Choice` of ``problem`` on ``backend`` under ``limit`` bytes of
-    workspace, priced as the module docstring says."""
+    workspace, priced as the module docstring says; its ``limit`` is the one its
+    algorithm runs under (``limit``, or the memory left beside the result where less)."""
     available = backend.available_memory()
     result = result_bytes(problem)
     if result > available:          # no algorithm can run: ask none of them
@@ -272,10 +280,10 @@ def choose_lazily(problem, backend, limit):
     while pricing.pending:
         head = pricing.settled(ranked)
         if head:
-            return Choice(ranked[0], ranked[:head], dict(pricing.times), {}, limit,
+            return Choice(ranked[0], ranked[:head], dict(pricing.times), {}, pricing.judged,
                           rest=pricing.complete)
         if pricing.price(pricing.pending.pop(0)):
             ranked = pricing.ranked()
     ranked, times, rejected, by_workspace = pricing.complete()
-    return Choice(ranked[0] if ranked else None, ranked, times, rejected, limit,
+    return Choice(ranked[0] if ranked else None, ranked, times, rejected, pricing.judged,
                   pricing.refusal(ranked, times, rejected), by_workspace)

@@ -301,9 +301,12 @@ def _caller_level():
 
 
 def _explicit(problem, backend, method, limit):
-    """Ask only ``method`` (its ``can_implement``, then its memory) before any work:
-    ``True`` when it may run, ``False`` when its least workspace passes ``limit`` (the
-    call then takes the fallbacks, as after an out-of-memory)."""
+    """Ask only ``method`` (its ``can_implement``, then its memory) before any work: the
+    workspace limit it runs under when it may run (``limit``, or the memory left beside
+    the result where that is less: its workspace is judged there, as ``auto``'s, so an
+    algorithm with a choice of record picks the one that fits), ``None`` when its least
+    workspace passes ``limit`` (the call then takes the fallbacks, as after an
+    out-of-memory)."""
     spec = ALGORITHMS.get(method)
     if spec is None or not spec.serves(problem.op, backend.name):
         valid = [n for n, a in ALGORITHMS.items() if a.serves(problem.op, backend.name)]
@@ -317,11 +320,12 @@ def _explicit(problem, backend, method, limit):
     if result + least > available:
         raise _memory_refusal(problem, method, result, least, available)
     if least > limit:
-        return False
-    workspace = backend.workspace_bytes(problem, method, limit)
+        return None
+    judged = min(limit, available - result)
+    workspace = backend.workspace_bytes(problem, method, judged)
     if result + workspace > available:
         raise _memory_refusal(problem, method, result, workspace, available)
-    return True
+    return judged
 
 
 def precheck(problem, backend, method="auto", workspace_limit=None):
@@ -342,7 +346,8 @@ def precheck(problem, backend, method="auto", workspace_limit=None):
 
 
 def _explicit_verdict(problem, backend, method, workspace_limit):
-    """``(limit, runs)``: :func:`_explicit`'s verdict under the limit in force, cached as
+    """``(limit, runs)``: the limit in force and :func:`_explicit`'s verdict under it
+    (the limit it runs under, or ``None``), cached as
     ``auto``'s :func:`choose` is (same key, same LRU: a verdict may predate the current
     free memory), so a repeated explicit call reads no memory figures; a refusal is
     cached and raised again."""
@@ -355,7 +360,7 @@ def _explicit_verdict(problem, backend, method, workspace_limit):
         try:
             return limit, _explicit(problem, backend, method, limit), None
         except (ValueError, MemoryError) as exc:
-            return limit, False, exc
+            return limit, None, exc
     limit, runs, refusal = _choices.get_or_compute(key, verdict)
     if refusal is not None:
         raise type(refusal)(*refusal.args)
@@ -435,9 +440,11 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
             runs = _explicit(prepared, backend, method, limit)
         else:
             limit, runs = _explicit_verdict(prepared, backend, method, workspace_limit)
-        if not runs:
+        if runs is None:
             least = backend.min_workspace_bytes(prepared, method)
             tried.append(f"{method}: {over_limit(least, limit)}")
+        else:
+            limit = runs
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = _Tf32Operands(problem, operands, backend)   # (some round them themselves)

@@ -25,7 +25,7 @@ from cupyconv.api.gradients import conv_grad_weight
 from cupyconv.backends.cuda import (CudaBackend, EmulatedRunner, cost, implicit_choice,
                                     implicit_grads, pricing)
 from cupyconv.backends.cuda.runners import StandInRunner
-from cupyconv.core.problem import ConvProblem
+from cupyconv.core.problem import ConvProblem, Operands
 from cupyconv.dispatch import backends, dispatcher
 from helpers import forget_launches, fresh_kernel_choices, normal_path, small_ints
 
@@ -263,6 +263,39 @@ def test_a_split_weight_gradient_reports_the_workspace_its_split_allocates(dev, 
         allocated.append(counts["allocated_bytes"])
     assert allocated[0] - allocated[1] == need, allocated
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("method", ["implicit_gemm", "auto"])
+def test_free_memory_short_of_the_split_runs_the_unsplit_record(forced, kernels, method):
+    """Free memory just above the result plus the unsplit run's workspace (none), short of
+    the split's workspaces, under a workspace limit that has room for them: the workspace
+    is judged under what the memory leaves (the limit or the free memory less the result,
+    the smaller), so an explicit ``method`` and ``auto`` alike price and run the unsplit
+    record (no reduction launched, no refusal), the float64 reference exactly."""
+    if "emulated" not in cupyconv.available_backends():
+        pytest.skip("CUDA emulation unavailable")
+    rng = np.random.default_rng(9)
+    problem = _small_wgrad()
+    x, dy = small_ints(rng, problem.x_shape, np.float32), small_ints(rng, problem.y_shape,
+                                                                     np.float32)
+    ref = conv_grad_weight(x.astype(np.float64), dy.astype(np.float64), problem.w_shape,
+                           padding=1, method="gemm")        # the NumPy backend
+    need = implicit_grads.split_workspace_bytes(problem, 2)
+    result = dispatcher.result_bytes(problem)
+    forced(2)
+    backend = CudaBackend(EmulatedRunner(memory_limit=result + need - 1))
+    assert backend.workspace_bytes(problem, "implicit_gemm", need) == need   # the limit's
+    choice = dispatcher.choose(problem, backend, need)
+    assert "implicit_gemm" in choice.ranked, choice.rejected
+    assert backend.workspace_bytes(problem, "implicit_gemm", choice.limit) == 0
+    if method == "auto":
+        assert choice.algorithm == "implicit_gemm", choice
+    stats = {}
+    y, name = dispatcher.run(problem, Operands(activation=x, output=dy), backend,
+                             method=method, workspace_limit=need, stats=stats)
+    assert (name, stats["fallbacks"]) == ("implicit_gemm", []), stats
+    assert "splitk_reduce" not in kernels and kernels, kernels
+    np.testing.assert_array_equal(y, ref.astype(np.float32))
 
 
 @pytest.mark.parametrize("arch, precision, batch, spatial", [

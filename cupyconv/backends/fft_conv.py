@@ -23,6 +23,7 @@ import functools
 import math
 
 import numpy as np
+from scipy.fft import next_fast_len
 
 from .._kernels.program import Call, Program, execute
 from .._lru import memoized
@@ -34,8 +35,8 @@ from . import fft
 from .arrays import (REUSE_FROM_BYTES, fold_padding, oriented_weights, pad_input, reused,
                      zeros_result)
 
-__all__ = ["transposed_forward", "transform_lengths", "workspace_bytes", "forward_program", "clear_program_cache",
-           "run"]
+__all__ = ["transposed_forward", "transform_lengths", "workspace_bytes", "scipy_workspace_bytes",
+           "forward_program", "clear_program_cache", "run"]
 
 
 def transposed_forward(problem):
@@ -51,16 +52,109 @@ def transform_lengths(problem):
 
 
 def workspace_bytes(problem):
-    """Bytes of the spectra (x, w and y transforms) of ``problem``'s FFT."""
-    fwd = transposed_forward(problem)
-    shape = [fft.fast_len(n + d * (k - 1)) for n, d, k in
-             zip(fwd.padded_shape(), fwd.dilation, fwd.kernel_shape)]
-    complex_ = fwd.is_complex
-    spec = math.prod(fft.spectrum_shape(shape, complex_))
-    cplx = fwd.dtype.itemsize if complex_ else 2 * max(fwd.dtype.itemsize, 4)
-    arrays = (fwd.batch * fwd.in_channels + fwd.out_channels * (fwd.in_channels // fwd.groups)
-              + fwd.batch * fwd.out_channels)
-    return cplx * spec * arrays
+    """Bytes the FFT of ``problem`` allocates besides its result, at its peak: the
+    spectra at the lengths it transforms (:func:`transform_lengths`) in the
+    transform's complex dtype, with the passes that make and invert them
+    (:func:`_spectra_bytes`), the copies of the operands it makes (a padded or cast
+    source, a dilated or cast kernel), and for a gradient the transposed operands it
+    makes (``dy`` upsampled, weights conjugated) and the whole transposed problem's
+    output it cuts the result from.  A long 1-D signal that NumPy runs by overlap-add
+    (:func:`.fft.overlap_add_applies`) counts the larger of that and SciPy's full-length
+    transforms (:func:`scipy_workspace_bytes`)."""
+    t = None if problem.op == FORWARD else transpose(problem, whole=True)
+    fwd = problem if t is None else t.forward
+    work = _work_dtype(fwd.dtype)
+    total = _spectra_bytes(fwd, work)
+    if fft.overlap_add_applies(fwd, _source_shape(fwd), _span(fwd)):
+        total = max(total, _full_length_bytes(fwd, work))
+    total += _copies_bytes(fwd, work)
+    return total if t is None else total + _transposition_bytes(problem, t)
+
+
+def scipy_workspace_bytes(problem):
+    """Bytes ``scipy.signal.fftconvolve`` (or ``oaconvolve``, which allocates less on
+    the long 1-D signals it takes) allocates besides the result for a forward ``problem``
+    of one image and channel: the spectra of both operands and of their product and the
+    real inverse, at the full linear convolution's lengths (SciPy's
+    ``next_fast_len``), and an integer result's rounding."""
+    work = _work_dtype(problem.dtype)
+    total = _full_length_bytes(problem, work)
+    if work != problem.dtype:
+        total += 2 * math.prod(problem.logical_result_shape) * work.itemsize
+    return total
+
+
+def _full_length_bytes(fwd, work):
+    """SciPy's transforms of each of ``fwd``'s signals (one per image and channel) at the
+    full linear convolution's lengths: three spectra and the real inverse."""
+    cplx = work.kind == "c"
+    lengths = [next_fast_len(n + k - 1, not cplx) for n, k in zip(_source_shape(fwd),
+                                                                   _span(fwd))]
+    points = math.prod(fft.spectrum_shape(lengths, cplx))
+    per_signal = (3 * points * np.result_type(work, np.complex64).itemsize
+                  + math.prod(lengths) * work.itemsize)
+    return fwd.batch * fwd.in_channels * per_signal
+
+
+def _spectra_bytes(fwd, work):
+    """The spectra of the forward problem ``fwd`` alive at once, at the largest of three
+    moments: an operand's transform (its spectrum, the last axis's pass and SciPy's
+    zero-extended copy of its input, one spectrum each at most) after ``x``'s; the
+    product (``y``'s spectrum, in ``x``'s where one channel meets one, else by
+    ``einsum``, with its iterator's buffers where it sums one channel); the inverse (a
+    ``y`` spectrum, the last axis's output at the full lengths and the wanted outputs
+    taken from it)."""
+    cplx = work.kind == "c"
+    lengths = transform_lengths(fwd)
+    item = np.result_type(work, np.complex64).itemsize
+    points = math.prod(fft.spectrum_shape(lengths, cplx))
+    cg, kg = fwd.in_channels // fwd.groups, fwd.out_channels // fwd.groups
+    x = fwd.batch * fwd.in_channels * points * item
+    w = fwd.out_channels * cg * points * item
+    y = fwd.batch * fwd.out_channels * points * item
+    product = 0
+    if cg > 1 or kg > 1:     # one input channel per group: einsum buffers its two inputs
+        product = y + (2 * min(np.getbufsize(), fwd.batch * fwd.out_channels * points) * item
+                       if cg == 1 else 0)
+    lines = fwd.batch * fwd.out_channels * (item if cplx else work.itemsize)
+    inverse = (min(product, y) + y + lines * (math.prod(lengths) + math.prod(fwd.out_shape)))
+    return max(3 * x, x + 3 * w, x + w + max(product, inverse))
+
+
+def _copies_bytes(fwd, work):
+    """The source and kernel copies of the forward problem ``fwd`` (:func:`_source`,
+    :func:`_kernel`) and an integer result's rounding."""
+    cast = work != fwd.dtype
+    total = 0
+    if not _zero_padded(fwd):
+        total += fwd.batch * fwd.in_channels * math.prod(fwd.padded_shape()) * work.itemsize
+    elif cast:
+        total += fwd.batch * fwd.in_channels * math.prod(fwd.in_shape) * work.itemsize
+    if cast or any(d > 1 for d in fwd.dilation):
+        total += (fwd.out_channels * (fwd.in_channels // fwd.groups) * math.prod(_span(fwd))
+                  * work.itemsize)
+    if cast:
+        total += math.prod(fwd.logical_result_shape) * work.itemsize
+    return total
+
+
+def _transposition_bytes(problem, t):
+    """A gradient's arrays around the forward problem of its transposition ``t``
+    (:func:`~cupyconv.core.transpose.forward_operands`): the forward output (the result is
+    cut or folded from it); for the input gradient ``dy`` upsampled by the stride and the
+    weights regrouped (a copy at most); for the weight gradient the input regrouped where
+    its groups and images cannot be one view, or conjugated for the complex adjoint."""
+    fwd = t.forward
+    item = fwd.dtype.itemsize
+    total = math.prod(fwd.logical_result_shape) * item
+    if problem.op == GRAD_INPUT:
+        if any(s > 1 for s in t.upsample):
+            total += fwd.batch * fwd.in_channels * math.prod(
+                (o - 1) * s + 1 for o, s in zip(problem.out_shape, t.upsample)) * item
+        return total + math.prod(fwd.w_shape) * item
+    if t.conjugate or (problem.groups > 1 and problem.batch > 1):
+        total += math.prod(fwd.x_shape) * item
+    return total
 
 
 def _forward(problem, x, w, constant=None):

@@ -110,6 +110,8 @@ class Fft(_NumpyAlgorithm):
     fixed_costs = ("call", "fft_call")
 
     def workspace(self, problem, workspace_limit=None):
+        if direct.single_signal(problem):           # SciPy's own transforms
+            return fft_conv.scipy_workspace_bytes(problem)
         return fft_conv.workspace_bytes(problem)
 
     def compile_refusal(self, problem):

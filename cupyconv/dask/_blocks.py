@@ -82,11 +82,12 @@ def plan_axis(chunks, pad_width, span, stride=1):
     """
     size = int(sum(chunks))
     pad_before = int(pad_width[0])
-    padded = size + pad_before + int(pad_width[1])
-    n_out = (padded - span) // stride + 1
+    # the output extent of a kernel of extent ``span`` (its dilation applied)
+    n_out = arguments.output_shape((size,), (span,), ((pad_before, int(pad_width[1])),),
+                                   (stride,), (1,))[0]
     if n_out < 1:
-        raise ValueError(
-            f"internal error: empty output (padded size {padded}, span {span})")
+        raise ValueError(f"internal error: empty output (padded size "
+                         f"{size + pad_before + int(pad_width[1])}, span {span})")
     halo = max(span - stride, 0)
     before = min(pad_before, halo)
     depth = (before, halo - before)

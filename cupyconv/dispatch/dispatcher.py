@@ -238,6 +238,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
     # the choice's ranking as it is while no candidate is dropped (a lazy choice prices
     # the rest only when asked past its head)
     ranked, verdicts, refused = choice.ranked, {}, {}
+    own = ranked        # its head is the choice's algorithm (read without asking it)
 
     def verdict(i, name):
         slack = _slack(choice, ranked, i, every, name)
@@ -250,7 +251,7 @@ def ranked_for_data(choice, problem, operands, every=False, backend=None):
 
     i = 0
     while every or i == 0:
-        name = _entry(ranked, i)
+        name = choice.algorithm if i == 0 and ranked is own else _entry(ranked, i)
         if name is None:
             break
         ok, slack = verdict(i, name)
@@ -453,7 +454,8 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
     if method == "auto":
         ranked = ranked_for_data(choice, problem, operands, every=config.autotune,
                                  backend=backend)
-        names = [ranked[0]]
+        # a list when a candidate was dropped, else the choice's own ranking
+        names = [ranked[0] if isinstance(ranked, list) else choice.algorithm]
         if config.autotune and len(ranked) > 1:
             program.refuse("autotune measured the candidates", transient=True)
             names = [autotune.winner((problem, backend.name, limit), ranked, lambda name: (

@@ -164,13 +164,6 @@ def _made_span(entry, rec=None):
     return entry[3]
 
 
-def _inside(inner, outer):
-    """:func:`~cupyconv._kernels.program.inside`, kept here: called per operand and
-    candidate while a call compiles."""
-    return (inner is not None and outer is not None and outer[0] <= inner[0]
-            and inner[1] <= outer[1])
-
-
 def source(a, arrays, made, constants, whole, spans=None, rec=None):
     """Where operand ``a`` comes from (see
     :attr:`~cupyconv.api.compiled.CompiledCall.steps`), or why it cannot be found again;
@@ -181,21 +174,27 @@ def source(a, arrays, made, constants, whole, spans=None, rec=None):
     remembers spans (:func:`extents`)."""
     if a is None:
         return ("const", None)
+    inside = program.inside
     spans = extents(arrays, rec) if spans is None else spans
-    for i, u in enumerate(arrays):
-        if u is a:                                  # one of the call's arrays itself
-            ptr, ext = spans[i]
+    viewed = getattr(a, "base", None)   # a view lies within the array it views
+    for own, u in enumerate(arrays):
+        if u is a:                      # one of the call's arrays itself
+            ptr, ext = spans[own]
             break
     else:
         ptr, ext = _span(a, rec)
+        own = None
+        for i, u in enumerate(arrays):
+            if u is viewed and u is not None:
+                own = i
     for entry in reversed(made):
         base, outer = _made_span(entry, rec)
-        if _inside(ext, outer):
+        if entry[2] is viewed or inside(ext, outer):
             return _located(("prev", entry[0], entry[1]), a, entry[2], ptr - base, whole)
     hits = []
     if ext is not None:
         for i, (_, span) in enumerate(spans):
-            if _inside(ext, span):
+            if i == own or inside(ext, span):
                 hits.append(i)
     if len(hits) > 1:
         return "lies in more than one of the call's arrays (they overlap)"
@@ -203,7 +202,7 @@ def source(a, arrays, made, constants, whole, spans=None, rec=None):
         i = hits[0]
         return _located(("arg", i, None), a, arrays[i], ptr - spans[i][0], whole)
     for span in constants:
-        if _inside(ext, span):
+        if inside(ext, span):
             return ("const", a)
     return "a temporary (a cast or a copy of the data) the replay cannot rebuild"
 
@@ -233,17 +232,18 @@ def result_source(y, made, rec=None):
     """``(step, name, view)`` of the result ``y`` among the programs' allocations ``made``
     (``[step, name, array, span]``, :func:`replay_steps`; see
     :attr:`~cupyconv.api.compiled.CompiledCall.result`), or why it is not one's view."""
+    for entry in reversed(made):                    # an allocation itself
+        if y is entry[2]:
+            return (entry[0], entry[1], None)
     at = None
     for entry in reversed(made):
         i, name, buf = entry[:3]
-        if y is buf:
-            return (i, name, None)
         if type(y) is not type(buf):
             continue
         if at is None:                              # (y's pointer, y's extent)
             at = _span(y, rec)
         base, outer = _made_span(entry, rec)
-        if _inside(at[1], outer):
+        if y.base is buf or program.inside(at[1], outer):      # (a view lies within)
             if not buf.flags.c_contiguous:
                 break
             offset = at[0] - base

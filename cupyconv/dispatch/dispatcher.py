@@ -16,8 +16,9 @@ so both take the same path and obey the same rules:
 - **Memory**, checked before any work on every path (:func:`precheck`): a result
   beyond the memory the backend has is refused at once; an algorithm is considered
   only when its least workspace fits the workspace limit and its peak (result +
-  workspace) fits that memory; when the fastest algorithm does not fit and the best that
-  fits would take far longer, ``auto`` raises :class:`MemoryError` naming
+  workspace, the workspace of what it runs under the limit or the memory left beside
+  the result, the smaller) fits that memory; when the fastest algorithm does not fit
+  and the best that fits would take far longer, ``auto`` raises :class:`MemoryError` naming
   the shapes, the bytes and what to do instead of running for hours.
 - **Choice**: cheapest predicted time (the backend's cost model) among the
   candidates, or measured once per problem when ``config.autotune`` is on;

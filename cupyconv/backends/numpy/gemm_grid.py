@@ -34,7 +34,7 @@ from .threads import Scratch, parallel_map, workers
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight", "grid_axes"]
+           "flat_grad_weight", "grid_axes", "cropped_writer"]
 
 
 def position_bytes(problem):
@@ -206,12 +206,11 @@ def _extended(problem, a, grid, e):
     return ext.reshape((problem.batch, g, kg) + out[:lead] + (math.prod(trail),))
 
 
-def _flat_plan(problem, e, full, limit, target):
-    """``(indices, lanes)``: blocks over ``(N, *O_lead)`` of ``full`` extended positions
-    each, as :func:`~cupyconv.backends.numpy.gemm.plan_blocks` plans them: one block per
-    core in flight, each aiming at ``target`` bytes under ``limit`` (the caller's limit
-    and the column bytes, the extended grid's extra positions included)."""
-    per_row = position_bytes(problem) * full
+def _flat_plan(problem, e, per_row, limit, target):
+    """``(indices, lanes)``: blocks over ``(N, *O_lead)`` of ``per_row`` workspace bytes
+    per lead position, as :func:`~cupyconv.backends.numpy.gemm.plan_blocks` plans them:
+    one block per core in flight, each aiming at ``target`` bytes under ``limit`` (the
+    caller's limit and the column bytes, the extended grid's extra positions included)."""
     lanes = workers()
     if min(target, limit // lanes) < per_row:
         lanes = 1
@@ -236,20 +235,33 @@ def _flat_columns(problem, view, index, scratch, e):
         part.shape[:1] + part.shape[3:3 + lead]
 
 
+def cropped_writer(problem, y, e):
+    """``write(index, box, res)``: block ``index``'s result ``res`` (``(G, K/G, ...)``,
+    its lead box ``box`` of extended rows on the padded grid of the trailing ``e`` axes)
+    written into ``y``, the extended positions cropped."""
+    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
+    out, padded = tuple(problem.out_shape), problem.padded_shape()
+    trail = (out[r - e],) + padded[r - e + 1:]
+    crop = (Ellipsis,) + tuple([slice(0, o) for o in out[r - e:]])
+    yg = y.reshape((problem.batch, g, kg) + out)
+
+    def write(index, box, res):
+        yg[grouped_index(index)] = np.moveaxis(res.reshape((g, kg) + box + trail)[crop], 2, 0)
+
+    return write
+
+
 def flat_forward(problem, x, w, limit, target, stats, e):
     """The forward on the extended grid of the trailing ``e`` axes (:func:`flat_axes`):
     per block ``W . cols`` per group, ``cols`` one contiguous copy per (channel, tap) and
     lead row, the extended positions cropped as the result is written into ``y``."""
-    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
+    g, kg = problem.groups, problem.gemm_n
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)
     with phase_timer(stats, "pad"):
         view, full = _flat_source(problem, x, e)
     wmat = np.ascontiguousarray(grouped_weights(problem, oriented_weights(problem, w))
                                 ).reshape(g, kg, -1)
-    out, padded = tuple(problem.out_shape), problem.padded_shape()
-    trail = (out[r - e],) + padded[r - e + 1:]
-    crop = tuple([slice(0, o) for o in out[r - e:]])
-    yg = y.reshape((problem.batch, g, kg) + out)
+    write = cropped_writer(problem, y, e)
     scratch = Scratch()
 
     def block(index):
@@ -259,12 +271,10 @@ def flat_forward(problem, x, w, limit, target, stats, e):
         with phase_timer(stats, "GEMM"):
             matmul_into(wmat, cols, res)
         with phase_timer(stats, "write back"):
-            res = res.reshape((g, kg) + box + trail)
-            dst = yg[grouped_index(index)]
-            dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
+            write(index, box, res)
         return cols.nbytes
 
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     note_workspace(stats, parallel_map(block, indices, lanes), lanes)
     return y
 
@@ -382,7 +392,7 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
                     col, 2, 0)[..., :length]
             note_workspace(stats, [dyc.nbytes + col.nbytes], 1)
         return _interleaved(problem, phases, grid)
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
         wave = indices[first:first + lanes]
         cols = parallel_map(columns_of, wave, lanes)
@@ -434,7 +444,7 @@ def flat_grad_weight(problem, x, dy, limit, target, e):
         dyc = _dy_block(ext, index).reshape(problem.groups, problem.gemm_n, -1)
         return matmul(cols, dyc.transpose(0, 2, 1)), cols.nbytes
 
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     parts = parallel_map(block, indices, lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order

@@ -28,7 +28,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..arrays import grouped_weights, oriented_weights
 from .blas import matmul, matmul_into
 from .gemm_grid import (_dy_block, _extended, _flat_columns, _flat_plan, _flat_source,
-                        cropped_writer, grid_axes, note_workspace, phase_timer)
+                        grid_axes, grouped_index, note_workspace, phase_timer)
 from .threads import Scratch, parallel_map
 
 __all__ = ["FOLD_MIN_DEPTH", "FOLD_MAX_ROWS", "FOLD_MIN_ROWS", "FOLD_MAX_TAIL", "fold_axes",
@@ -76,11 +76,12 @@ def fold_axes(problem, e, limit):
     :data:`FOLD_MIN_DEPTH`; where its rows reach :data:`FOLD_MIN_ROWS` and one folded
     lead row fits ``limit`` bytes.
 
-    One core, float32, the three operations, ms unfolded / ``f = 1`` / ``f = 2`` (rows x
-    depth of the folded GEMMs): 4-D 4->8 10^4 forward 3.8 / 3.1 (24 x 108) / 5.1 (72 x
-    36); 4-D 8->8 12^4 forward 9.7 / 6.9 / 7.4 (72 x 72), weight gradient 8.5 / 6.3 /
-    5.5; 5-D 4->4 7^5 forward 9.0 / 5.2 / 4.1 (36 x 108); 3-D 8->8 16^3 forward 1.0 /
-    0.7 (24 x 72) / 0.9 (72 x 24).
+    One core, float32, least of 5, ms unfolded / ``f = 1`` / ``f = 2`` (rows x depth of
+    the folded GEMMs): 4-D 4->8 10^4 forward 3.8 / 3.1 (24 x 108) / 5.1 (72 x 36); 4-D
+    8->8 12^4 forward 9.7 / 6.9 (24 x 216) / 7.4 (72 x 72), weight gradient 8.5 / 6.3 /
+    5.5 (5.2 / 5.7 in a rerun alternating the two: within this machine's noise); 5-D
+    4->4 7^5 forward 9.0 / 5.2 / 4.1 (36 x 108); 3-D 8->8 16^3 forward 1.0 / 0.7 (24 x
+    72) / 0.9 (72 x 24).
     """
     r, kg = problem.ndim, problem.gemm_n
     if problem.gemm_k < FOLD_MIN_DEPTH:
@@ -130,14 +131,17 @@ def folded_forward(problem, x, w, limit, target, stats, e, f):
     ``Z = W_fold . cols_B`` per group, then the ``|A|`` shifted slices of ``Z`` summed in
     tap order, the extended positions cropped as the sum is written into ``y``."""
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
+    out = tuple(problem.out_shape)
+    rows_shape = (out[r - e],) + problem.padded_shape()[r - e + 1:]    # an extended row
+    inside = (Ellipsis,) + tuple(slice(0, o) for o in out[r - e:])
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)
+    by_group = y.reshape((problem.batch, g, kg) + out)
     with phase_timer(stats, "pad"):
         view, full, offsets = _folded_source(problem, x, e, f)
     ext, taps = view.shape[-1], len(offsets)
     wg = grouped_weights(problem, oriented_weights(problem, w))        # (G, Kg, Cg, *KS)
     order = (0, 1) + tuple(range(3 + r - f, 3 + r)) + (2,) + tuple(range(3, 3 + r - f))
     wmat = np.ascontiguousarray(wg.transpose(order)).reshape(g, kg * taps, -1)
-    write = cropped_writer(problem, y, e)
     scratch = Scratch()
 
     def block(index):
@@ -154,8 +158,9 @@ def folded_forward(problem, x, w, limit, target, stats, e, f):
             np.copyto(acc, z[:, :, 0, :, offsets[0]:offsets[0] + full])
             for a in range(1, taps):                               # in tap order
                 np.add(acc, z[:, :, a, :, offsets[a]:offsets[a] + full], out=acc)
-        with phase_timer(stats, "write back"):
-            write(index, box, acc)
+        with phase_timer(stats, "write back"):                     # (G, Kg, nb, *Ob, *O)
+            np.moveaxis(by_group[grouped_index(index)], 0, 2)[...] = acc.reshape(
+                (g, kg) + box + rows_shape)[inside]
         return cols.nbytes + res.nbytes + acc.nbytes
 
     indices, lanes = _plan(problem, e, f, limit, target)

@@ -34,7 +34,7 @@ from .threads import Scratch, parallel_map, workers
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight", "grid_axes", "cropped_writer"]
+           "flat_grad_weight", "grid_axes"]
 
 
 def position_bytes(problem):
@@ -235,33 +235,20 @@ def _flat_columns(problem, view, index, scratch, e):
         part.shape[:1] + part.shape[3:3 + lead]
 
 
-def cropped_writer(problem, y, e):
-    """``write(index, box, res)``: block ``index``'s result ``res`` (``(G, K/G, ...)``,
-    its lead box ``box`` of extended rows on the padded grid of the trailing ``e`` axes)
-    written into ``y``, the extended positions cropped."""
-    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
-    out, padded = tuple(problem.out_shape), problem.padded_shape()
-    trail = (out[r - e],) + padded[r - e + 1:]
-    crop = (Ellipsis,) + tuple([slice(0, o) for o in out[r - e:]])
-    yg = y.reshape((problem.batch, g, kg) + out)
-
-    def write(index, box, res):
-        yg[grouped_index(index)] = np.moveaxis(res.reshape((g, kg) + box + trail)[crop], 2, 0)
-
-    return write
-
-
 def flat_forward(problem, x, w, limit, target, stats, e):
     """The forward on the extended grid of the trailing ``e`` axes (:func:`flat_axes`):
     per block ``W . cols`` per group, ``cols`` one contiguous copy per (channel, tap) and
     lead row, the extended positions cropped as the result is written into ``y``."""
-    g, kg = problem.groups, problem.gemm_n
+    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)
     with phase_timer(stats, "pad"):
         view, full = _flat_source(problem, x, e)
     wmat = np.ascontiguousarray(grouped_weights(problem, oriented_weights(problem, w))
                                 ).reshape(g, kg, -1)
-    write = cropped_writer(problem, y, e)
+    out, padded = tuple(problem.out_shape), problem.padded_shape()
+    trail = (out[r - e],) + padded[r - e + 1:]
+    crop = tuple([slice(0, o) for o in out[r - e:]])
+    yg = y.reshape((problem.batch, g, kg) + out)
     scratch = Scratch()
 
     def block(index):
@@ -271,7 +258,9 @@ def flat_forward(problem, x, w, limit, target, stats, e):
         with phase_timer(stats, "GEMM"):
             matmul_into(wmat, cols, res)
         with phase_timer(stats, "write back"):
-            write(index, box, res)
+            res = res.reshape((g, kg) + box + trail)
+            dst = yg[grouped_index(index)]
+            dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
         return cols.nbytes
 
     indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)

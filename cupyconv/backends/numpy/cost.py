@@ -16,7 +16,7 @@ import numpy as np
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import transpose
 from .. import fft, fft_conv, winograd_conv
-from . import blas, gemm, gemm_grid, separable
+from . import blas, gemm, gemm_fold, gemm_grid, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
 from .threads import workers
@@ -95,6 +95,14 @@ CPU = dict(
     grid_column=2.05e-10,   # one element of the copy, float64 (float32 half)
     grid_mac=8.0e-11,       # one multiply-add of W . cols, float64 (float32 half)
     grid_narrow=6.3e-11,    # ... plus this over K/G
+    # the same with kernel taps folded into the GEMM's rows (backends/numpy/gemm_fold.py):
+    # factors on the grid_mac and grid_narrow counts (the latter over its rows K/G * |A|).
+    # One core, float32, numpy.matmul, process CPU time (`stats["phases"]`, load 1-2,
+    # 2026-12-07): the folded GEMM ran 2.1-2.4e-11 s per multiply-add at 24-72 rows (4-D
+    # 10^4 and 12^4, 5-D 7^5 layers) and 4.9e-11 at 7 (single-channel 3-D 48^3 7^3),
+    # 1.8e-11 + 2.2e-10 / rows, against the unfolded terms' 3.1e-11 + 2.4e-11 / rows
+    fold_mac=0.58,
+    fold_narrow=8.9,
     block=5e-6,             # Python + dispatch per gemm block (views, matmul, write back:
                             # three NumPy calls; the first block's buffer is in gemm_call)
     depthwise_mac=3.0e-10,  # one tap of the depthwise tap loop per output (float32; float64
@@ -238,20 +246,28 @@ def column_run(problem):
 
 
 def grid_columns(problem):
-    """``(waste, run)`` where gemm builds the columns of the problem it runs
+    """``(waste, full, taps, run)`` where gemm builds the columns of the problem it runs
     (:func:`_gemm_problem`) on an extended grid (:func:`.gemm_grid.grid_axes`): its
-    positions over the output's, and the elements of one contiguous slice of the copy
-    (an extended lead row); else ``None``.  The forward and the float32 weight gradient
-    take the padded input's grid, a strided input gradient the stride's phase grids;
-    workspace limits are not priced."""
-    e = gemm_grid.grid_axes(problem, problem.column_bytes())
+    positions over the output's, the elements of an extended lead row, the taps folded
+    into the GEMM's rows (:func:`.gemm_fold.fold_axes`; 1 where none) and the elements of
+    one contiguous slice of the copy (``full`` and the folded tail); else ``None``.  The
+    forward and the float32 weight gradient take the padded input's grid, a strided input
+    gradient the stride's phase grids; workspace limits are not priced."""
+    limit = problem.column_bytes()
+    e = gemm_grid.grid_axes(problem, limit)
     if not e:
         return None
     r, out = problem.ndim, tuple(problem.out_shape)
     grid = (gemm_grid.phase_grid(problem) if problem.op == GRAD_INPUT
             else problem.padded_shape())
     full = out[r - e] * math.prod(grid[r - e + 1:])
-    return full / math.prod(out[r - e:]), full
+    waste = full / math.prod(out[r - e:])
+    f = 0 if problem.op == GRAD_INPUT or problem.gemm_k < gemm_fold.FOLD_MIN_DEPTH else (
+        gemm_fold.fold_axes(problem, e, limit))
+    if not f:
+        return waste, full, 1, full
+    return (waste, full, math.prod(problem.kernel_shape[r - f:]),
+            full + max(gemm_fold.fold_offsets(problem, f)))
 
 
 def gemm_terms(problem):
@@ -268,17 +284,23 @@ def gemm_terms(problem):
     blocks' times ``matmul_work`` where the GEMMs run ``numpy.matmul``.  On an extended
     grid (:func:`grid_columns`) its extra positions scale the elements and multiply-adds,
     and the forward and weight gradient count the ``grid_`` terms in place of
-    ``column``, ``block_mac`` and ``narrow_cols``."""
+    ``column``, ``block_mac`` and ``narrow_cols``; with ``|A|`` taps folded into the
+    GEMM's rows the columns are ``|A|`` times fewer (plus the folded tail), the shifted
+    sums or copies of ``dy`` count as column elements, the narrow term is over ``K/G *
+    |A|`` and both GEMM terms take the ``fold_`` factors."""
     problem = _gemm_problem(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
     grid = grid_columns(problem)
-    waste, run = grid if grid else (1.0, column_run(problem))
-    cols = problem.groups * problem.gemm_k * problem.gemm_m * waste
+    waste, full, taps, run = grid if grid else (1.0, 1, 1, column_run(problem))
+    waste *= run / full if grid else 1.0         # the folded columns' tail
+    cols = problem.groups * problem.gemm_k * problem.gemm_m * waste / taps
     nblocks = _blocks(problem)
     cores = min(workers(), nblocks)
     on_mkl = blas.mkl() is not None and problem.dtype in blas.MKL_DTYPES
     rows = gemm.positions_as_rows(problem)
+    # oneMKL's narrow products by the output channels, folded or not (the folded product
+    # on oneMKL is not measured)
     fast = 1.0 if not on_mkl else CPU["mkl_narrow"] if (
         (rows or grid) and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
     flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
@@ -286,13 +308,18 @@ def gemm_terms(problem):
         # W . cols on the extended grid; its weight gradient cols . dy^T, K the narrow side
         rows = problem.op == GRAD_WEIGHT
     macs = cplx * _macs(problem) * scale * fast * waste
-    narrow = macs / problem.gemm_n / cores
+    narrow = macs / (problem.gemm_n * taps) / cores
+    if taps > 1:
+        macs, narrow = macs * CPU["fold_mac"], narrow * CPU["fold_narrow"]
     # oneMKL is called once per group and block from Python (blas.matmul_into): the
     # depthwise layer as gemm, 64 groups, measured 36 ms on one core against the 10.5
     # its work terms predict
     calls = nblocks * (problem.groups if on_mkl else 1)
     work = 1.0 if on_mkl else CPU["matmul_work"]
     copied = cplx * cols * scale * 2 / cores
+    if taps > 1:        # the shifted sums (forward) or shifted dy (weight gradient) as copies
+        copied += cplx * problem.groups * problem.gemm_n * taps * problem.gemm_m * waste \
+            * scale * 2 / cores
     return [calls / cores] + [work * n for n in (
         0.0 if flat else copied, 0.0 if flat else macs / cores, narrow if rows else 0.0,
         0.0 if rows or flat else narrow, cols / max(1, run) / cores,

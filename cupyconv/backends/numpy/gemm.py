@@ -25,7 +25,9 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
   (:func:`~cupyconv.backends.arrays.fold_padding`);
 - where those copies or adds would run over short rows (few channels, short output
   rows), the forward and the col2im run on extended grids instead
-  (:mod:`~cupyconv.backends.numpy.gemm_grid`: one contiguous slice per channel and tap).
+  (:mod:`~cupyconv.backends.numpy.gemm_grid`: one contiguous slice per channel and tap);
+  there the forward and the float32 weight gradient of a GEMM a few output channels wide
+  fold the taps of the last axes into its rows (:mod:`~cupyconv.backends.numpy.gemm_fold`).
 
 A block's bytes aim at :data:`CHUNK_BYTES` (about the L2 cache of one core: the GEMM
 reads its columns from cache; :data:`WEIGHT_BLOCKS` times that for the weight gradient,
@@ -45,6 +47,7 @@ from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input,
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
+from .gemm_fold import FOLD_MIN_DEPTH, fold_plan, folded_forward, folded_grad_weight
 from .gemm_grid import (boxes, flat_forward, flat_grad_weight, grid_axes, grouped_index,
                         note_workspace, phase_grad_input, phase_timer, position_bytes)
 from .threads import Scratch, parallel_map, workers
@@ -268,6 +271,9 @@ def _forward(problem, x, w, limit, stats):
     if problem.is_empty:
         return zeros_result(problem, np, x.dtype)
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    e, f = fold_plan(problem, capped) if problem.gemm_k >= FOLD_MIN_DEPTH else (0, 0)
+    if f:
+        return folded_forward(problem, x, w, capped, _target(problem, capped), stats, e, f)
     e = grid_axes(problem, capped)
     if e:
         return flat_forward(problem, x, w, capped, _target(problem, capped), stats, e)
@@ -364,9 +370,12 @@ def _grad_weight(problem, x, dy, limit, stats):
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
-    e = grid_axes(problem, capped)
+    e, f = fold_plan(problem, capped) if problem.gemm_k >= FOLD_MIN_DEPTH else (0, 0)
+    e = e or grid_axes(problem, capped)
     if e and np.isfinite(x).all():
-        dw, sizes, lanes = flat_grad_weight(problem, x, dy, capped, _target(problem, capped), e)
+        target = _target(problem, capped)
+        dw, sizes, lanes = (folded_grad_weight(problem, x, dy, capped, target, e, f) if f
+                            else flat_grad_weight(problem, x, dy, capped, target, e))
         note_workspace(stats, sizes, lanes)
         dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
         return np.ascontiguousarray(oriented_weights(problem, dw))

@@ -206,12 +206,11 @@ def _extended(problem, a, grid, e):
     return ext.reshape((problem.batch, g, kg) + out[:lead] + (math.prod(trail),))
 
 
-def _flat_plan(problem, e, full, limit, target):
-    """``(indices, lanes)``: blocks over ``(N, *O_lead)`` of ``full`` extended positions
-    each, as :func:`~cupyconv.backends.numpy.gemm.plan_blocks` plans them: one block per
-    core in flight, each aiming at ``target`` bytes under ``limit`` (the caller's limit
-    and the column bytes, the extended grid's extra positions included)."""
-    per_row = position_bytes(problem) * full
+def _flat_plan(problem, e, per_row, limit, target):
+    """``(indices, lanes)``: blocks over ``(N, *O_lead)`` of ``per_row`` workspace bytes
+    per lead position, as :func:`~cupyconv.backends.numpy.gemm.plan_blocks` plans them:
+    one block per core in flight, each aiming at ``target`` bytes under ``limit`` (the
+    caller's limit and the column bytes, the extended grid's extra positions included)."""
     lanes = workers()
     if min(target, limit // lanes) < per_row:
         lanes = 1
@@ -264,7 +263,7 @@ def flat_forward(problem, x, w, limit, target, stats, e):
             dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
         return cols.nbytes
 
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     note_workspace(stats, parallel_map(block, indices, lanes), lanes)
     return y
 
@@ -382,7 +381,7 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
                     col, 2, 0)[..., :length]
             note_workspace(stats, [dyc.nbytes + col.nbytes], 1)
         return _interleaved(problem, phases, grid)
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
         wave = indices[first:first + lanes]
         cols = parallel_map(columns_of, wave, lanes)
@@ -434,7 +433,7 @@ def flat_grad_weight(problem, x, dy, limit, target, e):
         dyc = _dy_block(ext, index).reshape(problem.groups, problem.gemm_n, -1)
         return matmul(cols, dyc.transpose(0, 2, 1)), cols.nbytes
 
-    indices, lanes = _flat_plan(problem, e, full, limit, target)
+    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     parts = parallel_map(block, indices, lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order

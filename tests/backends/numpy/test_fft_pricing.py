@@ -3,8 +3,8 @@ benchmarks/torch_layers.py: ``auto`` (the dispatcher's ranking on one core, gemm
 blocks on ``numpy.matmul``, as on the AMD development VM) runs whichever of gemm and
 the FFT measured faster per operation (docs/benchmarks/cpu_cost_fit.md: one core,
 process CPU time, 2026-12-07).  Priced at the full linear convolution's lengths, the
-gradients' FFT cost 1.3-4.2x its points and ``auto`` ran gemm for the first two rows,
-and with the spectra allocated afresh per call the FFT measured up to 2x slower.
+gradients' FFT cost 1.3-4.2x its points and ``auto`` ran gemm for the two input
+gradients while gemm was the slower there (their taps unfolded), and with the spectra allocated afresh per call the FFT measured up to 2x slower.
 
 Not timed: the choice is read from the dispatcher's ranking.
 """
@@ -22,10 +22,12 @@ LAYER_10 = ((2, 4, 10, 10, 10, 10), (8, 4, 3, 3, 3, 3))
 LAYER_12 = ((1, 8, 12, 12, 12, 12), (8, 8, 3, 3, 3, 3))
 LAYER_5D = ((1, 4) + (7,) * 5, (4, 4) + (3,) * 5)
 
-#: (layer, dtype, operation, what runs, the ms measured: gemm / fft)
+#: (layer, dtype, operation, what runs, the ms measured: gemm / fft).  The float32 input
+#: gradients run gemm since its taps fold into the GEMM's rows (backends/numpy/gemm_fold;
+#: before: 8.8-10.0 / 5.8-6.1 and 6.1-6.6 / 4.7-5.3).
 CHOICES = [
-    (LAYER_5D, np.float32, "grad_input", "fft", "8.8-10.0 / 5.8-6.1"),
-    (LAYER_10, np.float32, "grad_input", "fft", "6.1-6.6 / 4.7-5.3"),
+    (LAYER_5D, np.float32, "grad_input", "gemm", "4.2-4.6 / 5.8-6.6"),
+    (LAYER_10, np.float32, "grad_input", "gemm", "3.5-5.0 / 5.0-6.5"),
     (LAYER_10, np.float64, "grad_weight", "fft", "7.7-8.1 / 6.2-7.1"),
     (LAYER_12, np.float64, "grad_weight", "gemm", "13.1-13.6 / 15.8-16.0"),
     (LAYER_12, np.float32, "grad_weight", "gemm", "7.8-9.5 / 11.3-11.6"),

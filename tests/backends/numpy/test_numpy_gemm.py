@@ -185,6 +185,12 @@ FLAT_CASES = [
 ]
 
 
+def _unfolded(monkeypatch):
+    """The extended grid's columns with every tap in them (the taps folded into the
+    GEMM's rows: test_numpy_gemm_fold.py)."""
+    monkeypatch.setattr(gemm, "fold_plan", lambda problem, limit: (0, 0))
+
+
 def _flat_limit(problem, rows):
     """``(column bytes, limit)``: the limit holding ``rows`` extended lead rows (whole
     when None) of a problem :func:`gemm_grid.flat_axes` takes."""
@@ -203,6 +209,7 @@ def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkey
     ran = []
     flat = gemm.flat_forward
     monkeypatch.setattr(gemm, "flat_forward", lambda *a: ran.append(1) or flat(*a))
+    _unfolded(monkeypatch)
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, **geo)
@@ -224,6 +231,7 @@ def test_extended_grid_rows_past_the_block_target_run_one_per_block(x_shape, w_s
     against 2 MiB) is the least block: the forward runs one row per block under the
     default limit instead of raising a memory error."""
     monkeypatch.setattr(gemm, "CHUNK_BYTES", 64)
+    _unfolded(monkeypatch)
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, **geo)
@@ -305,6 +313,7 @@ def test_extended_grid_weight_gradient_is_the_column_path(x_shape, w_shape, geo,
     ran = []
     flat = gemm.flat_grad_weight
     monkeypatch.setattr(gemm, "flat_grad_weight", lambda *a: ran.append(1) or flat(*a))
+    _unfolded(monkeypatch)
     x = small_ints(rng, x_shape, np.float32)
     w = small_ints(rng, w_shape, np.float32)
     problem = _problem(x, w, op="grad_weight", **geo)

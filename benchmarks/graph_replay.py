@@ -62,9 +62,9 @@ def _loop_time(cp, call, n):
 def _measure(cp, call, find, graphs, repeat):
     config.cuda_graphs = graphs
     cupyconv.clear_caches()
-    call()
-    call()                                  # compiled; with graphs: captured here
-    y = call()
+    call()                                  # the key noted
+    call()                                  # recorded and compiled
+    y = call()                              # replayed; with graphs: captured here
     entry = find()
     host, device = host_device_split(call, repeat=repeat)
     graph = getattr(entry, "graph", None)

@@ -13,10 +13,11 @@ device: kernel launches, GEMMs and workspace allocations.
 
 Per case, in one run: *today's path* (``cupyconv.config.compiled_calls = False``: the
 dispatcher on every call), a *first call* with a key the compiled-call cache has not seen
-(the normal path plus recording and compiling), and a *repeated* call (the compiled call
-when the case compiles, else the normal path, with the reason); host microseconds (the
-median over ``--rounds`` of ``timeit``'s autorange mean; first calls: the median of
-single calls, five per round, at least 15), and per call the launches and GEMMs
+(the normal path, the key noted), a *second call* with it (the normal path plus recording
+and compiling), and a *repeated* call (the compiled call when the case compiles, else the
+normal path, with the reason); host microseconds (the median over ``--rounds`` of
+``timeit``'s autorange mean; first and second calls: the median of single calls, five
+per round, at least 15), and per call the launches and GEMMs
 (stubbed) and the allocations, synchronisations and copies each way of
 ``cupyconv._kernels.program.accounting``.  NumPy data of the shapes the GPU benchmarks
 use, plus two planned layers.
@@ -25,8 +26,9 @@ A *first call, choice unmade* is a first call with the dispatcher's choices forg
 as well (``dispatch.dispatcher.clear_cache``): the chooser prices the candidates again,
 as on a call of a new signature (the memoised problems and programs stay warm).
 
-``--baseline REF`` also times the first calls (both kinds) and the repeated calls with
-cupyconv as of git ``REF`` (its ``cupyconv`` and ``cuda_src`` in a temporary directory,
+``--baseline REF`` also times the first calls (both kinds), the second and the repeated
+calls with cupyconv as of git ``REF`` (its ``cupyconv`` and ``cuda_src`` in a temporary
+directory,
 run by this same benchmark file in a subprocess, so both sides have the same cases and
 stubs), the two sides taking turns ``--alternations`` times; each side's figure is the
 median of its turns, and the table gains the baseline's columns and the ratios (a loaded
@@ -190,16 +192,21 @@ def _per_call(fn, rounds):
     return 1e6 * statistics.median(samples)
 
 
-def _first_call(fn, rounds, choices=False):
+def _first_call(fn, rounds, choices=False, before=0):
     """Host us of a call whose key is new (the dispatcher's caches and modules warm):
-    the normal path plus recording and compiling; ``choices``: the dispatcher's choices
-    forgotten too, so the chooser prices the candidates again (as on a new signature;
-    the memoised problems and launch programs stay warm)."""
+    the normal path (since the compiled calls' cache notes a key on its first call and
+    compiles on its second; before that, the normal path plus recording and compiling);
+    ``choices``: the dispatcher's choices forgotten too, so the chooser prices the
+    candidates again (as on a new signature; the memoised problems and launch programs
+    stay warm); ``before``: calls made untimed after the reset (1: the second call's
+    time, which records and compiles)."""
     samples = []
     for _ in range(max(5 * rounds, 15)):        # single calls: noisier than autorange's
         _reset()
         if choices:
             dispatcher.clear_cache()
+        for _ in range(before):
+            fn()
         t0 = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - t0)
@@ -222,7 +229,8 @@ def _counts(fn, counts):
 
 def measure(rounds):
     """Rows of per-call host time and counts: today's path (``config.compiled_calls``
-    off), a first call with a new key, and a repeated (compiled) call, in one run."""
+    off), a first call with a new key, its second call and a repeated (compiled) call,
+    in one run."""
     rows = []
     counts = collections.Counter()
     saved = cupyconv.config.compiled_calls
@@ -238,10 +246,13 @@ def measure(rounds):
                 cupyconv.config.compiled_calls = True
                 first_us = _first_call(fn, rounds)
                 chosen_us = _first_call(fn, rounds, choices=True)
+                second_us = _first_call(fn, rounds, before=1)
+                fn()
                 fn()
                 again = _counts(fn, counts)
                 rows.append(dict(case=name, today_us=today_us, first_us=first_us,
-                                 chosen_us=chosen_us, repeated_us=_per_call(fn, rounds),
+                                 chosen_us=chosen_us, second_us=second_us,
+                                 repeated_us=_per_call(fn, rounds),
                                  today=today, repeated=again, path=_path()))
         finally:
             cupyconv.config.compiled_calls = saved
@@ -293,9 +304,10 @@ def _baseline_rows(tree, rounds):
 
 
 #: The timed columns of a row: today's path, a first call (its choice made, then
-#: unmade) and a repeated call; and the baseline's columns' names.
-TIMED = ("today_us", "first_us", "chosen_us", "repeated_us")
-LABELS = dict(first_us="first", chosen_us="first, choice unmade", repeated_us="repeated")
+#: unmade), a second call and a repeated call; and the baseline's columns' names.
+TIMED = ("today_us", "first_us", "chosen_us", "second_us", "repeated_us")
+LABELS = dict(first_us="first", chosen_us="first, choice unmade", second_us="second",
+              repeated_us="repeated")
 
 
 def _median_rows(turns):
@@ -309,15 +321,15 @@ def _median_rows(turns):
 
 def table(rows, base=None, commit=None):
     """The Markdown table's lines; with ``base`` (``case -> row`` of the baseline
-    ``commit``), its first calls (both kinds) and repeated calls beside ours, and the
-    ratios ours / theirs."""
+    ``commit``), its first calls (both kinds), second and repeated calls beside ours, and
+    the ratios ours / theirs."""
     compared = TIMED[1:]
     extra = "".join(f" {commit} {LABELS[k]} us | ratio |" for k in compared) if base else ""
-    lines = ["| call | today us | first call us | first call, choice unmade us | repeated us | "
-             "path of a repeated call | today: launches, GEMMs, allocations, syncs, copies "
-             "d2h/h2d | repeated: the same |" + extra,
-             "|---|---:|---:|---:|---:|---|---|---|" + ("---:|---:|" * len(compared)
-                                                       if base else "")]
+    lines = ["| call | today us | first call us | first call, choice unmade us | second call "
+             "us | repeated us | path of a repeated call | today: launches, GEMMs, "
+             "allocations, syncs, copies d2h/h2d | repeated: the same |" + extra,
+             "|---|---:|---:|---:|---:|---:|---|---|---|" + ("---:|---:|" * len(compared)
+                                                            if base else "")]
     for r in rows:
         cells = ""
         if base and r["case"] in base:
@@ -325,7 +337,8 @@ def table(rows, base=None, commit=None):
             cells = "".join(f" {b[k]:.1f} | {r[k] / b[k]:.2f} |" if k in b else " | |"
                             for k in compared)
         lines.append(f"| {r['case']} | {r['today_us']:.1f} | {r['first_us']:.1f} | "
-                     f"{r['chosen_us']:.1f} | {r['repeated_us']:.1f} | {r['path']} | "
+                     f"{r['chosen_us']:.1f} | {r['second_us']:.1f} | "
+                     f"{r['repeated_us']:.1f} | {r['path']} | "
                      f"{_fmt(r['today'])} | {_fmt(r['repeated'])} |" + cells)
     return lines
 

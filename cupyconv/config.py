@@ -57,7 +57,7 @@ compiled_call_bytes : int or None
 cuda_graphs : bool
     When True, a compiled call on CuPy whose programs take several steps (ndimage's passes,
     Winograd's transforms and GEMM, gemm's vol2col and GEMM) replays as one CUDA graph,
-    captured on its second call over buffers it owns, the call's pointers set per call
+    captured on its first replay over buffers it owns, the call's pointers set per call
     (``cupyconv.backends.cuda.graphs``).  Default False until a device check shows it pays.
 cpu_threads : int or None
     The most threads cupyconv's own CPU work runs on at once (the NumPy backend's block

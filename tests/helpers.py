@@ -506,6 +506,14 @@ def in_threads(work, n=8):
     return errors
 
 
+def called_twice(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` made twice, so that its key compiles: the first call with a
+    key runs the normal path and notes the key, the second records and compiles
+    (:mod:`cupyconv.api.compiled`).  Returns the second call's result."""
+    fn(*args, **kwargs)
+    return fn(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def normal_path():
     """Inside the block every call takes the normal path (``config.compiled_calls`` off):
@@ -532,13 +540,15 @@ def alternate_against_the_normal_path(dev, name, calls, rounds=3):
 
 def first_and_repeated(dev, call):
     """``(normal path's result, first call's counts, repeated call's counts, repeated
-    call's result)`` of ``call`` (the accounting stand-in's counters, host arrays)."""
+    call's result)`` of ``call`` (the accounting stand-in's counters, host arrays); the
+    repeated call is the third (the second records and compiles)."""
     from cupyconv._kernels import program
     with dev.scope():
         with normal_path():
             ref = dev.to_host(call())
         with program.accounting() as first:
             call()
+        call()
         with program.accounting() as again:
             y = call()
     return ref, first, again, dev.to_host(y)

@@ -8,9 +8,10 @@ settings of :mod:`cupyconv.config`, the backend forced by ``use_backend`` and th
 current CUDA device.  Arguments the key cannot hold (lists of arrays, array-likes,
 arbitrary objects) take the normal path.
 
-The first call with a key runs the normal path while :func:`cupyconv._kernels.program.record`
-watches: which :class:`~cupyconv._kernels.program.Program` ran on which arrays.  The call
-*compiles* when every array a program read is found again by its memory: inside one of
+The first call with a key runs the normal path and notes the key (:data:`SEEN_ONCE`), so
+a key called once pays for no recording, compiling or cached programs.  The second runs
+the normal path while :func:`cupyconv._kernels.program.record` watches: which
+:class:`~cupyconv._kernels.program.Program` ran on which arrays.  That call *compiles* when every array a program read is found again by its memory: inside one of
 the call's own arrays (at a fixed offset), inside an allocation of an earlier program
 (a pass buffer), or inside a constant made from the key alone (filter taps); and when the
 result is a view of a program's allocation.  Anything else (a cast or copy of the data
@@ -62,7 +63,8 @@ from .replay_values import HOST_VALUE_BYTES, replay_steps, source as _source
 #: arguments).
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-__all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "COMPILED_CALLS",
+__all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "SEEN_ONCE",
+           "COMPILED_CALLS",
            "HOST_VALUE_BYTES", "clear_cache", "lookup", "call_key"]
 
 #: Compiled calls kept (each holds a few programs; the LRU drops the oldest).
@@ -98,6 +100,11 @@ class NotCompiled:
 
     def __repr__(self):
         return f"NotCompiled({self.reason!r})"
+
+
+#: The entry of a key called once: its next call records and compiles (a key called
+#: once never pays for recording, compiling and the entry's programs).
+SEEN_ONCE = NotCompiled("called once: the next call with this key records and compiles")
 
 
 def _is_cupy(t):
@@ -423,7 +430,10 @@ def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
         entry = cache.get(key)
     except TypeError:                     # an unhashable value inside the key
         return _normal(fn, owner, args, kwargs)
-    if entry is not None:
+    if entry is None:                     # a first call: the normal path, the key noted
+        cache.put(key, SEEN_ONCE, 0)
+        return _normal(fn, owner, args, kwargs)
+    if entry is not SEEN_ONCE:
         if type(entry) is CompiledCall and (not entry.checks_values
                                              or entry.matches(arrays)):
             try:
@@ -435,7 +445,7 @@ def _call(fn, tag, cache, args, kwargs, promise=False, owner=None):
                     _store(cache, key, entry)      # captured: its owned buffers counted
                 return y
         return _normal(fn, owner, args, kwargs)
-    with program.record() as rec:
+    with program.record() as rec:                  # the second call records and compiles
         result = _normal(fn, owner, args, kwargs)
     entry = _compile(rec, arrays, result, promise)
     if type(entry) is NotCompiled:

@@ -26,7 +26,7 @@ from ..dispatch import available_backends, backend_for, choose, get_backend, run
 from ..dispatch.dispatcher import NON_FINITE_SPREAD
 from .. import config
 from .._kernels import program
-from .compiled import CompiledCall, NotCompiled, compiled_method
+from .compiled import SEEN_ONCE, CompiledCall, NotCompiled, compiled_method
 from .calls import check_bias, check_out, finish, logical_views
 from .._typing import Array, ArrayLike, DTypeLike, IntOrSeq, Padding, Scalar, Shape
 
@@ -151,7 +151,7 @@ class ConvPlan:
 
     def explain(self) -> str:
         """Which path a call of this plan takes and why: a compiled call (its launch
-        programs replayed from the second call with the same arrays' key) or the normal
+        programs replayed from the third call with the same arrays' key) or the normal
         path (the dispatcher every call), with the reason; on the CUDA path a second line
         names the kernel configuration its calls run (on operands C-contiguous in its
         layout, under its workspace limit) and its hardware evidence (docs/evidence.md)."""
@@ -174,13 +174,14 @@ class ConvPlan:
         last = entries.values()[-1] if entries is not None and len(entries) else None
         if isinstance(last, CompiledCall):
             return f"{self._runs()}; repeated calls replay ({last!r}){self._unscanned()}"
-        if isinstance(last, NotCompiled):
+        if isinstance(last, NotCompiled) and last is not SEEN_ONCE:
             return f"{self._runs()}; every call is checked and dispatched again: {last.reason}"
         why = self._backend.compile_refusal(self.problem, self.algorithm)
         if why:
             return f"{self._runs()}; every call is checked and dispatched again: {why}"
-        return (f"{self._runs()}; repeated calls replay, from the second call with the same "
-                "arrays (shapes, strides, dtypes, alignment), bias, out and settings"
+        return (f"{self._runs()}; repeated calls replay, from the third call with the same "
+                "arrays (shapes, strides, dtypes, alignment), bias, out and settings (the "
+                "second records them)"
                 + self._unscanned())
 
     def _runs(self):

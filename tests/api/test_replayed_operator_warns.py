@@ -24,7 +24,7 @@ def test_a_replayed_operator_call_warns_of_non_finite_data(backend, method, valu
     v, u = np.ones(op.shape[1]), np.ones(op.shape[0])
     with cupyconv.use_backend(backend):
         clean = op.matvec(v), op.rmatvec(u)
-        assert np.array_equal(op.matvec(v), clean[0])         # replayed, no warning
+        assert np.array_equal(op.matvec(v), clean[0])         # compiled, no warning
         assert np.array_equal(op.rmatvec(u), clean[1])
         v[4], u[5] = value, value
         for _ in range(3):

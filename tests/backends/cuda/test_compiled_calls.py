@@ -20,12 +20,12 @@ import cupyconv
 from cupyconv import config, ndimage
 from cupyconv._kernels import launch, program, registry
 from cupyconv.api import compiled
-from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
+from cupyconv.api.compiled import SEEN_ONCE, CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import algorithms, runners, winograd
 from cupyconv.backends.cuda.prebuilt_launch import prebuilt_program
 from cupyconv.core.problem import ConvProblem
-from helpers import (alternate_against_the_normal_path, first_and_repeated, forget_launches,
-                     in_threads, normal_path, small_ints)
+from helpers import (alternate_against_the_normal_path, called_twice, first_and_repeated,
+                     forget_launches, in_threads, normal_path, small_ints)
 
 F32 = np.dtype(np.float32)
 
@@ -144,21 +144,42 @@ def test_numpy_calls_replay_the_host_tap_loop(rng):
         a, k = rng.standard_normal(s1), rng.standard_normal(s2)
         with normal_path():
             ref = cupyconv.convolve(a, k, method="direct")
-        cupyconv.convolve(a, k, method="direct")
+        called_twice(cupyconv.convolve, a, k, method="direct")
         entry = lookup(cupyconv.convolve, a, k, method="direct")
         assert isinstance(entry, CompiledCall) and entry.programs[0].host is not None
         np.testing.assert_array_equal(cupyconv.convolve(a, k, method="direct"), ref)
     v = rng.standard_normal((7, 6, 5))
     with normal_path():
         ref = ndimage.gaussian_filter(v, 1.0)
-    ndimage.gaussian_filter(v, 1.0)
+    called_twice(ndimage.gaussian_filter, v, 1.0)
     assert len(lookup(ndimage.gaussian_filter, v, 1.0).programs) == 3
     np.testing.assert_array_equal(ndimage.gaussian_filter(v, 1.0), ref)
+
+
+def test_a_key_compiles_on_its_second_call_only(monkeypatch, rng):
+    """A key called once is only noted (nothing recorded, compiled or kept); its second
+    call records and compiles; later calls replay without compiling again."""
+    made = []
+    real = compiled._compile
+    monkeypatch.setattr(compiled, "_compile", lambda *a, **k: made.append(1) or real(*a, **k))
+    a, k = rng.standard_normal((12, 11)), rng.standard_normal((3, 3))
+    with normal_path():
+        ref = cupyconv.convolve(a, k, method="direct")
+    np.testing.assert_array_equal(cupyconv.convolve(a, k, method="direct"), ref)
+    assert made == [] and lookup(cupyconv.convolve, a, k, method="direct") is SEEN_ONCE
+    np.testing.assert_array_equal(cupyconv.convolve(a, k, method="direct"), ref)
+    assert made == [1]
+    assert isinstance(lookup(cupyconv.convolve, a, k, method="direct"), CompiledCall)
+    for _ in range(2):
+        np.testing.assert_array_equal(cupyconv.convolve(a, k, method="direct"), ref)
+    assert made == [1]
 
 
 def test_a_compiled_call_is_cached_with_its_programs(dev, rng):
     x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
     with dev.scope():
+        cupyconv.conv(x, w, padding=1)
+        assert lookup(cupyconv.conv, x, w, padding=1) is SEEN_ONCE    # noted, not compiled
         cupyconv.conv(x, w, padding=1)
         entry = lookup(cupyconv.conv, x, w, padding=1)
         assert isinstance(entry, CompiledCall) and entry.programs[0].name in (
@@ -170,7 +191,7 @@ def test_a_compiled_call_is_cached_with_its_programs(dev, rng):
 
 def _not_compiled_reason(dev, call, fn, *args, **kwargs):
     with dev.scope():
-        call()
+        called_twice(call)
         entry = lookup(fn, *args, **kwargs)
     assert isinstance(entry, NotCompiled), entry
     return entry.reason
@@ -180,7 +201,7 @@ def test_calls_outside_programs_take_the_normal_path_with_a_reason(dev, rng):
     x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
     b = dev.to_dev(np.arange(3, dtype=F32))
     with dev.scope():                         # a bias is a host step: compiled
-        cupyconv.conv(x, w, b, padding=1)
+        called_twice(cupyconv.conv, x, w, b, padding=1)
         assert isinstance(lookup(cupyconv.conv, x, w, b, padding=1), CompiledCall)
     wc = (w + 1j).astype(np.complex64)         # real x with complex w: x cast, a temporary
     why = _not_compiled_reason(dev, lambda: cupyconv.conv(x, wc, padding=1, method="fft"),
@@ -196,16 +217,16 @@ def test_the_plan_says_which_path_it_takes(dev, rng):
     x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
     direct = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="direct",
                                 backend=dev.name)
-    assert "repeated calls replay, from the second call" in direct.explain()
-    direct(x, w)
+    assert "repeated calls replay, from the third call" in direct.explain()
+    called_twice(direct, x, w)
     assert direct.explain().startswith("runs direct on the ")
     assert "; repeated calls replay (CompiledCall(direct" in direct.explain()
     assert "repeated calls replay (CompiledCall(" in repr(direct)
     cupyconv.clear_caches()                                  # the plans' caches too
-    assert "repeated calls replay, from the second call" in direct.explain()
+    assert "repeated calls replay, from the third call" in direct.explain()
     fft = cupyconv.plan_conv(x.shape, w.shape, F32, padding=1, method="fft",
                              backend=dev.name)
-    fft(x, w)             # float data: the first call scans to warn, a replay does not
+    called_twice(fft, x, w)    # float data: the first two calls scan to warn, a replay not
     assert "; repeated calls replay (CompiledCall(fft:" in fft.explain()
     assert "does not scan for NaN/Inf" in fft.explain()
 
@@ -315,9 +336,9 @@ def test_the_backend_in_force_is_in_the_key(rng):
         pytest.skip("the emulated backend is not available here")
     x, w = _data(rng, (1, 2, 6, 6), (3, 2, 3, 3))
     for _ in range(2):
-        cupyconv.conv(x, w, padding=1, method="direct")
+        called_twice(cupyconv.conv, x, w, padding=1, method="direct")
         with cupyconv.use_backend("emulated"):
-            cupyconv.conv(x, w, padding=1, method="direct")
+            called_twice(cupyconv.conv, x, w, padding=1, method="direct")
             launched = lookup(cupyconv.conv, x, w, padding=1, method="direct")
         host = lookup(cupyconv.conv, x, w, padding=1, method="direct")
         assert host.programs[0].host is not None and launched.programs[0].launches
@@ -369,7 +390,7 @@ def test_the_key_holds_typed_values_nans_and_devices(monkeypatch):
 def test_an_out_of_memory_during_replay_runs_the_normal_path(dev, rng, monkeypatch):
     x, w = (dev.to_dev(a) for a in _data(rng, (1, 2, 6, 6), (3, 2, 3, 3)))
     with dev.scope():
-        ref = dev.to_host(cupyconv.conv(x, w, padding=1))
+        ref = dev.to_host(called_twice(cupyconv.conv, x, w, padding=1))
         assert isinstance(lookup(cupyconv.conv, x, w, padding=1), CompiledCall)
         real, failed = program.allocate, []
 

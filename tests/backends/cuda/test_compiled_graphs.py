@@ -24,7 +24,7 @@ from cupyconv._kernels.addressing import data_pointer
 from cupyconv.api import compiled
 from cupyconv.api.compiled import CompiledCall, NotCompiled, lookup
 from cupyconv.backends.cuda import graphs
-from helpers import in_threads, small_ints
+from helpers import called_twice, in_threads, small_ints
 
 F32 = np.dtype(np.float32)
 
@@ -172,7 +172,7 @@ def test_graphed_replays_equal_the_normal_path_and_capture_once(emulated, rng, n
     with normal_path():
         refs = [call(a) for a in data]
     with graphs_on(StandInGraphs()) as api:
-        call(data[0])                                       # first call: normal path
+        called_twice(call, data[0])                         # normal path, then recorded
         ys = [call(a) for a in data + data]                 # replays: one capture
         entry = find(data[0])
     assert isinstance(entry, CompiledCall) and entry.graph is not None, entry
@@ -191,7 +191,7 @@ def test_replay_repoints_exactly_the_user_slots(emulated, rng):
     data is copied (every buffer it re-points is a launch's only)."""
     v = [rng.standard_normal((9, 8, 7)).astype(F32) for _ in range(3)]
     with graphs_on(StandInGraphs()) as api:
-        ndimage.gaussian_filter(v[0], 1.0)
+        called_twice(ndimage.gaussian_filter, v[0], 1.0)
         for a in v:
             del api.log[:]
             y = ndimage.gaussian_filter(a, 1.0)
@@ -212,7 +212,7 @@ def test_library_steps_read_and_write_owned_buffers_through_copies(emulated, rng
     node is re-pointed to the new input."""
     x, w = small_ints(rng, (2, 4, 9, 8), F32), small_ints(rng, (6, 4, 3, 3), F32)
     with graphs_on(StandInGraphs()) as api:
-        cupyconv.conv(x, w, padding=1, method="gemm")
+        called_twice(cupyconv.conv, x, w, padding=1, method="gemm")
         del api.log[:]
         y = cupyconv.conv(x, w, padding=1, method="gemm")
     copies = [e for e in api.log if e[0] == "copy"]
@@ -230,7 +230,7 @@ def test_a_capture_failure_falls_back_to_the_plain_replay(emulated, rng):
     with normal_path():
         ref = cupyconv.conv(x, w, padding=1, method="gemm")
     with graphs_on(StandInGraphs(fail="cuBLAS refused to run while capturing")) as api:
-        cupyconv.conv(x, w, padding=1, method="gemm")
+        called_twice(cupyconv.conv, x, w, padding=1, method="gemm")
         ys = [cupyconv.conv(x, w, padding=1, method="gemm") for _ in range(2)]
         entry = lookup(cupyconv.conv, x, w, padding=1, method="gemm")
     assert "capture failed" in entry.graph.reason and "cuBLAS refused" in entry.graph.reason
@@ -244,13 +244,13 @@ def test_a_capture_failure_falls_back_to_the_plain_replay(emulated, rng):
 def test_one_step_calls_and_the_default_are_not_graphed(emulated, rng):
     a, k = small_ints(rng, (12, 11), F32), small_ints(rng, (3, 3), F32)
     with graphs_on(StandInGraphs()) as api:
-        cupyconv.convolve(a, k, "same", method="direct")
+        called_twice(cupyconv.convolve, a, k, "same", method="direct")
         assert lookup(cupyconv.convolve, a, k, "same", method="direct").graph is None
     assert not api.graphs
     assert config.cuda_graphs is False                       # off until a device check
     v = rng.standard_normal((9, 8, 7)).astype(F32)
     with cupyconv.use_backend("emulated"):
-        ndimage.gaussian_filter(v, 1.0)
+        called_twice(ndimage.gaussian_filter, v, 1.0)
         assert lookup(ndimage.gaussian_filter, v, 1.0).graph is None
     assert graphs.api_for(np) is None                         # no graphs of host arrays
 
@@ -265,13 +265,13 @@ def test_a_captured_graph_counts_its_buffers_against_the_byte_bound(emulated, rn
     saved = config.compiled_call_bytes
     try:
         with graphs_on(StandInGraphs()):
-            ndimage.gaussian_filter(v, 1.0)
+            called_twice(ndimage.gaussian_filter, v, 1.0)
             entry = lookup(ndimage.gaussian_filter, v, 1.0)
             # three pass buffers of the input's size, and the three passes' taps
             assert entry.device_bytes == 3 * v.nbytes + 3 * 9 * 4
             assert compiled._cache.nbytes == entry.device_bytes
             config.compiled_call_bytes = entry.device_bytes - 1
-            ndimage.gaussian_filter(v, 1.0)          # another key (the bound is in it)
+            called_twice(ndimage.gaussian_filter, v, 1.0)   # another key (the bound is in it)
             entry = lookup(ndimage.gaussian_filter, v, 1.0)
             assert isinstance(entry, NotCompiled) and "compiled_call_bytes" in entry.reason
     finally:
@@ -283,7 +283,7 @@ def test_eight_threads_on_one_graph_give_the_sequential_results(emulated, rng):
     with normal_path():
         refs = [ndimage.gaussian_filter(a, 1.0) for a in v]
     with graphs_on(StandInGraphs()) as api:
-        ndimage.gaussian_filter(v[0], 1.0)
+        called_twice(ndimage.gaussian_filter, v[0], 1.0)
 
         def work(t):
             with cupyconv.use_backend("emulated"):
@@ -303,7 +303,7 @@ def test_a_driver_error_while_replaying_falls_back_for_good(emulated, rng):
             raise RuntimeError("cuGraphExecKernelNodeSetParams failed with CUresult 1")
 
     with graphs_on(Refusing()) as api:
-        ndimage.gaussian_filter(v[0], 1.0)
+        called_twice(ndimage.gaussian_filter, v[0], 1.0)
         ys = [ndimage.gaussian_filter(a, 1.0) for a in v]
         entry = lookup(ndimage.gaussian_filter, v[0], 1.0)
     assert entry.graph.reason.startswith("replay failed: RuntimeError: cuGraphExec")

@@ -131,17 +131,19 @@ def test_host_path_baseline_side_is_the_commits_package_with_these_cases():
             Path(host_path.__file__).read_text()
     finally:
         shutil.rmtree(tree)
-    turns = [[dict(case="a", today_us=t, first_us=2 * t, chosen_us=4 * t, repeated_us=3 * t,
-                   today=_NONE, repeated=_NONE, path="compiled")] for t in (1, 5, 2)]
+    turns = [[dict(case="a", today_us=t, first_us=2 * t, chosen_us=4 * t, second_us=5 * t,
+                   repeated_us=3 * t, today=_NONE, repeated=_NONE, path="compiled")]
+             for t in (1, 5, 2)]
     (row,) = host_path._median_rows(turns)
-    assert (row["today_us"], row["first_us"], row["chosen_us"], row["repeated_us"]) == \
-        (2, 4, 8, 6)
-    # the baseline's first calls (both kinds) and repeated calls beside ours, with ratios
-    theirs = dict(row, first_us=8.0, chosen_us=16.0, repeated_us=6.0)
+    assert (row["today_us"], row["first_us"], row["chosen_us"], row["second_us"],
+            row["repeated_us"]) == (2, 4, 8, 10, 6)
+    # the baseline's first calls (both kinds), second and repeated calls beside ours, with
+    # ratios
+    theirs = dict(row, first_us=8.0, chosen_us=16.0, second_us=5.0, repeated_us=6.0)
     header, _, line = host_path.table([row], {"a": theirs}, "abc1234")
     assert ("abc1234 first us | ratio | abc1234 first, choice unmade us | ratio | "
-            "abc1234 repeated us | ratio |") in header
-    assert line.endswith("| 8.0 | 0.50 | 16.0 | 0.50 | 6.0 | 1.00 |")
+            "abc1234 second us | ratio | abc1234 repeated us | ratio |") in header
+    assert line.endswith("| 8.0 | 0.50 | 16.0 | 0.50 | 5.0 | 2.00 | 6.0 | 1.00 |")
 
 
 #: A row's counts where nothing ran.

@@ -437,11 +437,9 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
         limit = choice.limit
     else:
         prepared = backend.prepare(problem, Operands())[0]          # the problem alone
-        if choice is not None:
-            limit = choice.limit
-            runs = _explicit(prepared, backend, method, limit)
-        else:
-            limit, runs = _explicit_verdict(prepared, backend, method, workspace_limit)
+        # a plan's choice gives the limit; the verdict under it is cached either way
+        limit, runs = _explicit_verdict(prepared, backend, method,
+                                        workspace_limit if choice is None else choice.limit)
         if runs is None:
             least = backend.min_workspace_bytes(prepared, method)
             tried.append(f"{method}: {over_limit(least, limit)}")

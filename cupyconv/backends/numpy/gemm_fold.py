@@ -27,8 +27,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..arrays import grouped_weights, oriented_weights
 from .blas import matmul, matmul_into
-from .gemm_grid import (_dy_block, _extended, _flat_columns, _flat_plan, _flat_source,
-                        grid_axes, grouped_index, note_workspace, phase_timer)
+from .gemm_grid import (_flat_columns, _flat_plan, _flat_source, grid_axes, grouped_index,
+                        note_workspace, phase_timer)
 from .threads import Scratch, parallel_map
 
 __all__ = ["FOLD_MIN_DEPTH", "FOLD_MAX_ROWS", "FOLD_MIN_ROWS", "FOLD_MAX_TAIL", "fold_axes",
@@ -168,38 +168,58 @@ def folded_forward(problem, x, w, limit, target, stats, e, f):
     return y
 
 
+def _shifted_dy(problem, dy, e, f):
+    """``(dy_pad, steps)``: ``dy`` channels-last on the extended grid of the trailing ``e``
+    axes, ``(N, G, *O_lead, L, K/G)`` with ``L = full + 2 max off_a`` and the lead row's
+    ``full`` positions at ``max off_a`` (zeros around them and between the output's rows),
+    and the flat steps of the last ``f`` axes' taps (:func:`fold_offsets`'s)."""
+    r, g, kg = problem.ndim, problem.groups, problem.gemm_n
+    out, lead, padded = tuple(problem.out_shape), r - e, problem.padded_shape()
+    trail = (out[lead],) + tuple(padded[lead + 1:])
+    full, mo = math.prod(trail), max(fold_offsets(problem, f))
+    pad = np.zeros((problem.batch, g) + out[:lead] + (full + 2 * mo, kg), dtype=dy.dtype)
+    inside = pad[..., mo:mo + full, :].reshape(pad.shape[:-2] + trail + (kg,))
+    inside[(Ellipsis,) + tuple(slice(0, o) for o in out[lead:]) + (slice(None),)] = \
+        np.moveaxis(dy.reshape((problem.batch, g, kg) + out), 2, -1)
+    steps = [problem.dilation[a] * math.prod(padded[a + 1:]) for a in range(r - f, r)]
+    return pad, steps
+
+
 def folded_grad_weight(problem, x, dy, limit, target, e, f):
     """The weight gradient of a real ``problem`` on the extended grid of the trailing
     ``e`` axes with the taps of the last ``f`` folded (:func:`fold_axes`), ``(G, C/G *
     taps, K/G)`` as :func:`~.gemm_grid.flat_grad_weight` returns it, with its block
-    bytes and lanes: per block ``cols_B . D^T``, ``D`` the extended ``dy`` shifted by
-    each ``off_a`` (zero elsewhere; ``x`` finite, so the extra positions add nothing),
-    the blocks summed in block order."""
+    bytes and lanes: per block ``cols_B . D^T``, ``D^T`` ``(positions, |A| * K/G)`` the
+    extended ``dy`` shifted by each ``off_a`` (zero elsewhere; ``x`` finite, so the extra
+    positions add nothing), copied row-major from a window view of :func:`_shifted_dy`
+    (the taps in reverse order, so that a row's taps of the last axis and channels are
+    one run), so that both operands are in BLAS's faster orientation; the blocks summed
+    in block order."""
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     cg, ks = problem.in_channels // g, tuple(problem.kernel_shape)
     view, full, offsets = _folded_source(problem, x, e, f)
     ext, taps = view.shape[-1], len(offsets)
-    dy_ext = _extended(problem, dy, problem.padded_shape(), e)   # (N, G, Kg, *O_lead, full)
+    pad, steps = _shifted_dy(problem, dy, e, f)
     scratch = Scratch()
 
     def block(index):
         cols, _ = _flat_columns(problem, view, index, scratch, e)   # (G, Cg * B, M)
-        rows = cols.shape[2] // ext
-        shifted = scratch.take("shifted", (g * kg * taps * rows * ext,), cols.dtype)
-        d = shifted.reshape(g, kg, taps, rows, ext)
-        dyc = _dy_block(dy_ext, index).reshape(g, kg, rows, full)
-        for a, off in enumerate(offsets):
-            d[:, :, a, :, :off] = 0
-            d[:, :, a, :, off:off + full] = dyc
-            d[:, :, a, :, off + full:] = 0
-        part = matmul(cols, d.reshape(g, kg * taps, rows * ext).transpose(0, 2, 1))
-        return part, cols.nbytes + shifted.nbytes + dyc.nbytes
+        part = pad[index[:1] + (slice(None),) + index[1:]]          # (nb, G, *Ob, L, Kg)
+        st = part.strides
+        src = as_strided(part, shape=(g,) + part.shape[:1] + part.shape[2:-2] + (ext,)
+                         + ks[r - f:] + (kg,),
+                         strides=(st[1], st[0]) + st[2:-2] + (st[-2],)
+                         + tuple(s * st[-2] for s in steps) + (st[-1],), writeable=False)
+        d = scratch.take("shifted", (src.size,), cols.dtype).reshape(src.shape)
+        np.copyto(d, src)
+        return matmul(cols, d.reshape(g, -1, taps * kg)), cols.nbytes + d.nbytes
 
     indices, lanes = _plan(problem, e, f, limit, target)
     parts = parallel_map(block, indices, lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order
         dw = dw + part
-    # (G, Cg, *KS_B, Kg, *KS_A) -> (G, Cg, *KS, Kg)
-    dw = np.moveaxis(dw.reshape((g, cg) + ks[:r - f] + (kg,) + ks[r - f:]), 2 + r - f, -1)
+    # (G, Cg, *KS_B, *KS_A reversed, Kg) -> (G, Cg, *KS, Kg)
+    dw = dw.reshape((g, cg) + ks + (kg,))[(Ellipsis,) + (slice(None, None, -1),) * f
+                                          + (slice(None),)]
     return np.ascontiguousarray(dw).reshape(g, -1, kg), [n for _, n in parts], lanes

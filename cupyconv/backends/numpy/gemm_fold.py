@@ -27,7 +27,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..arrays import grouped_weights, oriented_weights
 from .blas import matmul, matmul_into
-from .gemm_grid import (_flat_columns, _flat_plan, _flat_source, grid_axes, grouped_index,
+from .gemm_grid import (flat_columns, flat_plan, flat_source, grid_axes, grouped_index,
                         note_workspace, phase_timer)
 from .threads import Scratch, parallel_map
 
@@ -110,11 +110,11 @@ def fold_plan(problem, limit):
 
 
 def _folded_source(problem, x, e, f):
-    """``(view, full, offsets)``: :func:`~.gemm_grid._flat_source`'s window view with the
+    """``(view, full, offsets)``: :func:`~.gemm_grid.flat_source`'s window view with the
     last ``f`` axes' taps at their first and ``full + max offsets`` positions per lead
     row (the buffer's zero tail covers them: the last position read is the unfolded
     view's)."""
-    view, full = _flat_source(problem, x, e)
+    view, full = flat_source(problem, x, e)
     offsets = fold_offsets(problem, f)
     shape = view.shape[:view.ndim - 1 - f] + (1,) * f + (full + max(offsets),)
     return as_strided(view, shape=shape, strides=view.strides, writeable=False), full, \
@@ -122,7 +122,7 @@ def _folded_source(problem, x, e, f):
 
 
 def _plan(problem, e, f, limit, target):
-    return _flat_plan(problem, e, fold_row_bytes(problem, e, f), limit, target)
+    return flat_plan(problem, e, fold_row_bytes(problem, e, f), limit, target)
 
 
 def folded_forward(problem, x, w, limit, target, stats, e, f):
@@ -146,7 +146,7 @@ def folded_forward(problem, x, w, limit, target, stats, e, f):
 
     def block(index):
         with phase_timer(stats, "column copy"):
-            cols, box = _flat_columns(problem, view, index, scratch, e)
+            cols, box = flat_columns(problem, view, index, scratch, e)
         rows = cols.shape[2] // ext
         res = scratch.take("product", (g * kg * taps * rows * ext,), y.dtype)
         with phase_timer(stats, "GEMM"):
@@ -203,7 +203,7 @@ def folded_grad_weight(problem, x, dy, limit, target, e, f):
     scratch = Scratch()
 
     def block(index):
-        cols, _ = _flat_columns(problem, view, index, scratch, e)   # (G, Cg * B, M)
+        cols, _ = flat_columns(problem, view, index, scratch, e)   # (G, Cg * B, M)
         part = pad[index[:1] + (slice(None),) + index[1:]]          # (nb, G, *Ob, L, Kg)
         st = part.strides
         src = as_strided(part, shape=(g,) + part.shape[:1] + part.shape[2:-2] + (ext,)

@@ -34,7 +34,7 @@ from .threads import Scratch, parallel_map, workers
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight", "grid_axes"]
+           "flat_grad_weight", "grid_axes", "flat_source", "flat_plan", "flat_columns"]
 
 
 def position_bytes(problem):
@@ -159,7 +159,7 @@ def flat_lead_bytes(problem, e):
         problem.padded_shape()[r - e + 1:])
 
 
-def _flat_source(problem, x, e):
+def flat_source(problem, x, e):
     """``(view, full)``: the forward's window view ``(N, G, C/G, *O_lead, *KS, full)`` of
     the padded input on the extended grid of the trailing ``e`` axes (:func:`flat_axes`);
     ``full = O_{r-e} * prod(P_{r-e+1:})`` positions per lead box, the padded input copied
@@ -206,7 +206,7 @@ def _extended(problem, a, grid, e):
     return ext.reshape((problem.batch, g, kg) + out[:lead] + (math.prod(trail),))
 
 
-def _flat_plan(problem, e, per_row, limit, target):
+def flat_plan(problem, e, per_row, limit, target):
     """``(indices, lanes)``: blocks over ``(N, *O_lead)`` of ``per_row`` workspace bytes
     per lead position, as :func:`~cupyconv.backends.numpy.gemm.plan_blocks` plans them:
     one block per core in flight, each aiming at ``target`` bytes under ``limit`` (the
@@ -220,9 +220,9 @@ def _flat_plan(problem, e, per_row, limit, target):
     return indices, max(1, min(lanes, len(indices)))
 
 
-def _flat_columns(problem, view, index, scratch, e):
+def flat_columns(problem, view, index, scratch, e):
     """``(cols, box)``: block ``index``'s columns ``(G, C/G * taps, positions)`` of
-    :func:`_flat_source`'s view, one contiguous copy per (channel, tap) and lead row, and
+    :func:`flat_source`'s view, one contiguous copy per (channel, tap) and lead row, and
     its box ``(nb, *Ob_lead)``."""
     r, lead = problem.ndim, problem.ndim - e
     part = view[grouped_index(index)]                             # (nb, G, Cg, *Ob, *KS, full)
@@ -242,7 +242,7 @@ def flat_forward(problem, x, w, limit, target, stats, e):
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)
     with phase_timer(stats, "pad"):
-        view, full = _flat_source(problem, x, e)
+        view, full = flat_source(problem, x, e)
     wmat = np.ascontiguousarray(grouped_weights(problem, oriented_weights(problem, w))
                                 ).reshape(g, kg, -1)
     out, padded = tuple(problem.out_shape), problem.padded_shape()
@@ -253,7 +253,7 @@ def flat_forward(problem, x, w, limit, target, stats, e):
 
     def block(index):
         with phase_timer(stats, "column copy"):
-            cols, box = _flat_columns(problem, view, index, scratch, e)
+            cols, box = flat_columns(problem, view, index, scratch, e)
         res = scratch.take("product", (g * kg * cols.shape[2],), y.dtype).reshape(g, kg, -1)
         with phase_timer(stats, "GEMM"):
             matmul_into(wmat, cols, res)
@@ -263,7 +263,7 @@ def flat_forward(problem, x, w, limit, target, stats, e):
             dst[...] = np.moveaxis(res[(Ellipsis,) + crop], 2, 0)
         return cols.nbytes
 
-    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
+    indices, lanes = flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     note_workspace(stats, parallel_map(block, indices, lanes), lanes)
     return y
 
@@ -381,7 +381,7 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
                     col, 2, 0)[..., :length]
             note_workspace(stats, [dyc.nbytes + col.nbytes], 1)
         return _interleaved(problem, phases, grid)
-    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
+    indices, lanes = flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     for first in range(0, len(indices), lanes):                    # ``lanes`` in flight
         wave = indices[first:first + lanes]
         cols = parallel_map(columns_of, wave, lanes)
@@ -424,16 +424,16 @@ def flat_grad_weight(problem, x, dy, limit, target, e):
     21-24 GFLOP/s against the channels-last columns' 32 (4-D 12^4 layer, one core: 14.9
     ms against 12.8; float32 10.5 against 10.5, 4-D 10^4 6.0 against 8.1, 5-D 7^5 11.8
     against 16.5)."""
-    view, full = _flat_source(problem, x, e)
+    view, full = flat_source(problem, x, e)
     ext = _extended(problem, dy, problem.padded_shape(), e)   # (N, G, Kg, *O_lead, full)
     scratch = Scratch()
 
     def block(index):
-        cols, _ = _flat_columns(problem, view, index, scratch, e)
+        cols, _ = flat_columns(problem, view, index, scratch, e)
         dyc = _dy_block(ext, index).reshape(problem.groups, problem.gemm_n, -1)
         return matmul(cols, dyc.transpose(0, 2, 1)), cols.nbytes
 
-    indices, lanes = _flat_plan(problem, e, position_bytes(problem) * full, limit, target)
+    indices, lanes = flat_plan(problem, e, position_bytes(problem) * full, limit, target)
     parts = parallel_map(block, indices, lanes)
     dw = parts[0][0]
     for part, _ in parts[1:]:                                      # in block order

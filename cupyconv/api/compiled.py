@@ -11,10 +11,11 @@ arbitrary objects) take the normal path.
 The first call with a key runs the normal path and notes the key (:data:`SEEN_ONCE`), so
 a key called once pays for no recording, compiling or cached programs.  The second runs
 the normal path while :func:`cupyconv._kernels.program.record` watches: which
-:class:`~cupyconv._kernels.program.Program` ran on which arrays.  That call *compiles* when every array a program read is found again by its memory: inside one of
-the call's own arrays (at a fixed offset), inside an allocation of an earlier program
-(a pass buffer), or inside a constant made from the key alone (filter taps); and when the
-result is a view of a program's allocation.  Anything else (a cast or copy of the data
+:class:`~cupyconv._kernels.program.Program` ran on which arrays.  That call *compiles*
+when every array a program read is found again by its memory: inside one of the call's
+own arrays (at a fixed offset), inside an allocation of an earlier program (a pass
+buffer), or inside a constant made from the key alone (filter taps); and when the result
+is a view of a program's allocation.  Anything else (a cast or copy of the data
 outside a program) means the key is remembered as *not compiled*: it takes the normal
 path every time.  So does a program that refuses a replay
 (:attr:`~cupyconv._kernels.program.Program.refusal`: work outside any program, such as
@@ -64,8 +65,7 @@ from .replay_values import HOST_VALUE_BYTES, replay_steps, source as _source
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["compiled", "compiled_method", "CompiledCall", "NotCompiled", "SEEN_ONCE",
-           "COMPILED_CALLS",
-           "HOST_VALUE_BYTES", "clear_cache", "lookup", "call_key"]
+           "COMPILED_CALLS", "HOST_VALUE_BYTES", "clear_cache", "lookup", "call_key"]
 
 #: Compiled calls kept (each holds a few programs; the LRU drops the oldest).
 COMPILED_CALLS = 512

@@ -348,8 +348,8 @@ def precheck(problem, backend, method="auto", workspace_limit=None):
 
 
 def _explicit_verdict(problem, backend, method, workspace_limit):
-    """``(limit, runs)``: the limit in force and :func:`_explicit`'s verdict under it
-    (the limit it runs under, or ``None``), cached as
+    """``(limit, runs_under)``: the limit in force and :func:`_explicit`'s verdict under
+    it (the limit the method runs under, or ``None``), cached as
     ``auto``'s :func:`choose` is (same key, same LRU: a verdict may predate the current
     free memory), so a repeated explicit call reads no memory figures; a refusal is
     cached and raised again."""
@@ -363,10 +363,10 @@ def _explicit_verdict(problem, backend, method, workspace_limit):
             return limit, _explicit(problem, backend, method, limit), None
         except (ValueError, MemoryError) as exc:
             return limit, None, exc
-    limit, runs, refusal = _choices.get_or_compute(key, verdict)
+    limit, runs_under, refusal = _choices.get_or_compute(key, verdict)
     if refusal is not None:
         raise type(refusal)(*refusal.args)
-    return limit, runs
+    return limit, runs_under
 
 
 def run(problem, operands, backend, *, method="auto", workspace_limit=None, stats=None,
@@ -438,13 +438,13 @@ def _run(problem, operands, backend, method, workspace_limit, stats, choice, war
     else:
         prepared = backend.prepare(problem, Operands())[0]          # the problem alone
         # a plan's choice gives the limit; the verdict under it is cached either way
-        limit, runs = _explicit_verdict(prepared, backend, method,
-                                        workspace_limit if choice is None else choice.limit)
-        if runs is None:
+        limit, runs_under = _explicit_verdict(
+            prepared, backend, method, workspace_limit if choice is None else choice.limit)
+        if runs_under is None:
             least = backend.min_workspace_bytes(prepared, method)
             tried.append(f"{method}: {over_limit(least, limit)}")
         else:
-            limit = runs
+            limit = runs_under
     problem, operands = backend.prepare(problem, operands)
     if problem.precision == "tf32":     # TF32 numerics: every algorithm sees rounded operands
         operands = _Tf32Operands(problem, operands, backend)   # (some round them themselves)

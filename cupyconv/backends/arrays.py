@@ -30,20 +30,25 @@ REUSE_FROM_BYTES = 128 << 10
 _REUSED = LRU(64, maxbytes=REUSED_BYTES, size=lambda a: a.nbytes)
 
 
-def reused(role, shape, dtype):
+def reused(role, shape, dtype, grow=False):
     """An uninitialised NumPy array of ``shape`` and ``dtype`` that the calling thread
     gets again on its next request with the same ``role`` (the use: buffers alive at
     once take different roles), least recently used dropped past :data:`REUSED_BYTES`
     (``cupyconv.clear_caches`` drops them all).  For a call's temporaries of a few
     megabytes: glibc maps such blocks afresh and unmaps them at each free, and their page
     faults cost as much as the work on few-channel 4-D layers.  Never a result: the
-    caller's next call overwrites it."""
-    key = (threading.get_ident(), role, tuple(shape), np.dtype(dtype))
+    caller's next call overwrites it.
+
+    ``grow``: the leading ``shape[0]`` rows of the thread's buffer of ``role`` with the
+    same trailing shape, made afresh (in its place) when it has fewer rows: a block
+    loop's buffer, whose last block may be shorter."""
+    rows, dtype = shape[0] if grow else None, np.dtype(dtype)
+    key = (threading.get_ident(), role, tuple(shape[1:] if grow else shape), dtype)
     buf = _REUSED.get(key)
-    if buf is None:
+    if buf is None or (grow and len(buf) < rows):
         buf = np.empty(shape, dtype)
         _REUSED.put(key, buf)
-    return buf
+    return buf[:rows] if grow else buf
 
 
 def pad_input(problem, x):

@@ -43,7 +43,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
-from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, zeros_result
+from ..arrays import (fold_padding, grouped_weights, oriented_weights, pad_input, reused,
+                      zeros_result)
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
@@ -143,7 +144,8 @@ def padded_last(problem, x):
         return np.ascontiguousarray(np.moveaxis(pad_input(problem, x), 1, -1))
     cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
     padded = problem.padded_shape()
-    out = np.empty((problem.batch,) + padded + (problem.in_channels,), dtype=x.dtype)
+    out = reused("padded channels-last input",
+                 (problem.batch,) + padded + (problem.in_channels,), x.dtype)
     for a, ((b, after), n) in enumerate(zip(problem.padding, padded)):
         lead = (slice(None),) * (1 + a)
         out[lead + (slice(0, b),)] = cval

@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..arrays import grouped_weights, oriented_weights
+from ..arrays import grouped_weights, oriented_weights, reused
 from .blas import matmul, matmul_into
 from .gemm_grid import (flat_columns, flat_plan, flat_source, grid_axes, grouped_index,
                         note_workspace, phase_timer)
@@ -177,7 +177,9 @@ def _shifted_dy(problem, dy, e, f):
     out, lead, padded = tuple(problem.out_shape), r - e, problem.padded_shape()
     trail = (out[lead],) + tuple(padded[lead + 1:])
     full, mo = math.prod(trail), max(fold_offsets(problem, f))
-    pad = np.zeros((problem.batch, g) + out[:lead] + (full + 2 * mo, kg), dtype=dy.dtype)
+    pad = reused("shifted output gradient", (problem.batch, g) + out[:lead]
+                 + (full + 2 * mo, kg), dy.dtype)
+    pad.fill(0)
     inside = pad[..., mo:mo + full, :].reshape(pad.shape[:-2] + trail + (kg,))
     inside[(Ellipsis,) + tuple(slice(0, o) for o in out[lead:]) + (slice(None),)] = \
         np.moveaxis(dy.reshape((problem.batch, g, kg) + out), 2, -1)

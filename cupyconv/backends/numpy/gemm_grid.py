@@ -170,7 +170,7 @@ def flat_source(problem, x, e):
     full = flat_lead_bytes(problem, e) // position_bytes(problem)
     shape = (problem.batch, problem.in_channels) + padded
     size = math.prod(shape)
-    buf = np.empty(size + full, dtype=x.dtype)
+    buf = reused("extended grid input", (size + full,), x.dtype)
     buf[size:] = 0
     if problem.padding_mode == "constant":         # the faces, then the inside: one pass
         cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
@@ -200,7 +200,9 @@ def _extended(problem, a, grid, e):
     g, kg = problem.groups, problem.gemm_n
     out, lead = tuple(problem.out_shape), problem.ndim - e
     trail = (out[lead],) + tuple(grid[lead + 1:])
-    ext = np.zeros((problem.batch, g, kg) + out[:lead] + trail, dtype=problem.dtype)
+    ext = reused("extended grid output", (problem.batch, g, kg) + out[:lead] + trail,
+                 problem.dtype)
+    ext.fill(0)
     ext[(Ellipsis,) + tuple(slice(0, o) for o in out[lead:])] = a.reshape(
         (problem.batch, g, kg) + out)
     return ext.reshape((problem.batch, g, kg) + out[:lead] + (math.prod(trail),))

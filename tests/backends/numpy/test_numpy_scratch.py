@@ -1,0 +1,121 @@
+"""The NumPy backend's temporaries outlive a call (``threads.Scratch``,
+``arrays.reused``): each thread gets its buffers back on its next call, and no result is
+ever one of them.
+
+Every gemm path that draws on them (folded, extended-grid and channels-last columns,
+grouped columns, the phase-grid and col2im input gradients, the folded and extended-grid
+weight gradients) and the depthwise tap loop run one call, then a call with other data of
+the same shapes (which overwrites the kept buffers): the first result must be unchanged;
+then the first call again, which must repeat it bit for bit, and the forward must equal
+the tap-loop reference.  float32 small integers keep every sum exact.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import cupyconv
+from cupyconv.backends.numpy import gemm
+from cupyconv.backends.numpy.threads import Scratch
+from helpers import ref_conv, small_ints
+
+#: (name, op, x shape, w shape, geometry, the gemm function that runs it, or None)
+PATHS = [
+    ("folded forward", "forward", (2, 4, 5, 6, 7, 8), (8, 4, 3, 3, 3, 3), dict(padding=1),
+     "folded_forward"),
+    ("extended-grid forward", "forward", (2, 2, 6, 7, 9), (4, 2, 3, 3, 3), dict(padding=1),
+     "flat_forward"),
+    ("channels-last columns", "forward", (2, 16, 9, 9), (8, 16, 3, 3), dict(padding=1),
+     "columns"),
+    ("grouped columns", "forward", (1, 32, 8, 8), (4, 16, 3, 3), dict(padding=1, groups=2),
+     "columns"),
+    ("strided channels-last columns", "forward", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
+     dict(padding=1, stride=2), "columns"),
+    ("folded input gradient", "grad_input", (2, 4, 5, 6, 7, 8), (8, 4, 3, 3, 3, 3),
+     dict(padding=1), "folded_forward"),
+    ("phase-grid input gradient", "grad_input", (2, 2, 9, 8, 11, 10), (3, 2, 3, 3, 3, 3),
+     dict(padding=1, stride=2), "phase_grad_input"),
+    ("col2im input gradient", "grad_input", (2, 16, 9, 9), (8, 16, 3, 3),
+     dict(padding=1, stride=2), None),
+    ("folded weight gradient", "grad_weight", (2, 4, 5, 6, 7, 8), (8, 4, 3, 3, 3, 3),
+     dict(padding=1), "folded_grad_weight"),
+    ("extended-grid weight gradient", "grad_weight", (2, 2, 6, 7, 9), (4, 2, 3, 3, 3),
+     dict(padding=1), "flat_grad_weight"),
+    ("channels-last weight gradient", "grad_weight", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
+     dict(padding=1, stride=2), "columns"),
+    ("depthwise tap loop", "forward", (2, 6, 9, 10), (6, 1, 3, 3),
+     dict(padding=1, groups=6), None),
+]
+
+
+def _call(op, x, w, dy, geo):
+    method = "direct" if geo.get("groups", 1) == x.shape[1] == w.shape[0] else "gemm"
+    if op == "forward":
+        return cupyconv.conv(x, w, method=method, **geo)
+    if op == "grad_input":
+        return cupyconv.conv_grad_input(dy, w, x.shape, method=method, **geo)
+    return cupyconv.conv_grad_weight(x, dy, w.shape, method=method, **geo)
+
+
+@pytest.mark.parametrize("name,op,x_shape,w_shape,geo,path", PATHS,
+                         ids=[p[0] for p in PATHS])
+def test_a_result_survives_the_next_call(name, op, x_shape, w_shape, geo, path, rng,
+                                         monkeypatch):
+    ran = []
+    if path is not None:
+        real = getattr(gemm, path)
+        monkeypatch.setattr(gemm, path, lambda *a, **k: ran.append(path) or real(*a, **k))
+
+    def operands():
+        x = small_ints(rng, x_shape, np.float32)
+        w = small_ints(rng, w_shape, np.float32)
+        dy = small_ints(rng, ref_conv(x, w, **geo).shape, np.float32)
+        return x, w, dy
+
+    first, other = operands(), operands()
+    with cupyconv.use_backend("numpy"):
+        got = _call(op, *first, geo)
+        kept = got.copy()
+        between = _call(op, *other, geo)
+        np.testing.assert_array_equal(got, kept)
+        again = _call(op, *first, geo)
+    assert path is None or path in ran, (path, ran)
+    assert not (between == kept).all()
+    np.testing.assert_array_equal(again, kept)
+    if op == "forward":
+        np.testing.assert_array_equal(got, ref_conv(first[0], first[1], **geo))
+
+
+def _shares(a, b):
+    return np.shares_memory(a, b)
+
+
+def test_unfilled_scratch_comes_back_to_its_thread_until_caches_are_cleared():
+    """A later call's ``Scratch`` on the same thread gets the same memory under a name
+    (a shorter request its leading rows, a longer one a new buffer); another thread, a
+    filled buffer and ``clear_caches`` get their own."""
+    first = Scratch().take("test columns", (6, 5), np.float32)
+    shorter = Scratch().take("test columns", (4, 5), np.float32)
+    assert _shares(first, shorter) and shorter.shape == (4, 5)
+    assert not _shares(first, Scratch().take("test columns", (6, 4), np.float32))
+    assert not _shares(first, Scratch().take("test columns", (6, 5), np.float64))
+    longer = Scratch().take("test columns", (9, 5), np.float32)
+    assert longer.shape == (9, 5)
+    assert _shares(longer, Scratch().take("test columns", (2, 5), np.float32))
+
+    other = []
+    t = threading.Thread(target=lambda: other.append(
+        Scratch().take("test columns", (9, 5), np.float32)))
+    t.start()
+    t.join()
+    assert not _shares(longer, other[0])
+
+    filled = Scratch().take("test padded", (3, 3), np.float32, fill=7.0)
+    assert (filled == 7).all()
+    filled[...] = 0
+    assert (Scratch().take("test padded", (3, 3), np.float32, fill=7.0) == 7).all()
+
+    cupyconv.clear_caches()
+    assert not _shares(longer, Scratch().take("test columns", (9, 5), np.float32))

@@ -270,11 +270,19 @@ def flat_forward(problem, x, w, limit, target, stats, e):
     return y
 
 
-#: On one core the strided input gradient lays each image's ``dy`` out on its whole phase
-#: grid and adds tap by tap (one contiguous slice per tap and image), where that grid has at
-#: most this many positions per output: 4-D 14^4 4->4 k3 s2 (1.46), one core, least of 7:
+#: The strided input gradient lays each image's ``dy`` out on its whole phase grid and adds
+#: tap by tap (one contiguous slice per tap and image; :func:`phase_grad_input`), where
+#: that grid has at most this many positions per output: 4-D 14^4 4->4 k3 s2 (1.46), one core, least of 7:
 #: float32 2.6 ms against 3.7 by lead rows, float64 3.4 against 7.0.
 TAP_BY_TAP_WASTE = 1.5
+
+
+#: Taps from which the strided input gradient adds tap by tap over whole images on any
+#: number of cores (below it, on one core only): the lead-row path adds each tap once per
+#: block, and with many taps those adds outweigh its lanes (:data:`TAP_BY_TAP_WASTE`'s
+#: layers, two cores: 3-D and 4-D 1.2-2.8x faster on one lane, 2-D 3x3 1.2x slower;
+#: docs/benchmarks/repeat_calls.md).
+WHOLE_MIN_TAPS = 27
 
 
 def phase_grid(problem):
@@ -327,14 +335,17 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
     """col2im on the stride's phase grids (:func:`scatter_axes`): per block ``W^H dy``
     on the extended positions (``dy`` zero between the output's rows), each tap added
     as one slice per lead row into its phase grid, the grids then interleaved into the
-    padded input.  On one core, where whole images fit (:data:`TAP_BY_TAP_WASTE`), the
-    grid is each image's whole phase grid and each tap's ``W_t^H dy`` is made and added
-    in turn (one slice per tap and image, in cache) instead of all taps' columns at once."""
+    padded input.  On one core, or for kernels of :data:`WHOLE_MIN_TAPS` taps or more,
+    where whole images fit (:data:`TAP_BY_TAP_WASTE`), the grid is each image's whole
+    phase grid and each tap's ``W_t^H dy`` is made and added in turn on one lane (one
+    slice per tap and image block, in cache) instead of all taps' columns at once.  The
+    whole-image sums are the same on any number of cores.""" 
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     out, grid = tuple(problem.out_shape), phase_grid(problem)
     image = (phase_row_bytes(problem, r) // position_bytes(problem)
              * (problem.in_channels + problem.out_channels) * np.dtype(problem.dtype).itemsize)
-    whole = workers() == 1 and image <= limit and (
+    many = math.prod(problem.kernel_shape) >= WHOLE_MIN_TAPS
+    whole = (workers() == 1 or many) and image <= limit and (
         _flat_length(grid, out) / math.prod(out) <= TAP_BY_TAP_WASTE)
     e = r if whole else e
     cg, lead = problem.in_channels // g, problem.ndim - e
@@ -367,20 +378,24 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
         col = col.transpose((2 + r, 0, 1) + tuple(range(2, 2 + r))
                             + tuple(range(3 + r, 4 + r + lead)))[..., :length]
         for tap, phase, q, off in taps:                            # (nb, G, Cg, *KS, *Ob, L)
-            destination(index, box, phase, q, off)[...] += col[(slice(None),) * 3 + tap]
+            dst = destination(index, box, phase, q, off)
+            np.add(dst, col[(slice(None),) * 3 + tap], out=dst)
 
     if whole:           # one lane, whole images: each tap's product added while in cache
         per_tap = wt.reshape(g, cg, len(taps), kg)
         per_tap = [np.ascontiguousarray(per_tap[:, :, t]) for t in range(len(taps))]
         nb = max(1, min(target, limit) // image)        # images per block: dy and one product
-        for index in [(slice(n, min(n + nb, problem.batch)),)
-                      for n in range(0, problem.batch, nb)]:
-            dyc = _dy_block(ext, index)                            # (G, Kg, nb, *Ob, full)
-            box = dyc.shape[2:3 + lead]
-            for w_tap, (_, phase, q, off) in zip(per_tap, taps):
-                col = matmul(w_tap, dyc.reshape(g, kg, -1)).reshape((g, cg) + dyc.shape[2:])
-                destination(index, box, phase, q, off)[...] += np.moveaxis(
-                    col, 2, 0)[..., :length]
+        every = (slice(None),) * 2
+        for images in [slice(n, min(n + nb, problem.batch))
+                       for n in range(0, problem.batch, nb)]:
+            dyc = _dy_block(ext, (images,))                        # (G, Kg, nb, full)
+            rows = dyc.reshape(g, kg, -1)
+            col = np.empty((g, cg) + dyc.shape[2:], dyc.dtype)
+            added = col.transpose(2, 0, 1, 3)[..., :length]        # (nb, G, Cg, length)
+            for w_tap, (_, phase, _, off) in zip(per_tap, taps):
+                matmul_into(w_tap, rows, col.reshape(g, cg, -1))
+                dst = phases[phase + (images,) + every + (slice(off, off + length),)]
+                np.add(dst, added, out=dst)
             note_workspace(stats, [dyc.nbytes + col.nbytes], 1)
         return _interleaved(problem, phases, grid)
     indices, lanes = flat_plan(problem, e, position_bytes(problem) * full, limit, target)

@@ -259,14 +259,15 @@ PHASE_CASES = [
 
 @pytest.mark.parametrize("x_shape,w_shape,geo", PHASE_CASES)
 @pytest.mark.parametrize("rows", [1, 3, None])
-@pytest.mark.parametrize("one_core", [False, True], ids=["cores", "one core"])
-def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows, one_core,
+@pytest.mark.parametrize("lanes", ["lead rows", "one core", "many taps"])
+def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows, lanes,
                                                     rng, monkeypatch):
     """On small integers the phase-grid col2im equals the per-tap scatter bitwise,
-    blocked or whole, under the limit, and is the forward's exact adjoint; on one core
-    also where whole images' grids add tap by tap (``TAP_BY_TAP_WASTE``)."""
-    if one_core:
-        monkeypatch.setattr(gemm_grid, "workers", lambda: 1)
+    blocked or whole, under the limit, and is the forward's exact adjoint: by lead rows
+    on two cores, and where whole images' grids add tap by tap (``TAP_BY_TAP_WASTE``) on
+    one core or, with ``WHOLE_MIN_TAPS`` taps, on two."""
+    monkeypatch.setattr(gemm_grid, "workers", lambda: 1 if lanes == "one core" else 2)
+    monkeypatch.setattr(gemm_grid, "WHOLE_MIN_TAPS", 1 if lanes == "many taps" else 10**9)
     x = small_ints(rng, x_shape, np.float64)
     w = small_ints(rng, w_shape, np.float64)
     problem = _problem(x, w, op="grad_input", **geo)
@@ -283,6 +284,33 @@ def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows,
     monkeypatch.setattr(gemm, "grid_axes", lambda problem, limit: 0)
     np.testing.assert_array_equal(got, gemm.run(problem, ops, limit, {}))
     assert float(np.vdot(ref_conv(x, w, **geo), dy)) == float(np.vdot(x, got))
+
+
+#: Strided input gradients of at least ``WHOLE_MIN_TAPS`` taps whose whole phase grids
+#: stay within ``TAP_BY_TAP_WASTE``: 3-D, reflect and asymmetric padding, the 4-D 14^4 s2
+#: layer of ``benchmarks/torch_layers.py`` with fewer channels.
+WHOLE_CASES = [PHASE_CASES[2], PHASE_CASES[4],
+               ((1, 2, 14, 14, 14, 14), (3, 2, 3, 3, 3, 3), dict(stride=2, padding=1))]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", WHOLE_CASES)
+def test_whole_image_input_gradient_has_the_same_bits_on_any_cores(x_shape, w_shape, geo,
+                                                                   rng, monkeypatch):
+    """A kernel of ``WHOLE_MIN_TAPS`` taps adds tap by tap over whole images on one lane
+    whatever the cores: random floats give the same bits on one core and on four."""
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    problem = _problem(x, w, op="grad_input", **geo)
+    grid, out = gemm_grid.phase_grid(problem), tuple(problem.out_shape)
+    assert math.prod(w_shape[2:]) >= gemm_grid.WHOLE_MIN_TAPS
+    assert gemm_grid._flat_length(grid, out) / math.prod(out) <= gemm_grid.TAP_BY_TAP_WASTE
+    dy = rng.standard_normal((problem.batch, problem.out_channels) + problem.out_shape)
+    ops = Operands(activation=x, filter=w, output=dy)
+    got = {}
+    for cores in (1, 4):
+        monkeypatch.setattr(gemm_grid, "workers", lambda: cores)
+        got[cores] = gemm.run(problem, ops, problem.column_bytes(), {})
+    np.testing.assert_array_equal(got[1], got[4])
 
 
 def test_phase_grid_input_gradient_with_non_finite_weights_is_the_tap_loops(rng,

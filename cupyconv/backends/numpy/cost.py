@@ -329,7 +329,8 @@ def gemm_terms(problem):
 
 def gemm_serial(problem):
     """gemm's serial seconds: a strided input gradient adds its columns back per block
-    and tap (:func:`.gemm._grad_input`)."""
+    and tap (:func:`.gemm._grad_input`), or per tap over whole images' phase grids, one
+    block (:func:`.gemm_grid.whole_images`)."""
     if problem.op != GRAD_INPUT or gemm.forward_applies(problem):
         return 0.0
     c = CPU
@@ -337,7 +338,8 @@ def gemm_serial(problem):
     cols = problem.groups * problem.gemm_k * problem.gemm_m * (grid[0] if grid else 1.0)
     scale = _real_bytes(problem) / 8
     cplx = 4.0 if problem.is_complex else 1.0
-    return cplx * cols * c["col2im"] * scale * 2 + _blocks(problem) * problem.taps * c["chunk_tap"]
+    blocks = 1 if gemm_grid.whole_images(problem, problem.column_bytes()) else _blocks(problem)
+    return cplx * cols * c["col2im"] * scale * 2 + blocks * problem.taps * c["chunk_tap"]
 
 
 #: The constants of :func:`gemm_terms`' counts, in order.

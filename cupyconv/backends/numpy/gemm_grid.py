@@ -34,7 +34,8 @@ from .threads import Scratch, parallel_map, workers
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight", "grid_axes", "flat_source", "flat_plan", "flat_columns"]
+           "flat_grad_weight", "grid_axes", "flat_source", "flat_plan", "flat_columns",
+           "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "TAP_BY_TAP_WASTE"]
 
 
 def position_bytes(problem):
@@ -278,11 +279,39 @@ TAP_BY_TAP_WASTE = 1.5
 
 
 #: Taps from which the strided input gradient adds tap by tap over whole images on any
-#: number of cores (below it, on one core only): the lead-row path adds each tap once per
-#: block, and with many taps those adds outweigh its lanes (:data:`TAP_BY_TAP_WASTE`'s
-#: layers, two cores: 3-D and 4-D 1.2-2.8x faster on one lane, 2-D 3x3 1.2x slower;
-#: docs/benchmarks/repeat_calls.md).
+#: number of cores and up to :data:`WHOLE_MAX_WASTE` (below it, on one core only and up to
+#: :data:`TAP_BY_TAP_WASTE`): the lead-row and col2im paths add each tap once per block,
+#: and with many taps those adds outweigh their lanes and their fewer positions
+#: (docs/benchmarks/repeat_calls.md).
 WHOLE_MIN_TAPS = 27
+#: Most positions per output of the whole images' phase grids for a kernel of
+#: :data:`WHOLE_MIN_TAPS` taps or more.
+WHOLE_MAX_WASTE = 2.0
+
+
+def whole_images(problem, limit):
+    """Whether the strided input gradient adds tap by tap over whole images' phase grids
+    (:func:`phase_grad_input`): output rows shorter than :data:`FLAT_MIN_RUN`, the grids'
+    positions per output within :data:`WHOLE_MAX_WASTE` for a kernel of
+    :data:`WHOLE_MIN_TAPS` taps or more, else on one core within
+    :data:`TAP_BY_TAP_WASTE`, and an image's ``dy`` and one product within ``limit``
+    bytes."""
+    r, out = problem.ndim, tuple(problem.out_shape)
+    if (problem.op != GRAD_INPUT or r < 2 or problem.is_empty
+            or out[-1] >= FLAT_MIN_RUN):
+        return False
+    waste = _flat_length(phase_grid(problem), out) / math.prod(out)
+    if math.prod(problem.kernel_shape) >= WHOLE_MIN_TAPS:
+        fits = waste <= WHOLE_MAX_WASTE
+    else:
+        fits = workers() == 1 and waste <= TAP_BY_TAP_WASTE
+    return fits and _image_bytes(problem) <= limit
+
+
+def _image_bytes(problem):
+    """Bytes of one image's ``dy`` and one tap's product on its whole phase grids."""
+    return (phase_row_bytes(problem, problem.ndim) // position_bytes(problem)
+            * (problem.in_channels + problem.out_channels) * problem.dtype.itemsize)
 
 
 def phase_grid(problem):
@@ -323,6 +352,8 @@ def grid_axes(problem, limit):
     (:func:`scatter_axes`); where one lead row of extended positions (the least block)
     fits ``limit`` bytes.  The operands' values are the caller's to check."""
     if problem.op == GRAD_INPUT:
+        if whole_images(problem, limit):
+            return problem.ndim
         e = scatter_axes(problem)
         return e if e and phase_row_bytes(problem, e) <= limit else 0
     if problem.op == GRAD_WEIGHT and problem.dtype.itemsize >= 8:
@@ -335,18 +366,14 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
     """col2im on the stride's phase grids (:func:`scatter_axes`): per block ``W^H dy``
     on the extended positions (``dy`` zero between the output's rows), each tap added
     as one slice per lead row into its phase grid, the grids then interleaved into the
-    padded input.  On one core, or for kernels of :data:`WHOLE_MIN_TAPS` taps or more,
-    where whole images fit (:data:`TAP_BY_TAP_WASTE`), the grid is each image's whole
-    phase grid and each tap's ``W_t^H dy`` is made and added in turn on one lane (one
-    slice per tap and image block, in cache) instead of all taps' columns at once.  The
-    whole-image sums are the same on any number of cores.""" 
+    padded input.  Where :func:`whole_images`, the grid is each image's whole phase grid
+    and each tap's ``W_t^H dy`` is made and added in turn on one lane (one slice per tap
+    and image block, in cache) instead of all taps' columns at once; those sums are the
+    same on any number of cores."""
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     out, grid = tuple(problem.out_shape), phase_grid(problem)
-    image = (phase_row_bytes(problem, r) // position_bytes(problem)
-             * (problem.in_channels + problem.out_channels) * np.dtype(problem.dtype).itemsize)
-    many = math.prod(problem.kernel_shape) >= WHOLE_MIN_TAPS
-    whole = (workers() == 1 or many) and image <= limit and (
-        _flat_length(grid, out) / math.prod(out) <= TAP_BY_TAP_WASTE)
+    image = _image_bytes(problem)
+    whole = whole_images(problem, limit)
     e = r if whole else e
     cg, lead = problem.in_channels // g, problem.ndim - e
     full = phase_row_bytes(problem, e) // position_bytes(problem)

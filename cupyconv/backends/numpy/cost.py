@@ -316,7 +316,8 @@ def gemm_terms(problem):
     # its work terms predict
     calls = nblocks * (problem.groups if on_mkl else 1)
     work = 1.0 if on_mkl else CPU["matmul_work"]
-    copied = cplx * cols * scale * 2 / cores
+    # the input gradient over whole images copies no columns: each tap's product is added
+    copied = 0.0 if _whole_images(problem) else cplx * cols * scale * 2 / cores
     if taps > 1:        # the shifted sums (forward) or shifted dy (weight gradient) as copies
         copied += cplx * problem.groups * problem.gemm_n * taps * problem.gemm_m * waste \
             * scale * 2 / cores
@@ -327,10 +328,15 @@ def gemm_terms(problem):
         narrow if flat and not rows else 0.0)]
 
 
+def _whole_images(problem):
+    return gemm_grid.whole_images(problem, problem.column_bytes())
+
+
 def gemm_serial(problem):
     """gemm's serial seconds: a strided input gradient adds its columns back per block
-    and tap (:func:`.gemm._grad_input`), or per tap over whole images' phase grids, one
-    block (:func:`.gemm_grid.whole_images`)."""
+    and tap (:func:`.gemm._grad_input`), or each tap's product as one contiguous slice
+    per image block over whole images' phase grids (:func:`.gemm_grid.whole_images`:
+    one block, and half the scattered adds' price per element)."""
     if problem.op != GRAD_INPUT or gemm.forward_applies(problem):
         return 0.0
     c = CPU
@@ -338,8 +344,10 @@ def gemm_serial(problem):
     cols = problem.groups * problem.gemm_k * problem.gemm_m * (grid[0] if grid else 1.0)
     scale = _real_bytes(problem) / 8
     cplx = 4.0 if problem.is_complex else 1.0
-    blocks = 1 if gemm_grid.whole_images(problem, problem.column_bytes()) else _blocks(problem)
-    return cplx * cols * c["col2im"] * scale * 2 + blocks * problem.taps * c["chunk_tap"]
+    whole = _whole_images(problem)
+    blocks = 1 if whole else _blocks(problem)
+    return (cplx * cols * c["col2im"] * scale * (1 if whole else 2)
+            + blocks * problem.taps * c["chunk_tap"])
 
 
 #: The constants of :func:`gemm_terms`' counts, in order.

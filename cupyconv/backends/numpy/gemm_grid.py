@@ -35,7 +35,8 @@ __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
            "flat_grad_weight", "grid_axes", "flat_source", "flat_plan", "flat_columns",
-           "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "TAP_BY_TAP_WASTE"]
+           "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "WHOLE_MANY_TAPS",
+           "WHOLE_MANY_MAX_WASTE", "TAP_BY_TAP_WASTE"]
 
 
 def position_bytes(problem):
@@ -285,15 +286,18 @@ TAP_BY_TAP_WASTE = 1.5
 #: (docs/benchmarks/repeat_calls.md).
 WHOLE_MIN_TAPS = 27
 #: Most positions per output of the whole images' phase grids for a kernel of
-#: :data:`WHOLE_MIN_TAPS` taps or more.
+#: :data:`WHOLE_MIN_TAPS` taps or more, and for one of :data:`WHOLE_MANY_TAPS` or more
+#: (whose other paths add each tap once per block all the more often).
 WHOLE_MAX_WASTE = 2.0
+WHOLE_MANY_TAPS, WHOLE_MANY_MAX_WASTE = 243, 4.0
 
 
 def whole_images(problem, limit):
     """Whether the strided input gradient adds tap by tap over whole images' phase grids
     (:func:`phase_grad_input`): output rows shorter than :data:`FLAT_MIN_RUN`, the grids'
     positions per output within :data:`WHOLE_MAX_WASTE` for a kernel of
-    :data:`WHOLE_MIN_TAPS` taps or more, else on one core within
+    :data:`WHOLE_MIN_TAPS` taps or more (:data:`WHOLE_MANY_MAX_WASTE` for
+    :data:`WHOLE_MANY_TAPS` or more), else on one core within
     :data:`TAP_BY_TAP_WASTE`, and an image's ``dy`` and one product within ``limit``
     bytes."""
     r, out = problem.ndim, tuple(problem.out_shape)
@@ -301,8 +305,9 @@ def whole_images(problem, limit):
             or out[-1] >= FLAT_MIN_RUN):
         return False
     waste = _flat_length(phase_grid(problem), out) / math.prod(out)
-    if math.prod(problem.kernel_shape) >= WHOLE_MIN_TAPS:
-        fits = waste <= WHOLE_MAX_WASTE
+    taps = math.prod(problem.kernel_shape)
+    if taps >= WHOLE_MIN_TAPS:
+        fits = waste <= (WHOLE_MANY_MAX_WASTE if taps >= WHOLE_MANY_TAPS else WHOLE_MAX_WASTE)
     else:
         fits = workers() == 1 and waste <= TAP_BY_TAP_WASTE
     return fits and _image_bytes(problem) <= limit

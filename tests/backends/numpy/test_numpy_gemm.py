@@ -290,12 +290,14 @@ def test_phase_grid_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rows,
 #: stay within ``WHOLE_MAX_WASTE``: 3-D, reflect and asymmetric padding, the 4-D 14^4 s2
 #: layer of ``benchmarks/torch_layers.py`` with fewer channels; and two whose lead rows
 #: would waste too much for the phase grids' lead-row path (``scatter_axes`` 0: the
-#: col2im path before), 4-D and 5-D, one with groups.
+#: col2im path before), 4-D and 5-D, one with groups; a 6-D one of 729 taps, up to
+#: ``WHOLE_MANY_MAX_WASTE``.
 WHOLE_CASES = [PHASE_CASES[2], PHASE_CASES[4],
                ((1, 2, 14, 14, 14, 14), (3, 2, 3, 3, 3, 3), dict(stride=2, padding=1)),
                ((2, 2, 10, 10, 10, 10), (3, 2, 3, 3, 3, 3), dict(stride=2, padding=1)),
                ((1, 4, 9, 9, 9, 9, 9), (2, 2, 3, 3, 3, 3, 3),
-                dict(stride=2, padding=1, groups=2))]
+                dict(stride=2, padding=1, groups=2)),
+               ((1, 2) + (6,) * 6, (2, 2) + (3,) * 6, dict(stride=2, padding=1))]
 
 
 @pytest.mark.parametrize("x_shape,w_shape,geo", WHOLE_CASES)
@@ -317,16 +319,20 @@ def test_whole_image_input_gradient_is_the_tap_loops(x_shape, w_shape, geo, rng,
     assert float(np.vdot(ref_conv(x, w, **geo), dy)) == float(np.vdot(x, got))
 
 
-def test_the_whole_image_input_gradient_is_priced_as_one_block(monkeypatch):
-    """The cost model counts the whole images' adds once per tap, not once per tap and
-    column block: on a 5-D float64 layer, stride 2, one core, gemm (whole images, 12-17
-    ms) prices below the FFT (59-68 ms; docs/benchmarks/repeat_calls.md), where pricing
-    its 24 column blocks put it above."""
+@pytest.mark.parametrize("shapes,dtype", [
+    (((2, 4) + (9,) * 5, (4, 4) + (3,) * 5), np.float64),
+    (((2, 2) + (6,) * 6, (2, 2) + (3,) * 6), np.float32),
+    (((2, 2) + (6,) * 6, (2, 2) + (3,) * 6), np.float64)], ids=["5-D", "6-D", "6-D f64"])
+def test_the_whole_image_input_gradient_is_priced_below_the_fft(shapes, dtype, monkeypatch):
+    """The cost model counts the whole images' adds once per tap (not per tap and column
+    block), as contiguous slices, and no column copy: stride 2, one core, gemm (whole
+    images) prices below the FFT where it runs 3-6x faster (5-D 9^5 float64 11-17 ms
+    against 59-68, 6-D 6^6 8-11 against 20-30; docs/benchmarks/repeat_calls.md)."""
     from cupyconv.backends.numpy import cost
     monkeypatch.setattr(cost, "workers", lambda: 1)
     monkeypatch.setattr(gemm_grid, "workers", lambda: 1)
-    problem = ConvProblem.create(x_shape=(2, 4) + (9,) * 5, w_shape=(4, 4) + (3,) * 5,
-                                 dtype=np.float64, op="grad_input", stride=2, padding=1)
+    problem = ConvProblem.create(x_shape=shapes[0], w_shape=shapes[1], dtype=dtype,
+                                 op="grad_input", stride=2, padding=1)
     assert gemm_grid.whole_images(problem, problem.column_bytes())
     assert cost.predict(problem, "gemm") < cost.predict(problem, "fft")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import math
 import os
 import threading
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from ... import config
 from ..._lru import cached
-from ..arrays import reused
+from ..arrays import REUSE_FROM_BYTES, reused
 
 __all__ = ["workers", "parallel_map", "blas_controller", "single_blas", "Scratch"]
 
@@ -128,9 +129,9 @@ class Scratch(threading.local):
     from call to call: :meth:`take` hands out a leading slice of a buffer as large as the
     largest asked for under ``name`` (a fresh array per block was a quarter of the
     depthwise loop's time, and the gemm blocks' column buffers are reused the same way).
-    Unfilled buffers outlive the call (:func:`~cupyconv.backends.arrays.reused`): each
-    call's fresh megabytes were page faults, a third of a 4-D 8->8 12^4 layer's
-    forward and backward on one core (15.3 ms against 22.3)."""
+    Unfilled buffers of :data:`~cupyconv.backends.arrays.REUSE_FROM_BYTES` or more
+    outlive the call (:func:`~cupyconv.backends.arrays.reused`): each call's fresh
+    megabytes were page faults (docs/benchmarks/repeat_calls.md)."""
 
     def take(self, name, shape, dtype, fill=None):
         """An array ``shape`` of ``dtype``, the leading slice of this thread's buffer
@@ -140,8 +141,12 @@ class Scratch(threading.local):
         have = self.__dict__.get(name)
         if have is None or have.shape[1:] != shape[1:] or have.shape[0] < shape[0] \
                 or have.dtype != dtype:
-            have = (reused(("scratch", name), shape, dtype, grow=True) if fill is None
-                    else np.full(shape, fill, dtype))
+            if fill is not None:
+                have = np.full(shape, fill, dtype)
+            elif math.prod(shape) * np.dtype(dtype).itemsize < REUSE_FROM_BYTES:
+                have = np.empty(shape, dtype)      # from glibc's heap: nothing to fault
+            else:
+                have = reused(("scratch", name), shape, dtype, grow=True)
             self.__dict__[name] = have
         return have[:shape[0]]
 

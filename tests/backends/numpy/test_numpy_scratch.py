@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import cupyconv
-from cupyconv.backends.numpy import gemm
+from cupyconv.backends.numpy import gemm, threads
 from cupyconv.backends.numpy.threads import Scratch
 from helpers import ref_conv, small_ints
 
@@ -63,6 +63,7 @@ def _call(op, x, w, dy, geo):
                          ids=[p[0] for p in PATHS])
 def test_a_result_survives_the_next_call(name, op, x_shape, w_shape, geo, path, rng,
                                          monkeypatch):
+    monkeypatch.setattr(threads, "REUSE_FROM_BYTES", 0)     # small buffers kept too
     ran = []
     if path is not None:
         real = getattr(gemm, path)
@@ -94,28 +95,35 @@ def _shares(a, b):
 
 def test_unfilled_scratch_comes_back_to_its_thread_until_caches_are_cleared():
     """A later call's ``Scratch`` on the same thread gets the same memory under a name
-    (a shorter request its leading rows, a longer one a new buffer); another thread, a
-    filled buffer and ``clear_caches`` get their own."""
-    first = Scratch().take("test columns", (6, 5), np.float32)
-    shorter = Scratch().take("test columns", (4, 5), np.float32)
-    assert _shares(first, shorter) and shorter.shape == (4, 5)
-    assert not _shares(first, Scratch().take("test columns", (6, 4), np.float32))
-    assert not _shares(first, Scratch().take("test columns", (6, 5), np.float64))
-    longer = Scratch().take("test columns", (9, 5), np.float32)
-    assert longer.shape == (9, 5)
-    assert _shares(longer, Scratch().take("test columns", (2, 5), np.float32))
+    (a shorter request its leading rows, a longer one a new buffer) for buffers of
+    ``REUSE_FROM_BYTES`` or more; another thread, a smaller buffer, a filled one and
+    ``clear_caches`` get their own."""
+    row = threads.REUSE_FROM_BYTES // 4 // 2            # float32: two rows are the least
+
+    def take(rows, width=row, dtype=np.float32, name="test columns", **kw):
+        return Scratch().take(name, (rows, width), dtype, **kw)
+
+    first = take(6)
+    shorter = take(4)
+    assert _shares(first, shorter) and shorter.shape == (4, row)
+    assert _shares(first, take(2))
+    assert not _shares(first, take(6, row - 1))
+    assert not _shares(first, take(6, dtype=np.float64))
+    longer = take(9)
+    assert longer.shape == (9, row) and not _shares(first, longer)
+    assert _shares(longer, take(3))
+    assert not _shares(take(1), take(1))                # below the bound: fresh each time
 
     other = []
-    t = threading.Thread(target=lambda: other.append(
-        Scratch().take("test columns", (9, 5), np.float32)))
+    t = threading.Thread(target=lambda: other.append(take(9)))
     t.start()
     t.join()
     assert not _shares(longer, other[0])
 
-    filled = Scratch().take("test padded", (3, 3), np.float32, fill=7.0)
+    filled = take(3, name="test padded", fill=7.0)
     assert (filled == 7).all()
     filled[...] = 0
-    assert (Scratch().take("test padded", (3, 3), np.float32, fill=7.0) == 7).all()
+    assert (take(3, name="test padded", fill=7.0) == 7).all()
 
     cupyconv.clear_caches()
-    assert not _shares(longer, Scratch().take("test columns", (9, 5), np.float32))
+    assert not _shares(longer, take(9))

@@ -274,8 +274,8 @@ def flat_forward(problem, x, w, limit, target, stats, e):
 
 #: The strided input gradient lays each image's ``dy`` out on its whole phase grid and adds
 #: tap by tap (one contiguous slice per tap and image; :func:`phase_grad_input`), where
-#: that grid has at most this many positions per output: 4-D 14^4 4->4 k3 s2 (1.46), one core, least of 7:
-#: float32 2.6 ms against 3.7 by lead rows, float64 3.4 against 7.0.
+#: that grid has at most this many positions per output: 4-D 14^4 4->4 k3 s2 (1.46), one
+#: core, least of 7: float32 2.6 ms against 3.7 by lead rows, float64 3.4 against 7.0.
 TAP_BY_TAP_WASTE = 1.5
 
 

@@ -227,7 +227,7 @@ def _direct(problem, cplx):
 def _gemm_problem(problem):
     """The problem gemm runs: an input gradient of :func:`.gemm.forward_applies` as its
     forward problem."""
-    return transpose(problem).forward if gemm.forward_applies(problem) else problem
+    return gemm.as_run(problem)
 
 
 def _blocks(problem):

@@ -16,13 +16,13 @@ The column buffer is built in cache-sized blocks, each feeding one large BLAS GE
 - forward: ``y = cols . W`` (positions as rows) or ``W . cols`` per group, the groups as the
   batch of one ``matmul``, each block's result transposed into ``y`` in place;
 - weight gradient, ``dw = dy . cols^H``: the same blocks, summed in block order;
-- input gradient, ``dx = A^H dy``: a stride-1 problem with constant padding is the
-  forward problem of the flipped, channel-transposed kernel
-  (:func:`~cupyconv.core.transpose.transpose`), run by the same blocked
-  forward; any other runs ``W^H dy`` per block and adds each tap's columns into a
-  zero-padded input (a strided slice per tap; the slices of one tap never overlap),
-  the padding folded back onto the source elements
-  (:func:`~cupyconv.backends.arrays.fold_padding`);
+- input gradient, ``dx = A^H dy``: a stride-1 problem is the forward problem of the
+  flipped, channel-transposed kernel (:func:`~cupyconv.core.transpose.transpose`), run
+  by the same blocked forward (with a padding mode other than constant, over the whole
+  padded input, the padding then folded back onto the source elements,
+  :func:`~cupyconv.backends.arrays.fold_padding`); a strided one runs ``W^H dy`` per
+  block and adds each tap's columns into a zero-padded input (a strided slice per tap;
+  the slices of one tap never overlap), the padding folded back likewise;
 - where those copies or adds would run over short rows (few channels, short output
   rows), the forward and the col2im run on extended grids instead
   (:mod:`~cupyconv.backends.numpy.gemm_grid`: one contiguous slice per channel and tap);
@@ -56,6 +56,7 @@ from .threads import Scratch, parallel_map, workers
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
+           "transposed",
            "positions_as_rows", "column_source", "ROWS_MAX_CHANNELS", "block_start",
            "CHUNK_BYTES", "PAD_PIECE"]
 
@@ -72,10 +73,19 @@ CHUNK_BYTES = 2**21
 
 def forward_applies(problem):
     """Whether an input gradient runs as the blocked forward problem of
-    :func:`~cupyconv.core.transpose.transpose` (stride 1, constant
-    padding), else by columns and their scatter back (col2im)."""
+    :func:`~cupyconv.core.transpose.transpose` (stride 1: with constant padding the
+    forward whose output is ``x``'s extent, with another padding mode the forward over
+    the whole padded input, folded back by :func:`~cupyconv.backends.arrays.fold_padding`;
+    :func:`transposed`), else by columns and their scatter back (col2im)."""
     return (problem.op == GRAD_INPUT and all(s == 1 for s in problem.stride)
-            and problem.padding_mode == "constant" and all(n > 0 for n in problem.in_shape))
+            and all(n > 0 for n in problem.in_shape))
+
+
+def transposed(problem):
+    """The :class:`~cupyconv.core.transpose.Transposed` an input gradient of
+    :func:`forward_applies` runs: over the whole padded input (``fold``) unless the
+    padding is constant."""
+    return transpose(problem, whole=problem.padding_mode != "constant")
 
 
 def min_workspace_bytes(problem):
@@ -87,7 +97,7 @@ def min_workspace_bytes(problem):
 
 
 def _as_forward(problem):
-    return transpose(problem).forward
+    return transposed(problem).forward
 
 
 def as_run(problem):
@@ -322,9 +332,10 @@ def _adjoint(problem, a):
 
 def _grad_input(problem, dy, w, limit, stats):
     if forward_applies(problem):
-        t = transpose(problem)
-        return _forward(t.forward, upsampled(t, dy, np), transposed_weights(t, problem, w, np),
-                        limit, stats)
+        t = transposed(problem)
+        y = _forward(t.forward, upsampled(t, dy, np), transposed_weights(t, problem, w, np),
+                     limit, stats)
+        return fold_padding(problem, y) if t.fold else y
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)

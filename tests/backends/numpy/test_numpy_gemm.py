@@ -243,6 +243,39 @@ def test_extended_grid_rows_past_the_block_target_run_one_per_block(x_shape, w_s
     np.testing.assert_array_equal(got, ref_conv(x, w, **geo))
 
 
+#: Stride-1 input gradients with a boundary mode: 2-D to 4-D, groups, dilation,
+#: asymmetric padding wider than some kernels' reach, padding larger than an axis
+#: (reflected more than once).
+BOUNDARY_CASES = [
+    ((2, 3, 7, 9), (4, 3, 3, 3), dict(padding=1)),
+    ((1, 4, 6, 7, 9), (2, 2, 3, 2, 3), dict(padding=((2, 1), (0, 1), (1, 3)), groups=2,
+                                           dilation=(1, 2, 1))),
+    ((2, 2, 5, 6, 5, 6), (3, 2, 3, 3, 3, 3), dict(padding=1)),
+    ((1, 2, 3, 8), (2, 2, 3, 3), dict(padding=((4, 2), (1, 1)))),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo", BOUNDARY_CASES)
+@pytest.mark.parametrize("mode", ["reflect", "symmetric", "wrap", "edge"])
+def test_stride_one_boundary_input_gradient_is_the_folded_forward(x_shape, w_shape, geo,
+                                                                  mode, rng, monkeypatch):
+    """A stride-1 input gradient with a boundary mode runs as the forward over the whole
+    padded input, folded back: on small integers it equals the col2im scatter bitwise and
+    is the forward's exact adjoint."""
+    x = small_ints(rng, x_shape, np.float64)
+    w = small_ints(rng, w_shape, np.float64)
+    geo = dict(geo, padding_mode=mode)
+    problem = _problem(x, w, op="grad_input", **geo)
+    assert gemm.forward_applies(problem) and gemm.transposed(problem).fold
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float64)
+    ops = Operands(activation=x, filter=w, output=dy)
+    got = gemm.run(problem, ops, problem.column_bytes(), {})
+    assert float(np.vdot(ref_conv(x, w, **geo), dy)) == float(np.vdot(x, got))
+    monkeypatch.setattr(gemm, "forward_applies", lambda problem: False)
+    monkeypatch.setattr(gemm, "grid_axes", lambda problem, limit: 0)
+    np.testing.assert_array_equal(got, gemm.run(problem, ops, problem.column_bytes(), {}))
+
+
 #: (x shape, w shape, geometry) whose col2im input gradient runs on the stride's phase
 #: grids (:func:`gemm_grid.scatter_axes`): strides 2 and 3, dilation, asymmetric and boundary-
 #: mode padding, 3-D and 4-D.
@@ -250,7 +283,8 @@ PHASE_CASES = [
     ((2, 2, 9, 8, 11, 10), (3, 2, 3, 3, 3, 3), dict(stride=2, padding=1)),
     ((1, 3, 7, 12, 14), (2, 3, 2, 3, 3), dict(stride=(1, 2, 3), dilation=(1, 2, 2),
                                               padding=((0, 1), (2, 1), (1, 3)))),
-    ((2, 2, 6, 9, 8), (2, 2, 3, 3, 3), dict(padding=1, padding_mode="reflect")),
+    ((2, 2, 6, 9, 8), (2, 2, 3, 3, 3), dict(stride=(1, 2, 1), padding=1,
+                                            padding_mode="reflect")),
     ((1, 4, 6, 7, 13), (4, 2, 3, 2, 3), dict(stride=(2, 2, 2), padding=2, groups=2,
                                              padding_mode="wrap")),
     ((1, 2, 9, 10, 7), (2, 2, 3, 3, 3), dict(stride=2, padding=((3, 0), (2, 3), (1, 4)))),

@@ -35,6 +35,8 @@ CASES = [
     ("5-D 7^5, 4->4, k3", (1, 4, 7, 7, 7, 7, 7), (4, 4, 3, 3, 3, 3, 3), dict(padding=1)),
 ]
 CALLS = ("conv", "grad_input", "grad_weight", "step")
+#: This checkout (its ``cupyconv``, and this module for the workers).
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def worker(rounds):
@@ -72,11 +74,10 @@ def worker(rounds):
     return rows
 
 
-def _side(tree, rounds):
+def side(tree, rounds):
     """One worker process's rows with the package of ``tree`` (its directory first on
-    the path; this file's checkout after it, for this module)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = (f"import json, sys; sys.path.insert(1, {root!r}); "
+    the path; :data:`ROOT` after it, for this module)."""
+    code = (f"import json, sys; sys.path.insert(1, {ROOT!r}); "
             f"from benchmarks.repeat_calls import worker; print(json.dumps(worker({rounds})))")
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=tree),
                          capture_output=True, text=True, check=True, cwd=tree)
@@ -93,14 +94,13 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--alternations", type=int, default=2)
     opts = ap.parse_args(argv)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base, commit = baseline_tree(opts.baseline) if opts.baseline else (None, None)
     ours, theirs = [], []
     try:
         for _ in range(opts.alternations if base else 1):
-            ours.append(_side(here, opts.rounds))
+            ours.append(side(ROOT, opts.rounds))
             if base:
-                theirs.append(_side(base, opts.rounds))
+                theirs.append(side(base, opts.rounds))
     finally:
         if base:
             shutil.rmtree(base, ignore_errors=True)

@@ -24,6 +24,5 @@ def test_the_worker_gives_time_and_faults_of_every_call(monkeypatch):
 
 
 def test_a_side_runs_the_worker_in_a_process_of_its_own():
-    root = str(pathlib.Path(__file__).resolve().parents[2])
-    rows = repeat_calls._side(root, 1)
+    rows = repeat_calls.side(repeat_calls.ROOT, 1)
     assert set(rows) == {case[0] for case in repeat_calls.CASES}

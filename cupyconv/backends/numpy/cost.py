@@ -260,7 +260,7 @@ def grid_columns(problem):
     r, out = problem.ndim, tuple(problem.out_shape)
     grid = (gemm_grid.phase_grid(problem) if problem.op == GRAD_INPUT
             else problem.padded_shape())
-    full = out[r - e] * math.prod(grid[r - e + 1:])
+    full = gemm_grid.row_positions(problem, e, grid)
     waste = full / math.prod(out[r - e:])
     f = 0 if problem.op == GRAD_INPUT or problem.gemm_k < gemm_fold.FOLD_MIN_DEPTH else (
         gemm_fold.fold_axes(problem, e, limit))

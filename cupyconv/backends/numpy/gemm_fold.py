@@ -28,7 +28,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..arrays import grouped_weights, oriented_weights, reused
 from .blas import matmul, matmul_into
 from .gemm_grid import (flat_columns, flat_plan, flat_source, grid_axes, grouped_index,
-                        note_workspace, phase_timer)
+                        note_workspace, phase_timer, row_positions)
 from .threads import Scratch, parallel_map
 
 __all__ = ["FOLD_MIN_DEPTH", "FOLD_MAX_ROWS", "FOLD_MIN_ROWS", "FOLD_MAX_TAIL", "fold_axes",
@@ -61,7 +61,7 @@ def fold_row_bytes(problem, e, f):
     """Workspace bytes of one lead position's extended row, folded: its columns, its
     product and the shifted sum (forward) or the shifted ``dy`` (weight gradient)."""
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
-    full = tuple(problem.out_shape)[r - e] * math.prod(problem.padded_shape()[r - e + 1:])
+    full = row_positions(problem, e, problem.padded_shape())
     taps = math.prod(problem.kernel_shape[r - f:])
     ext = full + max(fold_offsets(problem, f))
     depth = problem.gemm_k // taps
@@ -86,7 +86,7 @@ def fold_axes(problem, e, limit):
     r, kg = problem.ndim, problem.gemm_n
     if problem.gemm_k < FOLD_MIN_DEPTH:
         return 0
-    full = tuple(problem.out_shape)[r - e] * math.prod(problem.padded_shape()[r - e + 1:])
+    full = row_positions(problem, e, problem.padded_shape())
     best = 0
     for f in range(1, e + 1):
         taps = math.prod(problem.kernel_shape[r - f:])

@@ -32,7 +32,8 @@ from .blas import matmul, matmul_into
 from .threads import Scratch, parallel_map, workers
 
 __all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
-           "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "flat_lead_bytes", "flat_forward",
+           "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "row_positions", "flat_lead_bytes",
+           "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
            "flat_grad_weight", "grid_axes", "flat_source", "flat_plan", "flat_columns",
            "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "WHOLE_MANY_TAPS",
@@ -154,11 +155,17 @@ def _flat_length(padded, out):
     return 1 + sum([(o - 1) * math.prod(padded[a + 1:]) for a, o in enumerate(out)])
 
 
+def row_positions(problem, e, grid):
+    """Positions of one lead position's extended row on ``grid`` (the padded input's or
+    the phase grids) flattened over its trailing ``e`` axes: ``O_{r-e} *
+    prod(grid[r-e+1:])``."""
+    r = problem.ndim
+    return tuple(problem.out_shape)[r - e] * math.prod(grid[r - e + 1:])
+
+
 def flat_lead_bytes(problem, e):
     """Column bytes of one lead position's extended row (the flat path's least block)."""
-    r = problem.ndim
-    return position_bytes(problem) * tuple(problem.out_shape)[r - e] * math.prod(
-        problem.padded_shape()[r - e + 1:])
+    return position_bytes(problem) * row_positions(problem, e, problem.padded_shape())
 
 
 def flat_source(problem, x, e):
@@ -169,7 +176,7 @@ def flat_source(problem, x, e):
     r, g = problem.ndim, problem.groups
     cg = problem.in_channels // g
     padded, out = problem.padded_shape(), tuple(problem.out_shape)
-    full = flat_lead_bytes(problem, e) // position_bytes(problem)
+    full = row_positions(problem, e, padded)
     shape = (problem.batch, problem.in_channels) + padded
     size = math.prod(shape)
     buf = reused("extended grid input", (size + full,), x.dtype)
@@ -326,9 +333,7 @@ def phase_grid(problem):
 
 def phase_row_bytes(problem, e):
     """Column bytes of one lead position's extended row on the phase grids."""
-    r = problem.ndim
-    return position_bytes(problem) * problem.out_shape[r - e] * math.prod(
-        phase_grid(problem)[r - e + 1:])
+    return position_bytes(problem) * row_positions(problem, e, phase_grid(problem))
 
 
 def scatter_axes(problem):
@@ -381,7 +386,7 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
     whole = whole_images(problem, limit)
     e = r if whole else e
     cg, lead = problem.in_channels // g, problem.ndim - e
-    full = phase_row_bytes(problem, e) // position_bytes(problem)
+    full = row_positions(problem, e, grid)
     length = _flat_length(grid[lead:], out[lead:])
     ext = _extended(problem, dy, grid, e)
     phases = reused("phase grids", tuple(problem.stride) + (problem.batch, g, cg)

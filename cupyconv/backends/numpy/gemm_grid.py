@@ -31,7 +31,7 @@ from ..base import OutOfMemoryError
 from .blas import matmul, matmul_into
 from .threads import Scratch, parallel_map, workers
 
-__all__ = ["position_bytes", "boxes", "grouped_index", "note_workspace", "phase_timer",
+__all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped_index", "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "row_positions", "flat_lead_bytes",
            "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
@@ -168,6 +168,29 @@ def flat_lead_bytes(problem, e):
     return position_bytes(problem) * row_positions(problem, e, problem.padded_shape())
 
 
+#: Share of a padded input's elements in its faces from which :func:`fill_faces` fills
+#: the whole buffer instead (the inside is written next): the faces of the last axes are
+#: many short runs.  One core, float32, 2 images, ms, faces / whole buffer: 4 channels
+#: 14^4 (41% faces) 0.12 / 0.04, 8 channels 12^4 (46%) 0.07 / 0.04, 4 channels 64^3
+#: (9%) 0.07 / 0.16, 32 channels 32^3 (17%) 0.06 / 0.17.
+FACES_FILL_SHARE = 0.25
+
+
+def fill_faces(problem, whole, first):
+    """Write the constant boundary ``cval`` into the faces of ``whole``, the padded input
+    whose spatial axes start at axis ``first``, for its inside to be copied next: face by
+    face, or the whole buffer where the faces hold :data:`FACES_FILL_SHARE` of it."""
+    cval = problem.cval if whole.dtype.kind == "c" else np.real(problem.cval)
+    padded = problem.padded_shape()
+    if 1 - math.prod(problem.in_shape) / math.prod(padded) >= FACES_FILL_SHARE:
+        whole.fill(cval)
+        return
+    for a, ((b, after), n) in enumerate(zip(problem.padding, padded)):
+        lead = (slice(None),) * (first + a)
+        whole[lead + (slice(0, b),)] = cval
+        whole[lead + (slice(n - after, n),)] = cval
+
+
 def flat_source(problem, x, e):
     """``(view, full)``: the forward's window view ``(N, G, C/G, *O_lead, *KS, full)`` of
     the padded input on the extended grid of the trailing ``e`` axes (:func:`flat_axes`);
@@ -181,13 +204,9 @@ def flat_source(problem, x, e):
     size = math.prod(shape)
     buf = reused("extended grid input", (size + full,), x.dtype)
     buf[size:] = 0
-    if problem.padding_mode == "constant":         # the faces, then the inside: one pass
-        cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
+    if problem.padding_mode == "constant":         # the faces, then the inside
         whole = buf[:size].reshape(shape)
-        for a, ((b, after), n) in enumerate(zip(problem.padding, padded)):
-            lead = (slice(None),) * (2 + a)
-            whole[lead + (slice(0, b),)] = cval
-            whole[lead + (slice(n - after, n),)] = cval
+        fill_faces(problem, whole, 2)
         whole[(slice(None),) * 2 + tuple(
             slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))] = x
     else:

@@ -152,16 +152,25 @@ PADDED_CASES = [
     ((1, 2, 4, 3, 2), ((1, 1), (2, 0), (0, 1)), -2.5),
     ((3, 1, 1, 6), ((1, 2), (1, 1)), 7.0),
     ((2, 2, 6), ((0, 0),), 0.0),
+    ((1, 6, 3, 5), ((1, 1), (1, 2)), 1.5),
 ]
+#: (channels copied one at a time up to, faces share from which the whole buffer is
+#: filled): the whole transpose and face by face, one channel at a time and the whole
+#: buffer filled, then the defaults.
+PAD_WAYS = [(0, 2.0), (1 << 10, 0.0), (gemm.PAD_BY_CHANNEL, gemm_grid.FACES_FILL_SHARE)]
 
 
 @pytest.mark.parametrize("x_shape,padding,cval", PADDED_CASES)
 @pytest.mark.parametrize("piece", [1, 8, 1 << 18])
-def test_padded_last_is_numpys_pad_channels_last(x_shape, padding, cval, piece, rng,
-                                                 monkeypatch):
+@pytest.mark.parametrize("by_channel,fill_share", PAD_WAYS)
+def test_padded_last_is_numpys_pad_channels_last(x_shape, padding, cval, piece, by_channel,
+                                                 fill_share, rng, monkeypatch):
     """:func:`gemm.padded_last` is ``numpy.pad`` then the channels moved last, whether its
-    copy runs as one piece or as pieces of one row (on the pool)."""
+    copy runs as one piece or as pieces of one row (on the pool), as one transpose or one
+    channel at a time, the faces written one by one or the whole buffer filled first."""
     monkeypatch.setattr(gemm, "PAD_PIECE", piece)
+    monkeypatch.setattr(gemm, "PAD_BY_CHANNEL", by_channel)
+    monkeypatch.setattr(gemm_grid, "FACES_FILL_SHARE", fill_share)
     x = rng.standard_normal(x_shape)
     w_shape = (2, x_shape[1]) + (1,) * (len(x_shape) - 2)
     problem = ConvProblem.create(x_shape=x_shape, w_shape=w_shape, padding=padding,
@@ -202,10 +211,14 @@ def _flat_limit(problem, rows):
 
 @pytest.mark.parametrize("x_shape,w_shape,geo", FLAT_CASES)
 @pytest.mark.parametrize("rows", [1, 3, None])
-def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, rng, monkeypatch):
+@pytest.mark.parametrize("fill_share", [0.0, 2.0])
+def test_extended_grid_forward_is_exact(x_shape, w_shape, geo, rows, fill_share, rng,
+                                        monkeypatch):
     """The extended-grid forward equals the reference exactly (small integers), in
     blocks of one or three lead rows or whole, its workspace under the limit and the
-    column bytes."""
+    column bytes; the padded input's faces written one by one or the whole buffer
+    filled first."""
+    monkeypatch.setattr(gemm_grid, "FACES_FILL_SHARE", fill_share)
     ran = []
     flat = gemm.flat_forward
     monkeypatch.setattr(gemm, "flat_forward", lambda *a: ran.append(1) or flat(*a))

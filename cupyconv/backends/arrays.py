@@ -16,8 +16,9 @@ from .._lru import LRU
 from .._kernels.scan_result import ScanResult
 from ..core.args import array_module_of
 
-__all__ = ["reused", "REUSE_FROM_BYTES", "all_finite", "max_magnitude", "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding",
-           "oriented_weights", "grouped_weights", "zeros_result", "axis_index"]
+__all__ = ["reused", "constant_value", "REUSE_FROM_BYTES", "all_finite", "max_magnitude",
+           "host_scan", "to_tf32", "in_float32", "pad_input", "fold_padding", "oriented_weights",
+           "grouped_weights", "zeros_result", "axis_index"]
 
 
 #: Bytes of all threads' :func:`reused` buffers together; a buffer past the bound is
@@ -51,6 +52,12 @@ def reused(role, shape, dtype, grow=False):
     return buf[:rows] if grow else buf
 
 
+def constant_value(problem, dtype):
+    """The constant boundary's value written into an array of ``dtype``: ``cval``, its
+    real part unless ``dtype`` is complex."""
+    return problem.cval if np.dtype(dtype).kind == "c" else np.real(problem.cval)
+
+
 def pad_input(problem, x):
     """``x`` extended by the problem's padding and boundary mode (no copy without padding)."""
     if not any(b or a for b, a in problem.padding):
@@ -58,8 +65,8 @@ def pad_input(problem, x):
     xp = array_module_of(x=x)
     pads = ((0, 0), (0, 0)) + tuple(problem.padding)
     if problem.padding_mode == "constant":
-        cval = problem.cval if x.dtype.kind == "c" else np.real(problem.cval)
-        return xp.pad(x, pads, mode="constant", constant_values=cval)
+        return xp.pad(x, pads, mode="constant",
+                      constant_values=constant_value(problem, x.dtype))
     return xp.pad(x, pads, mode=problem.padding_mode)
 
 

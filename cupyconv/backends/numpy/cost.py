@@ -224,12 +224,6 @@ def _direct(problem, cplx):
     return c["call"] + problem.taps * c["tap_overhead"] + cplx * macs * c["elem"] * 0.5
 
 
-def _gemm_problem(problem):
-    """The problem gemm runs: an input gradient of :func:`.gemm.forward_applies` as its
-    forward problem."""
-    return gemm.as_run(problem)
-
-
 def _blocks(problem):
     chunk = gemm.CHUNK_BYTES * (gemm.WEIGHT_BLOCKS if problem.op == GRAD_WEIGHT else 1)
     return max(1, -(-problem.column_bytes() // chunk))
@@ -247,7 +241,7 @@ def column_run(problem):
 
 def grid_columns(problem):
     """``(waste, full, taps, run)`` where gemm builds the columns of the problem it runs
-    (:func:`_gemm_problem`) on an extended grid (:func:`.gemm_grid.grid_axes`): its
+    (:func:`.gemm.as_run`) on an extended grid (:func:`.gemm_grid.grid_axes`): its
     positions over the output's, the elements of an extended lead row, the taps folded
     into the GEMM's rows (:func:`.gemm_fold.fold_axes`; 1 where none) and the elements of
     one contiguous slice of the copy (``full`` and the folded tail); else ``None``.  The
@@ -288,7 +282,7 @@ def gemm_terms(problem):
     GEMM's rows the columns are ``|A|`` times fewer (plus the folded tail), the shifted
     sums or copies of ``dy`` count as column elements, the narrow term is over ``K/G *
     |A|`` and both GEMM terms take the ``fold_`` factors."""
-    problem = _gemm_problem(problem)
+    problem = gemm.as_run(problem)
     cplx = 4.0 if problem.is_complex else 1.0
     scale = _real_bytes(problem) / 8 if problem.dtype.kind in "fc" else 1.0
     grid = grid_columns(problem)

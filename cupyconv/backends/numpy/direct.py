@@ -33,7 +33,8 @@ from numpy.lib.stride_tricks import as_strided
 from scipy.ndimage import correlate as scipy_correlate, correlate1d as scipy_correlate1d
 
 from ..._vocabulary import NDIMAGE_NAMES
-from ..arrays import grouped_weights, oriented_weights, pad_input, zeros_result
+from ..arrays import (constant_value, grouped_weights, oriented_weights, pad_input,
+                      zeros_result)
 from .threads import Scratch, parallel_map
 
 __all__ = ["windows", "operand_views", "conv_direct", "compiled_applies", "scipy_window",
@@ -334,7 +335,7 @@ def _boundary_rows(problem, x3, y3, axis, first, stop):
         for c in range(0, s, cols):
             src = xt[index, o:o + step, c:c + cols]
             if constant and outside.any():
-                src[outside] = problem.cval if src.dtype.kind == "c" else np.real(problem.cval)
+                src[outside] = constant_value(problem, src.dtype)
             out = np.empty((stop - first,) + src.shape[1:], src.dtype)
 
             def source(t, src=src):
@@ -451,8 +452,7 @@ def _padded_block(problem, xb, buffers):
     if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
         return np.ascontiguousarray(pad_input(problem, xb))
     shape = (xb.shape[0] * xb.shape[1],) + problem.padded_shape()
-    cval = problem.cval if xb.dtype.kind == "c" else np.real(problem.cval)
-    out = buffers.take("padded", shape, xb.dtype, fill=cval)
+    out = buffers.take("padded", shape, xb.dtype, fill=constant_value(problem, xb.dtype))
     out = out.reshape(xb.shape[:2] + shape[1:])
     out[(slice(None), slice(None)) + tuple(slice(b, b + n) for (b, _), n in
                                             zip(problem.padding, problem.in_shape))] = xb

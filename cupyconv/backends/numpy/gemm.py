@@ -155,8 +155,9 @@ PAD_BY_CHANNEL = 4
 
 def padded_last(problem, x):
     """The padded input channels-last, ``(N, *padded, C)`` C-contiguous: one copy (a
-    constant boundary's faces filled first, the input copied into the inside in pieces
-    of an image's leading rows on the pool; else :func:`numpy.pad` then the
+    constant boundary's faces filled first (:func:`~.gemm_grid.fill_faces`), the input
+    copied into the inside in pieces of an image's leading rows on the pool, one channel
+    at a time up to :data:`PAD_BY_CHANNEL` channels; else :func:`numpy.pad` then the
     transpose).  Its columns' inner runs are channels and taps along the last axis."""
     if problem.padding_mode != "constant" or not any(b or a for b, a in problem.padding):
         return np.ascontiguousarray(np.moveaxis(pad_input(problem, x), 1, -1))
@@ -170,13 +171,15 @@ def padded_last(problem, x):
     pieces = [(n, slice(i, i + step)) for n in range(problem.batch)
               for i in range(0, problem.in_shape[0], step)]
 
+    by_channel = problem.in_channels <= PAD_BY_CHANNEL
+
     def piece(at):
-        if problem.in_channels > PAD_BY_CHANNEL:
-            inside[at] = src[at]
+        dst, part = inside[at], src[at]
+        if not by_channel:
+            dst[...] = part
             return
-        dst, part = inside[at], x[at[0]][(slice(None),) + at[1:]]
-        for c in range(problem.in_channels):
-            dst[..., c] = part[c]
+        for c in range(problem.in_channels):      # each a contiguous plane of ``x``
+            dst[..., c] = part[..., c]
 
     parallel_map(piece, pieces)
     return out

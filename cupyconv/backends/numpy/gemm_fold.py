@@ -32,7 +32,8 @@ from .gemm_grid import (flat_columns, flat_plan, flat_source, grid_axes, grouped
 from .threads import Scratch, parallel_map
 
 __all__ = ["FOLD_MIN_DEPTH", "FOLD_MAX_ROWS", "FOLD_MIN_ROWS", "FOLD_MAX_TAIL", "fold_axes",
-           "fold_offsets", "fold_row_bytes", "fold_plan", "folded_forward", "folded_grad_weight"]
+           "fold_offsets", "fold_steps", "fold_row_bytes", "fold_plan", "folded_forward",
+           "folded_grad_weight"]
 
 #: Least GEMM depth (``C/G * taps``) at which the taps fold: below it the folded GEMM is
 #: too shallow (2-D 8->8 64^2 3x3, depth 72, one core: 0.6-1.8x the unfolded time).
@@ -48,13 +49,18 @@ FOLD_MIN_ROWS = 8
 FOLD_MAX_TAIL = 0.35
 
 
+def fold_steps(problem, f):
+    """The flat step, on the padded grid, of one tap along each of the last ``f`` axes."""
+    r, padded = problem.ndim, problem.padded_shape()
+    return [problem.dilation[a] * math.prod(padded[a + 1:]) for a in range(r - f, r)]
+
+
 def fold_offsets(problem, f):
     """The flat offsets, on the padded grid, of the taps of the last ``f`` axes, in
     :func:`numpy.ndindex` order."""
-    r, padded = problem.ndim, problem.padded_shape()
-    step = [problem.dilation[a] * math.prod(padded[a + 1:]) for a in range(r - f, r)]
+    step = fold_steps(problem, f)
     return [sum(t * s for t, s in zip(tap, step))
-            for tap in np.ndindex(*problem.kernel_shape[r - f:])]
+            for tap in np.ndindex(*problem.kernel_shape[problem.ndim - f:])]
 
 
 def fold_row_bytes(problem, e, f):
@@ -172,7 +178,7 @@ def _shifted_dy(problem, dy, e, f):
     """``(dy_pad, steps)``: ``dy`` channels-last on the extended grid of the trailing ``e``
     axes, ``(N, G, *O_lead, L, K/G)`` with ``L = full + 2 max off_a`` and the lead row's
     ``full`` positions at ``max off_a`` (zeros around them and between the output's rows),
-    and the flat steps of the last ``f`` axes' taps (:func:`fold_offsets`'s)."""
+    and the flat steps of the last ``f`` axes' taps (:func:`fold_steps`)."""
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     out, lead, padded = tuple(problem.out_shape), r - e, problem.padded_shape()
     trail = (out[lead],) + tuple(padded[lead + 1:])
@@ -183,8 +189,7 @@ def _shifted_dy(problem, dy, e, f):
     inside = pad[..., mo:mo + full, :].reshape(pad.shape[:-2] + trail + (kg,))
     inside[(Ellipsis,) + tuple(slice(0, o) for o in out[lead:]) + (slice(None),)] = \
         np.moveaxis(dy.reshape((problem.batch, g, kg) + out), 2, -1)
-    steps = [problem.dilation[a] * math.prod(padded[a + 1:]) for a in range(r - f, r)]
-    return pad, steps
+    return pad, fold_steps(problem, f)
 
 
 def folded_grad_weight(problem, x, dy, limit, target, e, f):

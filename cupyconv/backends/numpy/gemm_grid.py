@@ -26,12 +26,14 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
-from ..arrays import fold_padding, grouped_weights, oriented_weights, pad_input, reused
+from ..arrays import (constant_value, fold_padding, grouped_weights, oriented_weights,
+                      pad_input, reused)
 from ..base import OutOfMemoryError
 from .blas import matmul, matmul_into
 from .threads import Scratch, parallel_map, workers
 
-__all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped_index", "note_workspace", "phase_timer",
+__all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped_index",
+           "note_workspace", "phase_timer",
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "row_positions", "flat_lead_bytes",
            "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
@@ -180,7 +182,7 @@ def fill_faces(problem, whole, first):
     """Write the constant boundary ``cval`` into the faces of ``whole``, the padded input
     whose spatial axes start at axis ``first``, for its inside to be copied next: face by
     face, or the whole buffer where the faces hold :data:`FACES_FILL_SHARE` of it."""
-    cval = problem.cval if whole.dtype.kind == "c" else np.real(problem.cval)
+    cval = constant_value(problem, whole.dtype)
     padded = problem.padded_shape()
     if 1 - math.prod(problem.in_shape) / math.prod(padded) >= FACES_FILL_SHARE:
         whole.fill(cval)

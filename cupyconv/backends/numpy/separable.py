@@ -20,7 +20,7 @@ import numpy as np
 import scipy.ndimage
 
 from ..._vocabulary import NDIMAGE_NAMES
-from ..arrays import max_magnitude, zeros_result
+from ..arrays import constant_value, max_magnitude, zeros_result
 from ..separable_factors import (ROUNDOFF_UNITS, NotSeparable, applies, clear_cache, factor,
                                  kernel_factors, kernel_terms, term_limit)
 from .direct import line_chunks, scipy_line_faster
@@ -114,7 +114,7 @@ def _run_term(problem, x, per_group):
     """The passes of one outer product ``per_group[g][axis]``."""
     g = problem.groups
     a = x                                                    # (N, G, *S): C_in == G
-    cval = problem.cval if problem.dtype.kind == "c" else np.real(problem.cval)
+    cval = constant_value(problem, problem.dtype)
     scale = 1
     # integer data: max|a| once, then each pass's bound follows from the taps (no rescan)
     bound = (max(max_magnitude(x), abs(int(np.real(cval)))) if problem.dtype.kind in "iu"

@@ -16,7 +16,7 @@ import numpy as np
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
 from ...core.transpose import transpose
 from .. import fft, fft_conv, winograd_conv
-from . import blas, gemm, gemm_fold, gemm_grid, separable
+from . import blas, gemm, gemm_fold, gemm_grid, gemm_stride, separable
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
 from .threads import workers
@@ -246,8 +246,13 @@ def grid_columns(problem):
     into the GEMM's rows (:func:`.gemm_fold.fold_axes`; 1 where none) and the elements of
     one contiguous slice of the copy (``full`` and the folded tail); else ``None``.  The
     forward and the float32 weight gradient take the padded input's grid, a strided input
-    gradient the stride's phase grids; workspace limits are not priced."""
+    gradient the stride's phase grids; a strided last axis folded over whole padded rows
+    (:func:`.gemm_stride.stride_fold_applies`) its rows; workspace limits are not
+    priced."""
     limit = problem.column_bytes()
+    if gemm_stride.stride_fold_applies(problem, limit):
+        full = gemm_stride.row_length(problem)
+        return gemm_stride.stride_fold_waste(problem), full, problem.kernel_shape[-1], full
     e = gemm_grid.grid_axes(problem, limit)
     if not e:
         return None
@@ -297,7 +302,11 @@ def gemm_terms(problem):
     # on oneMKL is not measured)
     fast = 1.0 if not on_mkl else CPU["mkl_narrow"] if (
         (rows or grid) and 2 <= problem.gemm_n < MKL_NARROW) else CPU["mkl_mac"]
-    flat = grid is not None and problem.op != GRAD_INPUT     # contiguous slices, W . cols
+    # an input gradient with its strided last axis folded (gemm_stride): W^T . D on lead
+    # rows, its columns added as contiguous slices per image, in parallel
+    folded_input = grid is not None and problem.op == GRAD_INPUT and taps > 1
+    # contiguous slices, W . cols
+    flat = grid is not None and (problem.op != GRAD_INPUT or folded_input)
     if flat:
         # W . cols on the extended grid; its weight gradient cols . dy^T, K the narrow side
         rows = problem.op == GRAD_WEIGHT
@@ -311,7 +320,8 @@ def gemm_terms(problem):
     calls = nblocks * (problem.groups if on_mkl else 1)
     work = 1.0 if on_mkl else CPU["matmul_work"]
     # the input gradient over whole images copies no columns: each tap's product is added
-    copied = 0.0 if _whole_images(problem) else cplx * cols * scale * 2 / cores
+    copied = 0.0 if _whole_images(problem) and not folded_input else (
+        cplx * cols * scale * 2 / cores)
     if taps > 1:        # the shifted sums (forward) or shifted dy (weight gradient) as copies
         copied += cplx * problem.groups * problem.gemm_n * taps * problem.gemm_m * waste \
             * scale * 2 / cores
@@ -330,11 +340,14 @@ def gemm_serial(problem):
     """gemm's serial seconds: a strided input gradient adds its columns back per block
     and tap (:func:`.gemm._grad_input`), or each tap's product as one contiguous slice
     per image block over whole images' phase grids (:func:`.gemm_grid.whole_images`:
-    one block, and half the scattered adds' price per element)."""
+    one block, and half the scattered adds' price per element); none where its last axis
+    folds (:mod:`.gemm_stride`: the image blocks add in parallel)."""
     if problem.op != GRAD_INPUT or gemm.forward_applies(problem):
         return 0.0
     c = CPU
     grid = grid_columns(problem)
+    if grid and grid[2] > 1:        # a folded strided last axis: added in gemm_terms
+        return 0.0
     cols = problem.groups * problem.gemm_k * problem.gemm_m * (grid[0] if grid else 1.0)
     scale = _real_bytes(problem) / 8
     cplx = 4.0 if problem.is_complex else 1.0

@@ -52,6 +52,8 @@ from .gemm_fold import FOLD_MIN_DEPTH, fold_plan, folded_forward, folded_grad_we
 from .gemm_grid import (boxes, fill_faces, flat_forward, flat_grad_weight, grid_axes,
                         grouped_index, note_workspace, phase_grad_input, phase_timer,
                         position_bytes)
+from .gemm_stride import (finite_operand, stride_fold_applies, stride_folded_forward,
+                          stride_folded_grad_input, stride_folded_grad_weight)
 from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
@@ -300,6 +302,8 @@ def _forward(problem, x, w, limit, stats):
     e = grid_axes(problem, capped)
     if e:
         return flat_forward(problem, x, w, capped, _target(problem, capped), stats, e)
+    if stride_fold_applies(problem, capped):
+        return stride_folded_forward(problem, x, w, capped, _target(problem, capped), stats)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     with phase_timer(stats, "pad"):
         view = column_source(problem, x)
@@ -347,11 +351,14 @@ def _grad_input(problem, dy, w, limit, stats):
         y = _forward(t.forward, upsampled(t, dy, np), transposed_weights(t, problem, w, np),
                      limit, stats)
         return fold_padding(problem, y) if t.fold else y
+    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
+    if stride_fold_applies(problem, capped) and np.isfinite(w).all():
+        return stride_folded_grad_input(problem, dy, w, capped, _target(problem, capped),
+                                        stats)
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
         problem.ndim
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)
     wt = np.ascontiguousarray(_adjoint(problem, wmat).transpose(0, 2, 1))  # (G, Cg*taps, Kg)
-    capped = min(limit, problem.column_bytes())      # the extended grid's waste included
     e = grid_axes(problem, capped)
     if e and np.isfinite(wt).all():
         return phase_grad_input(problem, dy, wt, capped, _target(problem, capped), stats, e)
@@ -403,6 +410,9 @@ def _grad_weight(problem, x, dy, limit, stats):
         note_workspace(stats, sizes, lanes)
         dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
         return np.ascontiguousarray(oriented_weights(problem, dw))
+    if stride_fold_applies(problem, capped) and finite_operand(problem, x):
+        return stride_folded_grad_weight(problem, x, dy, capped, _target(problem, capped),
+                                         stats)
     view = column_source(problem, x)
     dyg = dy.reshape((problem.batch, g, kg) + problem.out_shape)
     rows = positions_as_rows(problem)

@@ -37,7 +37,8 @@ __all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "row_positions", "flat_lead_bytes",
            "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight", "grid_axes", "flat_source", "flat_plan", "flat_columns",
+           "flat_grad_weight", "grid_axes", "padded_grid", "copy_rows", "flat_source", "flat_plan",
+           "flat_columns",
            "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "WHOLE_MANY_TAPS",
            "WHOLE_MANY_MAX_WASTE", "TAP_BY_TAP_WASTE"]
 
@@ -193,6 +194,36 @@ def fill_faces(problem, whole, first):
         whole[lead + (slice(n - after, n),)] = cval
 
 
+def padded_grid(problem, x, tail):
+    """The padded input ``(N, C, *P)`` channels-first, flat in a reused buffer followed by
+    ``tail`` zeros (which window views running past the image read); the buffer."""
+    shape = (problem.batch, problem.in_channels) + problem.padded_shape()
+    size = math.prod(shape)
+    buf = reused("extended grid input", (size + tail,), x.dtype)
+    buf[size:] = 0
+    if problem.padding_mode == "constant":         # the faces, then the inside
+        whole = buf[:size].reshape(shape)
+        fill_faces(problem, whole, 2)
+        copy_rows(whole[(slice(None),) * 2 + tuple(
+            slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))], x)
+    else:
+        buf[:size].reshape(shape)[...] = pad_input(problem, x)
+    return buf
+
+
+def copy_rows(dst, src):
+    """``dst[...] = src``; where the last axis of both is contiguous, each row copied as
+    one element of a void dtype (one ``memmove`` per row: NumPy's strided loop over
+    rows of 14 float32 took twice as long)."""
+    item = dst.itemsize
+    if (dst.ndim and dst.shape[-1] > 1 and dst.dtype == src.dtype
+            and dst.strides[-1] == item and src.strides[-1] == item):
+        row = np.dtype((np.void, dst.shape[-1] * item))
+        np.copyto(dst.view(row), src.view(row))
+        return
+    dst[...] = src
+
+
 def flat_source(problem, x, e):
     """``(view, full)``: the forward's window view ``(N, G, C/G, *O_lead, *KS, full)`` of
     the padded input on the extended grid of the trailing ``e`` axes (:func:`flat_axes`);
@@ -202,17 +233,7 @@ def flat_source(problem, x, e):
     cg = problem.in_channels // g
     padded, out = problem.padded_shape(), tuple(problem.out_shape)
     full = row_positions(problem, e, padded)
-    shape = (problem.batch, problem.in_channels) + padded
-    size = math.prod(shape)
-    buf = reused("extended grid input", (size + full,), x.dtype)
-    buf[size:] = 0
-    if problem.padding_mode == "constant":         # the faces, then the inside
-        whole = buf[:size].reshape(shape)
-        fill_faces(problem, whole, 2)
-        whole[(slice(None),) * 2 + tuple(
-            slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))] = x
-    else:
-        buf[:size].reshape(shape)[...] = pad_input(problem, x)
+    buf = padded_grid(problem, x, full)
     item = buf.itemsize
     sp = [item * math.prod(padded[a + 1:]) for a in range(r)]
     sc = item * math.prod(padded)

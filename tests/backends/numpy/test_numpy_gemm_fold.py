@@ -12,7 +12,8 @@ import pytest
 import cupyconv
 from cupyconv.backends.numpy import cost, gemm, gemm_fold, gemm_grid
 from cupyconv.core.problem import ConvProblem, Operands
-from helpers import assert_elementwise, conv_bounds, explicit_pads, ref_conv, small_ints
+from helpers import assert_elementwise, conv_bounds, ref_conv, small_ints
+from reference_gradients import ref_grad_weight
 
 #: (x shape, w shape, geometry) whose forward and float32 weight gradient fold the taps
 #: of the last one or two axes (``gemm_fold.fold_axes``): 3-D to 5-D, groups, dilation on
@@ -62,24 +63,6 @@ def _spy(monkeypatch, name):
 
 def _unfolded(monkeypatch):
     monkeypatch.setattr(gemm, "fold_plan", lambda problem, limit: (0, 0))
-
-
-def ref_grad_weight(x, dy, w_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                    padding_mode="constant", cval=0):
-    """``dW[k, c, t] = sum_{n, o} dy[n, k, o] xpad[n, c, o * s + t * d]`` per group, as
-    :func:`helpers.ref_conv` of the padded input (channels as the batch) with ``dy``
-    (images as the channels): the stride is that kernel's dilation, the dilation its
-    stride."""
-    r = x.ndim - 2
-    pads = ((0, 0), (0, 0)) + explicit_pads(padding, r)
-    extra = dict(constant_values=cval) if padding_mode == "constant" else {}
-    xp = np.pad(x.astype(np.float64), pads, mode=padding_mode, **extra)
-    kg, cg = w_shape[0] // groups, w_shape[1]
-    parts = [np.swapaxes(ref_conv(np.swapaxes(xp[:, g * cg:(g + 1) * cg], 0, 1),
-                                  np.swapaxes(dy[:, g * kg:(g + 1) * kg], 0, 1),
-                                  stride=dilation, dilation=stride), 0, 1)
-             for g in range(groups)]
-    return np.concatenate(parts)
 
 
 @pytest.mark.parametrize("x_shape,w_shape,geo", FOLD_CASES)

@@ -4,10 +4,11 @@ ever one of them.
 
 Every gemm path that draws on them (folded, extended-grid and channels-last columns,
 grouped columns, the phase-grid and col2im input gradients, the folded and extended-grid
-weight gradients) and the depthwise tap loop run one call, then a call with other data of
-the same shapes (which overwrites the kept buffers): the first result must be unchanged;
-then the first call again, which must repeat it bit for bit, and the forward must equal
-the tap-loop reference.  float32 small integers keep every sum exact.
+weight gradients, the three with a folded strided last axis) and the depthwise tap loop
+run one call, then a call with other data of the same shapes (which overwrites the kept
+buffers): the first result must be unchanged; then the first call again, which must
+repeat it bit for bit, and the forward must equal the tap-loop reference.  float32 small
+integers keep every sum exact.
 """
 from __future__ import annotations
 
@@ -32,11 +33,17 @@ PATHS = [
     ("grouped columns", "forward", (1, 32, 8, 8), (4, 16, 3, 3), dict(padding=1, groups=2),
      "columns"),
     ("strided channels-last columns", "forward", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
-     dict(padding=1, stride=2), "columns"),
+     dict(padding=1, stride=(2, 2, 1)), "columns"),
+    ("stride-folded forward", "forward", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
+     dict(padding=1, stride=2), "stride_folded_forward"),
+    ("stride-folded input gradient", "grad_input", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
+     dict(padding=1, stride=2), "stride_folded_grad_input"),
+    ("stride-folded weight gradient", "grad_weight", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
+     dict(padding=1, stride=2), "stride_folded_grad_weight"),
     ("folded input gradient", "grad_input", (2, 4, 5, 6, 7, 8), (8, 4, 3, 3, 3, 3),
      dict(padding=1), "folded_forward"),
     ("phase-grid input gradient", "grad_input", (2, 2, 9, 8, 11, 10), (3, 2, 3, 3, 3, 3),
-     dict(padding=1, stride=2), "phase_grad_input"),
+     dict(padding=1, stride=(2, 2, 2, 1)), "phase_grad_input"),
     ("col2im input gradient", "grad_input", (2, 16, 9, 9), (8, 16, 3, 3),
      dict(padding=1, stride=2), None),
     ("folded weight gradient", "grad_weight", (2, 4, 5, 6, 7, 8), (8, 4, 3, 3, 3, 3),
@@ -44,7 +51,7 @@ PATHS = [
     ("extended-grid weight gradient", "grad_weight", (2, 2, 6, 7, 9), (4, 2, 3, 3, 3),
      dict(padding=1), "flat_grad_weight"),
     ("channels-last weight gradient", "grad_weight", (2, 3, 7, 8, 9), (4, 3, 3, 3, 3),
-     dict(padding=1, stride=2), "columns"),
+     dict(padding=1, stride=(2, 2, 1)), "columns"),
     ("depthwise tap loop", "forward", (2, 6, 9, 10), (6, 1, 3, 3),
      dict(padding=1, groups=6), None),
 ]

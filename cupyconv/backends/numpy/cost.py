@@ -247,10 +247,10 @@ def grid_columns(problem):
     one contiguous slice of the copy (``full`` and the folded tail); else ``None``.  The
     forward and the float32 weight gradient take the padded input's grid, a strided input
     gradient the stride's phase grids; a strided last axis folded over whole padded rows
-    (:func:`.gemm_stride.stride_fold_applies`) its rows; workspace limits are not
+    (:func:`.gemm.stride_folds`) its rows; workspace limits are not
     priced."""
     limit = problem.column_bytes()
-    if gemm_stride.stride_fold_applies(problem, limit):
+    if gemm.stride_folds(problem, limit):
         full = gemm_stride.row_length(problem)
         return gemm_stride.stride_fold_waste(problem), full, problem.kernel_shape[-1], full
     e = gemm_grid.grid_axes(problem, limit)

@@ -57,6 +57,7 @@ from .gemm_stride import (finite_operand, stride_fold_applies, stride_folded_for
 from .threads import Scratch, parallel_map, workers
 
 __all__ = ["run", "min_workspace_bytes", "workspace_bytes", "position_bytes", "blocks",
+           "stride_folds",
            "plan_blocks", "as_run", "WEIGHT_BLOCKS",
            "columns", "padded_last", "windows_last", "weight_matrix", "forward_applies",
            "transposed",
@@ -114,6 +115,13 @@ def as_run(problem):
 #: 3-D N=2 C=K=32 32^3 3^3: 191 ms at 1 MiB, 147 at 4 MiB; 2-D N=8 C=K=64 56^2: 57, 53;
 #: 4 MiB as before :data:`CHUNK_BYTES` became 2 MiB).
 WEIGHT_BLOCKS = 2
+
+
+def stride_folds(problem, limit):
+    """Whether ``problem`` runs with its strided last axis folded
+    (:func:`~cupyconv.backends.numpy.gemm_stride.stride_fold_applies`; a last axis of
+    stride 1 is refused here, without entering that module)."""
+    return problem.stride[-1] > 1 and stride_fold_applies(problem, limit)
 
 
 def _target(problem, limit, least=None):
@@ -302,7 +310,7 @@ def _forward(problem, x, w, limit, stats):
     e = grid_axes(problem, capped)
     if e:
         return flat_forward(problem, x, w, capped, _target(problem, capped), stats, e)
-    if stride_fold_applies(problem, capped):
+    if stride_folds(problem, capped):
         return stride_folded_forward(problem, x, w, capped, _target(problem, capped), stats)
     y = np.empty(problem.logical_result_shape, dtype=x.dtype)   # the blocks cover it
     with phase_timer(stats, "pad"):
@@ -352,7 +360,7 @@ def _grad_input(problem, dy, w, limit, stats):
                      limit, stats)
         return fold_padding(problem, y) if t.fold else y
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
-    if stride_fold_applies(problem, capped) and np.isfinite(w).all():
+    if stride_folds(problem, capped) and np.isfinite(w).all():
         return stride_folded_grad_input(problem, dy, w, capped, _target(problem, capped),
                                         stats)
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
@@ -410,7 +418,7 @@ def _grad_weight(problem, x, dy, limit, stats):
         note_workspace(stats, sizes, lanes)
         dw = np.moveaxis(dw, 2, 1).reshape((problem.out_channels, cg) + problem.kernel_shape)
         return np.ascontiguousarray(oriented_weights(problem, dw))
-    if stride_fold_applies(problem, capped) and finite_operand(problem, x):
+    if stride_folds(problem, capped) and finite_operand(problem, x):
         return stride_folded_grad_weight(problem, x, dy, capped, _target(problem, capped),
                                          stats)
     view = column_source(problem, x)

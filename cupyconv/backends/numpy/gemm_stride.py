@@ -1,5 +1,5 @@
-"""The CPU ``gemm`` engine's forward and weight gradient with a strided last axis whose
-taps fold into the GEMM's rows over whole padded input rows.
+"""The CPU ``gemm`` engine's forward, input gradient and weight gradient with a strided
+last axis whose taps fold into the GEMM's rows over whole padded input rows.
 
 With a stride ``s > 1`` on the last axis no extended grid applies
 (:mod:`~cupyconv.backends.numpy.gemm_grid` flattens stride-1 axes only), and with few
@@ -14,7 +14,9 @@ row, ``t`` the taps of the other axes:
   tap order);
 - weight gradient (:func:`stride_folded_grad_weight`): ``dW[(c, t), (a, k)] = sum_q
   X[c, t, q] D[(a, k), q]``, ``D`` zero but at ``q = s o + d a``, where it holds
-  ``dy[k, o]``.
+  ``dy[k, o]``;
+- input gradient (:func:`stride_folded_grad_input`): per lead tap ``t``, ``W_t^T . D``
+  on the lead axes' phase grids, added into the tap's phase grid of the padded input.
 
 The GEMM computes ``J / O_r`` (about ``s``) times the positions the output needs, but it
 is ``K_r`` times wider, and a column's run is ``J`` contiguous elements, copied as one

@@ -252,7 +252,8 @@ def stride_folded_grad_input(problem, dy, w, limit, target, stats):
     per lead tap ``t`` in tap order, ``W_t^T . D`` (``(C, K_r * K)`` by ``D``: the last
     axis's taps summed in the product, over whole padded rows) added into the tap's
     phase grid of the padded input as one flat shifted slice per channel (the shift
-    crosses only the zero rows of ``D``); the grids copied row by row into ``dx``
+    crosses only the zero rows of ``D``; a phase's first tap writes its product there);
+    the grids copied row by row into ``dx``
     (constant padding) or into the padded input, whose padding is folded back."""
     r, c = problem.ndim, problem.in_channels
     kr, jn = problem.kernel_shape[-1], row_length(problem)
@@ -274,15 +275,23 @@ def stride_folded_grad_input(problem, dy, w, limit, target, stats):
         dz = _shifted(problem, dy, (images,), (nb,) + m, scratch)
         flat = dz.shape[1]
         grids = scratch.take("phase grids", (math.prod(strides) * c * flat,), dy.dtype)
-        grids.fill(0)
         grids = grids.reshape(strides + (c, flat))
         product = scratch.take("product", (c * flat,), dy.dtype)
+        written = set()
         with phase_timer(stats, "tap products"):
             for t, (phase, shift) in enumerate(taps):            # in tap order
+                dst = grids[phase][:, shift:]
+                if phase not in written:       # a phase's first tap: its product in place
+                    grids[phase][:, :shift] = 0
+                    matmul_into(wt[t], dz[:, :flat - shift], dst)
+                    written.add(phase)
+                    continue
                 part = product[:c * (flat - shift)].reshape(c, -1)
                 matmul_into(wt[t], dz[:, :flat - shift], part)
-                dst = grids[phase][:, shift:]
                 np.add(dst, part, out=dst)
+            for phase in np.ndindex(*strides):                   # phases no tap reaches
+                if phase not in written:
+                    grids[phase] = 0
         with phase_timer(stats, "interleave"):
             _interleave(problem, grids.reshape(strides + (c, nb) + m + (jn,)),
                         np.moveaxis(into[images], 0, 1), crop)

@@ -17,7 +17,8 @@ from reference_gradients import ref_grad_weight
 #: (x shape, w shape, geometry) whose float32 forward and weight gradient fold the
 #: strided last axis: 2-D to 5-D, asymmetric padding with a non-zero cval, reflect and
 #: wrap boundaries, dilation on the last and on a lead axis, strided lead axes, a
-#: convolution (flipped kernel), an odd-length last axis.
+#: convolution (flipped kernel), an odd-length last axis, a lead stride past its kernel
+#: (a phase grid no tap reaches).
 STRIDE_CASES = [
     ((2, 4, 6, 5, 7, 9), (4, 4, 3, 3, 3, 3), dict(padding=1, stride=2)),
     ((2, 3, 9, 11), (5, 3, 3, 3), dict(padding=((1, 0), (2, 1)), cval=2.0, stride=(1, 2))),
@@ -27,6 +28,7 @@ STRIDE_CASES = [
     ((1, 4, 5, 6, 9), (4, 4, 2, 3, 4), dict(padding=((0, 1), (1, 1), (2, 1)), stride=(2, 3, 2),
                                             padding_mode="wrap")),
     ((1, 2, 3, 4, 5, 4, 11), (2, 2, 2, 2, 3, 2, 3), dict(padding=1, stride=2, flip=True)),
+    ((2, 3, 10, 9), (2, 3, 2, 3), dict(padding=((1, 0), (1, 1)), stride=(3, 2))),
 ]
 
 

@@ -246,9 +246,8 @@ def grid_columns(problem):
     into the GEMM's rows (:func:`.gemm_fold.fold_axes`; 1 where none) and the elements of
     one contiguous slice of the copy (``full`` and the folded tail); else ``None``.  The
     forward and the float32 weight gradient take the padded input's grid, a strided input
-    gradient the stride's phase grids; a strided last axis folded over whole padded rows
-    (:func:`.gemm.stride_folds`) its rows; workspace limits are not
-    priced."""
+    gradient the stride's phase grids, a strided last axis folded over whole padded rows
+    (:func:`.gemm.stride_folds`) those rows; workspace limits are not priced."""
     limit = problem.column_bytes()
     if gemm.stride_folds(problem, limit):
         full = gemm_stride.row_length(problem)

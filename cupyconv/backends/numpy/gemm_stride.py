@@ -198,9 +198,9 @@ def stride_folded_forward(problem, x, w, limit, target, stats):
 
 
 def stride_folded_grad_weight(problem, x, dy, limit, target, stats):
-    """The weight gradient of :func:`stride_fold_applies` for a finite ``x`` and
-    constant (``D``'s zeros meet every position of a padded row): per block ``cols .
-    D^T``, the blocks summed in block order; ``(K, C, *KS)``."""
+    """The weight gradient of :func:`stride_fold_applies` for a finite ``x`` and boundary
+    constant (:func:`finite_operand`: ``D``'s zeros meet every position of a padded row):
+    per block ``cols . D^T``, the blocks summed in block order; ``(K, C, *KS)``."""
     r, k, c = problem.ndim, problem.gemm_n, problem.in_channels
     rows, void = _rows(problem, x)
     scratch = Scratch()

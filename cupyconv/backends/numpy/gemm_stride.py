@@ -253,8 +253,8 @@ def stride_folded_grad_input(problem, dy, w, limit, target, stats):
     axis's taps summed in the product, over whole padded rows) added into the tap's
     phase grid of the padded input as one flat shifted slice per channel (the shift
     crosses only the zero rows of ``D``; a phase's first tap writes its product there);
-    the grids copied row by row into ``dx``
-    (constant padding) or into the padded input, whose padding is folded back."""
+    the grids copied row by row into ``dx`` (constant padding) or into the padded input,
+    whose padding is folded back.  The blocks run one after another."""
     r, c = problem.ndim, problem.in_channels
     kr, jn = problem.kernel_shape[-1], row_length(problem)
     strides, m = _phases(problem)
@@ -301,7 +301,11 @@ def stride_folded_grad_input(problem, dy, w, limit, target, stats):
     crop = problem.padding_mode == "constant"
     into = np.empty((problem.batch, c) + (problem.in_shape if crop
                                           else problem.padded_shape()), dtype=dy.dtype)
-    indices, lanes = flat_plan(problem, r, stride_image_bytes(problem), limit, target)
+    # one lane on any number of cores: a block is some 60 short NumPy calls over an
+    # image's grids, and two lanes took longer (14^4 s2 float32 on the 2-core VM, wall:
+    # 1.28-1.43 ms against 1.74-1.75)
+    indices, _ = flat_plan(problem, r, stride_image_bytes(problem), limit, target)
+    lanes = 1
     note_workspace(stats, parallel_map(block, indices, lanes), lanes)
     return into if crop else fold_padding(problem, into)
 

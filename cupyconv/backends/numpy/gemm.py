@@ -49,10 +49,10 @@ from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
 from .gemm_fold import FOLD_MIN_DEPTH, fold_plan, folded_forward, folded_grad_weight
-from .gemm_grid import (boxes, fill_faces, flat_forward, flat_grad_weight, grid_axes,
-                        grouped_index, note_workspace, phase_grad_input, phase_timer,
-                        position_bytes)
-from .gemm_stride import (finite_operand, stride_fold_applies, stride_folded_forward,
+from .gemm_grid import (boxes, fill_faces, finite_operand, flat_forward, flat_grad_weight,
+                        grid_axes, grouped_index, note_workspace, phase_grad_input,
+                        phase_timer, position_bytes)
+from .gemm_stride import (stride_fold_applies, stride_folded_forward,
                           stride_folded_grad_input, stride_folded_grad_weight)
 from .threads import Scratch, parallel_map, workers
 
@@ -411,7 +411,7 @@ def _grad_weight(problem, x, dy, limit, stats):
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
     e, f = fold_plan(problem, capped) if problem.gemm_k >= FOLD_MIN_DEPTH else (0, 0)
     e = e or grid_axes(problem, capped)
-    if e and np.isfinite(x).all():
+    if e and finite_operand(problem, x):
         target = _target(problem, capped)
         dw, sizes, lanes = (folded_grad_weight(problem, x, dy, capped, target, e, f) if f
                             else flat_grad_weight(problem, x, dy, capped, target, e))

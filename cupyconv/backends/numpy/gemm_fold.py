@@ -197,11 +197,11 @@ def folded_grad_weight(problem, x, dy, limit, target, e, f):
     ``e`` axes with the taps of the last ``f`` folded (:func:`fold_axes`), ``(G, C/G *
     taps, K/G)`` as :func:`~.gemm_grid.flat_grad_weight` returns it, with its block
     bytes and lanes: per block ``cols_B . D^T``, ``D^T`` ``(positions, |A| * K/G)`` the
-    extended ``dy`` shifted by each ``off_a`` (zero elsewhere; ``x`` finite, so the extra
-    positions add nothing), copied row-major from a window view of :func:`_shifted_dy`
-    (the taps in reverse order, so that a row's taps of the last axis and channels are
-    one run), so that both operands are in BLAS's faster orientation; the blocks summed
-    in block order."""
+    extended ``dy`` shifted by each ``off_a`` (zero elsewhere; ``x`` and the boundary
+    finite, :func:`~.gemm_grid.finite_operand`, so the extra positions add nothing),
+    copied row-major from a window view of :func:`_shifted_dy` (the taps in reverse
+    order, so that a row's taps of the last axis and channels are one run), so that both
+    operands are in BLAS's faster orientation; the blocks summed in block order."""
     r, g, kg = problem.ndim, problem.groups, problem.gemm_n
     cg, ks = problem.in_channels // g, tuple(problem.kernel_shape)
     view, full, offsets = _folded_source(problem, x, e, f)

@@ -38,7 +38,7 @@ __all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped
            "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
            "flat_grad_weight", "grid_axes", "padded_grid", "copy_rows", "flat_source", "flat_plan",
-           "flat_columns",
+           "flat_columns", "finite_operand",
            "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "WHOLE_MANY_TAPS",
            "WHOLE_MANY_MAX_WASTE", "TAP_BY_TAP_WASTE"]
 
@@ -510,10 +510,20 @@ def _interleaved(problem, phases, grid):
     return res if window else fold_padding(problem, res)
 
 
+def finite_operand(problem, x):
+    """Whether ``x`` and the constant boundary are finite: a weight gradient whose
+    columns run over positions no output reads (the extended grid's, a folded strided
+    row's) meets them with zeros of ``dy``, which a non-finite value would turn into
+    NaN."""
+    cval = constant_value(problem, x.dtype) if problem.padding_mode == "constant" else 0
+    return bool(np.isfinite(cval)) and bool(np.isfinite(x).all())
+
+
 def flat_grad_weight(problem, x, dy, limit, target, e):
     """The weight gradient of a real ``problem`` on the extended grid (:func:`flat_axes`),
     ``(G, C/G * taps, K/G)`` (transposed): per block ``cols . dy^T`` with ``dy`` zero at
-    the extended positions (``x`` finite, so they add nothing), the blocks summed in
+    the extended positions (``x`` and the boundary finite, :func:`finite_operand`, so
+    they add nothing), the blocks summed in
     block order (``(C * taps, positions) @ (positions, K)``: one core, float32, 49
     GFLOP/s against 25 for ``dy . cols^T`` on these columns).  The caller takes it for
     float32 only (real: the columns need no conjugation): in float64 that product ran

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
-from ..arrays import constant_value, fold_padding, oriented_weights
+from ..arrays import fold_padding, oriented_weights
 from .blas import matmul, matmul_into
 from .gemm_fold import FOLD_MAX_ROWS
 from .gemm_grid import (FLAT_MIN_RUN, copy_rows, flat_plan, note_workspace, padded_grid,
@@ -40,7 +40,7 @@ from .threads import Scratch, parallel_map
 
 __all__ = ["FOLD_DTYPES", "STRIDE_FOLD_MAX_WASTE", "row_length", "stride_fold_waste",
            "stride_lead_bytes", "stride_fold_applies", "stride_folded_forward",
-           "stride_folded_grad_weight", "finite_operand", "stride_image_bytes",
+           "stride_folded_grad_weight", "stride_image_bytes",
            "stride_folded_grad_input"]
 
 #: The dtypes each op folds in.  float64's forward and weight gradient ran no faster
@@ -199,7 +199,8 @@ def stride_folded_forward(problem, x, w, limit, target, stats):
 
 def stride_folded_grad_weight(problem, x, dy, limit, target, stats):
     """The weight gradient of :func:`stride_fold_applies` for a finite ``x`` and boundary
-    constant (:func:`finite_operand`: ``D``'s zeros meet every position of a padded row):
+    constant (:func:`~.gemm_grid.finite_operand`: ``D``'s zeros meet every position of a
+    padded row):
     per block ``cols . D^T``, the blocks summed in block order; ``(K, C, *KS)``."""
     r, k, c = problem.ndim, problem.gemm_n, problem.in_channels
     rows, void = _rows(problem, x)
@@ -220,13 +221,6 @@ def stride_folded_grad_weight(problem, x, dy, limit, target, stats):
     dw = dw.reshape((c,) + tuple(problem.kernel_shape) + (k,))
     dw = dw.transpose((r + 1, 0) + tuple(range(1, r + 1)))
     return np.ascontiguousarray(oriented_weights(problem, dw))
-
-
-def finite_operand(problem, x):
-    """Whether ``x`` and the constant boundary are finite: the folded weight gradient's
-    zeros of ``D`` meet every element of a padded row."""
-    cval = constant_value(problem, x.dtype) if problem.padding_mode == "constant" else 0
-    return bool(np.isfinite(cval)) and bool(np.isfinite(x).all())
 
 
 def _phases(problem):

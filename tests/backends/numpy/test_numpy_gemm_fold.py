@@ -137,6 +137,28 @@ def test_folded_weight_gradient_is_exact(x_shape, w_shape, geo, rows, rng, monke
     np.testing.assert_array_equal(nan_got, nan_want)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("cval", [np.inf, np.nan])
+def test_a_non_finite_boundary_takes_the_unfolded_weight_gradient(cval, rng, monkeypatch):
+    """A non-finite constant boundary with a finite input: the folded weight gradient is
+    not taken (its extra positions would meet the boundary with zeros of ``dy``) and the
+    result is the channels-last path's, NaN for NaN."""
+    x_shape, w_shape, geo = FOLD_CASES[0]
+    geo = dict(geo, cval=cval)
+    ran = _spy(monkeypatch, "folded_grad_weight")
+    x = small_ints(rng, x_shape, np.float32)
+    problem = _problem(x_shape, w_shape, x.dtype, op="grad_weight", **geo)
+    dy = small_ints(rng, (problem.batch, problem.out_channels) + problem.out_shape, np.float32)
+    ops = Operands(activation=x, output=dy)
+    with np.errstate(invalid="ignore"):
+        got = gemm.run(problem, ops, problem.column_bytes(), {})
+        monkeypatch.setattr(gemm, "grid_axes", lambda problem, limit: 0)
+        monkeypatch.setattr(gemm, "fold_plan", lambda problem, limit: (0, 0))
+        want = gemm.run(problem, ops, problem.column_bytes(), {})
+    assert ran == []
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("x_shape,w_shape,geo", [FOLD_CASES[0], FOLD_CASES[4]])
 def test_folded_float32_results_are_within_the_summation_bound(x_shape, w_shape, geo, rng):
     """Random float32 data: the folded forward and weight gradient (a different

@@ -38,7 +38,7 @@ __all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped
            "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
            "flat_grad_weight", "grid_axes", "padded_grid", "copy_rows", "flat_source", "flat_plan",
-           "flat_columns", "finite_operand",
+           "flat_columns", "phase_rows", "finite_operand",
            "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "WHOLE_MANY_TAPS",
            "WHOLE_MANY_MAX_WASTE", "TAP_BY_TAP_WASTE"]
 
@@ -487,6 +487,18 @@ def phase_grad_input(problem, dy, wt, limit, target, stats, e):
     return _interleaved(problem, phases, grid)
 
 
+def phase_rows(phase, strides, starts, extents):
+    """``(rows, first)``: per axis, the slice of a target of ``extents`` rows (the padded
+    input's from row ``starts``) that stride phase ``phase`` covers, and the phase grid's
+    row that lands on its first row."""
+    rows, first = [], []
+    for p, s, b, n in zip(phase, strides, starts, extents):
+        m = max(0, -(-(b - p) // s))           # the phase's first row at or past b
+        rows.append(slice(p + s * m - b, n, s))
+        first.append(m)
+    return tuple(rows), first
+
+
 def _interleaved(problem, phases, grid):
     """The input gradient from its phase grids: interleaved into the padded input and
     folded (:func:`~cupyconv.backends.arrays.fold_padding`), or with zero padding
@@ -498,12 +510,8 @@ def _interleaved(problem, phases, grid):
     res = np.empty((problem.batch, problem.in_channels) + shape, dtype=problem.dtype)
     target = res.reshape((problem.batch, g, cg) + shape)
     for phase in np.ndindex(*problem.stride):
-        dst, src = [], []
-        for p, s, b, n in zip(phase, problem.stride, start, shape):
-            m = max(0, -(-(b - p) // s))           # the phase's first row at or past b
-            dst.append(slice(p + s * m - b, None, s))
-            src.append(m)
-        part = target[(slice(None),) * 3 + tuple(dst)]
+        dst, src = phase_rows(phase, problem.stride, start, shape)
+        part = target[(slice(None),) * 3 + dst]
         grids = phases[phase].reshape((problem.batch, g, cg) + grid)
         part[...] = grids[(slice(None),) * 3 + tuple(slice(m, m + n)
                                                      for m, n in zip(src, part.shape[3:]))]

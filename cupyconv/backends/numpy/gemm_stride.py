@@ -35,7 +35,7 @@ from ..arrays import fold_padding, oriented_weights
 from .blas import matmul, matmul_into
 from .gemm_fold import FOLD_MAX_ROWS
 from .gemm_grid import (FLAT_MIN_RUN, copy_rows, flat_plan, note_workspace, padded_grid,
-                        phase_timer)
+                        phase_grid, phase_rows, phase_timer)
 from .threads import Scratch, parallel_map
 
 __all__ = ["FOLD_DTYPES", "STRIDE_FOLD_MAX_WASTE", "row_length", "stride_fold_waste",
@@ -102,9 +102,8 @@ def stride_fold_applies(problem, limit):
 def _rows(problem, x):
     """``(rows, void)``: the padded input ``(N, C, *P_lead)`` as elements of the void
     dtype ``void``, each the first ``J`` elements of a padded row."""
-    buf = padded_grid(problem, x, 0)
     shape = (problem.batch, problem.in_channels) + problem.padded_shape()
-    whole = buf[:math.prod(shape)].reshape(shape)
+    whole = padded_grid(problem, x, 0).reshape(shape)
     void = np.dtype((np.void, row_length(problem) * whole.itemsize))
     return np.ndarray(shape[:-1], dtype=void, buffer=whole, strides=whole.strides[:-1]), \
         void
@@ -224,10 +223,9 @@ def stride_folded_grad_weight(problem, x, dy, limit, target, stats):
 
 
 def _phases(problem):
-    """The lead axes' phase grids of the padded input: ``(strides, M)``, ``M_a =
-    ceil(P_a / s_a)`` rows per phase."""
-    lead = problem.stride[:-1]
-    return lead, tuple(-(-p // st) for p, st in zip(problem.padded_shape()[:-1], lead))
+    """The lead axes' strides and rows per phase of the padded input (``M``,
+    :func:`~.gemm_grid.phase_grid`)."""
+    return tuple(problem.stride[:-1]), phase_grid(problem)[:-1]
 
 
 def stride_image_bytes(problem):
@@ -315,12 +313,8 @@ def _interleave(problem, grids, into, crop):
     if have < last:
         into[..., have:] = 0
     for phase in np.ndindex(*strides):
-        dst, src = [slice(None)] * 2, [slice(None)] * 2
-        for p, st, b, n in zip(phase, strides, starts, into.shape[2:-1]):
-            m0 = max(0, -((p - b) // st))            # first row at or past the start
-            first = p + st * m0 - b
-            count = len(range(first, n, st))
-            dst.append(slice(first, n, st))
-            src.append(slice(m0, m0 + count))
-        copy_rows(into[tuple(dst) + (slice(0, have),)],
-                  grids[phase][tuple(src) + (slice(start, start + have),)])
+        dst, first = phase_rows(phase, strides, starts, into.shape[2:-1])
+        part = into[(slice(None),) * 2 + dst + (slice(0, have),)]
+        copy_rows(part, grids[phase][(slice(None),) * 2 + tuple(
+            slice(m, m + n) for m, n in zip(first, part.shape[2:-1]))
+            + (slice(start, start + have),)])

@@ -229,17 +229,18 @@ class Backend(abc.ABC):
 
     def host_program(self, problem, algorithm, workspace_limit):
         """The :class:`~cupyconv._kernels.program.Program` that computes ``algorithm`` on
-        the host (operands ``activation``, ``filter``), or ``None`` when ``run`` does."""
+        the host (its operands the operation's GEMM roles ``a`` and ``b``, named as in
+        :data:`~cupyconv.core.roles.ROLES`), or ``None`` when ``run`` does."""
         return self.algorithm(algorithm).host_program(problem, workspace_limit)
 
     def compute(self, problem, algorithm, operands, workspace_limit, stats=None):
         """``algorithm``'s result: its :meth:`host_program` executed (what a compiled call
-        replays), else :meth:`run`."""
+        replays), else :meth:`run` (also where ``stats`` asks for the run's figures)."""
         host = self.host_program(problem, algorithm, workspace_limit)
-        if host is None:
+        if host is None or stats is not None:
             return self.run(problem, algorithm, operands, workspace_limit, stats)
-        return program.execute(host, self.xp, dict(
-            activation=operands.activation, filter=operands.filter))[host.result]
+        return program.execute(host, self.xp, {
+            name: getattr(operands, name) for name in host.operands})[host.result]
 
     def compile_refusal(self, problem, algorithm) -> str:
         """Why a call running ``algorithm`` on ``problem`` cannot be a compiled call

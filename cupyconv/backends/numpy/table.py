@@ -1,9 +1,10 @@
 """The NumPy backend's algorithm table: one class per ``method=`` name.
 
 ``direct`` and ``implicit_gemm`` are the tap loop (a host program a compiled call
-replays), ``gemm`` the column buffer and BLAS, ``fft`` the pruned transforms (SciPy's own
-for one signal), ``separable`` 1-D passes of an outer-product kernel, ``winograd`` the
-NumPy Winograd (:mod:`cupyconv.backends.winograd_conv`).
+replays), ``gemm`` the column buffer and BLAS (a host program too), ``fft`` the pruned
+transforms (SciPy's own for one signal, a host program), ``separable`` 1-D passes of an
+outer-product kernel, ``winograd`` the NumPy Winograd
+(:mod:`cupyconv.backends.winograd_conv`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..._kernels.program import Program
 from ..._lru import memoized
 from ..._vocabulary import FORWARD
 from ...core.problem import Operands
+from ...core.roles import ROLES
 from .. import fft, fft_conv, winograd_conv
 from ..arrays import in_compute_dtype
 from ..base import Algorithm
@@ -85,7 +87,9 @@ class ImplicitGemm(Direct):
 
 
 class Gemm(_NumpyAlgorithm):
-    """Column buffer and BLAS, chunked to the workspace limit."""
+    """Column buffer and BLAS, chunked to the workspace limit: a host program of every
+    operation (``gemm.run`` decides on the data, whether operands are finite, inside it,
+    so again on every replay)."""
 
     name = "gemm"
     fixed_costs = ("call", "gemm_call")
@@ -97,6 +101,12 @@ class Gemm(_NumpyAlgorithm):
 
     def min_workspace(self, problem):
         return gemm.min_workspace_bytes(problem)
+
+    def compile_refusal(self, problem):
+        return ""
+
+    def host_program(self, problem, workspace_limit):
+        return _gemm_program(problem, workspace_limit)
 
     def compute(self, problem, operands, workspace_limit, stats):
         return gemm.run(problem, operands, workspace_limit, stats)
@@ -221,6 +231,20 @@ def _signal_fft(problem, x, w, cast=False):
 def _signal_fft_program(problem):
     return Program("numpy fft", ("activation", "filter"), (), (), "y",
                    host=functools.partial(_signal_fft, problem, cast=True))
+
+
+def _gemm(problem, workspace_limit, a, b):
+    """``gemm`` on the operands of ``problem.op``'s GEMM roles ``a`` and ``b``."""
+    roles = ROLES[problem.op]
+    operands = in_compute_dtype(problem, Operands(**{roles.a: a, roles.b: b}))
+    return gemm.run(problem, operands, workspace_limit, {})
+
+
+@memoized()
+def _gemm_program(problem, workspace_limit):
+    roles = ROLES[problem.op]
+    return Program("numpy gemm", (roles.a, roles.b), (), (), "y",
+                   host=functools.partial(_gemm, problem, workspace_limit))
 
 
 @memoized()

@@ -43,8 +43,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
-from ..arrays import (fold_padding, grouped_weights, oriented_weights, pad_input, reused,
-                      zeros_result)
+from ..arrays import (all_finite, fold_padding, grouped_weights, oriented_weights, pad_input,
+                      reused, zeros_result)
 from ...core.transpose import transpose, transposed_weights, upsampled
 from .blas import matmul, matmul_into
 from .direct import tap_slices, windows
@@ -360,7 +360,7 @@ def _grad_input(problem, dy, w, limit, stats):
                      limit, stats)
         return fold_padding(problem, y) if t.fold else y
     capped = min(limit, problem.column_bytes())      # the extended grid's waste included
-    if stride_folds(problem, capped) and np.isfinite(w).all():
+    if stride_folds(problem, capped) and all_finite(w):
         return stride_folded_grad_input(problem, dy, w, capped, _target(problem, capped),
                                         stats)
     g, kg, cg, r = problem.groups, problem.gemm_n, problem.in_channels // problem.groups, \
@@ -368,7 +368,7 @@ def _grad_input(problem, dy, w, limit, stats):
     wmat = grouped_weights(problem, oriented_weights(problem, w)).reshape(g, kg, problem.gemm_k)
     wt = np.ascontiguousarray(_adjoint(problem, wmat).transpose(0, 2, 1))  # (G, Cg*taps, Kg)
     e = grid_axes(problem, capped)
-    if e and np.isfinite(wt).all():
+    if e and all_finite(wt):
         return phase_grad_input(problem, dy, wt, capped, _target(problem, capped), stats, e)
     padded = problem.padded_shape()
     xpad = np.zeros((problem.batch, problem.in_channels) + padded, dtype=problem.dtype)

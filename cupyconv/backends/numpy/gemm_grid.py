@@ -26,8 +26,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..._vocabulary import GRAD_INPUT, GRAD_WEIGHT
-from ..arrays import (constant_value, fold_padding, grouped_weights, oriented_weights,
-                      pad_input, reused)
+from ..arrays import (all_finite, constant_value, fold_padding, grouped_weights,
+                      oriented_weights, pad_input, reused)
 from ..base import OutOfMemoryError
 from .blas import matmul, matmul_into
 from .threads import Scratch, parallel_map, workers
@@ -524,7 +524,7 @@ def finite_operand(problem, x):
     row's) meets them with zeros of ``dy``, which a non-finite value would turn into
     NaN."""
     cval = constant_value(problem, x.dtype) if problem.padding_mode == "constant" else 0
-    return bool(np.isfinite(cval)) and bool(np.isfinite(x).all())
+    return bool(np.isfinite(cval)) and all_finite(x)
 
 
 def flat_grad_weight(problem, x, dy, limit, target, e):

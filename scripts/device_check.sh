@@ -24,11 +24,13 @@
 #   3. timings of the reference layers, written as the efficiencies the cost model reads
 #      (reference, tensor-cores)
 #   4. the peers' quick suite (bench)
-#   then, while the budget lasts: split-K, the micro-benchmarks, graph replay.
+#   then, while the budget lasts: the PyTorch adapter's layers (torch-layers; torchnd
+#   too where .peers/ holds a copy), split-K, the micro-benchmarks, graph replay.
 # Writes under $OUT (2 folders deep): device_check.log (every step's output), steps.tsv
 # (step, status, exit code, seconds), warm_cache.txt, evidence.json,
-# reference_cases.json, tensor_cores.json, bench/all_quick_cuda.*, splitk_gpu.json,
-# device_micro.json, graph_replay.json; and prints a short summary table LAST.
+# reference_cases.json, tensor_cores.json, bench/all_quick_cuda.*, torch_layers.md,
+# splitk_gpu.json, device_micro.json, graph_replay.json; and prints a short summary table
+# LAST.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
@@ -97,6 +99,13 @@ step reference 45 "$PY" -m benchmarks.reference_cases --out "$OUT" --budget 5
 step tensor-cores 45 "$PY" -m benchmarks.tensor_cores --out "$OUT" --budget 2
 # 4. the peers' quick suite
 step bench 50 "$PY" -m cupyconv bench --quick --backend cuda --out "$OUT/bench"
+# 5. the PyTorch adapter's layers (issue 36's GPU goals): against nn.Conv3d on the 3-D
+# layer, and against torchnd on the 4-D/5-D ones where a copy was carried in .peers/
+# (pip install --no-deps --target .peers torchnd unfoldnd einops: GPL peers, ignored by
+# git, never committed)
+step torch-layers 45 bash -c "PYTHONPATH=\"\$PYTHONPATH:.peers\" \"\$0\" \
+    benchmarks/torch_layers.py --device cuda --rounds 5 --dtype float32 \
+    | tee \"$OUT/torch_layers.md\"; exit \${PIPESTATUS[0]}" "$PY"
 # while the budget lasts: the weight gradient's split-K, the micro-benchmarks (mma.sync
 # issue rate per atom, L2 / HBM bandwidth), graphed against plain replay
 step splitk 30 "$PY" -m benchmarks.splitk_gpu --out "$OUT" --budget 0.5

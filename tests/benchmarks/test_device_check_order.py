@@ -36,6 +36,20 @@ def test_steps_keep_the_issues_order_and_deadline():
     assert "tests/torch_adapter" in re.search(r"^GPU_TESTS=\((.*)\)$", script, re.M).group(1)
 
 
+def test_torch_layers_step_times_the_adapter_on_cuda_after_the_peers_suite():
+    """The PyTorch adapter's layers run on the GPU after ``bench``, with the optional GPL
+    peers of the ignored ``.peers/`` folder on the path, and their table kept in $OUT."""
+    steps, script = device_check_steps()
+    names = list(steps)
+    assert names.index("torch-layers") == names.index("bench") + 1
+    i = script.index("step torch-layers")
+    command = script[i:script.index("\n", script.index("PIPESTATUS", i))]
+    assert ".peers" in command and "benchmarks/torch_layers.py --device cuda" in command
+    assert '$OUT/torch_layers.md' in command
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "/.peers/" in ignored
+
+
 def _has_device():
     return evidence_check._device_reason() is None
 
@@ -47,7 +61,7 @@ def test_runs_end_to_end_without_a_gpu(tmp_path):
     env = dict(os.environ, OUT=str(tmp_path), PYTHON=sys.executable)
     done = subprocess.run(["bash", str(ROOT / "scripts" / "device_check.sh")], env=env,
                           capture_output=True, text=True, cwd=ROOT,
-                          timeout=child_limit(units=12, per_unit_s=5))   # 12 steps
+                          timeout=child_limit(units=13, per_unit_s=5))   # 13 steps
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [r.split("\t") for r in (tmp_path / "steps.tsv").read_text().splitlines()]
     steps, _ = device_check_steps()

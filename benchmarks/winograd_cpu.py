@@ -2,8 +2,10 @@
 
 ``python -m benchmarks.winograd_cpu [--rounds 3] [--small]``
 
-Per case (issue 15's layers, NumPy arrays): the tiles the gate chose, the multiplications
-saved (direct's per output over Winograd's), the workspace, the measured error of each
+Per case (issue 15's layers, NumPy arrays): the tiles the gate chose (the last axis's
+alone where the NumPy backend runs ``winograd`` along it,
+``cupyconv/backends/numpy/winograd_axis.py``), the multiplications saved (direct's per
+output over Winograd's), the workspace, the measured error of each
 algorithm relative to a float64 ``direct`` reference (RMS) and as a ratio to direct's, and
 (float64: to gemm's, since direct is the reference), and
 the median milliseconds of ``winograd``, ``gemm``, ``fft`` and ``auto`` (which it ran).
@@ -53,6 +55,16 @@ def planned_tile(problem, max_alpha=None):
         m * k / (m + k - 1) for m, k in zip(tile, problem.kernel_shape)))
 
 
+def cpu_tile(problem):
+    """:func:`planned_tile` of what the NumPy backend runs: the last axis's tile where
+    ``winograd`` takes the last-axis path."""
+    from cupyconv.backends.numpy import cost, winograd_axis
+    if not cost.winograd_axis_pays(problem):
+        return planned_tile(problem)
+    m, r = winograd_axis.tile(problem), problem.kernel_shape[-1]
+    return dict(tile=f"last axis F({m}, {r})", mult_saved=m * r / (m + r - 1))
+
+
 def run_case(name, xs, ws, dtype, rounds, small):
     import cupyconv
     from cupyconv.backends.numpy import NumpyBackend
@@ -61,7 +73,7 @@ def run_case(name, xs, ws, dtype, rounds, small):
     backend = NumpyBackend()
     ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), padding="same",
                         method="direct")
-    row = dict(name=name, dtype=dtype, **planned_tile(problem),
+    row = dict(name=name, dtype=dtype, **cpu_tile(problem),
                workspace_mb=backend.workspace_bytes(problem, "winograd") / 2**20)
     errs = {}
     for method in ("direct", "winograd", "gemm", "fft"):
@@ -92,8 +104,8 @@ def main(argv=None):
     for case in CASES:
         r = run_case(*case, opts.rounds, opts.small)
         print(f"| {r['name']} | {r['dtype']} | {r['tile']} | {r.get('mult_saved', 0):.2f}x "
-              f"| {r['workspace_mb']:.0f} | {r['winograd_ms']:.0f} | {r['gemm_ms']:.0f} "
-              f"| {r['fft_ms']:.0f} | {r['auto_ms']:.0f} ({r['auto_ran']}) "
+              f"| {r['workspace_mb']:.0f} | {r['winograd_ms']:.1f} | {r['gemm_ms']:.1f} "
+              f"| {r['fft_ms']:.1f} | {r['auto_ms']:.1f} ({r['auto_ran']}) "
               f"| {r['errors']['winograd']:.2e} | {r['error_ratio']:.2f}x |", flush=True)
     return 0
 

@@ -41,9 +41,10 @@ def geometries(draw, rank):
         geo["stride"].append(draw(st.integers(1, 3)))
         geo["dilation"].append(d)
         geo["padding"].append((pb, pa))
-    if all(k == 1 for k in geo["ks"]):
+    if all(k == 1 for k in geo["ks"]):       # two taps on axis 0, its input long enough
         geo["ks"][0] = 2
-        geo["padding"][0] = (geo["padding"][0][0], geo["padding"][0][1] + 1)
+        pb, pa = geo["padding"][0]
+        geo["s"][0] = max(geo["s"][0], geo["dilation"][0] + 1 - pb - pa)
     geo["layout"] = draw(st.sampled_from(("channels_first", "channels_last")))
     geo["n"] = draw(st.integers(1, 2))
     geo["c"] = g * draw(st.integers(1, 3))
@@ -68,15 +69,17 @@ def kwargs(geo):
                 padding_mode=TORCH_MODE[geo["mode"]])
 
 
-def bound(problem, dtype, plan=None):
+def bound(problem, dtype, plan=None, growth=None):
     """Relative-norm bound: direct summation's c * K * u times the N-D error growth of the
-    tiles run (the product over axes of wg.error_growth); c = 4 covers the complex
+    tiles run (the product over axes of wg.error_growth; ``growth`` where the caller knows
+    it: the NumPy backend's last-axis path's 1-D tile); c = 4 covers the complex
     multiply-add and the three transform stages' roundings."""
     u = {4: 2.0**-24, 8: 2.0**-53}[np.dtype(dtype).type(0).real.dtype.itemsize]
-    plan = plan_tiles(problem) if plan is None else plan
-    growth = max(math.prod(wg.error_growth(wg.transforms(m, p.r))
-                           for p, m in zip(pieces, tile) if p.r > 1)
-                 for pieces, tile in plan)
+    if growth is None:
+        plan = plan_tiles(problem) if plan is None else plan
+        growth = max(math.prod(wg.error_growth(wg.transforms(m, p.r))
+                               for p, m in zip(pieces, tile) if p.r > 1)
+                     for pieces, tile in plan)
     return 4 * max(problem.gemm_k, 1) * u * max(growth, 1.0)
 
 

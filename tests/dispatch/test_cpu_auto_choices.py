@@ -87,12 +87,25 @@ def test_a_few_output_channels_on_onemkl_plan_the_fft(on_mkl, monkeypatch):
     """3-D 8->8 24^3 3^3, batch 2, on one core (benchmarks/auto_vs_fastest.py's row):
     with 8 output channels gemm's products are (positions, 216) @ (216, 8), which oneMKL
     runs at about a third of its rate for 16 or more (``cost.CPU["mkl_narrow"]``), so
-    gemm measured 7-8 ms against the FFT's 4.9-5.8; on ``numpy.matmul`` the model keeps
-    gemm (on two cores gemm's blocks spread over both and it keeps gemm either way)."""
+    gemm measured 7-8 ms against the FFT's 4.9-5.8 and ranks below it; on
+    ``numpy.matmul`` the model keeps gemm (on two cores gemm's blocks spread over both and
+    it keeps gemm either way).  On oneMKL the model plans ``winograd`` along the last axis
+    (:mod:`cupyconv.backends.numpy.winograd_axis`, whose folded products are 24 rows
+    wide), unmeasured on oneMKL; on ``numpy.matmul`` it measured 2.1 ms against gemm's
+    2.2 and the FFT's 5.0 (one core, process CPU time, medians of 11, 2026-12-07)."""
     monkeypatch.setattr(cost, "workers", lambda: 1)
-    plan = cupyconv.plan_conv((2, 8, 24, 24, 24), (8, 8, 3, 3, 3), np.float32, padding=1,
-                              backend="numpy")
-    assert plan.algorithm == ("fft" if on_mkl else "gemm")
+    dispatcher.clear_cache()
+    problem = ConvProblem.create(x_shape=(2, 8, 24, 24, 24), w_shape=(8, 8, 3, 3, 3),
+                                 padding=1, dtype=np.float32)
+    try:
+        ranked = dispatcher.choose(problem, backend_for(np)).ranked
+    finally:
+        dispatcher.clear_cache()
+    if on_mkl:
+        assert ranked[0] in ("fft", "winograd"), ranked
+        assert ranked.index("fft") < ranked.index("gemm"), ranked
+    else:
+        assert ranked[0] == "gemm", ranked
 
 
 @pytest.mark.parametrize("op", ["forward", "grad_weight"])
@@ -101,7 +114,9 @@ def test_a_4d_layer_on_numpy_matmul_runs_gemm_where_it_beats_the_fft(op, monkeyp
     (OpenBLAS; oneMKL off, as on an AMD CPU): gemm measured 9.1 ms forward and 8.2 for
     the weight gradient against the FFT's 10.8 and 18.8 (process CPU time, load 1.9,
     docs/benchmarks/cpu_cost_fit.md); priced with the oneMKL-fitted work terms alone
-    (``cost.CPU["matmul_work"]`` 1) ``auto`` ran the FFT."""
+    (``cost.CPU["matmul_work"]`` 1) ``auto`` ran the FFT.  The forward runs ``winograd``
+    along the last axis first (3.5 ms against gemm's 4.5 and the FFT's 11.7, one core,
+    process CPU time, medians of 11, 2026-12-07; it has no weight gradient)."""
     monkeypatch.setattr(cost, "workers", lambda: 1)
     monkeypatch.setattr(cost.blas, "mkl", lambda: None)
     dispatcher.clear_cache()
@@ -111,7 +126,8 @@ def test_a_4d_layer_on_numpy_matmul_runs_gemm_where_it_beats_the_fft(op, monkeyp
         ranked = dispatcher.choose(problem, backend_for(np)).ranked
     finally:
         dispatcher.clear_cache()
-    assert ranked[0] == "gemm" and ranked.index("fft") == 1, ranked
+    first = ("winograd", "gemm") if op == "forward" else ("gemm",)
+    assert ranked[:len(first) + 1] == first + ("fft",), ranked
 
 
 @pytest.mark.parametrize("shape,w_shape,dtype", [
@@ -124,7 +140,10 @@ def test_few_channel_4d_forwards_run_gemm_on_the_extended_grid(shape, w_shape, d
     ``numpy.matmul``: gemm's columns on the extended grid (``cost.grid_columns``) measured
     3.7-3.8 ms against the FFT's 4.6-8.9 (10^4 float32) and 12.0 against 15.7 (12^4
     float64; process CPU time, load 0.5-0.7, docs/benchmarks/cpu_cost_fit.md); priced as
-    the channels-last columns ``auto`` ran the FFT on both."""
+    the channels-last columns ``auto`` ran the FFT on both.  ``winograd`` along the last
+    axis, whose grouped problem runs on the same grid, ranks first on both: 2.4 ms
+    against gemm's 2.4 (10^4 float32) and 5.9 against 8.7 (12^4 float64; one core,
+    process CPU time, medians of 11, 2026-12-07)."""
     monkeypatch.setattr(cost, "workers", lambda: 1)
     monkeypatch.setattr(cost.blas, "mkl", lambda: None)
     dispatcher.clear_cache()
@@ -134,7 +153,7 @@ def test_few_channel_4d_forwards_run_gemm_on_the_extended_grid(shape, w_shape, d
     finally:
         dispatcher.clear_cache()
     assert cost.grid_columns(problem) is not None
-    assert ranked[0] == "gemm" and ranked.index("fft") == 1, ranked
+    assert ranked[:3] == ("winograd", "gemm", "fft"), ranked
 
 
 @pytest.mark.parametrize("channels", [2, 8, 15])

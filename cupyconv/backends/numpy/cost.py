@@ -14,15 +14,16 @@ import math
 import numpy as np
 
 from ..._vocabulary import FORWARD, GRAD_INPUT, GRAD_WEIGHT
+from ..._lru import memoized
 from ...core.transpose import transpose
 from .. import fft, fft_conv, winograd_conv
-from . import blas, gemm, gemm_fold, gemm_grid, gemm_stride, separable
+from . import blas, gemm, gemm_fold, gemm_grid, gemm_stride, separable, winograd_axis
 from .direct import (CHUNK, DEPTHWISE_THREADED, PLANE_CHUNK, compiled_applies, line_axis,
                      scipy_line_applies, scipy_line_faster, scipy_nd_applies, single_signal)
 from .threads import workers
 
 __all__ = ["predict", "predict_times", "CPU", "gemm_terms", "gemm_serial", "depthwise_terms",
-           "column_run", "GEMM_KEYS"]
+           "column_run", "GEMM_KEYS", "winograd_axis_pays", "winograd_axis_price"]
 
 #: CPU constants (seconds).
 CPU = dict(
@@ -176,6 +177,14 @@ CPU = dict(
                             # set high on purpose: on this 2-core VM the NumPy transforms ran
                             # 0.6-1.0x gemm's time (issue 15), so auto keeps gemm on the CPU
                             # unless Winograd is clearly ahead (benchmarks/winograd_cpu.py)
+    # the last-axis path (backends/numpy/winograd_axis.py), besides its grouped problem's
+    # gemm price; one core, wall clock, least of 5, 2026-12-07, 10 layers 2-D to 5-D of
+    # 4-64 channels in both precisions:
+    winograd_axis_tile=2.2e-9,     # per element of the transformed input V: the padded
+                                   # copy, the tiles' gather, B^T's GEMM (float32 1.8-2.6
+                                   # ns, float64 1.9-3.4)
+    winograd_axis_product=0.7e-9,  # per element of the products M: A^T's GEMM and the
+                                   # crop (float32 0.2-0.9 ns, float64 0.3-2.1)
 )
 
 
@@ -466,14 +475,48 @@ def _separable(problem, cplx):
 
 
 def _winograd(problem, cplx):
+    """The cheaper of the last-axis path (:func:`winograd_axis_price`) and the N-D tiles
+    (:func:`_winograd_tiles`): the path :func:`winograd_axis_pays` runs."""
+    return min(winograd_axis_price(problem), _winograd_tiles(problem, cplx))
+
+
+def winograd_axis_pays(problem):
+    """Whether ``winograd`` runs ``problem`` on the last-axis path
+    (:mod:`.winograd_axis`): it applies and is priced at most the N-D tiles' time."""
+    axis = winograd_axis_price(problem)
+    return axis < math.inf and axis <= _winograd_tiles(
+        problem, 4.0 if problem.is_complex else 1.0)
+
+
+def winograd_axis_price(problem):
+    """Predicted seconds of :mod:`.winograd_axis` on ``problem`` (``inf`` where it does
+    not apply): its transforms by element of ``V`` and ``M`` and its grouped problem's
+    :func:`_gemm` price (memoised with what that price reads besides the problem: the
+    cores and whether the GEMMs run oneMKL)."""
+    return _axis_price(problem, workers(), blas.mkl() is None)
+
+
+@memoized()
+def _axis_price(problem, cores, matmul):
+    fwd = winograd_axis.forward_problem(problem)
+    if fwd is None:
+        return math.inf
+    c = CPU
+    _, _, transformed, products = winograd_axis.stage_elements(fwd)
+    return (c["call"] + c["winograd_piece"] + transformed * c["winograd_axis_tile"]
+            + products * c["winograd_axis_product"]
+            + _gemm(winograd_axis.inner_problem(fwd), 1.0))
+
+
+def _winograd_tiles(problem, cplx):
     """Per N-D piece: the input transform (one pass per axis over the tiles), the batched
     GEMM over channels per transform position, the output transform; plus the padded
     copy.  An input gradient is costed as its forward problem
-    (:func:`~cupyconv.core.transpose.transpose`)."""
+    (:func:`~cupyconv.core.transpose.transpose`); ``inf`` where the tiles do not apply."""
     c = CPU
+    if not winograd_conv.can_implement(problem)[0]:
+        return math.inf
     if problem.op == GRAD_INPUT:
-        if not winograd_conv.grad_input_applies(problem)[0]:
-            return math.inf
         problem = transpose(problem).forward
     plan = winograd_conv.plan_tiles(problem)
     if isinstance(plan, str):

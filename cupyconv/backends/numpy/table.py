@@ -4,7 +4,8 @@
 replays), ``gemm`` the column buffer and BLAS (a host program too), ``fft`` the pruned
 transforms (SciPy's own for one signal, a host program), ``separable`` 1-D passes of an
 outer-product kernel, ``winograd`` the NumPy Winograd
-(:mod:`cupyconv.backends.winograd_conv`).
+(:mod:`cupyconv.backends.winograd_conv`, or along the last axis only,
+:mod:`.winograd_axis`).
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from ..._vocabulary import FORWARD
 from ...core.problem import Operands
 from ...core.roles import ROLES
 from .. import fft, fft_conv, winograd_conv
-from ..arrays import in_compute_dtype
+from ..arrays import all_finite, in_compute_dtype
 from ..base import Algorithm
 from ..separable_factors import term_count, terms_take
-from . import cost, direct, gemm, separable
+from . import cost, direct, gemm, separable, winograd_axis
 
 __all__ = ["TABLE", "KERNEL_GUARD_BYTES"]
 
@@ -106,7 +107,7 @@ class Gemm(_NumpyAlgorithm):
         return ""
 
     def host_program(self, problem, workspace_limit):
-        return _gemm_program(problem, workspace_limit)
+        return _roles_program("numpy gemm", gemm.run, problem, workspace_limit)
 
     def compute(self, problem, operands, workspace_limit, stats):
         return gemm.run(problem, operands, workspace_limit, stats)
@@ -167,7 +168,10 @@ class Separable(_NumpyAlgorithm):
 
 
 class Winograd(_NumpyAlgorithm):
-    """Winograd minimal filtering on NumPy arrays."""
+    """Winograd minimal filtering on NumPy arrays, on the problems the N-D tiles of
+    :mod:`cupyconv.backends.winograd_conv` take: along the last axis with the other taps
+    by the gemm engine (:mod:`.winograd_axis`) where the cost model prices that path at
+    most the N-D tiles' time, else by those tiles."""
 
     name = "winograd"
     fixed_costs = ("call", "winograd_piece")
@@ -176,14 +180,37 @@ class Winograd(_NumpyAlgorithm):
         return winograd_conv.can_implement(problem)
 
     def workspace(self, problem, workspace_limit=None):
+        if cost.winograd_axis_pays(problem):
+            return winograd_axis.workspace_bytes(
+                problem, math.inf if workspace_limit is None else workspace_limit)
+        return winograd_conv.workspace_bytes(problem)
+
+    def min_workspace(self, problem):
+        if cost.winograd_axis_pays(problem):
+            return winograd_axis.workspace_bytes(problem, 0)
         return winograd_conv.workspace_bytes(problem)
 
     def data_ok(self, problem, operands, slack=math.inf):
-        program.host_read("whether winograd may run depends on the data",
-                          operands.activation, operands.filter, operands.output)
-        return winograd_conv.data_ok(operands)
+        arrays = [a for a in (operands.activation, operands.filter, operands.output)
+                  if a is not None]
+        ok = winograd_conv.data_ok(operands)
+        if cost.winograd_axis_pays(problem):      # a host program: replayed while alike
+            program.guard(_all_finite, arrays, ok[0])
+        else:
+            program.host_read("whether winograd may run depends on the data", *arrays)
+        return ok
+
+    def compile_refusal(self, problem):
+        return "" if cost.winograd_axis_pays(problem) else super().compile_refusal(problem)
+
+    def host_program(self, problem, workspace_limit):
+        if self.compile_refusal(problem):
+            return None
+        return _roles_program("numpy winograd", winograd_axis.run, problem, workspace_limit)
 
     def compute(self, problem, operands, workspace_limit, stats):
+        if cost.winograd_axis_pays(problem):
+            return winograd_axis.run(problem, operands, workspace_limit, stats)
         return winograd_conv.run(problem, operands)
 
 
@@ -233,18 +260,24 @@ def _signal_fft_program(problem):
                    host=functools.partial(_signal_fft, problem, cast=True))
 
 
-def _gemm(problem, workspace_limit, a, b):
-    """``gemm`` on the operands of ``problem.op``'s GEMM roles ``a`` and ``b``."""
+def _on_roles(run, problem, workspace_limit, a, b):
+    """``run(problem, operands, workspace_limit, stats)`` on the operands of
+    ``problem.op``'s GEMM roles ``a`` and ``b``."""
     roles = ROLES[problem.op]
     operands = in_compute_dtype(problem, Operands(**{roles.a: a, roles.b: b}))
-    return gemm.run(problem, operands, workspace_limit, {})
+    return run(problem, operands, workspace_limit, {})
 
 
 @memoized()
-def _gemm_program(problem, workspace_limit):
+def _roles_program(name, run, problem, workspace_limit):
+    """The host program of ``run`` (:func:`_on_roles`) on ``problem``."""
     roles = ROLES[problem.op]
-    return Program("numpy gemm", (roles.a, roles.b), (), (), "y",
-                   host=functools.partial(_gemm, problem, workspace_limit))
+    return Program(name, (roles.a, roles.b), (), (), "y",
+                   host=functools.partial(_on_roles, run, problem, workspace_limit))
+
+
+def _all_finite(*arrays):
+    return all(all_finite(a) for a in arrays)
 
 
 @memoized()

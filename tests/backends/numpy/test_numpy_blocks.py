@@ -251,10 +251,15 @@ def test_one_core_gives_the_same_bits(rng, monkeypatch):
 
 #: (name, x shape, w shape, groups, what auto runs on the CPU)
 AUTO_CASES = [
-    ("2-D 64->64 56^2", (8, 64, 56, 56), (64, 64, 3, 3), 1, "gemm"),
-    ("3-D 32->32 32^3", (2, 32, 32, 32, 32), (32, 32, 3, 3, 3), 1, "gemm"),
+    # winograd along the last axis (backends/numpy/winograd_axis.py) against gemm, float32,
+    # least of 3, wall clock, 2026-12-07: one core 18.5 ms against 23.6 (2-D), 36.9
+    # against 56.6 (3-D), where the model ranks winograd first; both cores 13.8 against
+    # 13.0, 34.7 against 28.4, where it ranks gemm first (the transforms run on one core)
+    ("2-D 64->64 56^2", (8, 64, 56, 56), (64, 64, 3, 3), 1, ("gemm", "winograd")),
+    ("3-D 32->32 32^3", (2, 32, 32, 32, 32), (32, 32, 3, 3, 3), 1, ("gemm", "winograd")),
     ("1-D 128->128 1024 k5", (16, 128, 1024), (128, 128, 5), 1, "gemm"),
-    ("4-D 16->16 12^4", (2, 16, 12, 12, 12, 12), (16, 16, 3, 3, 3, 3), 1, "gemm"),
+    # one core 19.5 ms against 33.8; both cores 19.4 against 24.4
+    ("4-D 16->16 12^4", (2, 16, 12, 12, 12, 12), (16, 16, 3, 3, 3, 3), 1, "winograd"),
     # gemm's columns on the extended grid tie with the tap loop here: 4.6-5.0 ms against
     # 4.7-4.8 on both cores, 3.3-3.9 against 4.7 on one (float32, load 0.5-0.9)
     ("depthwise 64ch 56^2", (8, 64, 56, 56), (64, 1, 3, 3), 64, ("direct", "gemm")),

@@ -482,22 +482,32 @@ def _winograd(problem, cplx):
 
 def winograd_axis_pays(problem):
     """Whether ``winograd`` runs ``problem`` on the last-axis path
-    (:mod:`.winograd_axis`): it applies and is priced at most the N-D tiles' time."""
-    axis = winograd_axis_price(problem)
-    return axis < math.inf and axis <= _winograd_tiles(
-        problem, 4.0 if problem.is_complex else 1.0)
+    (:mod:`.winograd_axis`): it applies and is priced at most the N-D tiles' time
+    (memoised as :func:`winograd_axis_price`)."""
+    return _axis_pays(problem, *_price_state(problem))
 
 
 def winograd_axis_price(problem):
     """Predicted seconds of :mod:`.winograd_axis` on ``problem`` (``inf`` where it does
     not apply): its transforms by element of ``V`` and ``M`` and its grouped problem's
-    :func:`_gemm` price (memoised with what that price reads besides the problem: the
-    cores and whether the GEMMs run oneMKL)."""
-    return _axis_price(problem, workers(), blas.mkl() is None)
+    :func:`_gemm` price (memoised with what the prices read besides the problem: the
+    cores, whether the GEMMs run oneMKL, and the error gate, which picks the tiles)."""
+    return _axis_price(problem, *_price_state(problem))
+
+
+def _price_state(problem):
+    return workers(), blas.mkl() is None, winograd_conv.growth_limit(problem.dtype)
 
 
 @memoized()
-def _axis_price(problem, cores, matmul):
+def _axis_pays(problem, cores, matmul, limit):
+    axis = _axis_price(problem, cores, matmul, limit)
+    return axis < math.inf and axis <= _winograd_tiles(
+        problem, 4.0 if problem.is_complex else 1.0)
+
+
+@memoized()
+def _axis_price(problem, cores, matmul, limit):
     fwd = winograd_axis.forward_problem(problem)
     if fwd is None:
         return math.inf

@@ -181,8 +181,9 @@ class Winograd(_NumpyAlgorithm):
 
     def workspace(self, problem, workspace_limit=None):
         if cost.winograd_axis_pays(problem):
-            return winograd_axis.workspace_bytes(
-                problem, math.inf if workspace_limit is None else workspace_limit)
+            return winograd_axis.workspace_bytes(problem, (
+                self.backend.default_workspace_limit() if workspace_limit is None
+                else workspace_limit))
         return winograd_conv.workspace_bytes(problem)
 
     def min_workspace(self, problem):

@@ -110,11 +110,16 @@ def growth(problem):
     return error_growth(transforms(tile(fwd), fwd.kernel_shape[-1]))
 
 
-@memoized()
 def inner_problem(problem):
     """The grouped problem of step 4 for a forward ``problem``: ``V`` ``(N, alpha C,
-    *P_lead, T)`` by ``U`` ``(alpha K, C/G, *K_lead, 1)`` in ``alpha G`` groups."""
-    m, r = tile(problem), problem.kernel_shape[-1]
+    *P_lead, T)`` by ``U`` ``(alpha K, C/G, *K_lead, 1)`` in ``alpha G`` groups (for the
+    tile the error gate gives now)."""
+    return _inner_problem(problem, tile(problem))
+
+
+@memoized()
+def _inner_problem(problem, m):
+    r = problem.kernel_shape[-1]
     alpha, tiles = m + r - 1, -(-problem.out_shape[-1] // m)
     cg = problem.in_channels // problem.groups
     return ConvProblem.create(

@@ -122,14 +122,27 @@ def test_the_tile_makes_the_fewest_transform_positions(taps, outputs, want):
     assert winograd_axis.tile(problem) == want
 
 
-def test_the_error_gate_bounds_the_tile():
-    problem = ConvProblem.create(x_shape=(1, 2, 4, 14), w_shape=(2, 2, 1, 3),
-                                 dtype=np.float32)
+def test_the_error_gate_bounds_the_tile(rng):
+    """``config.winograd_max_error_growth`` picks the tile on every call: a call after
+    the gate changed runs the new tile, its grouped problem and price made for it."""
+    x = rng.standard_normal((1, 2, 4, 14)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 1, 3)).astype(np.float32)
+    problem = _problem(x, w)
+    ref = cupyconv.conv(x.astype(np.float64), w.astype(np.float64), method="gemm")
+    ops = Operands(activation=x, filter=w)
+    assert winograd_axis.tile(problem) == 4
+    winograd_axis.run(problem, ops, _limit(), {})
+    before = cost.winograd_axis_price(problem)
     try:
         config.winograd_max_error_growth = 2.0           # F(2, 3): 1.48
         assert winograd_axis.tile(problem) == 2
+        assert winograd_axis.inner_problem(problem).in_shape[-1] == 6
+        assert cost.winograd_axis_price(problem) != before
+        assert _error(winograd_axis.run(problem, ops, _limit(), {}), ref) <= _bound(
+            problem, np.float32)
         config.winograd_max_error_growth = 1.0
         assert winograd_axis.tile(problem) is None and not winograd_axis.applies(problem)
+        assert cost.winograd_axis_price(problem) == math.inf
     finally:
         config.winograd_max_error_growth = None
 

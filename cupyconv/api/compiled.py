@@ -39,11 +39,11 @@ out-of-memory while replaying runs the normal path instead.  The cache is a boun
 LRU (:data:`COMPILED_CALLS` entries), thread-safe, emptied by ``clear_caches()``, and
 switched off by ``cupyconv.config.compiled_calls = False``.
 
-On the ``numpy`` backend the tap loop (``direct``/``implicit_gemm``), ``gemm`` and
-``fft`` on one signal are *host programs* (``Program.host``: one call of the algorithm on
-whole operand views), so a repeated call there skips validation and the dispatcher the
-same way; its operands are rebuilt as views (shape, strides, dtype at an offset) of the
-call's arrays.
+On the ``numpy`` backend the tap loop (``direct``/``implicit_gemm``), ``gemm``,
+``winograd`` along the last axis and ``fft`` on one signal are *host programs*
+(``Program.host``: one call of the algorithm on whole operand views), so a repeated call
+there skips validation and the dispatcher the same way; its operands are rebuilt as
+views (shape, strides, dtype at an offset) of the call's arrays.
 """
 from __future__ import annotations
 

@@ -522,11 +522,12 @@ def _winograd_tiles(problem, cplx):
     """Per N-D piece: the input transform (one pass per axis over the tiles), the batched
     GEMM over channels per transform position, the output transform; plus the padded
     copy.  An input gradient is costed as its forward problem
-    (:func:`~cupyconv.core.transpose.transpose`); ``inf`` where the tiles do not apply."""
+    (:func:`~cupyconv.core.transpose.transpose`); ``inf`` where the tiles do not apply
+    (the table's ``applies`` has already asked ``can_implement``)."""
     c = CPU
-    if not winograd_conv.can_implement(problem)[0]:
-        return math.inf
     if problem.op == GRAD_INPUT:
+        if not winograd_conv.grad_input_applies(problem)[0]:
+            return math.inf
         problem = transpose(problem).forward
     plan = winograd_conv.plan_tiles(problem)
     if isinstance(plan, str):

@@ -37,7 +37,8 @@ __all__ = ["position_bytes", "fill_faces", "FACES_FILL_SHARE", "boxes", "grouped
            "FLAT_MIN_RUN", "FLAT_MAX_WASTE", "flat_axes", "row_positions", "flat_lead_bytes",
            "flat_forward",
            "scatter_axes", "phase_grid", "phase_row_bytes", "phase_grad_input",
-           "flat_grad_weight", "grid_axes", "padded_grid", "copy_rows", "flat_source", "flat_plan",
+           "flat_grad_weight", "grid_axes", "padded_grid", "pad_into", "copy_rows",
+           "flat_source", "flat_plan",
            "flat_columns", "phase_rows", "finite_operand",
            "whole_images", "WHOLE_MIN_TAPS", "WHOLE_MAX_WASTE", "WHOLE_MANY_TAPS",
            "WHOLE_MANY_MAX_WASTE", "TAP_BY_TAP_WASTE"]
@@ -201,14 +202,20 @@ def padded_grid(problem, x, tail):
     size = math.prod(shape)
     buf = reused("extended grid input", (size + tail,), x.dtype)
     buf[size:] = 0
-    if problem.padding_mode == "constant":         # the faces, then the inside
-        whole = buf[:size].reshape(shape)
+    pad_into(problem, buf[:size].reshape(shape), x)
+    return buf
+
+
+def pad_into(problem, whole, x):
+    """Write ``x`` padded in the problem's boundary mode into ``whole`` ``(N, C, *P)``
+    (any view): the constant faces, then the inside row by row; another mode's
+    :func:`~cupyconv.backends.arrays.pad_input` copied in."""
+    if problem.padding_mode == "constant":
         fill_faces(problem, whole, 2)
         copy_rows(whole[(slice(None),) * 2 + tuple(
             slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))], x)
     else:
-        buf[:size].reshape(shape)[...] = pad_input(problem, x)
-    return buf
+        whole[...] = pad_input(problem, x)
 
 
 def copy_rows(dst, src):

@@ -19,7 +19,7 @@ transform position; they are the groups of one grouped problem:
    ``O``.
 
 The GEMMs make ``alpha / m`` products per output along the last axis instead of ``r``
-(F(6, 3): 1.33 against 3); the transforms and copies around them cost the rest, so the
+(F(4, 3): 1.5 against 3); the transforms and copies around them cost the rest, so the
 cost model (:func:`.cost.winograd_axis_pays`) takes this path over the N-D tiles of
 :mod:`cupyconv.backends.winograd_conv` where it is the cheaper (layers of 8 channels
 and more).  The tile ``m`` along the axis (:data:`AXIS_TILES`) is the one that makes the
@@ -41,10 +41,10 @@ from ..._vocabulary import FORWARD, GRAD_INPUT
 from ...core.problem import ConvProblem, Operands
 from ...core.transpose import transpose, transposed_weights, upsampled
 from ...core.winograd import MAX_TAPS, error_growth, transforms
-from ..arrays import pad_input, reused
+from ..arrays import reused
 from ..winograd_conv import grad_input_applies, growth_limit, wide_weights
 from . import gemm
-from .gemm_grid import copy_rows, fill_faces
+from .gemm_grid import pad_into
 
 __all__ = ["applies", "forward_problem", "tile", "growth", "inner_problem", "run",
            "workspace_bytes", "stage_elements"]
@@ -185,13 +185,7 @@ def _transformed(problem, x, bt, m, tiles):
     shape = (problem.batch, problem.in_channels) + padded[:-1] + (m * tiles + alpha - m,)
     xp = reused("winograd axis input", shape, x.dtype)
     xp[..., padded[-1]:] = 0
-    inside = xp[..., :padded[-1]]
-    if problem.padding_mode == "constant":         # the faces, then the inside
-        fill_faces(problem, inside, 2)
-        copy_rows(inside[(slice(None),) * 2 + tuple(
-            slice(b, b + n) for (b, _), n in zip(problem.padding, problem.in_shape))], x)
-    else:
-        inside[...] = pad_input(problem, x)
+    pad_into(problem, xp[..., :padded[-1]], x)
     item = x.itemsize
     window = np.dtype((np.void, alpha * item))
     gathered = reused("winograd axis tiles", shape[1:-1] + (tiles, alpha), x.dtype)

@@ -28,8 +28,10 @@ dependencies: ``pip install --target DIR torchnd unfoldnd einops`` and put ``DIR
 ``PYTHONPATH`` for the run.  Each round times every implementation once, in turn
 in a new seeded random order (alternating, so load drifts hit all alike, and each
 follows every other about as often); the table has the medians over the rounds
-and the ratios of the peers' times to ``cupyconv.torch``'s; the adapter's cost is given
-from the medians and from the fastest rounds (the least disturbed by other load).
+and the ratios of the peers' times to ``cupyconv.torch``'s: the ratio of the medians,
+and the median and quartiles of the ratios within each round (paired: a peer and
+``cupyconv.torch`` timed in the same round, under the same load); the adapter's cost is
+given from the medians and from the fastest rounds (the least disturbed by other load).
 
 Usage::
 
@@ -180,10 +182,11 @@ def implementations(r, stride, padding, groups=1):
 
 
 def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf_counter,
-            repeat=1, only=None):
+            repeat=1, only=None, samples=None):
     """``({implementation: median seconds per call}, fastest ours / fastest direct)``
     over ``rounds`` rounds, each timing ``repeat`` calls of every implementation (of
-    those named in ``only``, when given).
+    those named in ``only``, when given); each round's seconds per call appended to
+    ``samples[implementation]`` when a dict is given (:func:`paired_ratios`).
 
     Every implementation computes the same things from the same tensors: the output
     and, with ``backward``, the three gradients for one grad_output made once per case
@@ -207,7 +210,9 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
         impls = {key: fn for key, fn in impls.items() if key in only}
         if "least autograd" in only:
             impls["least autograd"] = _least_autograd(dict(stride=stride, padding=padding))
-    samples = {key: [] for key in impls}
+    samples = {} if samples is None else samples
+    for key in impls:
+        samples[key] = []
     for fn in impls.values():              # warm-up: compiled calls, caches, threads
         fn(x, w, b, dy)
     _sync(device)
@@ -228,6 +233,19 @@ def measure(case, device, rounds, backward, dtype=torch.float32, clock=time.perf
             samples[key].append((clock() - t0) / repeat)
     return ({key: statistics.median(v) for key, v in samples.items()},
             min(samples["cupyconv.torch"]) / min(samples["cupyconv direct"]))
+
+
+def paired_ratios(samples, peer, ours="cupyconv.torch"):
+    """``(first quartile, median, third quartile)`` of ``peer``'s time over ``ours`` in
+    each round of :func:`measure`'s ``samples`` (both timed in the same round)."""
+    ratios = [a / b for a, b in zip(samples[peer], samples[ours], strict=True)]
+    if len(ratios) < 2:
+        return (ratios[0],) * 3
+    return tuple(statistics.quantiles(ratios, n=4, method="inclusive"))
+
+
+def _quartiles(q):
+    return f"{q[1]:.2f}x, {q[0]:.2f}-{q[2]:.2f}"
 
 
 def main(argv=None):
@@ -263,7 +281,7 @@ def main(argv=None):
           f"{args.rounds} rounds, {args.clock} clock; peers present: {', '.join(peers) or 'none'}\n")
     head = ("| case | dtype | pass | cupyconv.torch ms | direct ms | adapter cost (median / "
             "fastest) | peer ms "
-            "(peer / cupyconv.torch) |")
+            "(peer / cupyconv.torch: of the medians; per round, median and quartiles) |")
     with threadpool_limits(args.threads), cupyconv.config.cpu_threads_limit(args.threads):
         if args.overhead:
             if not args.stubbed:
@@ -273,11 +291,13 @@ def main(argv=None):
         print(head)
         print("|" + "---|" * 7)
         for case, dtype, backward in itertools.product(cases, args.dtype, (False, True)):
+            rounds = {}
             t, best = measure(case, args.device, args.rounds, backward,
-                              getattr(torch, dtype), clock)
+                              getattr(torch, dtype), clock, samples=rounds)
             ours = t.pop("cupyconv.torch")
             direct = t.pop("cupyconv direct")
-            peers = ", ".join(f"{k} {v * 1e3:.1f} ({v / ours:.2f}x)"
+            peers = ", ".join(f"{k} {v * 1e3:.1f} ({v / ours:.2f}x; per round "
+                              + _quartiles(paired_ratios(rounds, k)) + ")"
                               for k, v in t.items()) or "-"
             print(f"| {case[0]} | {dtype} | {'fwd+bwd' if backward else 'fwd'} | "
                   f"{ours * 1e3:.1f} | {direct * 1e3:.1f} | "

@@ -57,6 +57,25 @@ def test_measure_gives_a_time_per_implementation():
     assert all(t > 0 for t in times.values()) and best > 0
 
 
+def test_measure_records_each_round_for_paired_ratios():
+    rounds = {}
+    times, _ = torch_layers.measure(TINY, "cpu", 3, False, torch.float64, samples=rounds)
+    assert set(rounds) == set(times) and all(len(v) == 3 for v in rounds.values())
+    q1, median, q3 = torch_layers.paired_ratios(rounds, "cupyconv direct")
+    assert 0 < q1 <= median <= q3
+
+
+def test_paired_ratios_divide_within_each_round():
+    # the peer twice as slow in two rounds of three, in each under a load that moved
+    # 10x between rounds: the rounds' median ratio is 2, the medians' ratio 0.3
+    samples = {"cupyconv.torch": [1.0, 10.0, 10.0], "peer": [2.0, 20.0, 3.0]}
+    assert torch_layers.paired_ratios(samples, "peer")[1] == pytest.approx(2.0)
+    samples = {"cupyconv.torch": [1.0, 1.0, 1.0], "peer": [1.0, 2.0, 4.0]}
+    assert torch_layers.paired_ratios(samples, "peer") == pytest.approx((1.5, 2.0, 3.0))
+    assert torch_layers.paired_ratios({"cupyconv.torch": [2.0], "peer": [3.0]},
+                                      "peer") == pytest.approx((1.5,) * 3)
+
+
 def test_measure_times_the_least_autograd_wrapper():
     times, _ = torch_layers.measure(TINY, "cpu", 1, True, torch.float64, repeat=2,
                                     only=("cupyconv.torch", "cupyconv direct",

@@ -129,11 +129,14 @@ def make_view(arr, kind):
     """
     if kind == "contig":
         return np.array(arr, order="C")  # always a copy: kernels write outputs in place
+    # every kind copies (``np.array``; ``np.ascontiguousarray`` returns a one-element or
+    # otherwise already contiguous flipped view itself, and the kernel's in-place writes
+    # then reached ``arr``, the caller's reference data)
     if kind == "flipped":
-        base = np.ascontiguousarray(arr[::-1, ..., ::-1])
+        base = np.array(arr[::-1, ..., ::-1], order="C")
         return base[::-1, ..., ::-1]
     if kind == "flipped_batch":   # a negative stride on axis 0 only (the channels stay contiguous)
-        return np.ascontiguousarray(arr[::-1])[::-1]
+        return np.array(arr[::-1], order="C")[::-1]
     if kind == "strided":
         base = np.zeros(arr.shape[:-1] + (2 * arr.shape[-1] + 1,), dtype=arr.dtype)
         base[..., 1::2] = arr

@@ -59,13 +59,15 @@ def compute(call, xp, in1, in2, method, out=None, precision=None, warn=True):
 
 def _broadcast_product(call, xp, in1, in2):
     """A convolution without an axis where both operands are longer than 1: the exact
-    broadcast product (what SciPy's FFT path computes then, exact for integers)."""
+    broadcast product (what SciPy's FFT path computes then, exact for integers), its
+    convolved axes cropped to ``same``'s window; the batch axes keep their broadcast
+    extent (``scipy.signal.convolve``'s shape; ``fftconvolve`` crops those itself)."""
     if call.correlate:
         in2 = xp.flip(in2, axis=call.axes)
         in2 = xp.conj(in2) if in2.dtype.kind == "c" else in2
     res = in1 * in2
-    if call.problem.out_shape != tuple(res.shape[a] for a in call.axes):      # "same"
-        res = centered(res, in1.shape)
+    if res.shape != call.result_shape:                                      # "same"
+        res = centered(res, call.result_shape)
     return res
 
 

@@ -193,6 +193,37 @@ def test_correlate_axes_is_per_batch_correlate(method, data, mode):
                             axes=axes, what=f"correlate {method}")
 
 
+#: ``(in1 shape, in2 shape, axes)`` where no convolved axis has both operands longer than
+#: 1 (``method="fft"`` computes the exact broadcast product) and a batch axis broadcasts.
+BROADCAST_PRODUCT_CASES = [
+    ((1, 1), (2, 2), [1]),          # in1 shorter than the kernel, in2's batch axis 2
+    ((1, 1, 1), (1, 2, 2), [1]),
+    ((2, 1), (1, 3), [1]),          # in1's batch axis 2, one shared kernel
+    ((1, 3), (2, 1), [1]),          # a one-tap kernel per batch element
+]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("correlate", [False, True])
+@pytest.mark.parametrize("s1,s2,axes", BROADCAST_PRODUCT_CASES)
+def test_broadcast_product_keeps_broadcast_batch_axes(method, mode, correlate, s1, s2, axes):
+    """Every method gives ``scipy.signal.convolve``'s shape and values, the batch axes at
+    their broadcast extent in ``same`` mode too (SciPy's ``fftconvolve`` alone crops
+    them to ``in1``'s)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(s1) + 1j * rng.standard_normal(s1)
+    b = rng.standard_normal(s2) + 1j * rng.standard_normal(s2)
+    fn = cupyconv.correlate if correlate else cupyconv.convolve
+    if valid_mode_rejects(a.shape, b.shape, mode, axes):
+        with pytest.raises(ValueError, match="For 'valid' mode"):
+            fn(a, b, mode=mode, method=method, axes=axes)
+        return
+    y = fn(a, b, mode=mode, method=method, axes=axes)
+    check_against_reference(y, a, b, mode, correlate, _algorithm(method), axes=axes,
+                            what=f"{fn.__name__} {method}")
+
+
 def test_axes_per_batch_kernel_equals_loop():
     """A per-batch kernel (in2's batch axis is n) is one scipy call per row."""
     rng = np.random.default_rng(7)

@@ -21,6 +21,7 @@ from ..core import args
 from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, precheck, run
 from ..dispatch.dispatcher import ranked_for_data
+from .footprint import kept_sum
 
 __all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "between_passes", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "c_cast", "store_output", "scipy_line_pass", "run_filter"]
 
@@ -397,14 +398,16 @@ def empty_result(output, xp):
 
 
 def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
-               plus_zero=False):
+               plus_zero=False, footprint=False):
     """One pass: correlate ``input`` with the same-rank ``weights`` (already flipped or
     conjugated as the caller needs) and store it into ``output``; ``divide`` scales the
     sum afterwards (the uniform filter's exact sum, then one division, as SciPy).
     ``plus_zero``: a zero result is +0.0, as SciPy's N-D ``correlate``, whose sums start
     from +0.0 (its 1-D passes start from a tap's product, as the engine's tap loop); a
     host step makes it so unless the algorithm that ran sums from +0.0 itself
-    (``Backend.plus_zero_sums``: the CUDA kernels)."""
+    (``Backend.plus_zero_sums``: the CUDA kernels).  ``footprint``: the zero taps of
+    ``weights`` (:func:`~.footprint.kept_weights`) add nothing, as in SciPy's N-D
+    ``correlate`` (:func:`~.footprint.kept_sum`)."""
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
@@ -417,7 +420,8 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
     if scipy_line_pass(backend, input, weights, output, dtype, divide):
         return _scipy_line(input, weights, origins, mode, cval, output, divide)
     if weights.size == 1 and divide is None:   # one tap: SciPy's input * weight
-        y = program.host_step("scale", functools.partial(_one_tap, dtype), input, weights)
+        y = program.host_step("scale", functools.partial(_one_tap, dtype, footprint), input,
+                              weights)
         return store_output(_signed_zero(y, plus_zero), output, xp)
     call = filter_call(tuple(input.shape), tuple(weights.shape), tuple(origins), mode,
                        cval_for(cval, dtype) if mode == "constant" else 0, dtype)
@@ -429,6 +433,8 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
     if (output.dtype.kind in "biu" and dtype.kind == "f") or _line_on_cpu(backend, weights):
         method = tap_sum(call.problem, operands, backend)
     y, algorithm = run(call.problem, operands, backend, method=method)
+    if footprint:
+        y = kept_sum(call.problem, y, operands.activation, operands.filter)
     y = call.finish(y, xp)
     if divide is not None:                 # a host step: a compiled call replays it
         y = program.host_step("divide", functools.partial(_divided, divide), y)
@@ -462,10 +468,17 @@ def _line_on_cpu(backend, weights):
 LINE_TAPS = 15
 
 
-def _one_tap(dtype, x, w):
+def _one_tap(dtype, footprint, x, w):
     """A one-tap pass: every output is its input times the tap, as SciPy's loop
-    computes it (a zero keeps the product's sign)."""
-    return x.astype(dtype) * w.reshape(()).astype(dtype)
+    computes it (a zero keeps the product's sign); with ``footprint`` a zero tap of NumPy
+    weights is left out (:mod:`.footprint`): +0.0 everywhere, NaN and infinite inputs
+    too."""
+    tap = w.reshape(()).astype(dtype)
+    if not (footprint and isinstance(w, np.ndarray)):
+        return x.astype(dtype) * tap
+    if tap == 0:
+        return np.zeros(x.shape, dtype)
+    return x.astype(dtype) * tap
 
 
 def _divided(divide, y):

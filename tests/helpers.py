@@ -201,6 +201,8 @@ def conv_bounds(x, w, bias=None, **kw):
     xpad = np.pad(x_abs.astype(np.float64), pads, mode=mode, **extra)
     full = ref_conv(xpad, w_abs, padding=[(d * (k - 1),) * 2 for d, k in zip(dil, ks)],
                     dilation=dil, groups=kw.get("groups", 1))
+    if bias is not None:    # the bias's addition rounds on the scale of |conv| + |bias|
+        full = full + np.abs(np.asarray(bias)).reshape((1, -1) + (1,) * r)
     k = w_abs.shape[1] * math.prod(ks) + (bias is not None)
     n = max(xpad[0, 0].size * xpad.shape[1], w_abs.size)
     return Bounds(abs_conv, k, np.linalg.norm(full.ravel()), n, xpad[0, 0].size)

@@ -12,7 +12,7 @@ from cupyconv.core import ConvProblem
 from cupyconv.core import winograd as wg
 from cupyconv.dispatch import choose
 
-from helpers import PADDING_MODES
+from helpers import PADDING_MODES, ref_conv
 
 TORCH_MODE = {"constant": "zeros", "reflect": "reflect", "symmetric": "symmetric",
               "wrap": "circular", "edge": "replicate"}
@@ -81,6 +81,21 @@ def bound(problem, dtype, plan=None, growth=None):
                                for p, m in zip(pieces, tile) if p.r > 1)
                      for pieces, tile in plan)
     return 4 * max(problem.gemm_k, 1) * u * max(growth, 1.0)
+
+
+def error_over_magnitudes(y, x, w, geo):
+    """``(err, ref)``: the float64 tap-loop reference ``ref`` of ``conv(x, w)`` in ``geo``
+    and ``||y - ref||`` over ``sqrt(outputs) * max|x| * max_k sum|w[k]|``, the scale a
+    Winograd tile rounds at: its transforms mix every tap with every input of the tile,
+    so neither ``||ref||`` (one output of -0.04 from terms of 8.3 in absolute value) nor
+    ``|| |x| conv |w| ||`` (a tap of 1.0 that meets only the zero padding, beside one
+    of 0.004) bounds the roundoff."""
+    kw = dict(stride=geo["stride"], padding=geo["padding"], dilation=geo["dilation"],
+              groups=geo["groups"], padding_mode=geo["mode"], layout=geo["layout"])
+    ref = ref_conv(x, w, **kw)
+    per_output = np.abs(w).reshape(w.shape[0], -1).sum(axis=1).max()
+    scale = math.sqrt(ref.size) * float(np.abs(x).max()) * float(per_output)
+    return np.linalg.norm(y.astype(ref.dtype) - ref) / max(scale, 1e-300), ref
 
 
 def problem_of(geo, x, w):

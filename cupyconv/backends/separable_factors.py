@@ -14,12 +14,14 @@ such an outer product:
 - float and complex kernels by the rank-1 truncated HOSVD: each factor is the dominant
   singular vector of the kernel's unfolding along its axis, scaled by the core value,
   and the kernel is separable when the reconstruction error is within
-  :data:`ROUNDOFF_UNITS` units of roundoff of the kernel's norm.
+  :func:`term_tolerance` of the kernel's norm (:data:`ROUNDOFF_UNITS` units of
+  roundoff times ``sqrt(taps)``: a flat ``8 u`` refused a rounded outer product of
+  two random 2-vectors, whose SVD reconstructs it to ``9.5 u``).
 
 A kernel that is not one outer product may still be a short sum of them (a difference
 of Gaussians is two; a 2-D kernel of matrix rank r is r): :func:`low_rank` finds such a
-sum, accepted within :func:`term_tolerance` (``sqrt(taps)`` times the one-outer-product
-tolerance: the typical rounding of a direct sum over the taps).  With three axes or
+sum, accepted within the same :func:`term_tolerance` (the typical rounding of a direct
+sum over the taps).  With three axes or
 more it first tries exactly as many terms as the rank of the first unfolding
 (Jennrich's simultaneous diagonalisation: a difference of Gaussians in two terms in any
 rank), kept when the terms' norms add up to at most :data:`CANCELLATION_LIMIT` times the
@@ -62,7 +64,8 @@ __all__ = ["applies", "factor", "factor_error", "set_blas_guard", "low_rank", "k
            "CANCELLATION_LIMIT",
            "NotSeparable", "NOT_APPLICABLE"]
 
-#: A float kernel is separable when ``||K - outer(factors)|| <= ROUNDOFF_UNITS * eps * ||K||``.
+#: A float kernel is separable when ``||K - outer(factors)||`` is at most
+#: ``ROUNDOFF_UNITS * eps * sqrt(taps) * ||K||`` (:func:`term_tolerance`).
 ROUNDOFF_UNITS = 8
 #: The most outer products a kernel is split into (each costs one set of 1-D passes).
 MAX_TERMS = 8
@@ -240,8 +243,8 @@ def _hosvd(k, norm):
 
 def factor(kernel, dtype):
     """``(factors, relative error)`` of one kernel; ``factors`` is ``None`` when it is not
-    an outer product (integer ``dtype``: exactly; float: within :data:`ROUNDOFF_UNITS`
-    units of roundoff of its norm).  The factors' outer product is the kernel.  The error
+    an outer product (integer ``dtype``: exactly; float: within :func:`term_tolerance`
+    of its norm).  The factors' outer product is the kernel.  The error
     is ``None`` where the rank bound refused the kernel before measuring it
     (:func:`factor_error` measures it).
 
@@ -289,7 +292,7 @@ def _factor(kernel, dtype):
     if dtype.kind in "biu":
         found = _integer_factors(kernel)
         return found if found is not None else (None, math.nan)
-    limit = ROUNDOFF_UNITS * float(np.finfo(dtype).eps)
+    limit = term_tolerance(np.shape(kernel), dtype)
     factors, err = _float_factors(kernel, dtype, limit)
     if factors is None or not err <= limit:
         return None, err

@@ -1,8 +1,8 @@
 """The ``separable`` algorithm: outer-product kernels as one 1-D pass per axis (CPU).
 
 - detection (``backends/numpy/separable.factor``): integer kernels exactly, float and
-  complex kernels within 8 units of roundoff of their norm, anything else refused with
-  the reconstruction error;
+  complex kernels within ``8 * sqrt(taps)`` units of roundoff of their norm, anything
+  else refused with the reconstruction error;
 - results: ``method="separable"`` equals ``direct`` (exactly for integer data) for
   ``conv`` (single channel and depthwise; strides, dilations, every boundary mode and
   ``cval``) and for ``convolve``/``correlate`` (flips, modes, batch axes);

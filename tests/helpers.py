@@ -60,9 +60,8 @@ if BFLOAT16 is not None:
 #: c in |y - y_ref| <= c * K * u * (|x| conv |w|): Higham's gamma_K = K*u/(1-K*u)
 #: for a sum of K products, times 2 for the product rounding and complex parts.
 ELEMENTWISE_C = 2.0
-#: The same c for complex dtypes: one complex product rounds to within sqrt(5) u of
-#: |x| |w| (Brent, Percival and Zimmermann 2007), and a complex128 reference is itself
-#: rounded as much: 2 sqrt(5) < 4, against 2.02 u seen at K = 1.
+#: c for complex dtypes: a complex product rounds within sqrt(5) u of |x| |w| (Brent,
+#: Percival, Zimmermann 2007), and so does a complex128 reference: 2 sqrt(5) < 4.
 ELEMENTWISE_C_COMPLEX = 4.0
 #: c in ||y - y_ref|| <= c * u * log2(L) * sqrt(n) * || |x| conv |w| ||_full.
 #: A forward FFT, a pointwise product and an inverse FFT give an error of

@@ -90,9 +90,7 @@ def error_over_magnitudes(y, x, w, geo):
     so neither ``||ref||`` (one output of -0.04 from terms of 8.3 in absolute value) nor
     ``|| |x| conv |w| ||`` (a tap of 1.0 that meets only the zero padding, beside one
     of 0.004) bounds the roundoff."""
-    kw = dict(stride=geo["stride"], padding=geo["padding"], dilation=geo["dilation"],
-              groups=geo["groups"], padding_mode=geo["mode"], layout=geo["layout"])
-    ref = ref_conv(x, w, **kw)
+    ref = ref_conv(x, w, **dict(kwargs(geo), padding_mode=geo["mode"]))   # NumPy's names
     per_output = np.abs(w).reshape(w.shape[0], -1).sum(axis=1).max()
     scale = math.sqrt(ref.size) * float(np.abs(x).max()) * float(per_output)
     return np.linalg.norm(y.astype(ref.dtype) - ref) / max(scale, 1e-300), ref

@@ -21,7 +21,7 @@ from ..core import args
 from ..core.ndimage_map import filter_call, invalid_origin
 from ..dispatch import backend_for, choose, precheck, run
 from ..dispatch.dispatcher import ranked_for_data
-from .footprint import kept_sum
+from .footprint import kept_sum, kept_weights
 
 __all__ = ["INPUT_KINDS", "SINGLE", "EXACT_WEIGHT", "as_arrays", "Fresh", "get_output", "between_passes", "empty_result", "copy_input", "normalize_sequence", "check_axes", "AxisError", "normalize_axis", "normalize_origin", "check_origin", "check_complex_cval", "check_cval", "compute_dtype", "integral", "integral_scalar", "cval_for", "tap_sum", "c_bool", "c_cast", "store_output", "scipy_line_pass", "run_filter"]
 
@@ -405,9 +405,8 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
     ``plus_zero``: a zero result is +0.0, as SciPy's N-D ``correlate``, whose sums start
     from +0.0 (its 1-D passes start from a tap's product, as the engine's tap loop); a
     host step makes it so unless the algorithm that ran sums from +0.0 itself
-    (``Backend.plus_zero_sums``: the CUDA kernels).  ``footprint``: the zero taps of
-    ``weights`` (:func:`~.footprint.kept_weights`) add nothing, as in SciPy's N-D
-    ``correlate`` (:func:`~.footprint.kept_sum`)."""
+    (``Backend.plus_zero_sums``: the CUDA kernels).  ``footprint``: the taps SciPy's N-D
+    ``correlate`` leaves out add nothing (:mod:`.footprint`)."""
     if output.dtype.kind == "c" and input.dtype.kind != "c" and weights.dtype.kind != "c":
         raise RuntimeError(f"array type not supported: a real filter writes no complex output "
                            f"(output has dtype {output.dtype}), as in SciPy")
@@ -415,6 +414,8 @@ def run_filter(xp, input, weights, origins, mode, cval, output, divide=None,
         raise RuntimeError(f"array type not supported: output has dtype {output.dtype}")
     if input.size == 0:
         return empty_result(output, xp)
+    if footprint:
+        weights = kept_weights(weights)
     dtype = compute_dtype(input.dtype, weights, mode, cval, output.dtype, xp)
     backend = backend_for(xp)
     if scipy_line_pass(backend, input, weights, output, dtype, divide):
@@ -474,9 +475,7 @@ def _one_tap(dtype, footprint, x, w):
     weights is left out (:mod:`.footprint`): +0.0 everywhere, NaN and infinite inputs
     too."""
     tap = w.reshape(()).astype(dtype)
-    if not (footprint and isinstance(w, np.ndarray)):
-        return x.astype(dtype) * tap
-    if tap == 0:
+    if footprint and isinstance(w, np.ndarray) and tap == 0:
         return np.zeros(x.shape, dtype)
     return x.astype(dtype) * tap
 

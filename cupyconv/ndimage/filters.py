@@ -23,7 +23,6 @@ from ..dispatch import device_constant
 from .common import (as_arrays, between_passes, check_axes, check_complex_cval, check_cval, check_origin,
                      compute_dtype, copy_input, empty_result, get_output, normalize_axis,
                      normalize_origin, normalize_sequence, run_filter)
-from .footprint import kept_weights
 from .._typing import Array, ArrayLike, Axes, FloatOrSeq, IntOrSeq, Modes, Scalar
 
 __all__ = ["correlate", "convolve", "correlate1d", "convolve1d", "gaussian_filter",
@@ -65,8 +64,8 @@ def _correlate_or_convolve(input, weights, output, mode, cval, origin, convoluti
     check_cval(cval, input)
     if input.size == 0:     # SciPy's N-D correlate returns before it looks at the dtypes
         return empty_result(output, xp)
-    return run_filter(xp, input, kept_weights(weights), origins, engine, cval, output,
-                      plus_zero=True, footprint=True)
+    return run_filter(xp, input, weights, origins, engine, cval, output, plus_zero=True,
+                      footprint=True)
 
 
 @compiled

@@ -39,9 +39,8 @@ def kept_weights(weights):
     """``weights`` with the taps SciPy leaves out made zero (integer and bool weights
     are returned as they are: only their zeros are left out, and they are zero; CuPy
     weights too)."""
-    if weights.dtype.kind in "biu" or weights.size == 0 or not isinstance(weights, np.ndarray):
-        return weights
-    if weights.dtype.kind not in "fc" and not is_half_float(weights.dtype):
+    inexact = weights.dtype.kind in "fc" or is_half_float(weights.dtype)
+    if not (inexact and weights.size and isinstance(weights, np.ndarray)):
         return weights
     return program.host_step("footprint", _kept, weights)
 
